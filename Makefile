@@ -1,0 +1,34 @@
+# The single entry point: make install | run | test | lint | bench
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install run test lint bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/schedctl next '0 8 * * MON-FRI' --tz America/New_York -n 5
+	$(BIN)/schedctl next '30 2 * * *' --tz Europe/Berlin --after 2027-03-27T00:00:00Z -n 3
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check schedd tests benchmarks
+	$(BIN)/ruff format --check schedd tests benchmarks
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_schedule.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,1 @@
+"""Command-line entry points: `schedd` (the daemon) and `schedctl` (an HTTP client)."""

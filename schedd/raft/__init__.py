@@ -1,0 +1,1 @@
+"""pysyncobj wiring: the replicated object, command encoding, submit-and-wait, snapshots."""

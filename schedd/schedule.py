@@ -1,0 +1,314 @@
+"""Schedules: the JSON forms, the next run in UTC, the DST rule, misfire enumeration and jitter.
+
+Pure: no I/O and no clock (callers pass "now"). The DST rule is DESIGN.md's, Vixie cron's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from functools import lru_cache
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from croniter import CroniterBadDateError, croniter
+
+from schedd.cron import CronExpr, parse_cron
+from schedd.errors import InvalidSchedule
+from schedd.timeformat import (
+    EPOCH,
+    format_duration,
+    format_instant,
+    parse_duration,
+    parse_instant,
+)
+
+MAX_AHEAD_MS = 10 * 366 * 86_400_000  # a run_at further ahead than ~10 years is a mistake
+MIN_EVERY_MS = 1_000
+_EPOCH_NAIVE = EPOCH.replace(tzinfo=None)
+_ZONE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+){0,2}")
+_NOT_ZONES = {"localtime", "posixrules", "Factory"}
+_SCAN_LIMIT = 10_000  # naive matches examined for one answer; only folds need more than two
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AtSchedule:
+    """One run at a fixed instant (`run_at`, or `delay` resolved against "now")."""
+
+    at_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CronSchedule:
+    """Runs at the wall-clock times a cron expression matches in a time zone."""
+
+    expr: str
+    timezone: str
+    start_at_ms: int | None = None
+    end_at_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EverySchedule:
+    """Runs at start_at + k * interval, k >= 0: pure elapsed time."""
+
+    interval_ms: int
+    start_at_ms: int
+    end_at_ms: int | None = None
+
+
+Schedule = AtSchedule | CronSchedule | EverySchedule
+_FORMS = ("run_at", "delay", "cron", "every")
+_KEYS = {
+    "run_at": {"run_at"},
+    "delay": {"delay"},
+    "cron": {"cron", "timezone", "start_at", "end_at"},
+    "every": {"every", "start_at", "end_at"},
+}
+
+
+# ---------------------------------------------------------------- parsing and JSON
+
+
+def parse_schedule(spec: object, *, now_ms: int) -> Schedule:
+    """Turn the API's schedule object into a Schedule; `delay` is resolved against now_ms."""
+    if not isinstance(spec, Mapping):
+        raise InvalidSchedule("schedule", f"must be an object, got {type(spec).__name__}")
+    forms = [form for form in _FORMS if form in spec]
+    if len(forms) != 1:
+        raise InvalidSchedule(
+            "schedule", "needs exactly one of 'run_at', 'delay', 'cron' or 'every'"
+        )
+    form = forms[0]
+    unknown = sorted(set(spec) - _KEYS[form])
+    if unknown:
+        raise InvalidSchedule(
+            f"schedule.{unknown[0]}", f"is not allowed with '{form}' schedules"
+        )
+    if form in ("run_at", "delay"):
+        return _parse_one_time(spec, form, now_ms)
+    start_ms = _optional_instant(spec, "start_at")
+    end_ms = _optional_instant(spec, "end_at")
+    if start_ms is not None and end_ms is not None and end_ms <= start_ms:
+        raise InvalidSchedule("schedule.end_at", "must be after start_at")
+    if form == "cron":
+        expr = parse_cron(spec["cron"]).text
+        timezone = check_timezone(spec.get("timezone", "UTC"))
+        schedule: Schedule = CronSchedule(
+            expr=expr, timezone=timezone, start_at_ms=start_ms, end_at_ms=end_ms
+        )
+        if next_after(schedule, now_ms) is None:
+            raise InvalidSchedule("schedule.end_at", "leaves no run after now")
+        return schedule
+    interval = parse_duration(spec["every"], field="schedule.every", minimum_ms=MIN_EVERY_MS)
+    return EverySchedule(
+        interval_ms=interval,
+        start_at_ms=now_ms if start_ms is None else start_ms,
+        end_at_ms=end_ms,
+    )
+
+
+def _parse_one_time(spec: Mapping[str, object], form: str, now_ms: int) -> AtSchedule:
+    if form == "run_at":
+        at_ms = parse_instant(spec["run_at"], field="schedule.run_at")
+    else:
+        at_ms = now_ms + parse_duration(spec["delay"], field="schedule.delay")
+    if at_ms > now_ms + MAX_AHEAD_MS:
+        raise InvalidSchedule(f"schedule.{form}", "is more than 10 years ahead")
+    return AtSchedule(at_ms=at_ms)
+
+
+def _optional_instant(spec: Mapping[str, object], key: str) -> int | None:
+    value = spec.get(key)
+    return None if value is None else parse_instant(value, field=f"schedule.{key}")
+
+
+def check_timezone(name: object) -> str:
+    """Return `name` if it is an IANA zone, else raise naming the value."""
+    if not isinstance(name, str):
+        raise InvalidSchedule("timezone", f"must be an IANA zone name, got {name!r}")
+    if len(name) > 64 or not _ZONE_NAME.fullmatch(name) or name in _NOT_ZONES:
+        raise InvalidSchedule("timezone", f"unknown zone {name[:80]!r}")
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        raise InvalidSchedule("timezone", f"unknown zone {name!r}") from None
+    return name
+
+
+def schedule_to_json(schedule: Schedule) -> dict[str, str]:
+    """The API's normalised form of a schedule (instants in UTC, `delay` as `run_at`)."""
+    if isinstance(schedule, AtSchedule):
+        return {"run_at": format_instant(schedule.at_ms)}
+    out: dict[str, str]
+    if isinstance(schedule, CronSchedule):
+        out = {"cron": schedule.expr, "timezone": schedule.timezone}
+    else:
+        out = {"every": format_duration(schedule.interval_ms)}
+    if schedule.start_at_ms is not None:
+        out["start_at"] = format_instant(schedule.start_at_ms)
+    if schedule.end_at_ms is not None:
+        out["end_at"] = format_instant(schedule.end_at_ms)
+    return out
+
+
+# ---------------------------------------------------------------- next runs
+
+
+def first_run_at(schedule: Schedule, now_ms: int) -> int | None:
+    """The first run of a new job: a past run_at runs at once, the rest strictly after now."""
+    if isinstance(schedule, AtSchedule):
+        return schedule.at_ms
+    return next_after(schedule, now_ms)
+
+
+def next_after(schedule: Schedule, after_ms: int) -> int | None:
+    """The first run strictly after `after_ms` (epoch ms, UTC), or None when none is left."""
+    if isinstance(schedule, AtSchedule):
+        return schedule.at_ms if schedule.at_ms > after_ms else None
+    if isinstance(schedule, EverySchedule):
+        result = _every_next(schedule, after_ms)
+    else:
+        if schedule.start_at_ms is not None:
+            after_ms = max(after_ms, schedule.start_at_ms - 1)
+        result = cron_next_after(schedule.expr, schedule.timezone, after_ms)
+    if result is None or (schedule.end_at_ms is not None and result > schedule.end_at_ms):
+        return None
+    return result
+
+
+def occurrences(schedule: Schedule, start_ms: int, end_ms: int, limit: int) -> list[int]:
+    """Runs in (start_ms, end_ms], at most `limit` of them, in order (misfire catch-up)."""
+    runs: list[int] = []
+    cursor = start_ms
+    while len(runs) < limit:
+        nxt = next_after(schedule, cursor)
+        if nxt is None or nxt > end_ms:
+            break
+        runs.append(nxt)
+        cursor = nxt
+    return runs
+
+
+def fire_time(job_id: str, scheduled_at_ms: int, window_ms: int) -> int:
+    """scheduled_at plus a deterministic offset in [0, window): equal in every process."""
+    if window_ms <= 0:
+        return scheduled_at_ms
+    digest = hashlib.blake2b(f"{job_id}:{scheduled_at_ms}".encode(), digest_size=8).digest()
+    return scheduled_at_ms + int.from_bytes(digest, "big") % window_ms
+
+
+def _every_next(schedule: EverySchedule, after_ms: int) -> int:
+    if after_ms < schedule.start_at_ms:
+        return schedule.start_at_ms
+    steps = (after_ms - schedule.start_at_ms) // schedule.interval_ms + 1
+    return schedule.start_at_ms + steps * schedule.interval_ms
+
+
+# ---------------------------------------------------------------- cron and the DST rule
+
+
+@lru_cache(maxsize=65_536)
+def cron_next_after(expr_text: str, timezone: str, after_ms: int) -> int | None:
+    """Next instant (epoch ms) > after_ms at which `expr_text` fires in `timezone`.
+
+    Memoised: at a peak many jobs share an expression, a zone and the instant asked about.
+    """
+    expr = parse_cron(expr_text)
+    zone = ZoneInfo(timezone)
+    local = (EPOCH + timedelta(milliseconds=after_ms)).astimezone(zone)
+    start = local.replace(tzinfo=None, fold=0)
+    if local.fold == 0:
+        # In the first pass of a repeated hour, wall times just before `start` come back
+        # again later: look from the start of the repetition.
+        start -= _fold_size(start, zone)
+    best: int | None = None
+    for first, second in _instants(expr, zone, start):
+        if best is not None and first is not None and first >= best:
+            break  # the earliest instant of later matches only grows
+        for candidate in (first, second):
+            if candidate is not None and candidate > after_ms and (best is None or candidate < best):
+                best = candidate
+        if best is not None and best == first:
+            break
+    return best
+
+
+def _instants(
+    expr: CronExpr, zone: ZoneInfo, start: datetime
+) -> Iterator[tuple[int | None, int | None]]:
+    """For each matching wall time from `start` on: (first instant, second instant) in ms.
+
+    A wall time in a gap has no instant: fixed-time jobs fire at the transition instead,
+    wildcard jobs not at all. A repeated wall time has two: wildcard jobs fire at both,
+    fixed-time jobs at the first only.
+    """
+    matcher = _matcher(expr)
+    wall = start - timedelta(seconds=1)
+    for _ in range(_SCAN_LIMIT):
+        try:
+            wall = matcher.get_next(datetime, start_time=wall)
+        except CroniterBadDateError:
+            return
+        offset0 = wall.replace(tzinfo=zone, fold=0).utcoffset()
+        offset1 = wall.replace(tzinfo=zone, fold=1).utcoffset()
+        assert offset0 is not None and offset1 is not None
+        first = _naive_ms(wall - offset0)
+        if offset0 == offset1:
+            yield first, None
+        elif offset0 > offset1:  # repeated: fold=0 is the earlier pass
+            yield first, (_naive_ms(wall - offset1) if expr.is_wildcard else None)
+        elif expr.is_wildcard:  # in a gap
+            yield None, None
+        else:
+            yield _transition_ms(zone, _naive_ms(wall - offset1), first), None
+
+
+def _fold_size(wall: datetime, zone: ZoneInfo) -> timedelta:
+    offset0 = wall.replace(tzinfo=zone, fold=0).utcoffset()
+    offset1 = wall.replace(tzinfo=zone, fold=1).utcoffset()
+    assert offset0 is not None and offset1 is not None
+    return max(offset0 - offset1, timedelta(0))
+
+
+@lru_cache(maxsize=4096)
+def _transition_ms(zone: ZoneInfo, before_ms: int, after_ms: int) -> int:
+    """The instant in (before_ms, after_ms] where the zone's offset changes (a gap's end)."""
+    offset_before = _utcoffset(zone, before_ms)
+    low, high = before_ms, after_ms  # offset(low) is the old one, offset(high) the new one
+    while high - low > 1_000:
+        mid = (low + high) // 2 // 1_000 * 1_000
+        if mid <= low:
+            break
+        if _utcoffset(zone, mid) == offset_before:
+            low = mid
+        else:
+            high = mid
+    return high
+
+
+def _utcoffset(zone: ZoneInfo, ms: int) -> timedelta | None:
+    return (EPOCH + timedelta(milliseconds=ms)).astimezone(zone).utcoffset()
+
+
+def _naive_ms(naive_utc: datetime) -> int:
+    delta = naive_utc - _EPOCH_NAIVE
+    return (delta.days * 86_400 + delta.seconds) * 1_000 + delta.microseconds // 1_000
+
+
+_thread_state = threading.local()
+
+
+def _matcher(expr: CronExpr) -> croniter:
+    """A croniter for naive wall times, one per thread and expression (croniter is stateful)."""
+    cache: dict[str, croniter] | None = getattr(_thread_state, "matchers", None)
+    if cache is None or len(cache) > 4096:
+        cache = _thread_state.matchers = {}
+    matcher = cache.get(expr.text)
+    if matcher is None:
+        matcher = croniter(expr.matcher_text, _EPOCH_NAIVE, day_or=expr.days_or)
+        cache[expr.text] = matcher
+    return matcher

@@ -1,0 +1,103 @@
+"""Instants and durations at the edges: RFC 3339 and "90s"/"10m"/"2h"/"1d" strings <-> epoch ms.
+
+Core code holds integer epoch milliseconds; only this module turns them into text and back.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import UTC, datetime, timedelta
+
+from schedd.errors import InvalidRequest
+
+_RFC3339 = re.compile(
+    r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?([Zz]|[+-]\d{2}:\d{2})"
+)
+_DURATION_PART = re.compile(r"(\d+)(ms|s|m|h|d)")
+_UNIT_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+MAX_DURATION_MS = 100 * 365 * 86_400_000
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def parse_instant(value: object, *, field: str) -> int:
+    """Parse an RFC 3339 string with an offset into epoch ms; a naive time is an error."""
+    if not isinstance(value, str):
+        raise InvalidRequest(field, f"must be an RFC 3339 string, got {value!r}")
+    if not _RFC3339.fullmatch(value):
+        if re.fullmatch(r"\d{4}-\d{2}-\d{2}[Tt ][\d:.]+", value):
+            raise InvalidRequest(
+                field, f"{value!r} has no UTC offset: add 'Z' or one like '+05:30'"
+            )
+        raise InvalidRequest(
+            field, f"must be an RFC 3339 instant like '2026-10-12T08:00:00+05:30', got {value!r}"
+        )
+    text = value.upper().replace(" ", "T")
+    if text.endswith("Z"):
+        text = text[:-1] + "+00:00"
+    # fromisoformat takes at most 6 fractional digits: truncate nanoseconds.
+    text = re.sub(r"(\.\d{6})\d+", r"\1", text)
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise InvalidRequest(field, f"{value!r} is not a real date and time ({exc})") from None
+    return to_ms(parsed)
+
+
+def to_ms(instant: datetime) -> int:
+    """Epoch milliseconds of an aware datetime."""
+    if instant.tzinfo is None:
+        raise ValueError("naive datetime")
+    delta = instant - EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000 + delta.microseconds // 1_000
+
+
+def from_ms(ms: int) -> datetime:
+    """Aware UTC datetime of epoch milliseconds."""
+    return EPOCH + timedelta(milliseconds=ms)
+
+
+def format_instant(ms: int) -> str:
+    """RFC 3339 in UTC with a 'Z' suffix; milliseconds only when there are some."""
+    text = from_ms(ms).strftime("%Y-%m-%dT%H:%M:%S")
+    if ms % 1_000:
+        text += f".{ms % 1_000:03d}"
+    return text + "Z"
+
+
+def parse_duration(value: object, *, field: str, minimum_ms: int = 0) -> int:
+    """Parse "90s", "10m", "2h", "1d", "1h30m", "250ms" or a number of seconds into ms."""
+    if isinstance(value, bool):
+        raise InvalidRequest(field, f"must be a duration like '10m' or seconds, got {value!r}")
+    if isinstance(value, int | float):
+        if not math.isfinite(value) or value < 0:
+            raise InvalidRequest(field, f"must be a non-negative number of seconds, got {value!r}")
+        ms = round(value * 1_000)
+    elif isinstance(value, str) and value.strip().replace(".", "", 1).isdigit():
+        ms = round(float(value) * 1_000)
+    elif isinstance(value, str) and value and _is_duration_text(value):
+        ms = sum(int(n) * _UNIT_MS[u] for n, u in _DURATION_PART.findall(value))
+    else:
+        raise InvalidRequest(
+            field,
+            f"must be a duration like '90s', '10m', '2h', '1d' or a number of seconds, "
+            f"got {value!r}",
+        )
+    if ms < minimum_ms:
+        raise InvalidRequest(field, f"must be at least {format_duration(minimum_ms)}, got {value!r}")
+    if ms > MAX_DURATION_MS:
+        raise InvalidRequest(field, f"must be at most 100 years, got {value!r}")
+    return ms
+
+
+def _is_duration_text(value: str) -> bool:
+    return _DURATION_PART.sub("", value) == "" and len(value) <= 64
+
+
+def format_duration(ms: int) -> str:
+    """The shortest exact text for a duration: 90000 -> '90s', 600000 -> '10m', 86400000 -> '1d'."""
+    for unit in ("d", "h", "m", "s"):
+        size = _UNIT_MS[unit]
+        if ms and ms % size == 0:
+            return f"{ms // size}{unit}"
+    return f"{ms}ms"
