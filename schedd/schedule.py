@@ -85,9 +85,7 @@ def parse_schedule(spec: object, *, now_ms: int) -> Schedule:
     form = forms[0]
     unknown = sorted(set(spec) - _KEYS[form])
     if unknown:
-        raise InvalidSchedule(
-            f"schedule.{unknown[0]}", f"is not allowed with '{form}' schedules"
-        )
+        raise InvalidSchedule(f"schedule.{unknown[0]}", f"is not allowed with '{form}' schedules")
     if form in ("run_at", "delay"):
         return _parse_one_time(spec, form, now_ms)
     start_ms = _optional_instant(spec, "start_at")
@@ -169,6 +167,7 @@ def next_after(schedule: Schedule, after_ms: int) -> int | None:
     """The first run strictly after `after_ms` (epoch ms, UTC), or None when none is left."""
     if isinstance(schedule, AtSchedule):
         return schedule.at_ms if schedule.at_ms > after_ms else None
+    result: int | None
     if isinstance(schedule, EverySchedule):
         result = _every_next(schedule, after_ms)
     else:
@@ -229,9 +228,9 @@ def cron_next_after(expr_text: str, timezone: str, after_ms: int) -> int | None:
     for first, second in _instants(expr, zone, start):
         if best is not None and first is not None and first >= best:
             break  # the earliest instant of later matches only grows
-        for candidate in (first, second):
-            if candidate is not None and candidate > after_ms and (best is None or candidate < best):
-                best = candidate
+        later = [c for c in (first, second) if c is not None and c > after_ms]
+        if later and (best is None or min(later) < best):
+            best = min(later)
         if best is not None and best == first:
             break
     return best

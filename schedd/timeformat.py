@@ -84,7 +84,9 @@ def parse_duration(value: object, *, field: str, minimum_ms: int = 0) -> int:
             f"got {value!r}",
         )
     if ms < minimum_ms:
-        raise InvalidRequest(field, f"must be at least {format_duration(minimum_ms)}, got {value!r}")
+        raise InvalidRequest(
+            field, f"must be at least {format_duration(minimum_ms)}, got {value!r}"
+        )
     if ms > MAX_DURATION_MS:
         raise InvalidRequest(field, f"must be at most 100 years, got {value!r}")
     return ms

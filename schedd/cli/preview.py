@@ -1,0 +1,97 @@
+"""`schedctl next`: show a schedule's next runs offline, with the same engine dispatch uses."""
+
+from __future__ import annotations
+
+import json
+import time
+from zoneinfo import ZoneInfo
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from schedd.errors import InvalidRequest
+from schedd.schedule import occurrences, parse_schedule
+from schedd.timeformat import format_instant, from_ms, parse_instant
+
+MAX_COUNT = 1000
+
+
+@click.command(
+    "next",
+    epilog="""\b
+Examples:
+  schedctl next '0 8 * * MON-FRI' --tz America/New_York
+  schedctl next '30 2 * * *' --tz Europe/Berlin --after 2027-03-27T00:00:00Z -n 3
+  schedctl next --every 90m --start 2026-12-01T09:00:00Z
+  schedctl next --at 2026-12-24T18:00:00+01:00 --json""",
+)
+@click.argument("expr", required=False)
+@click.option(
+    "--tz", "timezone", metavar="ZONE", default="UTC", show_default=True, help="IANA time zone."
+)
+@click.option("--every", metavar="DURATION", help="Interval instead of EXPR: 90s, 10m, 2h, 1d.")
+@click.option(
+    "--start", metavar="INSTANT", help="With --every: the first run (RFC 3339); default now."
+)
+@click.option(
+    "--at", "run_at", metavar="INSTANT", help="One-time run instead of EXPR (RFC 3339 with offset)."
+)
+@click.option(
+    "--after",
+    metavar="INSTANT",
+    help="Show runs strictly after this instant (RFC 3339); default now.",
+)
+@click.option(
+    "-n", "--count", metavar="N", default=5, show_default=True, help="How many runs to show."
+)
+@click.option("--json", "as_json", is_flag=True, help='Print {"runs": ["...Z", ...]}.')
+def next_runs(
+    expr: str | None,
+    timezone: str,
+    every: str | None,
+    start: str | None,
+    run_at: str | None,
+    after: str | None,
+    count: int,
+    as_json: bool,
+) -> None:
+    """Show the next runs of a cron EXPR (or --every, or --at) without a server."""
+    if sum(x is not None for x in (expr, every, run_at)) != 1:
+        raise InvalidRequest("schedule", "give exactly one of EXPR, --every or --at")
+    if not 1 <= count <= MAX_COUNT:
+        raise InvalidRequest("count", f"must be from 1 to {MAX_COUNT}, got {count}")
+    now_ms = int(time.time() * 1000)
+    after_ms = now_ms if after is None else parse_instant(after, field="after")
+    spec: dict[str, str]
+    if expr is not None:
+        spec = {"cron": expr, "timezone": timezone}
+    elif every is not None:
+        spec = {"every": every} | ({"start_at": start} if start else {})
+    else:
+        spec = {"run_at": str(run_at)}
+    schedule = parse_schedule(spec, now_ms=min(now_ms, after_ms))
+    runs = occurrences(schedule, after_ms, 2**62, count)
+    if as_json:
+        click.echo(json.dumps({"runs": [format_instant(ms) for ms in runs]}))
+    else:
+        _print_table(runs, ZoneInfo(timezone) if expr is not None else None)
+
+
+def _print_table(runs: list[int], zone: ZoneInfo | None) -> None:
+    console = Console()
+    if not runs:
+        console.print("no runs left: the schedule has ended", style="yellow")
+        return
+    table = Table(box=None, header_style="bold")
+    table.add_column("#", justify="right")
+    if zone is not None:
+        table.add_column(f"local ({zone.key})")
+    table.add_column("UTC")
+    for i, ms in enumerate(runs, start=1):
+        row = [str(i)]
+        if zone is not None:
+            row.append(from_ms(ms).astimezone(zone).strftime("%a %Y-%m-%d %H:%M %Z (%z)"))
+        row.append(format_instant(ms))
+        table.add_row(*row)
+    console.print(table)

@@ -1,0 +1,106 @@
+"""`schedctl next`: offline schedule preview, its JSON contract and its exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+SCHEDCTL = [str(Path(sys.executable).with_name("schedctl"))]
+
+
+def schedctl(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*SCHEDCTL, *args], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def test_json_output_lists_runs_in_utc() -> None:
+    result = schedctl(
+        "next",
+        "0 8 * * MON",
+        "--tz",
+        "Asia/Kolkata",
+        "--after",
+        "2026-10-10T00:00:00Z",
+        "-n",
+        "2",
+        "--json",
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {"runs": ["2026-10-12T02:30:00Z", "2026-10-19T02:30:00Z"]}
+
+
+def test_table_shows_local_time_with_zone_abbreviation() -> None:
+    result = schedctl(
+        "next", "30 2 * * *", "--tz", "Europe/Berlin", "--after", "2027-03-27T00:00:00Z", "-n", "2"
+    )
+    assert result.returncode == 0, result.stderr
+    # 02:30 does not exist on 2027-03-28 in Berlin: the run moves to the transition, 03:00 CEST.
+    assert "2027-03-27 02:30 CET" in result.stdout
+    assert "2027-03-28 03:00 CEST" in result.stdout
+    assert "2027-03-28T01:00:00Z" in result.stdout
+
+
+def test_every_and_at_forms() -> None:
+    every = schedctl(
+        "next",
+        "--every",
+        "90m",
+        "--start",
+        "2026-12-01T09:00:00Z",
+        "--after",
+        "2026-11-30T00:00:00Z",
+        "-n",
+        "3",
+        "--json",
+    )
+    assert json.loads(every.stdout)["runs"] == [
+        "2026-12-01T09:00:00Z",
+        "2026-12-01T10:30:00Z",
+        "2026-12-01T12:00:00Z",
+    ]
+    at = schedctl(
+        "next", "--at", "2026-12-24T18:00:00+01:00", "--after", "2026-11-30T00:00:00Z", "--json"
+    )
+    assert json.loads(at.stdout)["runs"] == ["2026-12-24T17:00:00Z"]
+
+
+def test_bad_cron_exits_2_with_the_engine_message() -> None:
+    result = schedctl("next", "0 24 * * *")
+    assert result.returncode == 2
+    assert result.stderr.strip() == "error: cron: hour value 24 out of range 0-23"
+    assert result.stdout == ""
+    assert "Traceback" not in result.stderr
+
+
+def test_bad_zone_exits_2() -> None:
+    result = schedctl("next", "0 8 * * *", "--tz", "Mars/Olympus")
+    assert result.returncode == 2
+    assert "timezone: unknown zone 'Mars/Olympus'" in result.stderr
+
+
+def test_naive_after_instant_is_rejected() -> None:
+    result = schedctl("next", "0 8 * * *", "--after", "2026-10-10T00:00:00")
+    assert result.returncode == 2
+    assert "after:" in result.stderr and "offset" in result.stderr
+
+
+def test_exactly_one_schedule_form_is_required() -> None:
+    none_given = schedctl("next")
+    both = schedctl("next", "0 8 * * *", "--every", "5m")
+    assert none_given.returncode == both.returncode == 2
+    assert "exactly one of EXPR, --every or --at" in both.stderr
+
+
+def test_unknown_option_is_a_usage_error() -> None:
+    result = schedctl("next", "* * * * *", "--bogus")
+    assert result.returncode == 2
+    assert "No such option" in result.stderr
+
+
+def test_debug_shows_the_traceback() -> None:
+    result = schedctl("--debug", "next", "0 24 * * *")
+    assert result.returncode == 2
+    assert "Traceback" in result.stderr
