@@ -38,3 +38,104 @@ class ConfigError(SchedError):
 
     code = "config_error"
     exit_code = 2
+
+
+class PayloadTooLarge(InvalidRequest):
+    """A body or a payload is over its size limit."""
+
+    code = "payload_too_large"
+    http_status = 413
+
+
+class Unauthorized(SchedError):
+    """No token, or a token nobody issued."""
+
+    code = "unauthorized"
+    http_status = 401
+    exit_code = 1
+
+
+class Forbidden(SchedError):
+    """A valid token that may not do this."""
+
+    code = "forbidden"
+    http_status = 403
+    exit_code = 1
+
+
+class NotFound(SchedError, LookupError):
+    """No such object for this tenant."""
+
+    code = "not_found"
+    http_status = 404
+    exit_code = 1
+
+
+class JobNotFound(NotFound):
+    code = "job_not_found"
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(f"no job with id {job_id!r}")
+        self.job_id = job_id
+
+
+class TenantNotFound(NotFound):
+    code = "tenant_not_found"
+
+    def __init__(self, tenant_id: str) -> None:
+        super().__init__(f"no tenant with id {tenant_id!r}")
+        self.tenant_id = tenant_id
+
+
+class Conflict(SchedError):
+    """The request conflicts with the object's current state."""
+
+    code = "conflict"
+    http_status = 409
+
+
+class StaleState(Conflict):
+    code = "stale_state"
+
+
+class IdempotencyMismatch(Conflict):
+    """An Idempotency-Key was reused with a different body."""
+
+    code = "idempotency_mismatch"
+    http_status = 422
+
+
+class QuotaExceeded(SchedError):
+    """A tenant quota or rate limit; `retry_after_s` is sent as Retry-After."""
+
+    code = "quota_exceeded"
+    http_status = 429
+
+    def __init__(self, message: str, retry_after_s: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class ClusterUnavailable(SchedError):
+    """No leader reachable or the node is not ready; safe to retry later."""
+
+    code = "cluster_unavailable"
+    http_status = 503
+    exit_code = 3
+    retry_after_s = 1
+
+
+class NoLeader(ClusterUnavailable):
+    code = "no_leader"
+
+
+class OutcomeUnknown(ClusterUnavailable):
+    """The write may or may not have been applied (leader lost mid-way)."""
+
+    code = "outcome_unknown"
+
+
+class CorruptLog(BaseException):
+    """A log entry this node cannot apply: the node halts rather than diverge."""
+
+    code = "corrupt_log"

@@ -9,7 +9,6 @@ import hashlib
 import re
 import threading
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -18,6 +17,18 @@ from croniter import CroniterBadDateError, croniter
 
 from schedd.cron import CronExpr, parse_cron
 from schedd.errors import InvalidSchedule
+from schedd.model import (  # re-exported: callers name schedules through this module too
+    AtSchedule as AtSchedule,
+)
+from schedd.model import (
+    CronSchedule as CronSchedule,
+)
+from schedd.model import (
+    EverySchedule as EverySchedule,
+)
+from schedd.model import (
+    Schedule as Schedule,
+)
 from schedd.timeformat import (
     EPOCH,
     format_duration,
@@ -34,33 +45,6 @@ _NOT_ZONES = {"localtime", "posixrules", "Factory"}
 _SCAN_LIMIT = 10_000  # naive matches examined for one answer; only folds need more than two
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AtSchedule:
-    """One run at a fixed instant (`run_at`, or `delay` resolved against "now")."""
-
-    at_ms: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CronSchedule:
-    """Runs at the wall-clock times a cron expression matches in a time zone."""
-
-    expr: str
-    timezone: str
-    start_at_ms: int | None = None
-    end_at_ms: int | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class EverySchedule:
-    """Runs at start_at + k * interval, k >= 0: pure elapsed time."""
-
-    interval_ms: int
-    start_at_ms: int
-    end_at_ms: int | None = None
-
-
-Schedule = AtSchedule | CronSchedule | EverySchedule
 _FORMS = ("run_at", "delay", "cron", "every")
 _KEYS = {
     "run_at": {"run_at"},

@@ -1,0 +1,270 @@
+"""Job bodies: validate the API's job JSON into a JobSpec, and write a JobSpec back as JSON.
+
+The canonical JSON written here is what commands carry and the store keeps; it parses back
+to the same JobSpec.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+from schedd.errors import InvalidRequest, PayloadTooLarge
+from schedd.model import (
+    AtSchedule,
+    Backoff,
+    HttpTarget,
+    JSONValue,
+    MisfirePolicy,
+    OverlapPolicy,
+    QueueTarget,
+    RetryPolicy,
+    Schedule,
+    Target,
+)
+from schedd.schedule import parse_schedule, schedule_to_json
+from schedd.timeformat import format_duration, parse_duration
+
+JOB_FIELDS = frozenset(
+    {"name", "schedule", "window", "target", "payload", "retry", "misfire_policy", "overlap_policy"}
+)
+QUEUE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+RESERVED_HEADERS = frozenset(
+    {"host", "content-length", "content-type", "transfer-encoding", "connection", "idempotency-key"}
+)
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+MAX_WINDOW_MS = 86_400_000
+DEFAULT_PAYLOAD_LIMIT = 64 * 1024
+E = TypeVar("E", MisfirePolicy, OverlapPolicy, Backoff)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobSpec:
+    """Everything a tenant says about a job: what runs when, where it goes, how it retries."""
+
+    name: str | None
+    schedule: Schedule
+    window_ms: int | None
+    target: Target
+    payload: JSONValue
+    retry: RetryPolicy
+    misfire_policy: MisfirePolicy
+    overlap_policy: OverlapPolicy
+
+    @property
+    def is_recurring(self) -> bool:
+        return not isinstance(self.schedule, AtSchedule)
+
+
+def parse_job(
+    body: Mapping[str, Any], *, now_ms: int, payload_limit: int = DEFAULT_PAYLOAD_LIMIT
+) -> JobSpec:
+    """Validate a job body (POST /v1/jobs); every error names the field and the bad value."""
+    if not isinstance(body, Mapping):
+        raise InvalidRequest("body", "must be a JSON object")
+    _reject_unknown(body, JOB_FIELDS, prefix="")
+    if "schedule" not in body:
+        raise InvalidRequest("schedule", "is required")
+    if "target" not in body:
+        raise InvalidRequest("target", "is required")
+    schedule = parse_schedule(body["schedule"], now_ms=now_ms)
+    spec = JobSpec(
+        name=_parse_name(body.get("name")),
+        schedule=schedule,
+        window_ms=_parse_window(body.get("window")),
+        target=parse_target(body["target"]),
+        payload=_check_payload(body.get("payload"), payload_limit),
+        retry=parse_retry(body.get("retry")),
+        misfire_policy=_enum(MisfirePolicy, body.get("misfire_policy"), "misfire_policy"),
+        overlap_policy=_enum(OverlapPolicy, body.get("overlap_policy"), "overlap_policy"),
+    )
+    if not spec.is_recurring and spec.overlap_policy is not OverlapPolicy.ALLOW:
+        raise InvalidRequest("overlap_policy", "applies to recurring schedules only")
+    return spec
+
+
+def patch_job(
+    current: Mapping[str, Any],
+    changes: Mapping[str, Any],
+    *,
+    now_ms: int,
+    payload_limit: int = DEFAULT_PAYLOAD_LIMIT,
+) -> JobSpec:
+    """Apply a PATCH body to a job's canonical JSON and validate the result as a whole."""
+    if not isinstance(changes, Mapping):
+        raise InvalidRequest("body", "must be a JSON object")
+    _reject_unknown(changes, JOB_FIELDS, prefix="")
+    merged = {**current, **changes}
+    return parse_job(merged, now_ms=now_ms, payload_limit=payload_limit)
+
+
+def job_to_json(spec: JobSpec) -> dict[str, Any]:
+    """The canonical JSON of a JobSpec (the API's job fields, instants in UTC)."""
+    return {
+        "name": spec.name,
+        "schedule": schedule_to_json(spec.schedule),
+        "window": None if spec.window_ms is None else format_duration(spec.window_ms),
+        "target": target_to_json(spec.target),
+        "payload": spec.payload,
+        "retry": {
+            "max_attempts": spec.retry.max_attempts,
+            "backoff": spec.retry.backoff.value,
+            "initial_delay": format_duration(spec.retry.initial_delay_ms),
+            "max_delay": format_duration(spec.retry.max_delay_ms),
+        },
+        "misfire_policy": spec.misfire_policy.value,
+        "overlap_policy": spec.overlap_policy.value,
+    }
+
+
+def target_to_json(target: Target) -> dict[str, Any]:
+    """The API form of a target."""
+    if isinstance(target, QueueTarget):
+        return {"type": "queue", "name": target.name}
+    return {
+        "type": "http",
+        "url": target.url,
+        "method": target.method,
+        "headers": dict(target.headers),
+        "timeout": format_duration(target.timeout_ms),
+    }
+
+
+def parse_target(value: object) -> Target:
+    """Validate a target object: a queue name or an http(s) URL with method and headers."""
+    if not isinstance(value, Mapping):
+        raise InvalidRequest("target", "must be an object with a 'type'")
+    kind = value.get("type")
+    if kind == "queue":
+        _reject_unknown(value, {"type", "name"}, prefix="target.")
+        name = value.get("name")
+        if not isinstance(name, str) or not QUEUE_NAME.fullmatch(name):
+            raise InvalidRequest("target.name", f"must match [A-Za-z0-9_.-]{{1,128}}, got {name!r}")
+        return QueueTarget(name=name)
+    if kind == "http":
+        _reject_unknown(value, {"type", "url", "method", "headers", "timeout"}, prefix="target.")
+        method = value.get("method", "POST")
+        if method not in HTTP_METHODS:
+            raise InvalidRequest("target.method", f"must be one of {', '.join(HTTP_METHODS)}")
+        timeout = value.get("timeout", "10s")
+        return HttpTarget(
+            url=_parse_url(value.get("url")),
+            method=str(method),
+            headers=_parse_headers(value.get("headers", {})),
+            timeout_ms=_bounded_duration(timeout, "target.timeout", 1_000, 300_000),
+        )
+    raise InvalidRequest("target.type", f"must be 'queue' or 'http', got {kind!r}")
+
+
+def parse_retry(value: object) -> RetryPolicy:
+    """Validate a retry object; missing fields take the defaults (3, exponential, 1s, 5m)."""
+    if value is None:
+        return RetryPolicy()
+    if not isinstance(value, Mapping):
+        raise InvalidRequest("retry", "must be an object")
+    _reject_unknown(value, {"max_attempts", "backoff", "initial_delay", "max_delay"}, "retry.")
+    policy = RetryPolicy()
+    attempts = value.get("max_attempts", policy.max_attempts)
+    if isinstance(attempts, bool) or not isinstance(attempts, int) or not 1 <= attempts <= 100:
+        raise InvalidRequest("retry.max_attempts", f"must be an integer 1-100, got {attempts!r}")
+    initial = _bounded_duration(
+        value.get("initial_delay", "1s"), "retry.initial_delay", 0, 86_400_000
+    )
+    maximum = _bounded_duration(value.get("max_delay", "5m"), "retry.max_delay", 0, 86_400_000)
+    if maximum < initial:
+        raise InvalidRequest("retry.max_delay", "must be at least retry.initial_delay")
+    return replace(
+        policy,
+        max_attempts=attempts,
+        backoff=_enum(Backoff, value.get("backoff"), "retry.backoff"),
+        initial_delay_ms=initial,
+        max_delay_ms=maximum,
+    )
+
+
+def _reject_unknown(
+    obj: Mapping[str, Any], allowed: frozenset[str] | set[str], prefix: str
+) -> None:
+    unknown = sorted(set(obj) - allowed)
+    if unknown:
+        raise InvalidRequest(f"{prefix}{unknown[0]}", "is not a known field")
+
+
+def _parse_name(value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or len(value) > 200 or _CONTROL.search(value):
+        raise InvalidRequest("name", "must be a string of at most 200 printable characters")
+    return value
+
+
+def _parse_window(value: object) -> int | None:
+    if value is None:
+        return None
+    window = _bounded_duration(value, "window", 0, MAX_WINDOW_MS)
+    return window or None
+
+
+def _bounded_duration(value: object, field: str, low_ms: int, high_ms: int) -> int:
+    ms = parse_duration(value, field=field, minimum_ms=low_ms)
+    if ms > high_ms:
+        raise InvalidRequest(field, f"must be at most {format_duration(high_ms)}, got {value!r}")
+    return ms
+
+
+def _enum(kind: type[E], value: object, field: str) -> E:
+    if value is None:
+        return next(iter(kind))
+    try:
+        if not isinstance(value, str):
+            raise ValueError(value)
+        return kind(value)
+    except ValueError:
+        choices = ", ".join(repr(m.value) for m in kind)
+        raise InvalidRequest(field, f"must be one of {choices}, got {value!r}") from None
+
+
+def _check_payload(payload: object, limit: int) -> JSONValue:
+    size = len(json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode())
+    if size > limit:
+        raise PayloadTooLarge("payload", f"is {size} bytes, over the limit of {limit} bytes")
+    return payload
+
+
+def _parse_url(value: object) -> str:
+    if not isinstance(value, str) or len(value) > 2048 or _CONTROL.search(value):
+        raise InvalidRequest(
+            "target.url", "must be an http:// or https:// URL of at most 2048 chars"
+        )
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https"):
+        raise InvalidRequest("target.url", f"must be http:// or https://, got {value!r}")
+    try:
+        port_ok = parts.hostname is not None and (parts.port is None or parts.port > 0)
+    except ValueError:
+        port_ok = False
+    if not port_ok or parts.username is not None or parts.password is not None:
+        raise InvalidRequest("target.url", f"needs a host (and no credentials), got {value!r}")
+    return value
+
+
+def _parse_headers(value: object) -> dict[str, str]:
+    if not isinstance(value, Mapping) or len(value) > 32:
+        raise InvalidRequest("target.headers", "must be an object of at most 32 string headers")
+    headers: dict[str, str] = {}
+    for name, text in value.items():
+        lowered = str(name).lower()
+        if not _HEADER_NAME.fullmatch(str(name)) or lowered in RESERVED_HEADERS:
+            raise InvalidRequest("target.headers", f"header name {name!r} is not allowed")
+        if lowered.startswith("webhook-"):
+            raise InvalidRequest("target.headers", f"{name!r}: webhook-* headers are set by schedd")
+        if not isinstance(text, str) or len(text) > 4096 or _CONTROL.search(text):
+            raise InvalidRequest("target.headers", f"value of {name!r} must be printable text")
+        headers[str(name)] = text
+    return headers

@@ -1,0 +1,106 @@
+"""The nouns of schedd: schedules, targets, retry policies, jobs and runs, and their enums.
+
+Plain data only: no I/O, no parsing of request bodies (jobspec.py), no time arithmetic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+JSONValue = Any  # a decoded JSON value; jsonbody.py checks what may enter
+
+
+class JobStatus(StrEnum):
+    ACTIVE = "active"
+    PAUSED = "paused"
+    CANCELLED = "cancelled"
+    COMPLETED = "completed"
+
+
+class MisfirePolicy(StrEnum):
+    RUN_ONCE = "run_once"
+    SKIP = "skip"
+    RUN_ALL = "run_all"
+
+
+class OverlapPolicy(StrEnum):
+    ALLOW = "allow"
+    SKIP = "skip"
+    DELAY = "delay"
+
+
+class Backoff(StrEnum):
+    EXPONENTIAL = "exponential"
+    LINEAR = "linear"
+    FIXED = "fixed"
+
+
+class RunStatus(StrEnum):
+    DISPATCHED = "dispatched"
+    DELIVERED = "delivered"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    RETRYING = "retrying"
+    DEAD = "dead"
+    SKIPPED = "skipped"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AtSchedule:
+    """One run at a fixed instant (`run_at`, or `delay` resolved against "now")."""
+
+    at_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CronSchedule:
+    """Runs at the wall-clock times a cron expression matches in a time zone."""
+
+    expr: str
+    timezone: str
+    start_at_ms: int | None = None
+    end_at_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EverySchedule:
+    """Runs at start_at + k * interval, k >= 0: pure elapsed time."""
+
+    interval_ms: int
+    start_at_ms: int
+    end_at_ms: int | None = None
+
+
+Schedule = AtSchedule | CronSchedule | EverySchedule
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueueTarget:
+    """Deliver runs as messages on the tenant's built-in queue `name`."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HttpTarget:
+    """Deliver runs by calling the tenant's URL."""
+
+    url: str
+    method: str = "POST"
+    headers: dict[str, str] = field(default_factory=dict)
+    timeout_ms: int = 10_000
+
+
+Target = QueueTarget | HttpTarget
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetryPolicy:
+    """How failed attempts are retried before a run becomes a dead letter."""
+
+    max_attempts: int = 3
+    backoff: Backoff = Backoff.EXPONENTIAL
+    initial_delay_ms: int = 1_000
+    max_delay_ms: int = 300_000

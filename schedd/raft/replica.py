@@ -1,0 +1,57 @@
+"""The replicated object: pysyncobj's SyncObj with one entry point that applies our commands.
+
+pysyncobj numbers @replicated methods by sorted name, so there is exactly one, forever.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Callable
+from typing import Any
+
+from pysyncobj import SyncObj, SyncObjConf, replicated
+
+from schedd.errors import CorruptLog
+from schedd.store.apply import StateMachine
+
+log = logging.getLogger(__name__)
+
+
+class Replica(SyncObj):  # type: ignore[misc]  # pysyncobj ships no types
+    """A node's Raft replica; `halt` is called when an entry cannot be applied at all."""
+
+    def __init__(
+        self,
+        self_address: str,
+        peers: list[str],
+        conf: SyncObjConf,
+        state_machine: StateMachine,
+        halt: Callable[[str], None],
+    ) -> None:
+        # State must be ready before SyncObj.__init__: it starts replaying almost at once.
+        self._state_machine = state_machine
+        self._halt = halt
+        super().__init__(self_address, peers, conf)
+
+    @replicated  # type: ignore[untyped-decorator]
+    def apply_entry(self, blob: bytes) -> dict[str, Any]:
+        """Apply one committed command (the only replicated method: never rename it)."""
+        # Inside apply, pysyncobj's last-applied counter is one behind this entry's index
+        # (pinned by tests/unit/test_raft_replica.py).
+        index = self.raftLastApplied + 1
+        try:
+            return self._state_machine.apply(blob, index=index)
+        except (CorruptLog, sqlite3.DatabaseError) as exc:
+            # Retrying would wedge every tick and applying past it would diverge: stop loudly.
+            self._halt(f"cannot apply log entry {index}: {exc}")
+            raise
+
+    def leader_address(self) -> str | None:
+        """The leader this node last heard of (may be stale: never use it as a lock)."""
+        leader = self._getLeader()
+        return None if leader is None else str(leader.id)
+
+    def is_leader(self) -> bool:
+        """Whether pysyncobj thinks this node leads (may be stale: never use it as a lock)."""
+        return bool(self._isLeader())

@@ -1,0 +1,103 @@
+"""pysyncobj's snapshot hooks: write the store's snapshot in the background, restore it.
+
+A snapshot of a large database takes seconds; on pysyncobj's tick thread that would stall
+heartbeats and cause elections, so the copy runs on its own thread (see raft/DESIGN.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pysyncobj import SERIALIZER_STATE
+
+from schedd.store.db import Database
+from schedd.store.snapshot import SnapshotError, read_snapshot, restore_snapshot, write_snapshot
+
+log = logging.getLogger(__name__)
+NOT_SERIALIZING: int = SERIALIZER_STATE.NOT_SERIALIZING
+SERIALIZING: int = SERIALIZER_STATE.SERIALIZING
+SUCCESS: int = SERIALIZER_STATE.SUCCESS
+FAILED: int = SERIALIZER_STATE.FAILED
+
+
+class SnapshotHooks:
+    """serializer / deserializer / serializeChecker for SyncObjConf, around the store."""
+
+    def __init__(
+        self, db: Database, dump_path: Path, *, on_restore: Callable[[], None] | None = None
+    ) -> None:
+        self._db = db
+        self._dump_path = dump_path
+        self._scratch_path = dump_path.with_name(dump_path.name + ".building")
+        self._on_restore = on_restore
+        self._state = NOT_SERIALIZING
+        self._worker: threading.Thread | None = None
+        self._failed = False
+        self.last_duration_s: float | None = None
+
+    def serialize(self, tmp_path: str, raft_data: Any) -> None:
+        """Start a snapshot (tick thread). pysyncobj renames `tmp_path` onto the dump file
+        as soon as this returns, so `tmp_path` gets the previous dump's content (a hard link)
+        and the new one is swapped in by `check()` once it is complete."""
+        Path(tmp_path).unlink(missing_ok=True)
+        if self._dump_path.exists():
+            os.link(self._dump_path, tmp_path)
+        else:
+            Path(tmp_path).write_bytes(b"")  # no snapshot yet: the journal still holds all
+        raft_state = pickle.dumps(raft_data, protocol=pickle.HIGHEST_PROTOCOL)
+        self._failed = False
+        self._state = SERIALIZING
+        self._worker = threading.Thread(
+            target=self._build, args=(raft_state,), name="raft-snapshot", daemon=True
+        )
+        self._worker.start()
+
+    def _build(self, raft_state: bytes) -> None:
+        started = time.monotonic()
+        try:
+            index = write_snapshot(self._db.path, self._scratch_path, raft_state)
+        except Exception:
+            log.exception("snapshot failed")
+            self._failed = True
+            return
+        self.last_duration_s = time.monotonic() - started
+        log.info("snapshot written index=%d seconds=%.2f", index, self.last_duration_s)
+
+    def check(self) -> int:
+        """serializeChecker (tick thread): swap a finished snapshot in, then report once."""
+        if self._state != SERIALIZING:
+            return NOT_SERIALIZING
+        if self._worker is not None and self._worker.is_alive():
+            return SERIALIZING
+        self._state = NOT_SERIALIZING
+        if self._failed:
+            return FAILED
+        os.replace(self._scratch_path, self._dump_path)
+        return SUCCESS
+
+    def deserialize(self, path: str) -> Any:
+        """Load a snapshot (tick thread): at start-up, or one shipped by the leader.
+
+        A snapshot older than the live database (a restart) keeps the live database; a newer
+        one (this node lagged behind) replaces its content."""
+        snapshot_index, raft_state = read_snapshot(Path(path))
+        if snapshot_index > self._db.applied_index:
+            log.info(
+                "restoring snapshot index=%d over live index=%d",
+                snapshot_index,
+                self._db.applied_index,
+            )
+            restore_snapshot(self._db, Path(path))
+            if self._on_restore is not None:
+                self._on_restore()
+        return pickle.loads(raft_state)
+
+
+__all__ = ["SnapshotError", "SnapshotHooks"]

@@ -1,0 +1,78 @@
+"""Apply functions for tenant commands: create, update, rotate credentials."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+from schedd.store.command import Command, ok, rejected
+from schedd.store.records import audit
+
+TENANT_FIELDS = ("name", "max_active_jobs", "dispatch_rate", "allowed_hosts")
+
+
+def create_tenant(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
+    b = cmd.body
+    if tx.execute("SELECT 1 FROM tenants WHERE name = ?", (b["name"],)).fetchone():
+        return rejected("tenant_exists", f"a tenant named {b['name']!r} exists already")
+    tx.execute(
+        "INSERT INTO tenants (tenant_id, name, token_hash, signing_secret, max_active_jobs, "
+        "dispatch_rate, allowed_hosts, created_at_ms, updated_at_ms) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            b["tenant_id"],
+            b["name"],
+            b["token_hash"],
+            b["signing_secret"],
+            int(b["max_active_jobs"]),
+            int(b["dispatch_rate"]),
+            json.dumps(b["allowed_hosts"]),
+            cmd.ts_ms,
+            cmd.ts_ms,
+        ),
+    )
+    audit(tx, cmd, tenant_id=b["tenant_id"], detail={"name": b["name"]})
+    return ok(tenant_id=b["tenant_id"])
+
+
+def update_tenant(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
+    tenant_id, changes = cmd.body["tenant_id"], cmd.body["changes"]
+    if not tx.execute("SELECT 1 FROM tenants WHERE tenant_id = ?", (tenant_id,)).fetchone():
+        return rejected("tenant_not_found", f"no tenant with id {tenant_id!r}")
+    name = changes.get("name")
+    if (
+        name is not None
+        and tx.execute(
+            "SELECT 1 FROM tenants WHERE name = ? AND tenant_id != ?", (name, tenant_id)
+        ).fetchone()
+    ):
+        return rejected("tenant_exists", f"a tenant named {name!r} exists already")
+    for key in TENANT_FIELDS:
+        if key in changes:
+            value = json.dumps(changes[key]) if key == "allowed_hosts" else changes[key]
+            # `key` comes from the fixed TENANT_FIELDS tuple, never from the command.
+            tx.execute(f"UPDATE tenants SET {key} = ? WHERE tenant_id = ?", (value, tenant_id))
+    tx.execute("UPDATE tenants SET updated_at_ms = ? WHERE tenant_id = ?", (cmd.ts_ms, tenant_id))
+    audit(tx, cmd, tenant_id=tenant_id, detail={"fields": sorted(changes)})
+    return ok(tenant_id=tenant_id)
+
+
+def rotate_tenant(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
+    b = cmd.body
+    updated = tx.execute(
+        "UPDATE tenants SET token_hash = ?, signing_secret = ?, updated_at_ms = ? "
+        "WHERE tenant_id = ?",
+        (b["token_hash"], b["signing_secret"], cmd.ts_ms, b["tenant_id"]),
+    ).rowcount
+    if not updated:
+        return rejected("tenant_not_found", f"no tenant with id {b['tenant_id']!r}")
+    audit(tx, cmd, tenant_id=b["tenant_id"], detail=None)
+    return ok(tenant_id=b["tenant_id"])
+
+
+HANDLERS = {
+    "create_tenant": create_tenant,
+    "update_tenant": update_tenant,
+    "rotate_tenant": rotate_tenant,
+}

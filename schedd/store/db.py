@@ -1,0 +1,125 @@
+"""One node's SQLite file: the writer connection apply uses, readers for everything else.
+
+Only apply (store/apply.py) writes, inside `transaction()`, which records the applied index.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TypeVar
+
+from schedd.store.schema import MIGRATIONS
+
+T = TypeVar("T")
+
+
+def connect(path: Path | str, *, readonly: bool = False) -> sqlite3.Connection:
+    """A connection with schedd's pragmas; autocommit mode, transactions are explicit."""
+    conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=30)
+    conn.execute("PRAGMA busy_timeout = 30000")
+    conn.execute("PRAGMA cache_size = -65536")  # 64 MiB
+    if readonly:
+        conn.execute("PRAGMA query_only = 1")
+    return conn
+
+
+class Database:
+    """The writer side of a node's database: migrations, transactions, the applied index."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.conn = connect(self.path)
+        self.conn.execute("PRAGMA journal_mode = WAL")
+        self.conn.execute("PRAGMA synchronous = NORMAL")
+        migrate(self.conn)
+        self.applied_index = self.get_meta("applied_index", 0)
+
+    def get_meta(self, key: str, default: int) -> int:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return default if row is None else int(row[0])
+
+    def set_meta(self, key: str, value: int) -> None:
+        """Write one meta value in its own transaction (start-up settings, not replicated state)."""
+        self.conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+    @contextmanager
+    def transaction(self, applied_index: int) -> Iterator[sqlite3.Connection]:
+        """One command's transaction; commits its effects together with `applied_index`."""
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.conn
+            self.conn.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES ('applied_index', ?)",
+                (applied_index,),
+            )
+            self.conn.execute("COMMIT")
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.applied_index = applied_index
+
+    def reload(self) -> None:
+        """Re-read cached values after the file's content was replaced (snapshot restore)."""
+        self.applied_index = self.get_meta("applied_index", 0)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def migrate(conn: sqlite3.Connection) -> None:
+    """Run the migrations this file has not seen yet, each atomically."""
+    has_meta = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
+    ).fetchone()
+    version = 0
+    if has_meta:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        version = 0 if row is None else int(row[0])
+    for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
+        conn.executescript(
+            f"BEGIN;\n{script}\n"
+            f"INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', {number});\n"
+            "COMMIT;"
+        )
+
+
+class ReadPool:
+    """Reader connections on a few threads, so the event loop never waits on SQLite."""
+
+    def __init__(self, path: Path | str, *, threads: int = 4) -> None:
+        self._path = Path(path)
+        self._local = threading.local()
+        self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="store-read")
+        self._connections: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+
+    def _connection(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = connect(self._path, readonly=True)
+            with self._lock:
+                self._connections.append(conn)
+        return conn
+
+    def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `fn` with this thread's reader connection (for callers already off the loop)."""
+        return fn(self._connection())
+
+    async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `fn(conn)` on a reader thread and await its result."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self.run, fn)
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=True)
+        with self._lock:
+            for conn in self._connections:
+                conn.close()
+            self._connections.clear()

@@ -1,0 +1,195 @@
+"""Read-only queries for the API: jobs, runs, tenants, idempotency keys, audit records.
+
+Each takes a reader connection; every query is a key lookup or an index range, never a scan.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+
+from schedd.timeformat import format_instant
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Tenant:
+    """A tenant as the API needs it (the token hash stays in the store)."""
+
+    tenant_id: str
+    name: str
+    signing_secret: str
+    max_active_jobs: int
+    dispatch_rate: int
+    allowed_hosts: list[str]
+    live_jobs: int
+    created_at_ms: int
+    updated_at_ms: int
+
+    def to_json(self) -> dict[str, Any]:
+        """The API's tenant object (never the token or the signing secret)."""
+        return {
+            "tenant_id": self.tenant_id,
+            "name": self.name,
+            "max_active_jobs": self.max_active_jobs,
+            "dispatch_rate": self.dispatch_rate,
+            "allowed_hosts": self.allowed_hosts,
+            "active_jobs": self.live_jobs,
+            "created_at": format_instant(self.created_at_ms),
+            "updated_at": format_instant(self.updated_at_ms),
+        }
+
+
+_TENANT_COLUMNS = (
+    "tenant_id, name, signing_secret, max_active_jobs, dispatch_rate, allowed_hosts, live_jobs, "
+    "created_at_ms, updated_at_ms"
+)
+_JOB_COLUMNS = (
+    "job_id, tenant_id, spec, status, next_run_at_ms, version, created_at_ms, updated_at_ms"
+)
+
+
+def _tenant(row: tuple[Any, ...] | None) -> Tenant | None:
+    if row is None:
+        return None
+    values = list(row)
+    values[5] = json.loads(values[5])
+    return Tenant(**dict(zip(_TENANT_COLUMNS.split(", "), values, strict=True)))
+
+
+def tenant_by_token_hash(conn: sqlite3.Connection, token_hash: str) -> Tenant | None:
+    row = conn.execute(
+        f"SELECT {_TENANT_COLUMNS} FROM tenants WHERE token_hash = ?", (token_hash,)
+    ).fetchone()
+    return _tenant(row)
+
+
+def get_tenant(conn: sqlite3.Connection, tenant_id: str) -> Tenant | None:
+    row = conn.execute(
+        f"SELECT {_TENANT_COLUMNS} FROM tenants WHERE tenant_id = ?", (tenant_id,)
+    ).fetchone()
+    return _tenant(row)
+
+
+def list_tenants(conn: sqlite3.Connection, *, after: str, limit: int) -> list[Tenant]:
+    rows = conn.execute(
+        f"SELECT {_TENANT_COLUMNS} FROM tenants WHERE tenant_id > ? ORDER BY tenant_id LIMIT ?",
+        (after, limit),
+    ).fetchall()
+    return [t for t in map(_tenant, rows) if t is not None]
+
+
+def job_to_json(row: tuple[Any, ...]) -> dict[str, Any]:
+    """The API's job object from a jobs row (columns as in _JOB_COLUMNS)."""
+    job_id, tenant_id, spec, status, next_run_at_ms, version, created, updated = row
+    return {
+        "job_id": job_id,
+        "tenant_id": tenant_id,
+        **json.loads(spec),
+        "status": status,
+        "next_run_at": None if next_run_at_ms is None else format_instant(next_run_at_ms),
+        "version": version,
+        "created_at": format_instant(created),
+        "updated_at": format_instant(updated),
+    }
+
+
+def get_job_row(conn: sqlite3.Connection, tenant_id: str, job_id: str) -> tuple[Any, ...] | None:
+    row: tuple[Any, ...] | None = conn.execute(
+        f"SELECT {_JOB_COLUMNS} FROM jobs WHERE job_id = ? AND tenant_id = ?", (job_id, tenant_id)
+    ).fetchone()
+    return row
+
+
+def get_job(conn: sqlite3.Connection, tenant_id: str, job_id: str) -> dict[str, Any] | None:
+    row = get_job_row(conn, tenant_id, job_id)
+    return None if row is None else job_to_json(row)
+
+
+def list_jobs(
+    conn: sqlite3.Connection, tenant_id: str, *, status: str | None, after: str, limit: int
+) -> list[dict[str, Any]]:
+    """A page of a tenant's jobs in job_id order, optionally of one status."""
+    sql = f"SELECT {_JOB_COLUMNS} FROM jobs WHERE tenant_id = ? AND job_id > ?"
+    args: list[Any] = [tenant_id, after]
+    if status is not None:
+        sql += " AND status = ?"
+        args.append(status)
+    rows = conn.execute(sql + " ORDER BY job_id LIMIT ?", (*args, limit)).fetchall()
+    return [job_to_json(row) for row in rows]
+
+
+def list_runs(
+    conn: sqlite3.Connection, job_id: str, *, before_ms: int, limit: int
+) -> list[dict[str, Any]]:
+    """A page of a job's runs, newest first, scheduled before `before_ms`."""
+    rows = conn.execute(
+        "SELECT job_id, scheduled_at_ms, fire_at_ms, status, attempt, dispatched_at_ms, "
+        "finished_at_ms, error FROM runs WHERE job_id = ? AND scheduled_at_ms < ? "
+        "ORDER BY scheduled_at_ms DESC LIMIT ?",
+        (job_id, before_ms, limit),
+    ).fetchall()
+    return [_run_to_json(conn, row) for row in rows]
+
+
+def _run_to_json(conn: sqlite3.Connection, row: tuple[Any, ...]) -> dict[str, Any]:
+    job_id, scheduled, fire, status, attempt, dispatched, finished, error = row
+    attempts = conn.execute(
+        "SELECT attempt, started_at_ms, finished_at_ms, outcome, error FROM attempts "
+        "WHERE job_id = ? AND scheduled_at_ms = ? ORDER BY attempt",
+        (job_id, scheduled),
+    ).fetchall()
+    return {
+        "job_id": job_id,
+        "scheduled_at": format_instant(scheduled),
+        "fire_at": format_instant(fire),
+        "status": status,
+        "attempt": attempt,
+        "attempts": [
+            {
+                "attempt": a,
+                "started_at": format_instant(started),
+                "finished_at": None if ended is None else format_instant(ended),
+                "outcome": outcome,
+                "error": err,
+            }
+            for a, started, ended, outcome, err in attempts
+        ],
+        "dispatched_at": None if dispatched is None else format_instant(dispatched),
+        "finished_at": None if finished is None else format_instant(finished),
+        "error": error,
+    }
+
+
+def idempotent_job_id(conn: sqlite3.Connection, tenant_id: str, key: str) -> tuple[str, str] | None:
+    """(request_hash, job_id) recorded for a tenant's Idempotency-Key, if any."""
+    row: tuple[str, str] | None = conn.execute(
+        "SELECT request_hash, job_id FROM idempotency WHERE tenant_id = ? AND key = ?",
+        (tenant_id, key),
+    ).fetchone()
+    return row
+
+
+def list_audit(
+    conn: sqlite3.Connection, tenant_id: str | None, *, after: int, limit: int
+) -> list[dict[str, Any]]:
+    """Audit records after sequence `after`; one tenant's, or all when tenant_id is None."""
+    sql = "SELECT seq, at_ms, tenant_id, actor, action, job_id, detail FROM audit WHERE seq > ?"
+    args: list[Any] = [after]
+    if tenant_id is not None:
+        sql += " AND tenant_id = ?"
+        args.append(tenant_id)
+    rows = conn.execute(sql + " ORDER BY seq LIMIT ?", (*args, limit)).fetchall()
+    return [
+        {
+            "seq": seq,
+            "at": format_instant(at),
+            "tenant_id": tenant,
+            "actor": actor,
+            "action": action,
+            "job_id": job_id,
+            "detail": None if detail is None else json.loads(detail),
+        }
+        for seq, at, tenant, actor, action, job_id, detail in rows
+    ]

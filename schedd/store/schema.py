@@ -1,0 +1,131 @@
+"""The SQLite schema as numbered migrations; `meta.schema_version` says which have run.
+
+A migration is never edited once released: add a new one. Times are epoch ms (`*_ms`).
+"""
+
+from __future__ import annotations
+
+# Tables whose content is replicated state: the digest covers exactly these, in this order,
+# each read in primary-key order.
+REPLICATED_TABLES: tuple[tuple[str, str], ...] = (
+    ("tenants", "tenant_id"),
+    ("jobs", "job_id"),
+    ("due", "bucket_minute, partition, fire_at_ms, job_id, scheduled_at_ms"),
+    ("runs", "job_id, scheduled_at_ms"),
+    ("attempts", "job_id, scheduled_at_ms, attempt"),
+    ("idempotency", "tenant_id, key"),
+    ("audit", "seq"),
+    ("applied_commands", "command_id"),
+    ("leases", "partition"),
+)
+
+MIGRATIONS: tuple[str, ...] = (
+    # 1: the replicated core (issue 3).
+    """
+    CREATE TABLE meta (
+        key TEXT PRIMARY KEY,
+        value INTEGER NOT NULL
+    ) WITHOUT ROWID;
+
+    CREATE TABLE tenants (
+        tenant_id TEXT PRIMARY KEY,
+        name TEXT NOT NULL UNIQUE,
+        token_hash TEXT NOT NULL UNIQUE,
+        signing_secret TEXT NOT NULL,
+        max_active_jobs INTEGER NOT NULL,
+        dispatch_rate INTEGER NOT NULL,
+        allowed_hosts TEXT NOT NULL,
+        live_jobs INTEGER NOT NULL DEFAULT 0,
+        created_at_ms INTEGER NOT NULL,
+        updated_at_ms INTEGER NOT NULL
+    ) WITHOUT ROWID;
+
+    CREATE TABLE jobs (
+        job_id TEXT PRIMARY KEY,
+        tenant_id TEXT NOT NULL,
+        partition INTEGER NOT NULL,
+        spec TEXT NOT NULL,
+        status TEXT NOT NULL,
+        next_run_at_ms INTEGER,
+        next_fire_at_ms INTEGER,
+        version INTEGER NOT NULL,
+        created_at_ms INTEGER NOT NULL,
+        updated_at_ms INTEGER NOT NULL
+    );
+    CREATE INDEX jobs_by_tenant ON jobs (tenant_id, job_id);
+
+    -- One row per upcoming run: "runs due in this minute for my partitions" is a range read.
+    CREATE TABLE due (
+        bucket_minute INTEGER NOT NULL,
+        partition INTEGER NOT NULL,
+        fire_at_ms INTEGER NOT NULL,
+        job_id TEXT NOT NULL,
+        scheduled_at_ms INTEGER NOT NULL,
+        is_trigger INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (bucket_minute, partition, fire_at_ms, job_id, scheduled_at_ms)
+    ) WITHOUT ROWID;
+    CREATE INDEX due_by_job ON due (job_id);
+
+    CREATE TABLE runs (
+        job_id TEXT NOT NULL,
+        scheduled_at_ms INTEGER NOT NULL,
+        tenant_id TEXT NOT NULL,
+        fire_at_ms INTEGER NOT NULL,
+        status TEXT NOT NULL,
+        attempt INTEGER NOT NULL,
+        dispatched_at_ms INTEGER,
+        finished_at_ms INTEGER,
+        error TEXT,
+        PRIMARY KEY (job_id, scheduled_at_ms)
+    ) WITHOUT ROWID;
+
+    CREATE TABLE attempts (
+        job_id TEXT NOT NULL,
+        scheduled_at_ms INTEGER NOT NULL,
+        attempt INTEGER NOT NULL,
+        started_at_ms INTEGER NOT NULL,
+        finished_at_ms INTEGER,
+        outcome TEXT,
+        error TEXT,
+        PRIMARY KEY (job_id, scheduled_at_ms, attempt)
+    ) WITHOUT ROWID;
+
+    CREATE TABLE idempotency (
+        tenant_id TEXT NOT NULL,
+        key TEXT NOT NULL,
+        request_hash TEXT NOT NULL,
+        job_id TEXT NOT NULL,
+        created_at_ms INTEGER NOT NULL,
+        PRIMARY KEY (tenant_id, key)
+    ) WITHOUT ROWID;
+    CREATE INDEX idempotency_by_age ON idempotency (created_at_ms);
+
+    CREATE TABLE audit (
+        seq INTEGER PRIMARY KEY,
+        at_ms INTEGER NOT NULL,
+        tenant_id TEXT,
+        actor TEXT NOT NULL,
+        action TEXT NOT NULL,
+        job_id TEXT,
+        detail TEXT
+    );
+    CREATE INDEX audit_by_tenant ON audit (tenant_id, seq);
+
+    -- Commands already applied, by their proposer-made id: a retry after an unknown outcome
+    -- gets the first result back instead of acting twice. Pruned after a while.
+    CREATE TABLE applied_commands (
+        command_id TEXT PRIMARY KEY,
+        applied_index INTEGER NOT NULL,
+        at_ms INTEGER NOT NULL,
+        result TEXT NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX applied_commands_by_age ON applied_commands (at_ms);
+
+    CREATE TABLE leases (
+        partition INTEGER PRIMARY KEY,
+        node_id TEXT NOT NULL,
+        epoch INTEGER NOT NULL,
+        expires_at_ms INTEGER NOT NULL
+    );
+    """,
+)

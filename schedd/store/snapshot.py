@@ -1,0 +1,69 @@
+"""Snapshots of the store for Raft log compaction: one self-contained SQLite file.
+
+The file is a consistent copy of the database (rollback journal, no -wal beside it) plus a
+`snapshot_raft` table holding the Raft library's own opaque state, shipped as it is.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from schedd.store.db import Database, connect
+
+
+class SnapshotError(Exception):
+    """A file that is not a complete schedd snapshot."""
+
+
+def write_snapshot(db_path: Path, out_path: Path, raft_state: bytes) -> int:
+    """Copy the live database at `db_path` into `out_path`; returns the copy's applied index.
+
+    Runs beside the writer: VACUUM INTO reads one consistent version of the WAL database.
+    """
+    out_path.unlink(missing_ok=True)
+    source = connect(db_path)
+    try:
+        source.execute("VACUUM INTO ?", (str(out_path),))
+    finally:
+        source.close()
+    copy = sqlite3.connect(str(out_path), isolation_level=None)
+    try:
+        copy.execute("PRAGMA journal_mode = DELETE")
+        copy.execute("CREATE TABLE snapshot_raft (state BLOB NOT NULL)")
+        copy.execute("INSERT INTO snapshot_raft (state) VALUES (?)", (raft_state,))
+        row = copy.execute("SELECT value FROM meta WHERE key = 'applied_index'").fetchone()
+    finally:
+        copy.close()
+    return 0 if row is None else int(row[0])
+
+
+def read_snapshot(path: Path) -> tuple[int, bytes]:
+    """(applied index, Raft state) of a snapshot file; SnapshotError if it is not one."""
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'applied_index'").fetchone()
+            state = conn.execute("SELECT state FROM snapshot_raft").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        raise SnapshotError(f"{path} is not a schedd snapshot: {exc}") from None
+    if state is None:
+        raise SnapshotError(f"{path} has no Raft state")
+    return (0 if row is None else int(row[0])), bytes(state[0])
+
+
+def restore_snapshot(db: Database, path: Path) -> None:
+    """Replace the live database's content with the snapshot's, through the writer connection.
+
+    Readers keep their connections and see the new content at their next transaction.
+    """
+    source = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        source.backup(db.conn)
+    finally:
+        source.close()
+    db.conn.execute("DROP TABLE IF EXISTS snapshot_raft")
+    db.conn.execute("PRAGMA journal_mode = WAL")
+    db.reload()

@@ -1,0 +1,59 @@
+"""Shared fixtures: a fresh store in tmp_path, a command factory, free loopback ports."""
+
+from __future__ import annotations
+
+import itertools
+import socket
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from schedd.store.apply import StateMachine
+from schedd.store.command import Command, encode
+from schedd.store.db import Database
+
+NOW_MS = 1_790_000_000_000  # 2026-09-21T14:13:20Z
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Iterator[Database]:
+    database = Database(tmp_path / "state.db")
+    try:
+        yield database
+    finally:
+        database.close()
+
+
+class Applier:
+    """Applies commands to a state machine at increasing indexes, as Raft would."""
+
+    def __init__(self, machine: StateMachine) -> None:
+        self.machine = machine
+        self.index = machine.db.applied_index
+        self._ids = itertools.count(1)
+
+    def __call__(self, type_: str, body: dict[str, Any], *, ts_ms: int = NOW_MS) -> dict[str, Any]:
+        cmd = Command(type=type_, id=f"cmd-{next(self._ids)}", ts_ms=ts_ms, body=body)
+        return self.blob(encode(cmd))
+
+    def blob(self, blob: bytes) -> dict[str, Any]:
+        self.index += 1
+        return self.machine.apply(blob, index=self.index)
+
+
+@pytest.fixture
+def apply(db: Database) -> Applier:
+    return Applier(StateMachine(db))
+
+
+@pytest.fixture
+def free_port() -> Callable[[], int]:
+    def pick() -> int:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            port: int = sock.getsockname()[1]
+            return port
+
+    return pick
