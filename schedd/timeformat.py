@@ -14,7 +14,8 @@ from schedd.errors import InvalidRequest
 _RFC3339 = re.compile(
     r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?([Zz]|[+-]\d{2}:\d{2})"
 )
-_DURATION_PART = re.compile(r"(\d+)(ms|s|m|h|d)")
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h|d)", re.ASCII)
+_SECONDS = re.compile(r"[0-9]+(?:\.[0-9]+)?", re.ASCII)
 _UNIT_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 MAX_DURATION_MS = 100 * 365 * 86_400_000
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -66,17 +67,17 @@ def format_instant(ms: int) -> str:
 
 
 def parse_duration(value: object, *, field: str, minimum_ms: int = 0) -> int:
-    """Parse "90s", "10m", "2h", "1d", "1h30m", "250ms" or a number of seconds into ms."""
+    """Parse "90s", "10m", "2h", "1d", "1h30m", "2.5s", "250ms" or a number of seconds into ms."""
     if isinstance(value, bool):
         raise InvalidRequest(field, f"must be a duration like '10m' or seconds, got {value!r}")
     if isinstance(value, int | float):
         if not math.isfinite(value) or value < 0:
             raise InvalidRequest(field, f"must be a non-negative number of seconds, got {value!r}")
         ms = round(value * 1_000)
-    elif isinstance(value, str) and value.strip().replace(".", "", 1).isdigit():
+    elif isinstance(value, str) and _SECONDS.fullmatch(value.strip()):
         ms = round(float(value) * 1_000)
     elif isinstance(value, str) and value and _is_duration_text(value):
-        ms = sum(int(n) * _UNIT_MS[u] for n, u in _DURATION_PART.findall(value))
+        ms = round(sum(float(n) * _UNIT_MS[u] for n, u in _DURATION_PART.findall(value)))
     else:
         raise InvalidRequest(
             field,

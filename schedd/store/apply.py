@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from schedd.errors import CorruptLog
-from schedd.store import apply_jobs, apply_tenants
+from schedd.store import apply_cluster, apply_jobs, apply_tenants
 from schedd.store.command import Command, decode, rejected
 from schedd.store.db import Database
 
@@ -20,6 +20,7 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[sqlite3.Connection, Command], dict[str, Any]]
 HANDLERS: Mapping[str, Handler] = {
+    **apply_cluster.HANDLERS,
     **apply_tenants.HANDLERS,
     **apply_jobs.HANDLERS,
 }

@@ -193,3 +193,11 @@ def list_audit(
         }
         for seq, at, tenant, actor, action, job_id, detail in rows
     ]
+
+
+def list_nodes(conn: sqlite3.Connection) -> list[tuple[str, str, str]]:
+    """(node_id, api, raft) of every node that registered."""
+    rows: list[tuple[str, str, str]] = conn.execute(
+        "SELECT node_id, api, raft FROM nodes ORDER BY node_id"
+    ).fetchall()
+    return rows

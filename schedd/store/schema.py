@@ -17,6 +17,7 @@ REPLICATED_TABLES: tuple[tuple[str, str], ...] = (
     ("audit", "seq"),
     ("applied_commands", "command_id"),
     ("leases", "partition"),
+    ("nodes", "node_id"),
 )
 
 MIGRATIONS: tuple[str, ...] = (
@@ -120,6 +121,13 @@ MIGRATIONS: tuple[str, ...] = (
         result TEXT NOT NULL
     ) WITHOUT ROWID;
     CREATE INDEX applied_commands_by_age ON applied_commands (at_ms);
+
+    CREATE TABLE nodes (
+        node_id TEXT PRIMARY KEY,
+        api TEXT NOT NULL,
+        raft TEXT NOT NULL,
+        registered_at_ms INTEGER NOT NULL
+    ) WITHOUT ROWID;
 
     CREATE TABLE leases (
         partition INTEGER PRIMARY KEY,

@@ -1,0 +1,1 @@
+"""The HTTP API (aiohttp): routes, auth and error mapping. Writes go through Raft proposals."""

@@ -1,0 +1,252 @@
+"""Tenant, cluster and node routes: tenants (admin), cluster and state, audit, preview, health."""
+
+from __future__ import annotations
+
+import base64
+import secrets
+import uuid
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from schedd.api.context import CONTEXT, ApiContext, token_hash
+from schedd.api.http import (
+    decode_cursor,
+    int_cursor,
+    json_response,
+    page,
+    principal,
+    query_limit,
+    read_object,
+    rejection_error,
+    require,
+)
+from schedd.errors import InvalidRequest, TenantNotFound
+from schedd.jsonbody import JSONValue
+from schedd.schedule import occurrences, parse_schedule
+from schedd.store import queries
+from schedd.store.digest import state_digest
+from schedd.timeformat import format_instant, parse_instant
+
+DEFAULT_MAX_ACTIVE_JOBS = 1_000_000
+DEFAULT_DISPATCH_RATE = 5_000
+TENANT_BODY_LIMIT = 64 * 1024
+MAX_PREVIEW = 1_000
+routes = web.RouteTableDef()
+
+
+def _tenant_fields(body: dict[str, JSONValue], *, creating: bool) -> dict[str, Any]:
+    """Validated tenant settings from a create or PATCH body."""
+    require(body, {"name", "max_active_jobs", "dispatch_rate", "allowed_hosts"})
+    fields: dict[str, Any] = {}
+    if "name" in body or creating:
+        name = body.get("name")
+        if not isinstance(name, str) or not name.strip() or len(name) > 200:
+            raise InvalidRequest("name", "must be a non-empty string of at most 200 characters")
+        fields["name"] = name
+    for key, default in (
+        ("max_active_jobs", DEFAULT_MAX_ACTIVE_JOBS),
+        ("dispatch_rate", DEFAULT_DISPATCH_RATE),
+    ):
+        if key in body or creating:
+            value = body.get(key, default)
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 10**12:
+                raise InvalidRequest(key, f"must be a non-negative integer, got {value!r}")
+            fields[key] = value
+    if "allowed_hosts" in body or creating:
+        hosts = body.get("allowed_hosts", [])
+        if (
+            not isinstance(hosts, list)
+            or len(hosts) > 100
+            or not all(isinstance(h, str) and 0 < len(h) <= 253 for h in hosts)
+        ):
+            raise InvalidRequest("allowed_hosts", "must be a list of at most 100 host patterns")
+        fields["allowed_hosts"] = hosts
+    return fields
+
+
+def _credentials() -> tuple[str, str]:
+    """A new tenant token and signing secret (shown once; only the token's hash is kept)."""
+    token = "sk_" + secrets.token_urlsafe(32)
+    signing_secret = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+    return token, signing_secret
+
+
+async def _propose(ctx: ApiContext, type_: str, body: dict[str, Any]) -> dict[str, Any]:
+    result = await ctx.proposer.propose(type_, body)
+    if result.get("status") == "rejected":
+        raise rejection_error(result)
+    return result
+
+
+@routes.post("/v1/tenants")
+async def create_tenant(request: web.Request) -> web.Response:
+    ctx = request.app[CONTEXT]
+    principal(request).require_admin()
+    fields = _tenant_fields(
+        await read_object(request, limit_bytes=TENANT_BODY_LIMIT), creating=True
+    )
+    tenant_id = "tnt_" + uuid.uuid4().hex[:16]
+    token, signing_secret = _credentials()
+    body = {
+        "tenant_id": tenant_id,
+        "token_hash": token_hash(token),
+        "signing_secret": signing_secret,
+        "actor": "admin",
+        **fields,
+    }
+    await _propose(ctx, "create_tenant", body)
+    return json_response(
+        {"tenant_id": tenant_id, "token": token, "signing_secret": signing_secret}, status=201
+    )
+
+
+async def _tenant_json(ctx: ApiContext, tenant_id: str) -> dict[str, Any]:
+    tenant = await ctx.reads.read(lambda conn: queries.get_tenant(conn, tenant_id))
+    if tenant is None:
+        raise TenantNotFound(tenant_id)
+    return tenant.to_json()
+
+
+@routes.get("/v1/tenants")
+async def list_tenants(request: web.Request) -> web.Response:
+    ctx = request.app[CONTEXT]
+    principal(request).require_admin()
+    limit = query_limit(request)
+    after = decode_cursor(request) or ""
+    tenants = await ctx.reads.read(
+        lambda conn: queries.list_tenants(conn, after=after, limit=limit)
+    )
+    items = [t.to_json() for t in tenants]
+    return json_response(
+        {"tenants": items, "next_cursor": page(items, limit, lambda t: t["tenant_id"])}
+    )
+
+
+@routes.get("/v1/tenants/{tenant_id}")
+async def get_tenant(request: web.Request) -> web.Response:
+    principal(request).require_admin()
+    return json_response(await _tenant_json(request.app[CONTEXT], request.match_info["tenant_id"]))
+
+
+@routes.patch("/v1/tenants/{tenant_id}")
+async def update_tenant(request: web.Request) -> web.Response:
+    ctx, tenant_id = request.app[CONTEXT], request.match_info["tenant_id"]
+    principal(request).require_admin()
+    changes = _tenant_fields(
+        await read_object(request, limit_bytes=TENANT_BODY_LIMIT), creating=False
+    )
+    await _propose(
+        ctx, "update_tenant", {"tenant_id": tenant_id, "changes": changes, "actor": "admin"}
+    )
+    return json_response(await _tenant_json(ctx, tenant_id))
+
+
+@routes.post("/v1/tenants/{tenant_id}/rotate")
+async def rotate_tenant(request: web.Request) -> web.Response:
+    ctx, tenant_id = request.app[CONTEXT], request.match_info["tenant_id"]
+    principal(request).require_admin()
+    token, signing_secret = _credentials()
+    body = {
+        "tenant_id": tenant_id,
+        "token_hash": token_hash(token),
+        "signing_secret": signing_secret,
+        "actor": "admin",
+    }
+    await _propose(ctx, "rotate_tenant", body)
+    return json_response({"tenant_id": tenant_id, "token": token, "signing_secret": signing_secret})
+
+
+@routes.get("/v1/cluster")
+async def cluster(request: web.Request) -> web.Response:
+    ctx = request.app[CONTEXT]
+    principal(request).require_admin()
+    status = ctx.raft.status()
+    registered = await ctx.reads.read(queries.list_nodes)
+    names = {raft: node_id for node_id, _, raft in registered}
+    nodes = [_node_json(status, node_id, api, raft) for node_id, api, raft in registered]
+    if status["self"] not in names:  # not registered yet: show this node anyway
+        nodes.append(_node_json(status, ctx.node_id, None, status["self"]))
+    leader = status["leader"]
+    return json_response({"leader": names.get(leader, leader), "nodes": nodes})
+
+
+def _node_json(status: dict[str, Any], node_id: str, api: str | None, raft: str) -> dict[str, Any]:
+    is_self = raft == status["self"]
+    return {
+        "node_id": node_id,
+        "api": api,
+        "raft": raft,
+        "role": "leader" if raft == status["leader"] else "follower",
+        "healthy": is_self or bool(status["connected"].get(raft)),
+        "partitions": [],
+        "applied_index": status["applied_index"] if is_self else status["match_index"].get(raft),
+    }
+
+
+@routes.get("/v1/admin/state")
+async def admin_state(request: web.Request) -> web.Response:
+    ctx = request.app[CONTEXT]
+    principal(request).require_admin()
+    status = ctx.raft.status()
+    index, digest = await ctx.reads.read(state_digest)
+    names = {raft: node_id for node_id, _, raft in await ctx.reads.read(queries.list_nodes)}
+    return json_response(
+        {
+            "node_id": ctx.node_id,
+            "role": status["role"],
+            "leader": names.get(status["leader"], status["leader"]),
+            "term": status["term"],
+            "applied_index": index,
+            "digest": digest,
+        }
+    )
+
+
+@routes.get("/v1/audit")
+async def audit(request: web.Request) -> web.Response:
+    ctx, who = request.app[CONTEXT], principal(request)
+    tenant_id = None if who.is_admin and who.tenant_id is None else who.tenant()
+    limit, after = query_limit(request), int_cursor(request) or 0
+    records = await ctx.reads.read(
+        lambda conn: queries.list_audit(conn, tenant_id, after=after, limit=limit)
+    )
+    return json_response(
+        {"audit": records, "next_cursor": page(records, limit, lambda r: r["seq"])}
+    )
+
+
+@routes.post("/v1/schedules:preview")
+async def preview(request: web.Request) -> web.Response:
+    ctx = request.app[CONTEXT]
+    body = await read_object(request, limit_bytes=TENANT_BODY_LIMIT)
+    require(body, {"schedule", "after", "count"})
+    now = ctx.clock_ms()
+    after = now if body.get("after") is None else parse_instant(body["after"], field="after")
+    count = body.get("count", 10)
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_PREVIEW:
+        raise InvalidRequest("count", f"must be an integer from 1 to {MAX_PREVIEW}")
+    schedule = parse_schedule(body.get("schedule"), now_ms=min(now, after))
+    runs = occurrences(schedule, after, 2**62, count)
+    return json_response({"runs": [format_instant(ms) for ms in runs]})
+
+
+@routes.get("/healthz")
+async def healthz(request: web.Request) -> web.Response:
+    return json_response({"status": "ok", "node_id": request.app[CONTEXT].node_id})
+
+
+@routes.get("/readyz")
+async def readyz(request: web.Request) -> web.Response:
+    ctx = request.app[CONTEXT]
+    if not ctx.raft.is_ready():
+        response = json_response({"status": "not ready", "node_id": ctx.node_id}, status=503)
+        response.headers["Retry-After"] = "1"
+        return response
+    return json_response({"status": "ready", "node_id": ctx.node_id})
+
+
+@routes.get("/metrics")
+async def metrics(request: web.Request) -> web.Response:
+    return web.Response(body=generate_latest(), headers={"Content-Type": CONTENT_TYPE_LATEST})

@@ -1,0 +1,112 @@
+"""What the API's handlers share: the proposer, the readers, the node's settings, the caller.
+
+Also the one place a bearer token becomes a Principal (admin, or a tenant).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from aiohttp import web
+
+from schedd.errors import Forbidden, InvalidRequest, TenantNotFound, Unauthorized
+from schedd.store import queries
+from schedd.store.db import ReadPool
+
+
+class Proposing(Protocol):
+    """Replicates commands (raft.proposer.Proposer)."""
+
+    async def propose(
+        self, type_: str, body: Mapping[str, Any], *, now_ms: int | None = None
+    ) -> dict[str, Any]: ...
+
+
+class RaftStatus(Protocol):
+    """The node's view of the Raft group."""
+
+    def status(self) -> dict[str, Any]: ...
+
+    def is_ready(self) -> bool: ...
+
+
+def wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(kw_only=True)
+class ApiContext:
+    """Shared by every handler; stored on the aiohttp app under CONTEXT."""
+
+    node_id: str
+    proposer: Proposing
+    reads: ReadPool
+    raft: RaftStatus
+    admin_token: str
+    partitions: int
+    payload_limit: int
+    request_timeout_s: float = 5.0
+    clock_ms: Callable[[], int] = field(default=wall_clock_ms)
+
+
+CONTEXT = web.AppKey("context", ApiContext)
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who is calling: the admin, or a tenant. `tenant_id` is the tenant acted for, if any."""
+
+    is_admin: bool
+    tenant_id: str | None
+
+    @property
+    def actor(self) -> str:
+        return "admin" if self.is_admin else f"tenant:{self.tenant_id}"
+
+    def tenant(self) -> str:
+        """The tenant this request acts for; the admin must name one with X-Tenant."""
+        if self.tenant_id is None:
+            raise Forbidden("the admin token needs an 'X-Tenant: <tenant_id>' header here")
+        return self.tenant_id
+
+    def require_admin(self) -> None:
+        if not self.is_admin:
+            raise Forbidden("this route needs the admin token")
+
+
+def token_hash(token: str) -> str:
+    """How tenant tokens are stored: only their SHA-256."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+async def authenticate(request: web.Request, ctx: ApiContext) -> Principal:
+    """The caller behind the request's bearer token (401 when there is none or it is unknown)."""
+    header = request.headers.get("Authorization", "")
+    scheme, _, token = header.partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        raise Unauthorized("missing 'Authorization: Bearer <token>' header")
+    if hmac.compare_digest(token.encode(), ctx.admin_token.encode()):
+        return Principal(is_admin=True, tenant_id=await _named_tenant(request, ctx))
+    tenant = await ctx.reads.read(
+        lambda conn: queries.tenant_by_token_hash(conn, token_hash(token))
+    )
+    if tenant is None:
+        raise Unauthorized("unknown token")
+    return Principal(is_admin=False, tenant_id=tenant.tenant_id)
+
+
+async def _named_tenant(request: web.Request, ctx: ApiContext) -> str | None:
+    tenant_id = request.headers.get("X-Tenant")
+    if tenant_id is None:
+        return None
+    if not 1 <= len(tenant_id) <= 64:
+        raise InvalidRequest("X-Tenant", "must be a tenant id")
+    if await ctx.reads.read(lambda conn: queries.get_tenant(conn, tenant_id)) is None:
+        raise TenantNotFound(tenant_id)
+    return tenant_id

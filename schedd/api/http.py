@@ -1,0 +1,155 @@
+"""HTTP plumbing shared by the routes: error mapping, auth middleware, bodies, paging.
+
+Errors are translated here once: a SchedError class becomes its status and JSON body.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+from schedd.api.context import CONTEXT, Principal, authenticate
+from schedd.errors import (
+    Conflict,
+    IdempotencyMismatch,
+    InvalidRequest,
+    NotFound,
+    PayloadTooLarge,
+    QuotaExceeded,
+    SchedError,
+    StaleState,
+)
+from schedd.jsonbody import JSONValue, dumps, loads_object
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+PRINCIPAL = "principal"
+PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+_HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
+_CURSOR = re.compile(r"[A-Za-z0-9_-]{1,400}")
+
+
+def json_response(data: Any, *, status: int = 200) -> web.Response:
+    """A JSON response; `data` is built by handlers from JSON-safe values."""
+    return web.Response(text=dumps(data), status=status, content_type="application/json")
+
+
+def error_response(
+    status: int, code: str, message: str, *, retry_after_s: int | None = None
+) -> web.Response:
+    response = json_response({"error": {"code": code, "message": message}}, status=status)
+    if retry_after_s is not None:
+        response.headers["Retry-After"] = str(retry_after_s)
+    return response
+
+
+@web.middleware
+async def errors_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Map every failure to the contract's error body; never leak a traceback."""
+    try:
+        return await handler(request)
+    except SchedError as exc:
+        retry_after: int | None = getattr(exc, "retry_after_s", None)  # 429 and 503
+        return error_response(exc.http_status, exc.code, str(exc), retry_after_s=retry_after)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        code = _HTTP_CODES.get(exc.status, "http_error")
+        return error_response(exc.status, code, exc.reason or code)
+    except Exception:
+        log.exception("request failed method=%s path=%s", request.method, request.path)
+        return error_response(500, "internal", "internal error; it has been logged")
+
+
+@web.middleware
+async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Resolve the bearer token of every /v1 request into request[PRINCIPAL]."""
+    if request.path not in PUBLIC_PATHS:
+        request[PRINCIPAL] = await authenticate(request, request.app[CONTEXT])
+    return await handler(request)
+
+
+def principal(request: web.Request) -> Principal:
+    found: Principal = request[PRINCIPAL]
+    return found
+
+
+async def read_object(request: web.Request, *, limit_bytes: int) -> dict[str, JSONValue]:
+    """The request's JSON object body; 413 before reading anything past `limit_bytes`."""
+    if request.content_length is not None and request.content_length > limit_bytes:
+        raise PayloadTooLarge("body", f"is {request.content_length} bytes, over {limit_bytes}")
+    raw = await request.content.read(limit_bytes + 1)
+    if len(raw) > limit_bytes:
+        raise PayloadTooLarge("body", f"is over {limit_bytes} bytes")
+    return loads_object(raw)
+
+
+def query_limit(request: web.Request, *, default: int = 100, maximum: int = 1000) -> int:
+    text = request.query.get("limit")
+    if text is None:
+        return default
+    if not text.isascii() or not text.isdigit() or not 1 <= int(text) <= maximum:
+        raise InvalidRequest("limit", f"must be an integer from 1 to {maximum}, got {text[:40]!r}")
+    return int(text)
+
+
+def encode_cursor(value: str | int) -> str:
+    return base64.urlsafe_b64encode(str(value).encode()).decode().rstrip("=")
+
+
+def decode_cursor(request: web.Request) -> str | None:
+    """The decoded `cursor` query parameter, or None on the first page."""
+    text = request.query.get("cursor")
+    if text is None or text == "":
+        return None
+    try:
+        if not _CURSOR.fullmatch(text):
+            raise ValueError(text)
+        return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)).decode()
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise InvalidRequest("cursor", "is not a cursor this API returned") from None
+
+
+def int_cursor(request: web.Request) -> int | None:
+    text = decode_cursor(request)
+    if text is None:
+        return None
+    if not text.lstrip("-").isdigit() or len(text) > 20:
+        raise InvalidRequest("cursor", "is not a cursor this API returned")
+    return int(text)
+
+
+def page(items: list[Any], limit: int, cursor_of: Callable[[Any], str | int]) -> str | None:
+    """The next cursor: set when the page is full (there may be more)."""
+    return encode_cursor(cursor_of(items[-1])) if len(items) == limit else None
+
+
+def require(body: dict[str, JSONValue], allowed: set[str]) -> None:
+    unknown = sorted(set(body) - allowed)
+    if unknown:
+        raise InvalidRequest(unknown[0], "is not a known field")
+
+
+_REJECTIONS: dict[str, type[SchedError]] = {
+    "job_not_found": NotFound,
+    "tenant_not_found": NotFound,
+    "conflict": Conflict,
+    "tenant_exists": Conflict,
+    "stale_state": StaleState,
+    "idempotency_mismatch": IdempotencyMismatch,
+    "quota_exceeded": QuotaExceeded,
+}
+
+
+def rejection_error(rejection: dict[str, Any]) -> SchedError:
+    """The API error for a rejection apply returned ({"code", "message"}); keeps its code."""
+    exc = _REJECTIONS.get(rejection["code"], SchedError)(rejection["message"])
+    exc.code = rejection["code"]
+    return exc

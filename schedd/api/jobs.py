@@ -1,0 +1,314 @@
+"""Job routes: create (one or a batch), read, list, change, pause, resume, cancel, trigger, runs.
+
+Handlers validate, decide ids, "now" and next runs, then propose; apply decides the rest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import uuid
+from typing import Any
+
+from aiohttp import web
+
+from schedd.api.context import CONTEXT, ApiContext
+from schedd.api.http import (
+    decode_cursor,
+    int_cursor,
+    json_response,
+    page,
+    principal,
+    query_limit,
+    read_object,
+    rejection_error,
+)
+from schedd.errors import InvalidRequest, JobNotFound, SchedError, StaleState
+from schedd.jobspec import JobSpec, job_to_json, parse_job, patch_job
+from schedd.model import JobStatus
+from schedd.schedule import fire_time, first_run_at
+from schedd.store import queries
+from schedd.timeformat import format_instant, parse_instant
+
+MAX_BATCH = 1_000
+BODY_OVERHEAD = 64 * 1024  # room around the payload for the rest of a job body
+BATCH_BODY_LIMIT = 32 * 1024 * 1024
+UPDATE_ATTEMPTS = 5  # a PATCH/resume that meets a concurrent change re-reads and retries
+_IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}")
+routes = web.RouteTableDef()
+
+
+def partition_of(job_id: str, partitions: int) -> int:
+    """The partition of a job: a stable hash of its id (never Python's salted hash())."""
+    digest = hashlib.blake2b(job_id.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % partitions
+
+
+def new_job_id() -> str:
+    return "job_" + uuid.uuid4().hex[:24]
+
+
+def _request_hash(body: dict[str, Any]) -> str:
+    """What "the same body" means for Idempotency-Key: equal JSON, whatever the key order."""
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _idempotency_key(value: object, field: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _IDEMPOTENCY_KEY.fullmatch(value):
+        raise InvalidRequest(field, "must be 1-255 printable ASCII characters without spaces")
+    return value
+
+
+def _next_runs(job_id: str, spec: JobSpec, now_ms: int) -> tuple[int | None, int | None]:
+    run_at = first_run_at(spec.schedule, now_ms)
+    if run_at is None:
+        return None, None
+    return run_at, fire_time(job_id, run_at, spec.window_ms or 0)
+
+
+def _new_item(
+    ctx: ApiContext, spec: JobSpec, key: str | None, body: dict[str, Any], now: int
+) -> dict[str, Any]:
+    job_id = new_job_id()
+    run_at, fire_at = _next_runs(job_id, spec, now)
+    return {
+        "job_id": job_id,
+        "partition": partition_of(job_id, ctx.partitions),
+        "spec": job_to_json(spec),
+        "next_run_at_ms": run_at,
+        "next_fire_at_ms": fire_at,
+        "idempotency_key": key,
+        "request_hash": None if key is None else _request_hash(body),
+    }
+
+
+async def _read_job(ctx: ApiContext, tenant_id: str, job_id: str) -> dict[str, Any]:
+    job = await ctx.reads.read(lambda conn: queries.get_job(conn, tenant_id, job_id))
+    if job is None:
+        raise JobNotFound(job_id)
+    return job
+
+
+async def _create(
+    ctx: ApiContext, tenant_id: str, actor: str, items: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    result = await ctx.proposer.propose(
+        "create_jobs", {"tenant_id": tenant_id, "actor": actor, "jobs": items}
+    )
+    if result.get("status") == "rejected":
+        raise rejection_error(result)
+    results: list[dict[str, Any]] = result["results"]
+    return results
+
+
+@routes.post("/v1/jobs")
+async def create_job(request: web.Request) -> web.Response:
+    ctx, who = request.app[CONTEXT], principal(request)
+    tenant_id = who.tenant()
+    key = _idempotency_key(request.headers.get("Idempotency-Key"), "Idempotency-Key")
+    body = await read_object(request, limit_bytes=ctx.payload_limit + BODY_OVERHEAD)
+    now = ctx.clock_ms()
+    spec = parse_job(body, now_ms=now, payload_limit=ctx.payload_limit)
+    [outcome] = await _create(ctx, tenant_id, who.actor, [_new_item(ctx, spec, key, body, now)])
+    if "error" in outcome:
+        raise rejection_error(outcome["error"])
+    return json_response(await _read_job(ctx, tenant_id, outcome["job_id"]), status=201)
+
+
+@routes.post("/v1/jobs:batch")
+async def create_jobs(request: web.Request) -> web.Response:
+    ctx, who = request.app[CONTEXT], principal(request)
+    tenant_id = who.tenant()
+    body = await read_object(request, limit_bytes=BATCH_BODY_LIMIT)
+    jobs = body.get("jobs")
+    if set(body) != {"jobs"} or not isinstance(jobs, list) or not 1 <= len(jobs) <= MAX_BATCH:
+        raise InvalidRequest("jobs", f"must be the only field: a list of 1-{MAX_BATCH} job bodies")
+    now = ctx.clock_ms()
+    results: list[dict[str, Any] | None] = [None] * len(jobs)
+    items, positions = [], []
+    for i, raw in enumerate(jobs):
+        try:
+            items.append(_batch_item(ctx, i, raw, now))
+            positions.append(i)
+        except SchedError as exc:
+            results[i] = {"error": {"code": exc.code, "message": f"jobs[{i}].{exc}"}}
+    if items:
+        outcomes = await _create(ctx, tenant_id, who.actor, items)
+        for i, item, outcome in zip(positions, items, outcomes, strict=True):
+            results[i] = _batch_result(item, outcome)
+    return json_response({"results": results})
+
+
+def _batch_item(ctx: ApiContext, i: int, raw: Any, now: int) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        raise InvalidRequest("body", "must be a JSON object")
+    body = dict(raw)
+    key = _idempotency_key(body.pop("idempotency_key", None), "idempotency_key")
+    spec = parse_job(body, now_ms=now, payload_limit=ctx.payload_limit)
+    return _new_item(ctx, spec, key, body, now)
+
+
+def _batch_result(item: dict[str, Any], outcome: dict[str, Any]) -> dict[str, Any]:
+    if "error" in outcome:
+        return {"error": outcome["error"]}
+    if outcome["job_id"] == item["job_id"]:
+        run_at = item["next_run_at_ms"]
+        return {
+            "job_id": item["job_id"],
+            "next_run_at": None if run_at is None else format_instant(run_at),
+        }
+    return {"job_id": outcome["job_id"], "next_run_at": None}  # an idempotent replay
+
+
+@routes.get("/v1/jobs/{job_id}")
+async def get_job(request: web.Request) -> web.Response:
+    ctx = request.app[CONTEXT]
+    job = await _read_job(ctx, principal(request).tenant(), request.match_info["job_id"])
+    return json_response(job)
+
+
+@routes.get("/v1/jobs")
+async def list_jobs(request: web.Request) -> web.Response:
+    ctx, tenant_id = request.app[CONTEXT], principal(request).tenant()
+    status = request.query.get("status")
+    if status is not None and status not in {s.value for s in JobStatus}:
+        raise InvalidRequest("status", f"must be one of {', '.join(s.value for s in JobStatus)}")
+    limit, after = query_limit(request), decode_cursor(request) or ""
+    jobs = await ctx.reads.read(
+        lambda conn: queries.list_jobs(conn, tenant_id, status=status, after=after, limit=limit)
+    )
+    return json_response({"jobs": jobs, "next_cursor": page(jobs, limit, lambda j: j["job_id"])})
+
+
+async def _propose_job(ctx: ApiContext, type_: str, body: dict[str, Any]) -> dict[str, Any]:
+    result = await ctx.proposer.propose(type_, body)
+    if result.get("status") == "rejected":
+        raise rejection_error(result)
+    return result
+
+
+@routes.delete("/v1/jobs/{job_id}")
+async def cancel_job(request: web.Request) -> web.Response:
+    ctx, who = request.app[CONTEXT], principal(request)
+    body = {"tenant_id": who.tenant(), "job_id": request.match_info["job_id"], "actor": who.actor}
+    await _propose_job(ctx, "cancel_job", body)
+    return web.Response(status=204)
+
+
+@routes.post("/v1/jobs/{job_id}/pause")
+async def pause_job(request: web.Request) -> web.Response:
+    ctx, who = request.app[CONTEXT], principal(request)
+    tenant_id, job_id = who.tenant(), request.match_info["job_id"]
+    await _propose_job(
+        ctx, "pause_job", {"tenant_id": tenant_id, "job_id": job_id, "actor": who.actor}
+    )
+    return json_response(await _read_job(ctx, tenant_id, job_id))
+
+
+@routes.post("/v1/jobs/{job_id}/resume")
+async def resume_job(request: web.Request) -> web.Response:
+    ctx, who = request.app[CONTEXT], principal(request)
+    tenant_id, job_id = who.tenant(), request.match_info["job_id"]
+    for _ in range(UPDATE_ATTEMPTS):
+        job = await _read_job(ctx, tenant_id, job_id)
+        now = ctx.clock_ms()
+        spec = parse_job(_spec_fields(job), now_ms=now, payload_limit=2**62)
+        run_at, fire_at = _next_runs(job_id, spec, now)
+        body = {
+            "tenant_id": tenant_id,
+            "job_id": job_id,
+            "actor": who.actor,
+            "expected_version": job["version"],
+            "next_run_at_ms": run_at,
+            "next_fire_at_ms": fire_at,
+        }
+        try:
+            await _propose_job(ctx, "resume_job", body)
+        except StaleState:
+            continue
+        return json_response(await _read_job(ctx, tenant_id, job_id))
+    raise StaleState("the job kept changing; try again")
+
+
+@routes.patch("/v1/jobs/{job_id}")
+async def update_job(request: web.Request) -> web.Response:
+    ctx, who = request.app[CONTEXT], principal(request)
+    tenant_id, job_id = who.tenant(), request.match_info["job_id"]
+    changes = await read_object(request, limit_bytes=ctx.payload_limit + BODY_OVERHEAD)
+    for _ in range(UPDATE_ATTEMPTS):
+        job = await _read_job(ctx, tenant_id, job_id)
+        now = ctx.clock_ms()
+        spec = patch_job(_spec_fields(job), changes, now_ms=now, payload_limit=ctx.payload_limit)
+        run_at, fire_at = _current_or_new_run(job, job_id, spec, changes, now)
+        body = {
+            "tenant_id": tenant_id,
+            "job_id": job_id,
+            "actor": who.actor,
+            "expected_version": job["version"],
+            "spec": job_to_json(spec),
+            "next_run_at_ms": run_at,
+            "next_fire_at_ms": fire_at,
+            "fields": sorted(changes),
+        }
+        try:
+            await _propose_job(ctx, "update_job", body)
+        except StaleState:
+            continue
+        return json_response(await _read_job(ctx, tenant_id, job_id))
+    raise StaleState("the job kept changing; try again")
+
+
+def _spec_fields(job: dict[str, Any]) -> dict[str, Any]:
+    keys = (
+        "name",
+        "schedule",
+        "window",
+        "target",
+        "payload",
+        "retry",
+        "misfire_policy",
+        "overlap_policy",
+    )
+    return {key: job[key] for key in keys}
+
+
+def _current_or_new_run(
+    job: dict[str, Any], job_id: str, spec: JobSpec, changes: dict[str, Any], now: int
+) -> tuple[int | None, int | None]:
+    """A new schedule or window moves the next run; other changes keep it."""
+    if "schedule" in changes or "window" in changes or job["next_run_at"] is None:
+        return _next_runs(job_id, spec, now)
+    run_at = parse_instant(job["next_run_at"], field="next_run_at")
+    return run_at, fire_time(job_id, run_at, spec.window_ms or 0)
+
+
+@routes.post("/v1/jobs/{job_id}/trigger")
+async def trigger_job(request: web.Request) -> web.Response:
+    ctx, who = request.app[CONTEXT], principal(request)
+    tenant_id, job_id = who.tenant(), request.match_info["job_id"]
+    now = ctx.clock_ms()
+    body = {"tenant_id": tenant_id, "job_id": job_id, "actor": who.actor, "scheduled_at_ms": now}
+    await _propose_job(ctx, "trigger_job", body)
+    return json_response({"job_id": job_id, "scheduled_at": format_instant(now)}, status=202)
+
+
+@routes.get("/v1/jobs/{job_id}/runs")
+async def list_runs(request: web.Request) -> web.Response:
+    ctx, tenant_id = request.app[CONTEXT], principal(request).tenant()
+    job_id = request.match_info["job_id"]
+    await _read_job(ctx, tenant_id, job_id)
+    limit, before = query_limit(request), int_cursor(request)
+    before_ms = 2**62 if before is None else before
+    runs = await ctx.reads.read(
+        lambda conn: queries.list_runs(conn, job_id, before_ms=before_ms, limit=limit)
+    )
+    cursor = page(runs, limit, lambda r: _ms(r["scheduled_at"]))
+    return json_response({"runs": runs, "next_cursor": cursor})
+
+
+def _ms(instant: str) -> int:
+    return parse_instant(instant, field="cursor")

@@ -1,0 +1,1 @@
+"""`schedctl`: the command-line client. It talks HTTP only (and previews schedules offline)."""

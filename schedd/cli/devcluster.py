@@ -1,0 +1,181 @@
+"""`schedd dev`: a local cluster in one command, for trying schedd out.
+
+Starts `schedd serve` children with generated configs and secrets, creates a demo tenant,
+prints what to export, and stops every child on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import click
+
+from schedd.errors import ClusterUnavailable
+
+START_TIMEOUT_S = 60.0
+STOP_GRACE_S = 10.0
+API_BASE_PORT = 8701
+RAFT_BASE_PORT = 9701
+
+
+def _free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        return sock.connect_ex(("127.0.0.1", port)) != 0
+
+
+def _secret(path: Path, prefix: str = "") -> str:
+    """Read a generated secret, creating it (0600) the first time."""
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(prefix + secrets.token_urlsafe(32) + "\n")
+    return path.read_text().strip()
+
+
+def write_configs(data_dir: Path, nodes: int, api_port: int, raft_port: int) -> list[Path]:
+    """One TOML file per node under data_dir (kept across runs, so data survives)."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    _secret(data_dir / "cluster.secret")
+    _secret(data_dir / "admin.token", "adm_")
+    rafts = [f"127.0.0.1:{raft_port + i}" for i in range(nodes)]
+    paths = []
+    for i in range(nodes):
+        node_id = f"n{i + 1}"
+        peers = ", ".join(json.dumps(r) for r in rafts if r != rafts[i])
+        text = (
+            f'[node]\nid = "{node_id}"\ndata_dir = "{node_id}"\n\n'
+            f'[api]\nlisten = "127.0.0.1:{api_port + i}"\n\n'
+            f'[raft]\nlisten = "{rafts[i]}"\npeers = [{peers}]\nsecret_file = "cluster.secret"\n\n'
+            '[auth]\nadmin_token_file = "admin.token"\n\n'
+            '[delivery]\nallow_cidrs = ["127.0.0.0/8"]\n'
+        )
+        path = data_dir / f"{node_id}.toml"
+        path.write_text(text)
+        paths.append(path)
+    return paths
+
+
+def _call(url: str, token: str, method: str = "GET", body: Any = None) -> Any:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method=method)
+    request.add_header("Authorization", f"Bearer {token}")
+    request.add_header("Content-Type", "application/json")
+    with urllib.request.urlopen(request, timeout=10) as response:  # loopback only
+        return json.loads(response.read() or b"null")
+
+
+def _wait_ready(urls: list[str], children: list[subprocess.Popen[bytes]]) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    pending = set(urls)
+    while pending:
+        if time.monotonic() > deadline:
+            raise ClusterUnavailable(
+                f"nodes not ready after {START_TIMEOUT_S:.0f}s: {sorted(pending)}"
+            )
+        for child in children:
+            if child.poll() is not None:
+                raise ClusterUnavailable(f"a node exited with code {child.returncode}; see its log")
+        for url in list(pending):
+            try:
+                urllib.request.urlopen(f"{url}/readyz", timeout=1).close()
+                pending.discard(url)
+            except (urllib.error.URLError, OSError):
+                pass
+        time.sleep(0.2)
+
+
+def _demo_tenant(data_dir: Path, url: str, admin_token: str) -> str:
+    """The demo tenant's token: created once, kept in data_dir/demo.token."""
+    path = data_dir / "demo.token"
+    if path.exists():
+        return path.read_text().strip()
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        try:
+            created = _call(f"{url}/v1/tenants", admin_token, "POST", {"name": "demo"})
+            break
+        except urllib.error.HTTPError as exc:
+            if exc.code != 503 or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+    path.write_text(created["token"] + "\n")
+    path.chmod(0o600)
+    return str(created["token"])
+
+
+def stop_children(children: list[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM every child, then SIGKILL what has not exited after the grace period."""
+    for child in children:
+        if child.poll() is None:
+            child.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + STOP_GRACE_S
+    for child in children:
+        try:
+            child.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+
+
+@click.command(
+    epilog="""\b
+Examples:
+  schedd dev                  # three nodes on 127.0.0.1:8701-8703
+  schedd dev --nodes 1 --data-dir /tmp/schedd-dev""",
+)
+@click.option("--nodes", type=click.Choice(["1", "3"]), default="3", show_default=True)
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("var/dev"),
+    show_default=True,
+    help="Configs, secrets, logs and data; reused on the next run.",
+)
+@click.option("--api-port", default=API_BASE_PORT, show_default=True, help="First API port.")
+@click.option("--raft-port", default=RAFT_BASE_PORT, show_default=True, help="First Raft port.")
+def dev(nodes: str, data_dir: Path, api_port: int, raft_port: int) -> None:
+    """Start a local cluster and a demo tenant; Ctrl-C stops it."""
+    count = int(nodes)
+    data_dir = data_dir.resolve()
+    busy = [p for i in range(count) for p in (api_port + i, raft_port + i) if not _free(p)]
+    if busy:
+        raise click.UsageError(f"ports in use: {busy}; pick others with --api-port/--raft-port")
+    configs = write_configs(data_dir, count, api_port, raft_port)
+    urls = [f"http://127.0.0.1:{api_port + i}" for i in range(count)]
+    children: list[subprocess.Popen[bytes]] = []
+    try:
+        for path in configs:
+            log = (data_dir / f"{path.stem}.log").open("ab")
+            children.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "schedd", "serve", "--config", str(path)],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )
+            )
+        click.echo(f"starting {count} node(s); logs in {data_dir}/n*.log", err=True)
+        _wait_ready(urls, children)
+        token = _demo_tenant(data_dir, urls[0], _secret(data_dir / "admin.token"))
+        click.echo("\n".join(f"node n{i + 1}: {url}" for i, url in enumerate(urls)))
+        click.echo(f"admin token: {data_dir / 'admin.token'}")
+        click.echo(f"\nexport SCHEDCTL_URL={urls[0]} SCHEDCTL_TOKEN={token}\n")
+        click.echo("ready; press Ctrl-C to stop", err=True)
+        while all(child.poll() is None for child in children):
+            time.sleep(0.5)
+        click.echo("a node exited; stopping the others", err=True)
+    except KeyboardInterrupt:
+        click.echo("\nstopping", err=True)
+    finally:
+        stop_children(children)

@@ -1,0 +1,218 @@
+"""One schedd node: config -> store, Raft replica, proposer, HTTP API; start-up and shutdown.
+
+The only module that knows every part; it owns their lifecycles and nothing else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+import time
+from typing import Any
+
+from aiohttp import web
+from pysyncobj import SyncObjConf
+
+from schedd.api.app import build_app
+from schedd.api.context import ApiContext
+from schedd.config import NodeConfig
+from schedd.errors import ConfigError, SchedError
+from schedd.raft.proposer import Proposer
+from schedd.raft.replica import Replica
+from schedd.raft.snapshots import SnapshotHooks
+from schedd.store.apply import StateMachine
+from schedd.store.db import Database, ReadPool
+
+log = logging.getLogger(__name__)
+HALT_EXIT_CODE = 70
+REGISTER_RETRY_S = 1.0
+
+
+def halt_process(reason: str) -> None:
+    """Stop this node at once: applying past an entry it cannot apply would diverge."""
+    log.critical("halting: %s", reason)
+    logging.shutdown()
+    os._exit(HALT_EXIT_CODE)
+
+
+def admin_token_for(config: NodeConfig) -> str:
+    """The configured admin token, or one generated once into data_dir/admin.token (0600)."""
+    if config.admin_token:
+        return config.admin_token
+    path = config.data_dir / "admin.token"
+    if not path.exists():
+        config.data_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write("adm_" + secrets.token_urlsafe(32) + "\n")
+        log.warning("no admin token configured: generated one in %s", path)
+    return path.read_text().strip()
+
+
+def raft_conf(config: NodeConfig, snapshots: SnapshotHooks) -> SyncObjConf:
+    """pysyncobj settings (see ../shared/docs/RAFT-NOTES.md for why each is set)."""
+    data = config.data_dir
+    return SyncObjConf(
+        password=config.raft_secret,
+        journalFile=str(data / "raft.journal"),
+        fullDumpFile=str(data / "raft.snapshot"),
+        serializer=snapshots.serialize,
+        deserializer=snapshots.deserialize,
+        serializeChecker=snapshots.check,
+        appendEntriesUseBatch=False,
+        appendEntriesBatchSizeBytes=4 * 1024 * 1024,
+        raftMinTimeout=config.election_timeout_min_s,
+        raftMaxTimeout=config.election_timeout_max_s,
+        appendEntriesPeriod=min(0.1, config.election_timeout_min_s / 4),
+        connectionTimeout=5.0,
+        leaderFallbackTimeout=max(config.election_timeout_max_s * 2, 1.0),
+        connectionRetryTime=1.0,
+        commandsQueueSize=2000,
+        logCompactionMinEntries=config.compaction_min_entries,
+        logCompactionMinTime=max(config.compaction_min_time_s, 0.001),
+        logCompactionSplit=True,
+        dynamicMembershipChange=False,
+    )
+
+
+class Node:
+    """A running node. `start()` then `stop()`; `status()` and `is_ready()` serve the API."""
+
+    def __init__(self, config: NodeConfig) -> None:
+        self.config = config
+        self.admin_token = admin_token_for(config)
+        self.db = Database(config.data_dir / "state.db")
+        self._check_partitions()
+        self.machine = StateMachine(self.db)
+        self.snapshots = SnapshotHooks(self.db, config.data_dir / "raft.snapshot")
+        self.replica: Replica | None = None
+        self.reads = ReadPool(self.db.path)
+        self._runner: web.AppRunner | None = None
+        self._register_task: asyncio.Task[None] | None = None
+
+    def _check_partitions(self) -> None:
+        stored = self.db.get_meta("partitions", 0)
+        if stored == 0:
+            self.db.set_meta("partitions", self.config.partitions)
+        elif stored != self.config.partitions:
+            raise ConfigError(
+                f"{self.config.path}: cluster.partitions is {self.config.partitions} but this "
+                f"node's data was created with {stored}; partitions are fixed for a cluster"
+            )
+
+    async def start(self) -> None:
+        """Start Raft (it replays the journal at once) and then the HTTP API."""
+        peers = list(self.config.raft_peers)
+        conf = raft_conf(self.config, self.snapshots)
+        self.replica = Replica(self.config.raft_listen, peers, conf, self.machine, halt_process)
+        proposer = Proposer(self.replica, timeout_s=self.config.request_timeout_s)
+        ctx = ApiContext(
+            node_id=self.config.node_id,
+            proposer=proposer,
+            reads=self.reads,
+            raft=self,
+            admin_token=self.admin_token,
+            partitions=self.config.partitions,
+            payload_limit=self.config.payload_limit_bytes,
+            request_timeout_s=self.config.request_timeout_s,
+        )
+        self._runner = web.AppRunner(build_app(ctx), access_log=None, handler_cancellation=True)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.config.api_host, self.config.api_port)
+        await site.start()
+        self._register_task = asyncio.create_task(self._register(proposer))
+
+    async def _register(self, proposer: Proposer) -> None:
+        """Publish this node's addresses through the log once a leader exists."""
+        body = {
+            "node_id": self.config.node_id,
+            "api": f"http://{self.config.api_listen}",
+            "raft": self.config.raft_listen,
+        }
+        while True:
+            try:
+                await proposer.propose("register_node", body)
+                return
+            except SchedError as exc:
+                log.debug("node registration deferred: %s", exc)
+                await asyncio.sleep(REGISTER_RETRY_S)
+
+    async def wait_ready(self, poll_s: float = 0.05) -> None:
+        # pysyncobj signals nothing we can await: poll its state.
+        while not self.is_ready():  # noqa: ASYNC110
+            await asyncio.sleep(poll_s)
+
+    def is_ready(self) -> bool:
+        """Has a leader and has applied what it knew committed at start-up."""
+        replica = self.replica
+        return bool(replica is not None and replica.isReady() and replica.leader_address())
+
+    def status(self) -> dict[str, Any]:
+        """This node's view of the Raft group (for /v1/cluster and /v1/admin/state)."""
+        replica = self.replica
+        if replica is None:
+            return {
+                "self": self.config.raft_listen,
+                "role": "starting",
+                "leader": None,
+                "term": 0,
+                "applied_index": self.db.applied_index,
+                "connected": {},
+                "match_index": {},
+            }
+        raw = replica.getStatus()
+        leader = replica.leader_address()
+        prefix_conn, prefix_match = "partner_node_status_server_", "match_idx_server_"
+        return {
+            "self": self.config.raft_listen,
+            "role": "leader" if replica.is_leader() else ("follower" if leader else "candidate"),
+            "leader": leader,
+            "term": raw.get("raft_term", 0),
+            "applied_index": self.db.applied_index,
+            "connected": {
+                k[len(prefix_conn) :]: v == 2 for k, v in raw.items() if k.startswith(prefix_conn)
+            },
+            "match_index": {
+                k[len(prefix_match) :]: v for k, v in raw.items() if k.startswith(prefix_match)
+            },
+        }
+
+    async def stop(self) -> None:
+        """Stop serving, stop Raft (finishing the apply in progress), close SQLite."""
+        if self._register_task is not None:
+            self._register_task.cancel()
+        if self._runner is not None:
+            await self._runner.cleanup()
+        if self.replica is not None:
+            replica = self.replica
+            await asyncio.to_thread(replica.destroy_synchronous)
+        self.reads.close()
+        self.db.close()
+
+
+async def serve(config: NodeConfig, *, stop_event: asyncio.Event) -> None:
+    """Run one node until `stop_event` is set; log one `ready` line once it serves."""
+    node = Node(config)
+    started = time.monotonic()
+    await node.start()
+    try:
+        ready = asyncio.create_task(node.wait_ready())
+        stopping = asyncio.create_task(stop_event.wait())
+        await asyncio.wait({ready, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if ready.done():
+            status = node.status()
+            log.info(
+                "ready node=%s api=%s raft=%s role=%s seconds=%.2f",
+                config.node_id,
+                config.api_listen,
+                config.raft_listen,
+                status["role"],
+                time.monotonic() - started,
+            )
+        await stopping
+    finally:
+        log.info("stopping node=%s", config.node_id)
+        await node.stop()
+        log.info("stopped node=%s", config.node_id)
