@@ -1,0 +1,721 @@
+"""`schedd.config`: loading, every validation rule, env overrides and the shipped config files."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from schedd.config import NodeConfig, load_config, parse_listen
+from schedd.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIG_DIR = REPO / "config"
+BASE = '[node]\nid = "n1"\ndata_dir = "data"\n'
+SECRET = "s3cret-s3cret-s3cret"
+TOKEN = "t0ken-t0ken-t0ken-t0ken"
+CLUSTER_ENV = {"SCHEDD_RAFT_SECRET": SECRET, "SCHEDD_ADMIN_TOKEN": TOKEN}
+
+
+def write(tmp_path: Path, body: str, name: str = "node.toml") -> Path:
+    path = tmp_path / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(body, encoding="utf-8")
+    return path
+
+
+def load(tmp_path: Path, extra: str = "", env: dict[str, str] | None = None) -> NodeConfig:
+    """Load BASE + `extra`; lines of `extra` before any [section] belong to [node]."""
+    return load_config(write(tmp_path, BASE + extra), env={} if env is None else env)
+
+
+def error(tmp_path: Path, extra: str = "", env: dict[str, str] | None = None) -> str:
+    with pytest.raises(ConfigError) as info:
+        load(tmp_path, extra, env)
+    message = str(info.value)
+    assert message.startswith(f"{tmp_path / 'node.toml'}: "), message
+    return message.split(": ", 1)[1]
+
+
+# -- defaults and paths ------------------------------------------------------------------------
+
+
+def test_minimal_config_gets_the_documented_defaults(tmp_path: Path) -> None:
+    cfg = load(tmp_path)
+    assert cfg.path == tmp_path / "node.toml"
+    assert cfg.node_id == "n1"
+    assert cfg.data_dir == (tmp_path / "data").resolve()
+    assert cfg.log_level == "info"
+    assert (cfg.api_host, cfg.api_port, cfg.api_listen) == ("127.0.0.1", 8701, "127.0.0.1:8701")
+    assert cfg.request_timeout_s == 5.0
+    assert cfg.raft_listen == "127.0.0.1:9701"
+    assert cfg.raft_peers == ()
+    assert cfg.raft_secret is None
+    assert cfg.admin_token is None
+    assert cfg.compaction_min_entries == 10_000
+    assert cfg.compaction_min_time_s == 300.0
+    assert (cfg.election_timeout_min_s, cfg.election_timeout_max_s) == (1.0, 2.5)
+    assert cfg.partitions == 256
+    assert cfg.allow_cidrs == ()
+    assert cfg.payload_limit_bytes == 65_536
+    assert cfg.retention_runs_ms == 7 * 86_400_000
+    assert cfg.is_single_node
+
+
+def test_every_key_is_read(tmp_path: Path) -> None:
+    cfg = load(
+        tmp_path,
+        'log_level = "debug"\n'
+        '[api]\nlisten = "0.0.0.0:9000"\nrequest_timeout = "250ms"\n'
+        '[raft]\nlisten = "10.0.0.1:9100"\npeers = ["10.0.0.2:9100"]\n'
+        f'secret = "{SECRET}"\ncompaction_min_entries = 500\ncompaction_min_time = "1m"\n'
+        'election_timeout_min = "300ms"\nelection_timeout_max = "900ms"\n'
+        f'[auth]\nadmin_token = "{TOKEN}"\n'
+        "[cluster]\npartitions = 1024\n"
+        '[delivery]\nallow_cidrs = ["127.0.0.0/8"]\npayload_limit = "1MiB"\n'
+        '[retention]\nruns = "30d"\n',
+    )
+    assert cfg.log_level == "debug"
+    assert (cfg.api_host, cfg.api_port, cfg.request_timeout_s) == ("0.0.0.0", 9000, 0.25)
+    assert (cfg.raft_listen, cfg.raft_peers) == ("10.0.0.1:9100", ("10.0.0.2:9100",))
+    assert (cfg.raft_secret, cfg.admin_token) == (SECRET, TOKEN)
+    assert (cfg.compaction_min_entries, cfg.compaction_min_time_s) == (500, 60.0)
+    assert (cfg.election_timeout_min_s, cfg.election_timeout_max_s) == (0.3, 0.9)
+    assert (cfg.partitions, cfg.allow_cidrs) == (1024, ("127.0.0.0/8",))
+    assert cfg.payload_limit_bytes == 1024 * 1024
+    assert cfg.retention_runs_ms == 30 * 86_400_000
+    assert not cfg.is_single_node
+
+
+def test_path_may_be_a_string(tmp_path: Path) -> None:
+    path = write(tmp_path, BASE)
+    assert load_config(str(path), env={}).path == path
+
+
+def test_relative_data_dir_resolves_against_the_config_folder_not_the_cwd(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = write(tmp_path, '[node]\nid = "n1"\ndata_dir = "../var/n1"\n', "etc/node.toml")
+    monkeypatch.chdir(tmp_path / "etc")
+    cfg = load_config("node.toml", env={})
+    assert cfg.data_dir == (tmp_path / "var" / "n1").resolve()
+    assert cfg.path == path
+
+
+def test_absolute_data_dir_is_kept(tmp_path: Path) -> None:
+    elsewhere = (tmp_path / "elsewhere").resolve()
+    cfg = load_config(write(tmp_path, f'[node]\nid = "n1"\ndata_dir = "{elsewhere}"\n'), env={})
+    assert cfg.data_dir == elsewhere
+
+
+# -- the file itself ---------------------------------------------------------------------------
+
+
+def test_missing_file_names_the_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"nope\.toml: config file does not exist"):
+        load_config(tmp_path / "nope.toml", env={})
+
+
+def test_a_directory_is_an_unreadable_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=f"^{re.escape(str(tmp_path))}: cannot read config file"):
+        load_config(tmp_path, env={})
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode")
+def test_unreadable_file_names_the_file(tmp_path: Path) -> None:
+    path = write(tmp_path, BASE)
+    path.chmod(0)
+    with pytest.raises(ConfigError, match=r"node\.toml: cannot read config file: Permission"):
+        load_config(path, env={})
+
+
+def test_invalid_toml_names_the_file_and_the_line(tmp_path: Path) -> None:
+    path = write(tmp_path, BASE + "partitions = = 3\n")
+    with pytest.raises(ConfigError, match=r"node\.toml: invalid TOML: .*line 4") as info:
+        load_config(path, env={})
+    assert str(info.value).startswith(str(path))
+
+
+def test_file_that_is_not_utf8_is_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "node.toml"
+    path.write_bytes(b'[node]\nid = "\xff"\n')
+    with pytest.raises(ConfigError, match=r"node\.toml: config file is not UTF-8"):
+        load_config(path, env={})
+
+
+def test_errors_name_the_path_as_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write(tmp_path, "[raft]\npeer = []\n", "config/n1.toml")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as info:
+        load_config("config/n1.toml", env={})
+    assert str(info.value) == "config/n1.toml: unknown key 'raft.peer' (did you mean 'raft.peers'?)"
+
+
+# -- unknown sections and keys -----------------------------------------------------------------
+
+
+def test_unknown_key_is_an_error_with_a_hint(tmp_path: Path) -> None:
+    assert error(tmp_path, "[raft]\npeer = []\n") == (
+        "unknown key 'raft.peer' (did you mean 'raft.peers'?)"
+    )
+
+
+def test_key_in_the_wrong_section_hints_at_the_right_one(tmp_path: Path) -> None:
+    message = error(tmp_path, f'[raft]\nadmin_token = "{TOKEN}"\n')
+    assert message == "unknown key 'raft.admin_token' (did you mean 'auth.admin_token'?)"
+
+
+def test_unknown_key_without_a_close_match_has_no_hint(tmp_path: Path) -> None:
+    assert error(tmp_path, "[api]\nzzz = 1\n") == "unknown key 'api.zzz'"
+
+
+def test_unknown_section_is_an_error_with_a_hint(tmp_path: Path) -> None:
+    assert error(tmp_path, "[rafts]\n") == "unknown section [rafts] (did you mean 'raft'?)"
+
+
+def test_nested_table_is_an_unknown_key(tmp_path: Path) -> None:
+    assert error(tmp_path, "[raft.tls]\ncert = 'x'\n").startswith("unknown key 'raft.tls'")
+
+
+def test_key_outside_any_section_hints_at_its_section(tmp_path: Path) -> None:
+    path = write(tmp_path, "peers = []\n" + BASE)
+    with pytest.raises(ConfigError) as info:
+        load_config(path, env={})
+    assert str(info.value).endswith(
+        "unknown key 'peers' outside any section (did you mean 'raft.peers'?)"
+    )
+
+
+def test_known_section_that_is_not_a_table_is_an_error(tmp_path: Path) -> None:
+    path = write(tmp_path, 'api = "127.0.0.1:8701"\n' + BASE)
+    with pytest.raises(ConfigError, match=r"api must be a section \(\[api\]\), got '127"):
+        load_config(path, env={})
+
+
+# -- [node] ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ('[node]\ndata_dir = "d"\n', "node.id is required"),
+        ('[node]\nid = "n1"\n', "node.data_dir is required"),
+        ("[api]\n", "node.id is required"),
+        ('[node]\nid = "n1"\ndata_dir = " "\n', "node.data_dir must not be empty, got ' '"),
+        ('[node]\nid = "n1"\ndata_dir = 5\n', "node.data_dir must be a string, got 5"),
+    ],
+)
+def test_node_id_and_data_dir_are_required(tmp_path: Path, body: str, message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, body), env={})
+    assert str(info.value).endswith(message)
+
+
+@pytest.mark.parametrize("node_id", ["n1", "node-1.eu_west", "A" * 64, "0"])
+def test_valid_node_ids(tmp_path: Path, node_id: str) -> None:
+    body = f'[node]\nid = "{node_id}"\ndata_dir = "d"\n'
+    assert load_config(write(tmp_path, body), env={}).node_id == node_id
+
+
+@pytest.mark.parametrize("node_id", ["", "a b", "A" * 65, "nöde", "n/1", "n:1"])
+def test_invalid_node_ids(tmp_path: Path, node_id: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, f'[node]\nid = "{node_id}"\ndata_dir = "d"\n'), env={})
+    assert "node.id must" in str(info.value)
+    assert repr(node_id) in str(info.value)
+
+
+@pytest.mark.parametrize("level", ["debug", "info", "warning", "error"])
+def test_log_levels(tmp_path: Path, level: str) -> None:
+    assert load(tmp_path, f'log_level = "{level}"\n').log_level == level
+
+
+def test_unknown_log_level_is_an_error(tmp_path: Path) -> None:
+    assert error(tmp_path, 'log_level = "verbose"\n') == (
+        "node.log_level must be one of debug, info, warning, error, got 'verbose'"
+    )
+
+
+# -- types -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ("[cluster]\npartitions = true\n", "cluster.partitions must be an integer, got true"),
+        ('[cluster]\npartitions = "256"\n', "cluster.partitions must be an integer, got '256'"),
+        ("[cluster]\npartitions = 2.0\n", "cluster.partitions must be an integer, got 2.0"),
+        (
+            "[raft]\ncompaction_min_entries = false\n",
+            "raft.compaction_min_entries must be an integer, got false",
+        ),
+        ("[api]\nlisten = 8701\n", "api.listen must be a string, got 8701"),
+        ("log_level = 1\n", "node.log_level must be a string, got 1"),
+        (
+            '[raft]\npeers = "127.0.0.1:9702"\n',
+            "raft.peers must be a list of strings, got '127.0.0.1:9702'",
+        ),
+        ("[raft]\npeers = [9702]\n", "raft.peers must be a list of strings, got 9702"),
+        (
+            '[delivery]\nallow_cidrs = "10.0.0.0/8"\n',
+            "delivery.allow_cidrs must be a list of strings, got '10.0.0.0/8'",
+        ),
+        ("[raft]\nsecret = 1234567890123456789\n", "raft.secret must be a string, got "),
+        ("[auth]\nadmin_token_file = true\n", "auth.admin_token_file must be a string, got true"),
+        ("[retention]\nruns = true\n", "retention.runs must be a duration like"),
+        ("[delivery]\npayload_limit = true\n", "delivery.payload_limit must be a size like"),
+    ],
+)
+def test_wrong_types_are_errors(tmp_path: Path, extra: str, message: str) -> None:
+    assert error(tmp_path, extra).startswith(message)
+
+
+# -- listen addresses --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("127.0.0.1:8701", ("127.0.0.1", 8701)),
+        ("0.0.0.0:1", ("0.0.0.0", 1)),
+        ("localhost:65535", ("localhost", 65535)),
+        ("Node-1.Example.com:80", ("node-1.example.com", 80)),
+        ("[::1]:8701", ("::1", 8701)),
+        ("[2001:DB8:0:0::1]:9701", ("2001:db8::1", 9701)),
+    ],
+)
+def test_parse_listen_accepts_host_port(value: str, expected: tuple[str, int]) -> None:
+    assert parse_listen(value, field="api.listen") == expected
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["8701", ":8701", "127.0.0.1", "127.0.0.1:", "host:http", "[h]:", "h:-1", "h:\u0668\u0660"],
+)
+def test_parse_listen_needs_host_and_port(value: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_listen(value, field="api.listen")
+    assert str(info.value) == f'api.listen must be "host:port", got {value!r}'
+
+
+@pytest.mark.parametrize("value", ["::1:8701", "[::1]", "[::1:80", "1.2.3.4:5:6"])
+def test_parse_listen_points_colons_at_ipv6_brackets(value: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_listen(value, field="raft.listen")
+    assert str(info.value) == (
+        f'raft.listen must be "host:port", got {value!r} (write IPv6 as "[::1]:8701")'
+    )
+
+
+@pytest.mark.parametrize("value", ["h:0", "h:65536", "h:99999"])
+def test_parse_listen_port_range(value: str) -> None:
+    with pytest.raises(ConfigError, match=r"api\.listen port must be 1\.\.65535"):
+        parse_listen(value, field="api.listen")
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("[zz]:80", "has no IPv6 address inside []"),
+        ("[1.2.3.4]:80", "has no IPv6 address inside []"),
+        ("a b:80", "host must be a name or an IPv4 address"),
+    ],
+)
+def test_parse_listen_bad_hosts(value: str, message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_listen(value, field="api.listen")
+    assert str(info.value) == f"api.listen {message}, got {value!r}"
+
+
+def test_bad_api_listen_in_a_file_names_file_key_and_value(tmp_path: Path) -> None:
+    assert error(tmp_path, '[api]\nlisten = "8701"\n') == (
+        "api.listen must be \"host:port\", got '8701'"
+    )
+
+
+def test_ipv6_api_listen(tmp_path: Path) -> None:
+    cfg = load(tmp_path, '[api]\nlisten = "[::1]:8701"\n')
+    assert (cfg.api_host, cfg.api_port, cfg.api_listen) == ("::1", 8701, "[::1]:8701")
+
+
+def test_api_and_raft_must_not_share_an_address(tmp_path: Path) -> None:
+    message = error(tmp_path, '[api]\nlisten = "127.0.0.1:9701"\n')
+    assert message == "api.listen and raft.listen must differ, both are '127.0.0.1:9701'"
+
+
+# -- raft peers --------------------------------------------------------------------------------
+
+
+def peers_config(peers: str, listen: str = "127.0.0.1:9701") -> str:
+    return f'[raft]\nlisten = "{listen}"\npeers = {peers}\nsecret = "{SECRET}"\n'
+
+
+def test_peers_are_kept_in_canonical_form(tmp_path: Path) -> None:
+    cfg = load(tmp_path, peers_config('["LOCALHOST:9702", "[0:0::1]:9703"]'))
+    assert cfg.raft_peers == ("localhost:9702", "[::1]:9703")
+
+
+def test_peers_must_not_contain_raft_listen(tmp_path: Path) -> None:
+    message = error(tmp_path, peers_config('["127.0.0.1:9701", "127.0.0.1:9702"]'))
+    assert message == (
+        "raft.peers must list only the OTHER nodes, but it contains raft.listen '127.0.0.1:9701'"
+    )
+
+
+def test_peers_must_not_contain_the_default_raft_listen(tmp_path: Path) -> None:
+    extra = f'[raft]\npeers = ["127.0.0.1:9701"]\nsecret = "{SECRET}"\n'
+    assert "contains raft.listen '127.0.0.1:9701'" in error(tmp_path, extra)
+
+
+@pytest.mark.parametrize(
+    "peers", ['["h:9702", "h:9702"]', '["h:9702", "H:9702"]', '["[::1]:9702", "[0::1]:9702"]']
+)
+def test_duplicate_peers_are_an_error(tmp_path: Path, peers: str) -> None:
+    assert "more than once" in error(tmp_path, peers_config(peers))
+
+
+def test_bad_peer_names_raft_peers(tmp_path: Path) -> None:
+    message = error(tmp_path, peers_config('["127.0.0.1:9702", "9703"]'))
+    assert message == "raft.peers must be \"host:port\", got '9703'"
+
+
+# -- secrets and tokens ------------------------------------------------------------------------
+
+
+def test_multi_node_without_a_secret_refuses_to_start(tmp_path: Path) -> None:
+    message = error(tmp_path, '[raft]\npeers = ["127.0.0.1:9702"]\n')
+    assert message.startswith("raft.peers lists 1 peer(s) but there is no raft.secret")
+    assert "refuses to start" in message
+
+
+def test_single_node_needs_no_secret(tmp_path: Path) -> None:
+    assert load(tmp_path, "[raft]\npeers = []\n").raft_secret is None
+
+
+def test_secret_file_is_read_stripped_and_relative_to_the_config(tmp_path: Path) -> None:
+    (tmp_path / "var").mkdir()
+    (tmp_path / "var" / "cluster.secret").write_text(f"\n  {SECRET}  \n")
+    extra = '[raft]\npeers = ["h:9702"]\nsecret_file = "var/cluster.secret"\n'
+    assert load(tmp_path, extra).raft_secret == SECRET
+
+
+def test_admin_token_file_is_read_stripped(tmp_path: Path) -> None:
+    (tmp_path / "admin.token").write_text(f"{TOKEN}\n")
+    assert load(tmp_path, '[auth]\nadmin_token_file = "admin.token"\n').admin_token == TOKEN
+
+
+@pytest.mark.parametrize(
+    ("section", "key"), [("raft", "secret"), ("auth", "admin_token")], ids=["raft", "auth"]
+)
+def test_value_and_file_together_are_an_error(tmp_path: Path, section: str, key: str) -> None:
+    (tmp_path / "f").write_text(SECRET)
+    extra = f'[{section}]\n{key} = "{SECRET}"\n{key}_file = "f"\n'
+    assert error(tmp_path, extra) == f"give {section}.{key} or {section}.{key}_file, not both"
+
+
+@pytest.mark.parametrize(
+    ("section", "key"), [("raft", "secret_file"), ("auth", "admin_token_file")]
+)
+def test_missing_secret_file_is_an_error(tmp_path: Path, section: str, key: str) -> None:
+    message = error(tmp_path, f'[{section}]\n{key} = "nope/x.secret"\n')
+    resolved = (tmp_path / "nope" / "x.secret").resolve()
+    assert message == f"{section}.{key} 'nope/x.secret' ({resolved}) does not exist"
+
+
+@pytest.mark.parametrize(
+    ("section", "key"), [("raft", "secret_file"), ("auth", "admin_token_file")]
+)
+def test_empty_secret_file_is_an_error(tmp_path: Path, section: str, key: str) -> None:
+    (tmp_path / "blank").write_text(" \n\n")
+    message = error(tmp_path, f'[{section}]\n{key} = "blank"\n')
+    assert message.startswith(f"{section}.{key} 'blank' (")
+    assert message.endswith(") is empty")
+
+
+def test_secret_file_that_is_a_directory_is_unreadable(tmp_path: Path) -> None:
+    (tmp_path / "dir").mkdir()
+    assert "cannot be read" in error(tmp_path, '[raft]\nsecret_file = "dir"\n')
+
+
+@pytest.mark.parametrize(
+    ("extra", "source"),
+    [
+        ('[raft]\nsecret = "short-secret"\n', "raft.secret"),
+        ('[auth]\nadmin_token = "short-secret"\n', "auth.admin_token"),
+        ('[raft]\nsecret_file = "f"\n', "raft.secret_file 'f'"),
+        ('[auth]\nadmin_token_file = "f"\n', "auth.admin_token_file 'f'"),
+    ],
+)
+def test_short_secrets_are_errors_that_do_not_echo_them(
+    tmp_path: Path, extra: str, source: str
+) -> None:
+    (tmp_path / "f").write_text("short-secret\n")
+    message = error(tmp_path, extra)
+    assert message == f"{source} must be at least 16 characters, got 12"
+    assert "short-secret" not in message
+
+
+def test_sixteen_characters_is_enough(tmp_path: Path) -> None:
+    assert load(tmp_path, f'[auth]\nadmin_token = "{"x" * 16}"\n').admin_token == "x" * 16
+
+
+@pytest.mark.parametrize("name", ["SCHEDD_RAFT_SECRET", "SCHEDD_ADMIN_TOKEN"])
+def test_short_secret_from_env_names_the_variable(tmp_path: Path, name: str) -> None:
+    assert error(tmp_path, env={name: "tiny"}) == f"{name} must be at least 16 characters, got 4"
+
+
+def test_env_overrides_values_in_the_file(tmp_path: Path) -> None:
+    extra = f'[raft]\nsecret = "{"f" * 20}"\n[auth]\nadmin_token = "{"g" * 20}"\n'
+    cfg = load(tmp_path, extra, env=CLUSTER_ENV)
+    assert (cfg.raft_secret, cfg.admin_token) == (SECRET, TOKEN)
+
+
+def test_env_overrides_secret_files_which_need_not_exist(tmp_path: Path) -> None:
+    extra = (
+        '[raft]\npeers = ["h:9702"]\nsecret_file = "missing"\n'
+        '[auth]\nadmin_token_file = "missing"\n'
+    )
+    cfg = load(tmp_path, extra, env=CLUSTER_ENV)
+    assert (cfg.raft_secret, cfg.admin_token) == (SECRET, TOKEN)
+
+
+def test_env_secret_lets_a_multi_node_config_start(tmp_path: Path) -> None:
+    cfg = load(tmp_path, '[raft]\npeers = ["h:9702"]\n', env={"SCHEDD_RAFT_SECRET": SECRET})
+    assert cfg.raft_secret == SECRET
+
+
+def test_env_values_are_stripped(tmp_path: Path) -> None:
+    cfg = load(tmp_path, env={"SCHEDD_ADMIN_TOKEN": f" {TOKEN}\n"})
+    assert cfg.admin_token == TOKEN
+
+
+@pytest.mark.parametrize("empty", ["", "  "])
+def test_empty_env_var_counts_as_unset(tmp_path: Path, empty: str) -> None:
+    env = {"SCHEDD_RAFT_SECRET": empty, "SCHEDD_ADMIN_TOKEN": empty}
+    cfg = load(tmp_path, f'[auth]\nadmin_token = "{TOKEN}"\n', env=env)
+    assert (cfg.raft_secret, cfg.admin_token) == (None, TOKEN)
+    assert "refuses to start" in error(tmp_path, '[raft]\npeers = ["h:9702"]\n', env=env)
+
+
+def test_both_given_in_the_file_is_an_error_even_when_env_overrides(tmp_path: Path) -> None:
+    extra = f'[raft]\nsecret = "{SECRET}"\nsecret_file = "x"\n'
+    assert "not both" in error(tmp_path, extra, env=CLUSTER_ENV)
+
+
+def test_env_defaults_to_os_environ(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SCHEDD_ADMIN_TOKEN", TOKEN)
+    monkeypatch.setenv("SCHEDD_RAFT_SECRET", SECRET)
+    cfg = load_config(write(tmp_path, BASE))
+    assert (cfg.raft_secret, cfg.admin_token) == (SECRET, TOKEN)
+
+
+def test_repr_never_shows_secrets(tmp_path: Path) -> None:
+    cfg = load(tmp_path, env=CLUSTER_ENV)
+    assert SECRET not in repr(cfg)
+    assert TOKEN not in repr(cfg)
+
+
+# -- durations ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("extra", "attribute", "expected"),
+    [
+        ('[api]\nrequest_timeout = "250ms"\n', "request_timeout_s", 0.25),
+        ("[api]\nrequest_timeout = 2\n", "request_timeout_s", 2.0),
+        ('[api]\nrequest_timeout = "1m30s"\n', "request_timeout_s", 90.0),
+        ('[raft]\ncompaction_min_time = "5m"\n', "compaction_min_time_s", 300.0),
+        ('[raft]\ncompaction_min_time = "0s"\n', "compaction_min_time_s", 0.0),
+        ('[raft]\nelection_timeout_max = "2500ms"\n', "election_timeout_max_s", 2.5),
+        ("[raft]\nelection_timeout_max = 2.5\n", "election_timeout_max_s", 2.5),
+        ('[raft]\nelection_timeout_max = "2.5"\n', "election_timeout_max_s", 2.5),
+        ('[retention]\nruns = "36h"\n', "retention_runs_ms", 36 * 3_600_000),
+    ],
+)
+def test_durations(tmp_path: Path, extra: str, attribute: str, expected: float) -> None:
+    assert getattr(load(tmp_path, extra), attribute) == expected
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ('[api]\nrequest_timeout = "soon"\n', "api.request_timeout must be a duration like"),
+        ('[api]\nrequest_timeout = "0s"\n', "api.request_timeout must be at least 1ms, got '0s'"),
+        ("[raft]\nelection_timeout_min = -1\n", "raft.election_timeout_min must be a non-neg"),
+        ('[retention]\nruns = "30s"\n', "retention.runs must be at least 1m, got '30s'"),
+    ],
+)
+def test_bad_durations(tmp_path: Path, extra: str, message: str) -> None:
+    assert error(tmp_path, extra).startswith(message)
+
+
+def test_fractional_duration_with_a_unit_gets_a_hint(tmp_path: Path) -> None:
+    message = error(tmp_path, '[raft]\nelection_timeout_max = "2.5s"\n')
+    assert message.startswith("raft.election_timeout_max must be a duration like")
+    assert message.endswith(
+        "(write fractions in a smaller unit, e.g. '2500ms', or as seconds: 2.5)"
+    )
+
+
+@pytest.mark.parametrize(("low", "high"), [("2s", "2s"), ("2s", "1s")])
+def test_election_timeout_max_must_exceed_min(tmp_path: Path, low: str, high: str) -> None:
+    extra = f'[raft]\nelection_timeout_min = "{low}"\nelection_timeout_max = "{high}"\n'
+    assert error(tmp_path, extra) == (
+        "raft.election_timeout_max must be greater than raft.election_timeout_min, "
+        f"got {high} <= {low}"
+    )
+
+
+# -- integers, sizes, networks -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("partitions", [1, 65_536])
+def test_partition_bounds_are_inclusive(tmp_path: Path, partitions: int) -> None:
+    assert load(tmp_path, f"[cluster]\npartitions = {partitions}\n").partitions == partitions
+
+
+@pytest.mark.parametrize("partitions", [0, -1, 65_537])
+def test_partitions_out_of_range(tmp_path: Path, partitions: int) -> None:
+    message = error(tmp_path, f"[cluster]\npartitions = {partitions}\n")
+    assert message == f"cluster.partitions must be 1..65536, got {partitions}"
+
+
+def test_compaction_min_entries_must_be_positive(tmp_path: Path) -> None:
+    message = error(tmp_path, "[raft]\ncompaction_min_entries = 0\n")
+    assert message == "raft.compaction_min_entries must be 1..1000000000, got 0"
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ('"64KiB"', 65_536),
+        ('"1KiB"', 1024),
+        ('"16MiB"', 16 * 1024 * 1024),
+        ('"2MB"', 2_000_000),
+        ('"100KB"', 100_000),
+        ('"64 KiB"', 65_536),
+        ('"4096B"', 4096),
+        ('"4096"', 4096),
+        ("4096", 4096),
+    ],
+)
+def test_payload_limit_sizes(tmp_path: Path, value: str, expected: int) -> None:
+    extra = f"[delivery]\npayload_limit = {value}\n"
+    assert load(tmp_path, extra).payload_limit_bytes == expected
+
+
+@pytest.mark.parametrize("value", ['"1KB"', '"17MiB"', "512", "16777217"])
+def test_payload_limit_must_be_1kib_to_16mib(tmp_path: Path, value: str) -> None:
+    message = error(tmp_path, f"[delivery]\npayload_limit = {value}\n")
+    assert message.startswith("delivery.payload_limit must be 1KiB..16MiB, got ")
+
+
+@pytest.mark.parametrize(
+    "value", ['"1GiB"', '"\u0666\u0664KiB"', '"64kib"', '"-1"', '"1.5MiB"', '"lots"', "1.5"]
+)
+def test_payload_limit_must_be_a_size(tmp_path: Path, value: str) -> None:
+    message = error(tmp_path, f"[delivery]\npayload_limit = {value}\n")
+    assert message.startswith("delivery.payload_limit must be a size like '64KiB'")
+
+
+def test_allow_cidrs_are_normalised(tmp_path: Path) -> None:
+    extra = '[delivery]\nallow_cidrs = ["127.0.0.1/8", "::1", "10.0.0.0/8"]\n'
+    assert load(tmp_path, extra).allow_cidrs == ("127.0.0.0/8", "::1/128", "10.0.0.0/8")
+
+
+@pytest.mark.parametrize("cidr", ["10.0.0.0/33", "nope", "", "10.0.0/8x"])
+def test_bad_allow_cidrs(tmp_path: Path, cidr: str) -> None:
+    message = error(tmp_path, f'[delivery]\nallow_cidrs = ["10.0.0.0/8", "{cidr}"]\n')
+    assert message == f"delivery.allow_cidrs must hold networks like '10.0.0.0/8', got {cidr!r}"
+
+
+# -- NodeConfig built directly -----------------------------------------------------------------
+
+
+def test_node_config_checks_its_invariants_when_built_directly(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="must list only the OTHER nodes"):
+        NodeConfig(
+            path=tmp_path,
+            node_id="n1",
+            data_dir=tmp_path,
+            raft_peers=("127.0.0.1:9701",),
+            raft_secret=SECRET,
+        )
+    with pytest.raises(ConfigError, match="refuses to start"):
+        NodeConfig(path=tmp_path, node_id="n1", data_dir=tmp_path, raft_peers=("h:1",))
+    with pytest.raises(ConfigError, match="election_timeout_max must be greater"):
+        NodeConfig(path=tmp_path, node_id="n1", data_dir=tmp_path, election_timeout_max_s=1.0)
+
+
+# -- the shipped files -------------------------------------------------------------------------
+
+
+def test_shipped_single_node_config_loads(tmp_path: Path) -> None:
+    cfg = load_config(CONFIG_DIR / "single.toml", env={})
+    assert cfg.is_single_node
+    assert cfg.data_dir == (REPO / "var" / "single").resolve()
+    assert cfg.api_listen == "127.0.0.1:8701"
+    assert cfg.raft_listen == "127.0.0.1:9701"
+    assert cfg.raft_secret is None
+    assert cfg.admin_token is None  # the node generates one
+
+
+def load_cluster() -> list[NodeConfig]:
+    return [load_config(CONFIG_DIR / f"node{n}.toml", env=CLUSTER_ENV) for n in (1, 2, 3)]
+
+
+def test_shipped_cluster_configs_describe_three_nodes_on_one_host() -> None:
+    nodes = load_cluster()
+    assert [cfg.node_id for cfg in nodes] == ["node1", "node2", "node3"]
+    assert [cfg.api_listen for cfg in nodes] == [f"127.0.0.1:870{n}" for n in (1, 2, 3)]
+    assert [cfg.raft_listen for cfg in nodes] == [f"127.0.0.1:970{n}" for n in (1, 2, 3)]
+    assert [cfg.data_dir for cfg in nodes] == [
+        (REPO / "var" / f"node{n}").resolve() for n in (1, 2, 3)
+    ]
+    assert all(cfg.raft_secret == SECRET and cfg.admin_token == TOKEN for cfg in nodes)
+    assert len({cfg.partitions for cfg in nodes}) == 1
+
+
+def test_shipped_cluster_peers_are_exactly_the_other_two_nodes() -> None:
+    nodes = load_cluster()
+    everyone = {cfg.raft_listen for cfg in nodes}
+    for cfg in nodes:
+        assert set(cfg.raft_peers) == everyone - {cfg.raft_listen}
+        assert len(cfg.raft_peers) == 2
+        assert not cfg.is_single_node
+
+
+def test_shipped_cluster_reads_its_secrets_from_var(tmp_path: Path) -> None:
+    shutil.copytree(CONFIG_DIR, tmp_path / "config")
+    with pytest.raises(ConfigError, match=r"raft\.secret_file '\.\./var/cluster\.secret' .* does"):
+        load_config(tmp_path / "config" / "node1.toml", env={})
+    (tmp_path / "var").mkdir()
+    (tmp_path / "var" / "cluster.secret").write_text(f"{SECRET}\n")
+    (tmp_path / "var" / "admin.token").write_text(f"{TOKEN}\n")
+    for n in (1, 2, 3):
+        cfg = load_config(tmp_path / "config" / f"node{n}.toml", env={})
+        assert (cfg.raft_secret, cfg.admin_token) == (SECRET, TOKEN)
+        assert cfg.data_dir == (tmp_path / "var" / f"node{n}").resolve()
+
+
+def test_shipped_systemd_unit_runs_serve_hardened() -> None:
+    lines = set((CONFIG_DIR / "schedd.service").read_text().splitlines())
+    assert any(
+        line.startswith("ExecStart=")
+        and line.endswith("schedd serve --config /etc/schedd/schedd.toml")
+        for line in lines
+    )
+    for expected in [
+        "User=schedd",
+        "Restart=on-failure",
+        "KillSignal=SIGTERM",
+        "TimeoutStopSec=30",
+        "LimitNOFILE=65536",
+        "NoNewPrivileges=yes",
+        "ProtectSystem=strict",
+        "ReadWritePaths=/var/lib/schedd",
+    ]:
+        assert expected in lines
