@@ -21,6 +21,7 @@ INT_MAX = 2**63 - 1
 
 _DEPTH_KEEP = b'"[]{}'
 _DEPTH_DELETE = bytes(sorted(set(range(256)) - set(_DEPTH_KEEP)))
+_ESCAPE = re.compile(rb"\\.", re.DOTALL)
 _SAME_BRACKETS = bytes.maketrans(b"{}", b"[]")
 # The text is strict UTF-8 and json refuses raw control characters, so only these escapes can
 # put a surrogate or a NUL into a decoded string; a false hit (an escaped backslash) costs a walk.
@@ -113,8 +114,7 @@ def _decode(raw: bytes, field: str, *, expected: str) -> str:
 def _too_deep(raw: bytes) -> bool:
     """Whether brackets outside strings nest deeper than MAX_DEPTH, without recursing."""
     if b'\\"' in raw:
-        # Escaped backslashes, then escaped quotes: every quote left opens or closes a string.
-        raw = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
+        raw = _ESCAPE.sub(b"", raw)  # then every quote left opens or closes a string
     skeleton = raw.translate(None, _DEPTH_DELETE)
     if skeleton.count(b"[") + skeleton.count(b"{") <= MAX_DEPTH:
         return False

@@ -71,7 +71,7 @@ def raft_conf(config: NodeConfig, snapshots: SnapshotHooks) -> SyncObjConf:
         connectionRetryTime=1.0,
         commandsQueueSize=2000,
         logCompactionMinEntries=config.compaction_min_entries,
-        logCompactionMinTime=max(config.compaction_min_time_s, 0.001),
+        logCompactionMinTime=config.compaction_min_time_s,
         logCompactionSplit=True,
         dynamicMembershipChange=False,
     )

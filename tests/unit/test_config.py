@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 from pathlib import Path
@@ -122,14 +121,6 @@ def test_missing_file_names_the_file(tmp_path: Path) -> None:
 def test_a_directory_is_an_unreadable_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=f"^{re.escape(str(tmp_path))}: cannot read config file"):
         load_config(tmp_path, env={})
-
-
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode")
-def test_unreadable_file_names_the_file(tmp_path: Path) -> None:
-    path = write(tmp_path, BASE)
-    path.chmod(0)
-    with pytest.raises(ConfigError, match=r"node\.toml: cannot read config file: Permission"):
-        load_config(path, env={})
 
 
 def test_invalid_toml_names_the_file_and_the_line(tmp_path: Path) -> None:
@@ -528,7 +519,7 @@ def test_repr_never_shows_secrets(tmp_path: Path) -> None:
         ("[api]\nrequest_timeout = 2\n", "request_timeout_s", 2.0),
         ('[api]\nrequest_timeout = "1m30s"\n', "request_timeout_s", 90.0),
         ('[raft]\ncompaction_min_time = "5m"\n', "compaction_min_time_s", 300.0),
-        ('[raft]\ncompaction_min_time = "0s"\n', "compaction_min_time_s", 0.0),
+        ('[raft]\ncompaction_min_time = "1s"\n', "compaction_min_time_s", 1.0),
         ('[raft]\nelection_timeout_max = "2500ms"\n', "election_timeout_max_s", 2.5),
         ("[raft]\nelection_timeout_max = 2.5\n", "election_timeout_max_s", 2.5),
         ('[raft]\nelection_timeout_max = "2.5"\n', "election_timeout_max_s", 2.5),
@@ -552,12 +543,9 @@ def test_bad_durations(tmp_path: Path, extra: str, message: str) -> None:
     assert error(tmp_path, extra).startswith(message)
 
 
-def test_fractional_duration_with_a_unit_gets_a_hint(tmp_path: Path) -> None:
-    message = error(tmp_path, '[raft]\nelection_timeout_max = "2.5s"\n')
-    assert message.startswith("raft.election_timeout_max must be a duration like")
-    assert message.endswith(
-        "(write fractions in a smaller unit, e.g. '2500ms', or as seconds: 2.5)"
-    )
+def test_fractional_duration_with_a_unit_is_accepted(tmp_path: Path) -> None:
+    config = load(tmp_path, '[raft]\nelection_timeout_max = "2.5s"\n')
+    assert config.election_timeout_max_s == 2.5
 
 
 @pytest.mark.parametrize(("low", "high"), [("2s", "2s"), ("2s", "1s")])
