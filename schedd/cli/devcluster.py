@@ -157,14 +157,9 @@ def dev(nodes: str, data_dir: Path, api_port: int, raft_port: int) -> None:
     children: list[subprocess.Popen[bytes]] = []
     try:
         for path in configs:
-            log = (data_dir / f"{path.stem}.log").open("ab")
-            children.append(
-                subprocess.Popen(
-                    [sys.executable, "-m", "schedd", "serve", "--config", str(path)],
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                )
-            )
+            with (data_dir / f"{path.stem}.log").open("ab") as log:
+                command = [sys.executable, "-m", "schedd", "serve", "--config", str(path)]
+                children.append(subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT))
         click.echo(f"starting {count} node(s); logs in {data_dir}/n*.log", err=True)
         _wait_ready(urls, children)
         token = _demo_tenant(data_dir, urls[0], _secret(data_dir / "admin.token"))

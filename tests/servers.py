@@ -1,0 +1,203 @@
+"""Real `schedd serve` processes on free loopback ports, for integration and cluster tests.
+
+Every process started here is stopped by the fixture that made it (terminate, wait, kill), and
+its log is printed when a test fails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ADMIN_TOKEN = "adm_test_token_0123456789abcdef"
+RAFT_SECRET = "raft_test_secret_0123456789abcdef"
+READY_TIMEOUT_S = 60.0
+
+
+def free_ports(count: int) -> list[int]:
+    """Distinct free loopback ports (bound to port 0 at the same time, then released)."""
+    socks = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind(("127.0.0.1", 0))
+            socks.append(sock)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for sock in socks:
+            sock.close()
+
+
+@dataclass
+class NodeProcess:
+    """One `schedd serve` child: its config, ports, log and process."""
+
+    node_id: str
+    config_path: Path
+    data_dir: Path
+    api_port: int
+    raft_port: int
+    log_path: Path
+    process: subprocess.Popen[bytes] | None = None
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.api_port}"
+
+    @property
+    def raft(self) -> str:
+        return f"127.0.0.1:{self.raft_port}"
+
+    def start(self) -> None:
+        env = {**os.environ, "SCHEDD_ADMIN_TOKEN": ADMIN_TOKEN, "SCHEDD_RAFT_SECRET": RAFT_SECRET}
+        with self.log_path.open("ab") as log:  # the child keeps its own descriptor
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "schedd", "serve", "--config", str(self.config_path)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env | self.extra_env,
+            )
+
+    def is_running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL: the crash case."""
+        if self.is_running():
+            assert self.process is not None
+            self.process.kill()
+            self.process.wait(timeout=10)
+
+    def stop(self, timeout_s: float = 15.0) -> int | None:
+        """SIGTERM, wait, then SIGKILL; returns the exit code."""
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+        return self.process.returncode
+
+    def pause(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGCONT)
+
+    def log_tail(self, lines: int = 40) -> str:
+        if not self.log_path.exists():
+            return ""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def write_config(node: NodeProcess, peers: list[str], extra: str = "") -> None:
+    peer_list = ", ".join(json.dumps(p) for p in peers)
+    node.config_path.write_text(
+        f'[node]\nid = "{node.node_id}"\ndata_dir = "{node.data_dir}"\nlog_level = "info"\n\n'
+        f'[api]\nlisten = "127.0.0.1:{node.api_port}"\n\n'
+        f'[raft]\nlisten = "{node.raft}"\npeers = [{peer_list}]\n'
+        'election_timeout_min = "1s"\nelection_timeout_max = "2.5s"\n'
+        f"{extra}"
+    )
+
+
+def make_nodes(base: Path, count: int, raft_extra: str = "") -> list[NodeProcess]:
+    """`count` nodes with configs under `base`, not started yet."""
+    ports = free_ports(2 * count)
+    nodes = [
+        NodeProcess(
+            node_id=f"n{i + 1}",
+            config_path=base / f"n{i + 1}.toml",
+            data_dir=base / f"n{i + 1}",
+            api_port=ports[2 * i],
+            raft_port=ports[2 * i + 1],
+            log_path=base / f"n{i + 1}.log",
+        )
+        for i in range(count)
+    ]
+    for node in nodes:
+        write_config(node, [n.raft for n in nodes if n is not node], raft_extra)
+    return nodes
+
+
+def http(
+    method: str,
+    url: str,
+    body: Any = None,
+    *,
+    token: str | None = ADMIN_TOKEN,
+    headers: dict[str, str] | None = None,
+    raw: bytes | None = None,
+    timeout_s: float = 15.0,
+) -> tuple[int, Any, dict[str, str]]:
+    """(status, decoded JSON or None, headers) of one request; HTTP errors are returned."""
+    data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+    request = urllib.request.Request(url, data=data, method=method)
+    if token is not None:
+        request.add_header("Authorization", f"Bearer {token}")
+    for key, value in (headers or {}).items():
+        request.add_header(key, value)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            payload = response.read()
+            status, response_headers = response.status, dict(response.headers)
+    except urllib.error.HTTPError as exc:
+        payload, status, response_headers = exc.read(), exc.code, dict(exc.headers)
+    return status, (json.loads(payload) if payload else None), response_headers
+
+
+def wait_ready(nodes: list[NodeProcess], timeout_s: float = READY_TIMEOUT_S) -> None:
+    """Until every running node answers /readyz 200 and they agree on one leader."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        leaders = set()
+        for node in nodes:
+            if not node.is_running():
+                raise AssertionError(f"{node.node_id} exited:\n{node.log_tail()}")
+            with contextlib.suppress(OSError):
+                status, _, _ = http("GET", f"{node.url}/readyz", token=None, timeout_s=2)
+                if status == 200:
+                    _, state, _ = http("GET", f"{node.url}/v1/admin/state", timeout_s=5)
+                    leaders.add(state["leader"])
+                    continue
+            leaders.add(None)
+        if len(leaders) == 1 and None not in leaders:
+            return
+        time.sleep(0.1)
+    tails = "\n".join(f"--- {n.node_id}\n{n.log_tail()}" for n in nodes)
+    raise AssertionError(f"cluster not ready in {timeout_s}s\n{tails}")
+
+
+@contextlib.contextmanager
+def running(nodes: list[NodeProcess]) -> Iterator[list[NodeProcess]]:
+    """Start the nodes, wait until ready, and always stop them (logs shown on failure)."""
+    try:
+        for node in nodes:
+            node.start()
+        wait_ready(nodes)
+        yield nodes
+    except BaseException:
+        for node in nodes:
+            sys.stderr.write(f"--- log of {node.node_id}\n{node.log_tail()}\n")
+        raise
+    finally:
+        for node in nodes:
+            node.stop()
