@@ -1,0 +1,223 @@
+"""Three real `schedd serve` nodes: replication, failover, restarts, snapshots, isolation."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.servers import NodeProcess, http, make_nodes, running, wait_ready
+
+pytestmark = pytest.mark.cluster
+JOB = {"schedule": {"delay": "1h"}, "target": {"type": "queue", "name": "q"}}
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[list[NodeProcess]]:
+    with running(make_nodes(tmp_path, 3)) as nodes:
+        yield nodes
+
+
+def tenant_token(node: NodeProcess, name: str = "acme") -> str:
+    status, body, _ = http("POST", f"{node.url}/v1/tenants", {"name": name})
+    assert status == 201, body
+    return str(body["token"])
+
+
+def leader_of(nodes: list[NodeProcess]) -> NodeProcess:
+    for node in nodes:
+        if node.is_running():
+            _, state, _ = http("GET", f"{node.url}/v1/admin/state")
+            if state["role"] == "leader":
+                return node
+    raise AssertionError("no leader")
+
+
+def states(nodes: list[NodeProcess]) -> list[tuple[int, str]]:
+    result = []
+    for node in nodes:
+        _, state, _ = http("GET", f"{node.url}/v1/admin/state")
+        result.append((state["applied_index"], state["digest"]))
+    return result
+
+
+def wait_converged(nodes: list[NodeProcess], timeout_s: float = 30.0) -> tuple[int, str]:
+    """Until every node reports the same applied index and digest."""
+    deadline = time.monotonic() + timeout_s
+    seen: list[tuple[int, str]] = []
+    while time.monotonic() < deadline:
+        seen = states(nodes)
+        if len(set(seen)) == 1:
+            return seen[0]
+        time.sleep(0.2)
+    raise AssertionError(f"replicas did not converge: {seen}")
+
+
+def job_ids(node: NodeProcess, token: str) -> set[str]:
+    ids: set[str] = set()
+    cursor = ""
+    while True:
+        url = f"{node.url}/v1/jobs?limit=1000" + (f"&cursor={cursor}" if cursor else "")
+        status, body, _ = http("GET", url, token=token)
+        assert status == 200, body
+        ids.update(job["job_id"] for job in body["jobs"])
+        if not body["next_cursor"]:
+            return ids
+        cursor = body["next_cursor"]
+
+
+def create_jobs(node: NodeProcess, token: str, count: int) -> set[str]:
+    created = set()
+    for _ in range(count):
+        status, body, _ = http("POST", f"{node.url}/v1/jobs", JOB, token=token)
+        assert status == 201, body
+        created.add(body["job_id"])
+    return created
+
+
+def test_write_through_a_follower_is_readable_there_at_once(cluster: list[NodeProcess]) -> None:
+    leader = leader_of(cluster)
+    follower = next(n for n in cluster if n is not leader)
+    token = tenant_token(follower)
+    status, job, _ = http("POST", f"{follower.url}/v1/jobs", JOB, token=token)
+    assert status == 201, job
+    status, again, _ = http("GET", f"{follower.url}/v1/jobs/{job['job_id']}", token=token)
+    assert status == 200 and again == job  # read-your-writes on the answering node
+    wait_converged(cluster)
+    for node in cluster:
+        assert job["job_id"] in job_ids(node, token)
+
+
+class Writer(threading.Thread):
+    """Creates jobs through every live node in turn; remembers the acknowledged ones."""
+
+    def __init__(self, nodes: list[NodeProcess], token: str) -> None:
+        super().__init__(daemon=True)
+        self.nodes, self.token = nodes, token
+        self.acknowledged: set[str] = set()
+        self.failures: list[Any] = []
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        i = 0
+        while not self.stop.is_set():
+            node = self.nodes[i % len(self.nodes)]
+            i += 1
+            if not node.is_running():
+                continue
+            try:
+                status, body, _ = http(
+                    "POST", f"{node.url}/v1/jobs", JOB, token=self.token, timeout_s=10
+                )
+            except OSError as exc:
+                self.failures.append(repr(exc))
+                continue
+            if status == 201:
+                self.acknowledged.add(body["job_id"])
+            else:
+                self.failures.append(status)
+
+
+def test_kill_9_of_the_leader_loses_no_acknowledged_write(cluster: list[NodeProcess]) -> None:
+    token = tenant_token(cluster[0])
+    writer = Writer(cluster, token)
+    writer.start()
+    try:
+        time.sleep(1.5)
+        before = len(writer.acknowledged)
+        old_leader = leader_of(cluster)
+        old_leader.kill()
+        killed_at = time.monotonic()
+        survivors = [n for n in cluster if n is not old_leader]
+        wait_ready(survivors, timeout_s=20)
+        failover_s = time.monotonic() - killed_at
+        time.sleep(1.5)
+    finally:
+        writer.stop.set()
+        writer.join(timeout=30)
+    assert before > 0 and len(writer.acknowledged) > before, writer.failures
+    assert failover_s < 15, f"new leader took {failover_s:.1f}s"
+    assert set(writer.failures) <= {503}, writer.failures  # refused writes are 503, never 500
+    for node in survivors:
+        assert writer.acknowledged <= job_ids(node, token)
+    old_leader.start()
+    wait_ready(cluster)
+    wait_converged(cluster)
+    assert writer.acknowledged <= job_ids(old_leader, token)
+
+
+def test_restart_of_one_node_and_of_all_nodes_keeps_the_state(cluster: list[NodeProcess]) -> None:
+    token = tenant_token(cluster[0])
+    created = create_jobs(cluster[1], token, 20)
+    wait_converged(cluster)
+    cluster[2].stop()
+    created |= create_jobs(cluster[0], token, 10)  # written while n3 is down
+    cluster[2].start()
+    wait_ready(cluster)
+    converged = wait_converged(cluster)
+    assert job_ids(cluster[2], token) == created
+    for node in cluster:
+        assert node.stop() == 0  # SIGTERM is a clean exit
+    for node in cluster:
+        node.start()
+    wait_ready(cluster)
+    after = wait_converged(cluster)
+    assert after[1] == converged[1] or after[0] > converged[0]
+    for node in cluster:
+        assert job_ids(node, token) == created
+
+
+def test_isolated_node_answers_503_within_the_request_timeout(cluster: list[NodeProcess]) -> None:
+    token = tenant_token(cluster[0])
+    lonely = cluster[0]
+    for node in cluster[1:]:
+        node.kill()
+    started = time.monotonic()
+    status, body, headers = http("POST", f"{lonely.url}/v1/jobs", JOB, token=token, timeout_s=30)
+    elapsed = time.monotonic() - started
+    assert status == 503, body
+    assert body["error"]["code"] in {"no_leader", "outcome_unknown"}
+    assert headers.get("Retry-After") == "1"
+    assert elapsed < 5.0 + 1.5, f"took {elapsed:.1f}s"
+    status, _, _ = http("GET", f"{lonely.url}/readyz", token=None)
+    assert status in {200, 503}  # readiness may lag the loss of the leader briefly
+
+
+def test_snapshot_then_restart_and_a_wiped_node_catches_up(tmp_path: Path) -> None:
+    raft_extra = 'compaction_min_entries = 50\ncompaction_min_time = "1s"\n'
+    nodes = make_nodes(tmp_path, 3, raft_extra=raft_extra)
+    with running(nodes):
+        token = tenant_token(nodes[0])
+        created = create_jobs(nodes[0], token, 150)
+        deadline = time.monotonic() + 30
+        while not all(
+            (n.data_dir / "raft.snapshot").stat().st_size > 0
+            for n in nodes
+            if (n.data_dir / "raft.snapshot").exists()
+        ) or not all((n.data_dir / "raft.snapshot").exists() for n in nodes):
+            assert time.monotonic() < deadline, "no snapshot was written"
+            create_jobs(nodes[0], token, 5)
+            time.sleep(0.2)
+        created = job_ids(nodes[0], token)
+        for node in nodes:
+            node.stop()
+        for node in nodes:
+            node.start()
+        wait_ready(nodes)
+        wait_converged(nodes)
+        for node in nodes:
+            assert job_ids(node, token) == created
+        # A node that lost its disk gets the leader's snapshot plus the rest of the log.
+        wiped = nodes[2]
+        wiped.stop()
+        for path in wiped.data_dir.iterdir():
+            path.unlink()
+        created |= create_jobs(nodes[0], token, 60)
+        wiped.start()
+        wait_ready(nodes)
+        wait_converged(nodes, timeout_s=60)
+        assert job_ids(wiped, token) == created
