@@ -70,6 +70,7 @@ def raft_conf(config: NodeConfig, snapshots: SnapshotHooks) -> SyncObjConf:
         leaderFallbackTimeout=max(config.election_timeout_max_s * 2, 1.0),
         connectionRetryTime=1.0,
         commandsQueueSize=2000,
+        autoTickPeriod=0.005,  # the tick after an append commits it: a long wait is latency
         logCompactionMinEntries=config.compaction_min_entries,
         logCompactionMinTime=config.compaction_min_time_s,
         logCompactionSplit=True,

@@ -1,7 +1,9 @@
-"""Submit commands to Raft from asyncio, with a deadline and safe retries.
+"""Submit commands to Raft from asyncio: group commit, a deadline, and safe retries.
 
-pysyncobj's own timeouts do not work for callbacks, so every submit keeps its own deadline.
-A retry re-submits the same bytes (same command id): apply acts on an id once.
+Proposals that arrive while earlier ones are in flight are sent together as one `batch` entry
+(one Raft round and one SQLite transaction for all). pysyncobj's own timeouts do not work with
+callbacks, so every submit keeps its own deadline; a retry re-sends the same bytes, and apply
+acts on each command id once.
 """
 
 from __future__ import annotations
@@ -11,12 +13,13 @@ import logging
 import time
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from pysyncobj import FAIL_REASON
 
-from schedd.errors import NoLeader, OutcomeUnknown
-from schedd.store.command import Command, encode
+from schedd.errors import ClusterUnavailable, NoLeader, OutcomeUnknown
+from schedd.store.command import Command, encode, encode_batch
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +33,9 @@ NOT_APPLIED = frozenset(
     }
 )
 RETRY_PAUSE_S = 0.05
+MAX_IN_FLIGHT = 2  # log entries this node has in flight; more proposals wait and join a batch
+MAX_BATCH_COMMANDS = 512
+MAX_BATCH_BYTES = 2 * 1024 * 1024  # under appendEntriesBatchSizeBytes (4 MiB)
 
 
 class Submitter(Protocol):
@@ -37,15 +43,22 @@ class Submitter(Protocol):
 
     def apply_entry(self, blob: bytes, *, callback: Any) -> None: ...
 
-    def leader_address(self) -> str | None: ...
+
+@dataclass(eq=False)
+class _Proposal:
+    blob: bytes
+    future: asyncio.Future[dict[str, Any]]
+    is_sent: bool = field(default=False)
 
 
 class Proposer:
-    """Turns pysyncobj's callback API into awaitable, deadline-bound proposals."""
+    """Turns pysyncobj's callback API into awaitable, deadline-bound, batched proposals."""
 
     def __init__(self, replica: Submitter, *, timeout_s: float) -> None:
         self._replica = replica
         self.timeout_s = timeout_s
+        self._pending: list[_Proposal] = []
+        self._in_flight = 0
 
     async def propose(
         self, type_: str, body: Mapping[str, Any], *, now_ms: int | None = None
@@ -61,10 +74,52 @@ class Proposer:
             ts_ms=int(time.time() * 1000) if now_ms is None else now_ms,
             body=body,
         )
-        return await self.submit(encode(cmd))
+        proposal = _Proposal(encode(cmd), asyncio.get_running_loop().create_future())
+        self._pending.append(proposal)
+        self._flush()
+        try:
+            return await asyncio.wait_for(asyncio.shield(proposal.future), self.timeout_s)
+        except TimeoutError:
+            if proposal in self._pending:
+                self._pending.remove(proposal)
+            raise _gave_up(proposal.is_sent) from None
+
+    def _flush(self) -> None:
+        while self._pending and self._in_flight < MAX_IN_FLIGHT:
+            group: list[_Proposal] = []
+            size = 0
+            while self._pending and len(group) < MAX_BATCH_COMMANDS:
+                size += len(self._pending[0].blob)
+                if group and size > MAX_BATCH_BYTES:
+                    break
+                group.append(self._pending.pop(0))
+            self._in_flight += 1
+            asyncio.get_running_loop().create_task(self._send(group))
+
+    async def _send(self, group: list[_Proposal]) -> None:
+        for proposal in group:
+            proposal.is_sent = True
+        try:
+            results: list[dict[str, Any] | Exception]
+            if len(group) == 1:
+                results = [await self.submit(group[0].blob)]
+            else:
+                blob = encode_batch(
+                    [p.blob for p in group], id=uuid.uuid4().hex, ts_ms=int(time.time() * 1000)
+                )
+                results = _unpack(await self.submit(blob), len(group))
+        except ClusterUnavailable as exc:
+            for proposal in group:
+                _settle(proposal.future, exc)
+        else:
+            for proposal, result in zip(group, results, strict=True):
+                _settle(proposal.future, result)
+        finally:
+            self._in_flight -= 1
+            self._flush()
 
     async def submit(self, blob: bytes) -> dict[str, Any]:
-        """Submit an encoded command until it is applied here or the deadline passes."""
+        """Submit an encoded entry until it is applied here or the deadline passes."""
         deadline = time.monotonic() + self.timeout_s
         maybe_applied = False
         while True:
@@ -86,18 +141,31 @@ class Proposer:
         future: asyncio.Future[tuple[Any, int]] = loop.create_future()
 
         def done(result: Any, reason: int) -> None:  # runs on pysyncobj's tick thread
-            loop.call_soon_threadsafe(_resolve, future, (result, reason))
+            loop.call_soon_threadsafe(_settle, future, (result, reason))
 
         self._replica.apply_entry(blob, callback=done)
         return await future
 
 
-def _resolve(future: asyncio.Future[tuple[Any, int]], value: tuple[Any, int]) -> None:
-    if not future.done():
-        future.set_result(value)
+def _unpack(result: dict[str, Any], count: int) -> list[dict[str, Any] | Exception]:
+    """Each command's result from a batch's result."""
+    results = result.get("results")
+    if result.get("status") == "ok" and isinstance(results, list) and len(results) == count:
+        return list(results)
+    # "replayed": a snapshot installed meanwhile already held the entry; its results are gone.
+    return [OutcomeUnknown("the write was applied, but its result was not kept")] * count
 
 
-def _gave_up(maybe_applied: bool) -> Exception:
+def _settle(future: asyncio.Future[Any], outcome: Any) -> None:
+    if future.done():
+        return
+    if isinstance(outcome, BaseException):
+        future.set_exception(outcome)
+    else:
+        future.set_result(outcome)
+
+
+def _gave_up(maybe_applied: bool) -> ClusterUnavailable:
     if maybe_applied:
         return OutcomeUnknown("the write may or may not have been applied; retry it")
     return NoLeader("no Raft leader reachable; retry later")

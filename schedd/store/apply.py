@@ -13,7 +13,7 @@ from typing import Any
 
 from schedd.errors import CorruptLog
 from schedd.store import apply_cluster, apply_jobs, apply_tenants
-from schedd.store.command import Command, decode, rejected
+from schedd.store.command import BATCH, Command, decode, ok, rejected, unbatch
 from schedd.store.db import Database
 
 log = logging.getLogger(__name__)
@@ -40,52 +40,72 @@ class StateMachine:
         self._on_applied = on_applied
 
     def apply(self, blob: bytes, *, index: int) -> dict[str, Any]:
-        """Apply the entry at `index`; returns the result that the proposer receives."""
+        """Apply the entry at `index`; returns the result that the proposer receives.
+
+        A `batch` entry (group commit) applies its commands in one transaction, each in a
+        savepoint of its own, and returns {"status": "ok", "results": [...]} in order.
+        """
         if index <= self.db.applied_index:
             return REPLAYED  # already in SQLite: a replay after restart or snapshot install
         cmd = decode(blob, index=index)
-        handler = HANDLERS.get(cmd.type)
-        if handler is None:
-            raise CorruptLog(f"unknown command type {cmd.type!r} at index {index}")
-        try:
-            with self.db.transaction(applied_index=index) as tx:
-                result = self._apply_once(tx, handler, cmd, index)
-        except sqlite3.IntegrityError as exc:
-            return self._record_failure(cmd, index, exc)
-        except sqlite3.DatabaseError:
-            raise  # disk full, I/O error, corruption: this node cannot go on without diverging
-        except Exception as exc:
-            return self._record_failure(cmd, index, exc)
-        if self._on_applied is not None and result.get("status") == "ok":
-            self._on_applied(cmd)
-        return result
+        commands = unbatch(cmd, index=index) if cmd.type == BATCH else [cmd]
+        handlers = [_handler(sub, index) for sub in commands]
+        with self.db.transaction(applied_index=index) as tx:
+            results = [
+                self._apply_one(tx, handler, sub, index)
+                for handler, sub in zip(handlers, commands, strict=True)
+            ]
+            if index % PRUNE_EVERY == 0:
+                _prune(tx, cmd.ts_ms)
+        if self._on_applied is not None:
+            for sub, result in zip(commands, results, strict=True):
+                if result.get("status") == "ok":
+                    self._on_applied(sub)
+        return ok(results=results) if cmd.type == BATCH else results[0]
 
-    def _record_failure(self, cmd: Command, index: int, exc: Exception) -> dict[str, Any]:
-        # A bug that a committed command met. It meets it on every replica alike (apply reads
-        # only the command and the database), so record a rejection rather than retry forever.
-        log.exception("apply failed; recorded as rejected index=%d type=%s", index, cmd.type)
-        with self.db.transaction(applied_index=index):
-            pass
-        return rejected("internal", f"{cmd.type} could not be applied: {exc}")
-
-    def _apply_once(
+    def _apply_one(
         self, tx: sqlite3.Connection, handler: Handler, cmd: Command, index: int
     ) -> dict[str, Any]:
         row = tx.execute(
             "SELECT result FROM applied_commands WHERE command_id = ?", (cmd.id,)
         ).fetchone()
         if row is not None:
-            result: dict[str, Any] = json.loads(row[0])
-            return result
-        result = handler(tx, cmd)
+            seen: dict[str, Any] = json.loads(row[0])
+            return seen
+        tx.execute("SAVEPOINT command")
+        try:
+            result = handler(tx, cmd)
+        except sqlite3.DatabaseError as exc:
+            if not isinstance(exc, sqlite3.IntegrityError):
+                raise  # disk full, I/O error, corruption: this node cannot go on without diverging
+            result = self._contain(tx, cmd, index, exc)
+        except Exception as exc:
+            result = self._contain(tx, cmd, index, exc)
+        tx.execute("RELEASE command")
         tx.execute(
             "INSERT INTO applied_commands (command_id, applied_index, at_ms, result) "
             "VALUES (?, ?, ?, ?)",
             (cmd.id, index, cmd.ts_ms, json.dumps(result, separators=(",", ":"))),
         )
-        if index % PRUNE_EVERY == 0:
-            _prune(tx, cmd.ts_ms)
         return result
+
+    @staticmethod
+    def _contain(
+        tx: sqlite3.Connection, cmd: Command, index: int, exc: Exception
+    ) -> dict[str, Any]:
+        # A bug that a committed command met. It meets it on every replica alike (apply reads
+        # only the command and the database), so undo its writes and record a rejection
+        # rather than retry the entry forever.
+        log.exception("apply failed; recorded as rejected index=%d type=%s", index, cmd.type)
+        tx.execute("ROLLBACK TO command")
+        return rejected("internal", f"{cmd.type} could not be applied: {exc}")
+
+
+def _handler(cmd: Command, index: int) -> Handler:
+    handler = HANDLERS.get(cmd.type)
+    if handler is None:
+        raise CorruptLog(f"unknown command type {cmd.type!r} at index {index}")
+    return handler
 
 
 def _prune(tx: sqlite3.Connection, now_ms: int) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 from schedd.errors import CorruptLog
 
 FORMAT_VERSION = 1
+BATCH = "batch"  # a group commit: body {"commands": [envelope, ...]}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -25,34 +26,50 @@ class Command:
     body: Mapping[str, Any]
 
 
+def envelope(cmd: Command) -> dict[str, Any]:
+    """The JSON object of a command."""
+    return {"v": FORMAT_VERSION, "type": cmd.type, "id": cmd.id, "ts": cmd.ts_ms, "body": cmd.body}
+
+
 def encode(cmd: Command) -> bytes:
     """The bytes that enter the log."""
-    envelope = {
-        "v": FORMAT_VERSION,
-        "type": cmd.type,
-        "id": cmd.id,
-        "ts": cmd.ts_ms,
-        "body": cmd.body,
-    }
-    return json.dumps(envelope, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+    text = json.dumps(envelope(cmd), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return text.encode()
+
+
+def encode_batch(blobs: list[bytes], *, id: str, ts_ms: int) -> bytes:
+    """One log entry carrying several encoded commands (each keeps its own id for dedupe).
+
+    Spliced as bytes: the commands are not encoded a second time.
+    """
+    head = json.dumps({"v": FORMAT_VERSION, "type": BATCH, "id": id, "ts": ts_ms})
+    return head[:-1].encode() + b',"body":{"commands":[' + b",".join(blobs) + b"]}}"
+
+
+def unbatch(cmd: Command, *, index: int) -> list[Command]:
+    """The commands inside a batch entry; CorruptLog if they cannot be read."""
+    try:
+        return [_from_envelope(item) for item in cmd.body["commands"]]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CorruptLog(f"undecodable batch at index {index}: {exc}") from None
 
 
 def decode(blob: bytes, *, index: int) -> Command:
     """Parse a log entry; anything unreadable is a CorruptLog (the node halts)."""
     try:
-        envelope = json.loads(blob)
-        if envelope["v"] != FORMAT_VERSION:
-            raise ValueError(f"unknown command format version {envelope['v']!r}")
-        cmd = Command(
-            type=str(envelope["type"]),
-            id=str(envelope["id"]),
-            ts_ms=int(envelope["ts"]),
-            body=envelope["body"],
-        )
-        if not isinstance(cmd.body, dict):
-            raise ValueError("body is not an object")
+        return _from_envelope(json.loads(blob))
     except (ValueError, KeyError, TypeError) as exc:
         raise CorruptLog(f"undecodable log entry at index {index}: {exc}") from None
+
+
+def _from_envelope(item: Mapping[str, Any]) -> Command:
+    if item["v"] != FORMAT_VERSION:
+        raise ValueError(f"unknown command format version {item['v']!r}")
+    cmd = Command(
+        type=str(item["type"]), id=str(item["id"]), ts_ms=int(item["ts"]), body=item["body"]
+    )
+    if not isinstance(cmd.body, dict):
+        raise ValueError("body is not an object")
     return cmd
 
 
