@@ -23,7 +23,7 @@ from schedd.raft.proposer import Proposer
 from schedd.raft.replica import Replica
 from schedd.raft.snapshots import SnapshotHooks
 from schedd.store.apply import StateMachine
-from schedd.store.db import Database, ReadPool
+from schedd.store.db import Checkpointer, Database, ReadPool
 
 log = logging.getLogger(__name__)
 HALT_EXIT_CODE = 70
@@ -90,6 +90,7 @@ class Node:
         self.snapshots = SnapshotHooks(self.db, config.data_dir / "raft.snapshot")
         self.replica: Replica | None = None
         self.reads = ReadPool(self.db.path)
+        self.checkpointer = Checkpointer(self.db.path)
         self._runner: web.AppRunner | None = None
         self._register_task: asyncio.Task[None] | None = None
 
@@ -105,6 +106,7 @@ class Node:
 
     async def start(self) -> None:
         """Start Raft (it replays the journal at once) and then the HTTP API."""
+        self.checkpointer.start()
         peers = list(self.config.raft_peers)
         conf = raft_conf(self.config, self.snapshots)
         self.replica = Replica(self.config.raft_listen, peers, conf, self.machine, halt_process)
@@ -189,6 +191,7 @@ class Node:
         if self.replica is not None:
             replica = self.replica
             await asyncio.to_thread(replica.destroy_synchronous)
+        self.checkpointer.stop()
         self.reads.close()
         self.db.close()
 

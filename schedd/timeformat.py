@@ -14,8 +14,8 @@ from schedd.errors import InvalidRequest
 _RFC3339 = re.compile(
     r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?([Zz]|[+-]\d{2}:\d{2})"
 )
-_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h|d)", re.ASCII)
-_SECONDS = re.compile(r"[0-9]+(?:\.[0-9]+)?", re.ASCII)
+_DURATION_PART = re.compile(r"([0-9]{1,15}(?:\.[0-9]{1,9})?)(ms|s|m|h|d)", re.ASCII)
+_SECONDS = re.compile(r"[0-9]{1,15}(?:\.[0-9]{1,9})?", re.ASCII)
 _UNIT_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 MAX_DURATION_MS = 100 * 365 * 86_400_000
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -24,14 +24,15 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 def parse_instant(value: object, *, field: str) -> int:
     """Parse an RFC 3339 string with an offset into epoch ms; a naive time is an error."""
     if not isinstance(value, str):
-        raise InvalidRequest(field, f"must be an RFC 3339 string, got {value!r}")
+        raise InvalidRequest(field, f"must be an RFC 3339 string, got {_shown(value)}")
     if not _RFC3339.fullmatch(value):
         if re.fullmatch(r"\d{4}-\d{2}-\d{2}[Tt ][\d:.]+", value):
             raise InvalidRequest(
-                field, f"{value!r} has no UTC offset: add 'Z' or one like '+05:30'"
+                field, f"{_shown(value)} has no UTC offset: add 'Z' or one like '+05:30'"
             )
         raise InvalidRequest(
-            field, f"must be an RFC 3339 instant like '2026-10-12T08:00:00+05:30', got {value!r}"
+            field,
+            f"must be an RFC 3339 instant like '2026-10-12T08:00:00+05:30', got {_shown(value)}",
         )
     text = value.upper().replace(" ", "T")
     if text.endswith("Z"):
@@ -41,7 +42,9 @@ def parse_instant(value: object, *, field: str) -> int:
     try:
         parsed = datetime.fromisoformat(text)
     except ValueError as exc:
-        raise InvalidRequest(field, f"{value!r} is not a real date and time ({exc})") from None
+        raise InvalidRequest(
+            field, f"{_shown(value)} is not a real date and time ({exc})"
+        ) from None
     return to_ms(parsed)
 
 
@@ -69,10 +72,14 @@ def format_instant(ms: int) -> str:
 def parse_duration(value: object, *, field: str, minimum_ms: int = 0) -> int:
     """Parse "90s", "10m", "2h", "1d", "1h30m", "2.5s", "250ms" or a number of seconds into ms."""
     if isinstance(value, bool):
-        raise InvalidRequest(field, f"must be a duration like '10m' or seconds, got {value!r}")
+        raise InvalidRequest(
+            field, f"must be a duration like '10m' or seconds, got {_shown(value)}"
+        )
     if isinstance(value, int | float):
         if not math.isfinite(value) or value < 0:
-            raise InvalidRequest(field, f"must be a non-negative number of seconds, got {value!r}")
+            raise InvalidRequest(
+                field, f"must be a non-negative number of seconds, got {_shown(value)}"
+            )
         ms = round(value * 1_000)
     elif isinstance(value, str) and _SECONDS.fullmatch(value.strip()):
         ms = round(float(value) * 1_000)
@@ -82,14 +89,14 @@ def parse_duration(value: object, *, field: str, minimum_ms: int = 0) -> int:
         raise InvalidRequest(
             field,
             f"must be a duration like '90s', '10m', '2h', '1d' or a number of seconds, "
-            f"got {value!r}",
+            f"got {_shown(value)}",
         )
     if ms < minimum_ms:
         raise InvalidRequest(
-            field, f"must be at least {format_duration(minimum_ms)}, got {value!r}"
+            field, f"must be at least {format_duration(minimum_ms)}, got {_shown(value)}"
         )
     if ms > MAX_DURATION_MS:
-        raise InvalidRequest(field, f"must be at most 100 years, got {value!r}")
+        raise InvalidRequest(field, f"must be at most 100 years, got {_shown(value)}")
     return ms
 
 
@@ -104,3 +111,9 @@ def format_duration(ms: int) -> str:
         if ms and ms % size == 0:
             return f"{ms // size}{unit}"
     return f"{ms}ms"
+
+
+def _shown(value: object, limit: int = 60) -> str:
+    """A value for an error message, clipped: input can be arbitrarily long."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

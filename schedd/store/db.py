@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
+from schedd.loop import Loop
 from schedd.store.schema import MIGRATIONS
 
 T = TypeVar("T")
@@ -38,6 +39,8 @@ class Database:
         self.conn = connect(self.path)
         self.conn.execute("PRAGMA journal_mode = WAL")
         self.conn.execute("PRAGMA synchronous = NORMAL")
+        # Checkpoints fsync: they run on the Checkpointer's thread, never inside an apply.
+        self.conn.execute("PRAGMA wal_autocheckpoint = 0")
         migrate(self.conn)
         self.applied_index = self.get_meta("applied_index", 0)
 
@@ -88,6 +91,27 @@ def migrate(conn: sqlite3.Connection) -> None:
             f"INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', {number});\n"
             "COMMIT;"
         )
+
+
+class Checkpointer(Loop):
+    """Moves the WAL into the database file in the background (PASSIVE: it blocks nobody)."""
+
+    def __init__(self, path: Path | str, *, every_s: float = 1.0) -> None:
+        super().__init__("store-checkpoint", first_wait_s=every_s)
+        self._path = Path(path)
+        self._every_s = every_s
+        self._conn: sqlite3.Connection | None = None
+
+    def tick(self, now_ms: int) -> float:
+        if self._conn is None:
+            self._conn = connect(self._path)
+        self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        return self._every_s
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        super().stop(timeout_s)
+        if self._conn is not None:
+            self._conn.close()
 
 
 class ReadPool:

@@ -26,6 +26,10 @@ def test_readme_shows_current_next_help() -> None:
     assert help_text("next") in README.read_text()
 
 
+def test_readme_shows_current_add_help() -> None:
+    assert help_text("add") in README.read_text()
+
+
 def test_readme_keeps_the_two_quick_start_commands() -> None:
     text = README.read_text()
     assert "make run" in text

@@ -5,23 +5,54 @@ from __future__ import annotations
 import click
 
 from schedd import __version__
+from schedd.cli.ctl import admin, jobs
+from schedd.cli.ctl.client import DEFAULT_TIMEOUT_S, DEFAULT_URL, Client
 from schedd.cli.ctl.preview import next_runs
 from schedd.cli.exits import run
 
 
 @click.group(
     context_settings={"auto_envvar_prefix": "SCHEDCTL", "help_option_names": ["-h", "--help"]},
-    epilog="Environment: SCHEDCTL_URL and SCHEDCTL_TOKEN stand in for --url and --token.",
+    epilog="Environment: SCHEDCTL_URL, SCHEDCTL_TOKEN and SCHEDCTL_TENANT stand in for --url, "
+    "--token and --tenant. Exit codes: 0 ok, 1 not found or conflict, 2 invalid input, "
+    "3 cluster unavailable.",
+)
+@click.option(
+    "--url",
+    envvar="SCHEDCTL_URL",
+    default=DEFAULT_URL,
+    show_default=True,
+    metavar="URL[,URL...]",
+    help="Node API URL; a comma-separated list fails over to the next node.",
+)
+@click.option("--token", envvar="SCHEDCTL_TOKEN", metavar="TOKEN", help="Tenant or admin token.")
+@click.option(
+    "--tenant",
+    envvar="SCHEDCTL_TENANT",
+    metavar="TENANT_ID",
+    help="With the admin token: the tenant to act for.",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=DEFAULT_TIMEOUT_S,
+    show_default=True,
+    metavar="SECONDS",
+    help="Give up on a node after this long.",
 )
 @click.option("--debug", is_flag=True, help="Show tracebacks on errors.")
 @click.version_option(__version__, prog_name="schedctl")
 @click.pass_context
-def cli(ctx: click.Context, debug: bool) -> None:
+def cli(
+    ctx: click.Context, url: str, token: str | None, tenant: str | None, timeout: float, debug: bool
+) -> None:
     """Manage schedd jobs, runs and queues from the shell."""
     ctx.meta["debug"] = debug
+    ctx.obj = Client(url, token=token, tenant=tenant, timeout_s=timeout)
 
 
-cli.add_command(next_runs)
+for command in (*jobs.COMMANDS, next_runs, *admin.COMMANDS):
+    cli.add_command(command)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,268 @@
+"""A small synchronous client of the schedd HTTP API on the stdlib's urllib: JSON in and out.
+
+It maps the API's error bodies to schedd.errors and fails over across node URLs only for
+requests that are safe to repeat. It never imports the store, raft or the node.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Mapping
+from email.message import Message
+from http.client import HTTPException
+from typing import Any
+
+from schedd import __version__
+from schedd.errors import (
+    ClusterUnavailable,
+    Conflict,
+    Forbidden,
+    IdempotencyMismatch,
+    InvalidRequest,
+    NotFound,
+    OutcomeUnknown,
+    PayloadTooLarge,
+    QuotaExceeded,
+    SchedError,
+    Unauthorized,
+)
+from schedd.model import JSONValue
+
+DEFAULT_URL = "http://127.0.0.1:8701"
+DEFAULT_TIMEOUT_S = 10.0
+Query = Mapping[str, str | int | None]
+Page = Callable[[str | None], dict[str, Any]]
+
+_ERRORS: dict[int, Callable[[str], SchedError]] = {
+    400: lambda message: InvalidRequest("", message),
+    401: Unauthorized,
+    403: Forbidden,
+    404: NotFound,
+    409: Conflict,
+    413: lambda message: PayloadTooLarge("", message),
+    422: IdempotencyMismatch,
+    429: QuotaExceeded,
+}
+_UNAVAILABLE = frozenset({502, 503, 504})
+
+
+class _Unreachable(ClusterUnavailable):
+    """A node that gave no answer; `is_sent` when the request may have reached it."""
+
+    def __init__(self, message: str, *, is_sent: bool) -> None:
+        super().__init__(message)
+        self.is_sent = is_sent
+
+
+def parse_urls(text: str) -> list[str]:
+    """The node URLs of a comma-separated list, without trailing slashes."""
+    urls = [part.strip().rstrip("/") for part in text.split(",") if part.strip()]
+    if not urls:
+        raise InvalidRequest("--url", "needs at least one node URL like http://127.0.0.1:8701")
+    for url in urls:
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise InvalidRequest("--url", f"must be http(s)://host:port, got {url!r}")
+    return urls
+
+
+class Client:
+    """Calls one schedd cluster; the first node URL that answers serves each request."""
+
+    def __init__(
+        self,
+        url: str = DEFAULT_URL,
+        *,
+        token: str | None = None,
+        tenant: str | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+    ) -> None:
+        self.url = url  # parsed on first use, so `schedctl next` never needs a valid one
+        self.token = token
+        self.tenant = tenant
+        self.timeout_s = timeout_s
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: JSONValue = None,
+        *,
+        query: Query | None = None,
+        headers: Mapping[str, str] | None = None,
+        is_safe: bool | None = None,
+    ) -> Any:
+        """Send one request and return its decoded JSON (None for 204); raise SchedError."""
+        path += _query_string(query or {})
+        data = None if body is None else json.dumps(body, ensure_ascii=False).encode()
+        safe = method == "GET" if is_safe is None else is_safe
+        failures: list[str] = []
+        for url in parse_urls(self.url):
+            try:
+                return self._send(method, url + path, data, headers or {})
+            except _Unreachable as exc:
+                if exc.is_sent and not safe:
+                    message = f"{exc}; the request may or may not have been applied"
+                    raise OutcomeUnknown(message) from None
+                failures.append(str(exc))
+            except ClusterUnavailable as exc:
+                if not safe:
+                    raise
+                failures.append(str(exc))
+        if len(failures) == 1:
+            raise ClusterUnavailable(failures[0])
+        raise ClusterUnavailable("no schedd node answered: " + "; ".join(failures))
+
+    def _send(self, method: str, url: str, data: bytes | None, extra: Mapping[str, str]) -> Any:
+        request = urllib.request.Request(url, data=data, method=method, headers=self._headers())
+        for key, value in extra.items():
+            request.add_header(key, value)
+        base = _base(url)
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                return _decode(response.read(), base, response.status)
+        except urllib.error.HTTPError as exc:
+            error = _http_error(exc.code, exc.read(), exc.headers, base)
+            if isinstance(error, Unauthorized) and not self.token:
+                error.args = (f"{error}: give a token with --token or SCHEDCTL_TOKEN",)
+            raise error from None
+        except urllib.error.URLError as exc:
+            # Refused or unresolvable: the request never left, so any request may go elsewhere.
+            is_unsent = isinstance(exc.reason, ConnectionRefusedError | socket.gaierror)
+            message = f"cannot reach {base}: {_reason(exc.reason)}"
+            raise _Unreachable(message, is_sent=not is_unsent) from None
+        except TimeoutError:
+            raise _Unreachable(
+                f"no answer from {base} within {self.timeout_s:g}s", is_sent=True
+            ) from None
+        except (OSError, HTTPException) as exc:
+            message = f"connection to {base} failed: {_reason(exc)}"
+            raise _Unreachable(message, is_sent=True) from None
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Accept": "application/json", "User-Agent": f"schedctl/{__version__}"}
+        headers["Content-Type"] = "application/json"
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        if self.tenant:
+            headers["X-Tenant"] = self.tenant
+        return headers
+
+    # ------------------------------------------------------------ jobs
+
+    def create_job(self, body: dict[str, Any], *, idempotency_key: str | None) -> Any:
+        """POST /v1/jobs; with an Idempotency-Key it is safe to repeat on another node."""
+        headers = {} if idempotency_key is None else {"Idempotency-Key": idempotency_key}
+        safe = idempotency_key is not None
+        return self.request("POST", "/v1/jobs", body, headers=headers, is_safe=safe)
+
+    def get_job(self, job_id: str) -> Any:
+        return self.request("GET", _job(job_id))
+
+    def list_jobs(self, *, status: str | None, cursor: str | None, limit: int) -> Any:
+        query = {"status": status, "cursor": cursor, "limit": limit}
+        return self.request("GET", "/v1/jobs", query=query)
+
+    def update_job(self, job_id: str, changes: dict[str, Any]) -> Any:
+        return self.request("PATCH", _job(job_id), changes)
+
+    def cancel_job(self, job_id: str) -> None:
+        self.request("DELETE", _job(job_id))
+
+    def pause_job(self, job_id: str) -> Any:
+        return self.request("POST", _job(job_id) + "/pause")
+
+    def resume_job(self, job_id: str) -> Any:
+        return self.request("POST", _job(job_id) + "/resume")
+
+    def trigger_job(self, job_id: str) -> Any:
+        return self.request("POST", _job(job_id) + "/trigger")
+
+    def list_runs(self, job_id: str, *, cursor: str | None, limit: int) -> Any:
+        query = {"cursor": cursor, "limit": limit}
+        return self.request("GET", _job(job_id) + "/runs", query=query)
+
+    # ------------------------------------------------------------ tenants and cluster
+
+    def create_tenant(self, body: dict[str, Any]) -> Any:
+        return self.request("POST", "/v1/tenants", body)
+
+    def list_tenants(self, *, cursor: str | None, limit: int) -> Any:
+        return self.request("GET", "/v1/tenants", query={"cursor": cursor, "limit": limit})
+
+    def cluster(self) -> Any:
+        return self.request("GET", "/v1/cluster")
+
+
+def all_pages(fetch: Page, key: str, cursor: str | None = None) -> dict[str, Any]:
+    """Follow `next_cursor` to the last page: {key: [every item], "next_cursor": None}."""
+    items: list[Any] = []
+    while True:
+        page = fetch(cursor)
+        items.extend(page[key])
+        cursor = page.get("next_cursor")
+        if not cursor:
+            return {key: items, "next_cursor": None}
+
+
+def _query_string(query: Query) -> str:
+    given = {key: value for key, value in query.items() if value is not None}
+    return "?" + urllib.parse.urlencode(given) if given else ""
+
+
+def _job(job_id: str) -> str:
+    return "/v1/jobs/" + urllib.parse.quote(job_id, safe="")
+
+
+def _base(url: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def _reason(reason: object) -> str:
+    if isinstance(reason, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(reason, TimeoutError):
+        return "timed out"
+    if isinstance(reason, OSError) and reason.strerror:
+        return reason.strerror.lower()
+    return str(reason) or type(reason).__name__
+
+
+def _decode(raw: bytes, base: str, status: int) -> Any:
+    if not raw:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        raise SchedError(f"{base} answered HTTP {status} with a body that is not JSON") from None
+
+
+def _http_error(status: int, raw: bytes, headers: Message, base: str) -> SchedError:
+    """The schedd error for an HTTP error answer, with the server's own message and code."""
+    code, message = _error_body(raw)
+    if status in _UNAVAILABLE:
+        exc: SchedError = ClusterUnavailable(f"{base}: {message or f'HTTP {status}'}")
+    elif status in _ERRORS:
+        exc = _ERRORS[status](message or f"HTTP {status}")
+    else:
+        exc = SchedError(f"{base} answered HTTP {status}: {message or 'no error message'}")
+    if code:
+        exc.code = code
+    retry_after = headers.get("Retry-After")
+    if status == 429 and retry_after:
+        exc.args = (f"{exc} (retry after {retry_after}s)",)
+    return exc
+
+
+def _error_body(raw: bytes) -> tuple[str | None, str | None]:
+    """(code, message) of the contract's {"error": {"code", "message"}}, or Nones."""
+    try:
+        error = json.loads(raw)["error"]
+        return str(error["code"]), str(error["message"])
+    except (ValueError, KeyError, TypeError):
+        return None, None

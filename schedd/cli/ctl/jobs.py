@@ -1,0 +1,386 @@
+"""Job commands of schedctl: add, get, ls, cancel, reschedule, pause, resume, trigger, runs.
+
+Each builds an API request from flags and prints the answer; bad input fails before any request.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from schedd.cli.ctl import render
+from schedd.cli.ctl.client import Client, all_pages
+from schedd.cli.ctl.render import json_option, page_options
+from schedd.errors import InvalidRequest
+from schedd.jobspec import HTTP_METHODS, parse_job
+from schedd.model import Backoff, JobStatus, JSONValue, MisfirePolicy, OverlapPolicy
+from schedd.schedule import parse_schedule
+
+NO_PAYLOAD_LIMIT = 2**62  # the server knows its own limit; the client checks the rest
+JOB_JSON = "the API's job object"
+Command = Callable[..., None]
+
+
+def _choices(kind: type[JobStatus | Backoff | MisfirePolicy | OverlapPolicy]) -> click.Choice[str]:
+    return click.Choice([member.value for member in kind])
+
+
+_SCHEDULE_OPTIONS = (
+    click.option("--at", metavar="INSTANT", help="Run once at INSTANT (RFC 3339 with offset)."),
+    click.option("--in", "delay", metavar="DURATION", help="Run once after DURATION: 90s, 10m."),
+    click.option("--cron", metavar="EXPR", help="Run on a cron EXPR in the --tz zone."),
+    click.option("--tz", metavar="ZONE", help="With --cron: IANA time zone [default: UTC]."),
+    click.option("--every", metavar="DURATION", help="Run every DURATION: 30s, 5m, 1d."),
+    click.option(
+        "--start", metavar="INSTANT", help="With --cron or --every: no run before INSTANT."
+    ),
+    click.option("--end", metavar="INSTANT", help="With --cron or --every: no run after INSTANT."),
+)
+_SCHEDULE_FLAGS = ("at", "delay", "cron", "tz", "every", "start", "end")
+_TARGET_OPTIONS = (
+    click.option("--queue", metavar="NAME", help="Deliver runs to the built-in queue NAME."),
+    click.option("--http", "url", metavar="URL", help="Deliver runs by calling URL."),
+    click.option(
+        "--method",
+        type=click.Choice(HTTP_METHODS, case_sensitive=False),
+        metavar="METHOD",
+        help="With --http: POST (default), GET, PUT, PATCH or DELETE.",
+    ),
+    click.option(
+        "--header",
+        "headers",
+        metavar="K=V",
+        multiple=True,
+        help="With --http: a request header; repeat for more.",
+    ),
+    click.option(
+        "--http-timeout", metavar="DURATION", help="With --http: per-call limit [default: 10s]."
+    ),
+)
+_TARGET_FLAGS = ("queue", "url", "method", "headers", "http_timeout")
+
+
+def _stacked(options: tuple[Callable[[Command], Command], ...], command: Command) -> Command:
+    for option in reversed(options):  # click lists options in the order they are written
+        command = option(command)
+    return command
+
+
+def schedule_options(command: Command) -> Command:
+    """The schedule flags, passed to the command as one `schedule` object."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        flags = {name: kwargs.pop(name) for name in _SCHEDULE_FLAGS}
+        command(*args, schedule=schedule_from(**flags), **kwargs)
+
+    return _stacked(_SCHEDULE_OPTIONS, wrapper)
+
+
+def target_options(command: Command) -> Command:
+    """The target flags, passed to the command as one `target` object."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        flags = {name: kwargs.pop(name) for name in _TARGET_FLAGS}
+        command(*args, target=target_from(**flags), **kwargs)
+
+    return _stacked(_TARGET_OPTIONS, wrapper)
+
+
+def schedule_from(
+    *,
+    at: str | None,
+    delay: str | None,
+    cron: str | None,
+    tz: str | None,
+    every: str | None,
+    start: str | None,
+    end: str | None,
+) -> dict[str, str]:
+    """The API's schedule object for exactly one of --at, --in, --cron or --every."""
+    forms = {"--at": at, "--in": delay, "--cron": cron, "--every": every}
+    given = [flag for flag, value in forms.items() if value is not None]
+    if len(given) != 1:
+        found = f", got {' and '.join(given)}" if given else ""
+        raise InvalidRequest(
+            "schedule", f"give exactly one of --at, --in, --cron or --every{found}"
+        )
+    if tz is not None and cron is None:
+        raise InvalidRequest("--tz", "applies to --cron only")
+    if at is not None or delay is not None:
+        if start is not None or end is not None:
+            raise InvalidRequest("--start/--end", "apply to --cron and --every only")
+        return {"run_at": at} if at is not None else {"delay": str(delay)}
+    spec = {"cron": cron, "timezone": tz or "UTC"} if cron is not None else {"every": str(every)}
+    bounds = {"start_at": start, "end_at": end}
+    return {key: value for key, value in (spec | bounds).items() if value is not None}
+
+
+def target_from(
+    *,
+    queue: str | None,
+    url: str | None,
+    method: str | None,
+    headers: tuple[str, ...],
+    http_timeout: str | None,
+) -> dict[str, Any]:
+    """The API's target object for exactly one of --queue or --http."""
+    if (queue is None) == (url is None):
+        raise InvalidRequest("target", "give exactly one of --queue NAME or --http URL")
+    if queue is not None:
+        if method or headers or http_timeout:
+            raise InvalidRequest("--method/--header/--http-timeout", "apply to --http only")
+        return {"type": "queue", "name": queue}
+    target: dict[str, Any] = {"type": "http", "url": url, "method": (method or "POST").upper()}
+    if headers:
+        target["headers"] = dict(_header(text) for text in headers)
+    if http_timeout is not None:
+        target["timeout"] = http_timeout
+    return target
+
+
+def _header(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise InvalidRequest("--header", f"must be NAME=VALUE, got {text!r}")
+    return name.strip(), value
+
+
+def read_payload(source: str) -> JSONValue:
+    """The payload of --payload: JSON text, @FILE, or - for stdin."""
+    if source == "-":
+        text = sys.stdin.read()
+    elif source.startswith("@"):
+        try:
+            text = Path(source[1:]).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise InvalidRequest("--payload", f"cannot read {source[1:]!r}: {reason}") from None
+    else:
+        text = source
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except ValueError as exc:
+        raise InvalidRequest("--payload", f"is not valid JSON: {exc}") from None
+
+
+def _no_constant(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _check_locally(check: Callable[[], object]) -> None:
+    """Run the server's own validation here, so bad input exits 2 before any request."""
+    try:
+        check()
+    except InvalidRequest:
+        raise
+    except (ValueError, OverflowError) as exc:  # a validator tripping on odd input is bad input too
+        raise InvalidRequest("", f"invalid input: {exc}") from exc
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@click.command(
+    epilog="""\b
+Examples:
+  schedctl add --at 2026-10-12T08:00:00+05:30 --queue digests --payload '{"user": 42}'
+  schedctl add --in 10m --http https://hooks.example/release --header X-Env=prod
+  schedctl add --cron '0 8 * * MON' --tz Asia/Kolkata --queue digests --name weekly
+  schedctl add --every 5m --queue pings --payload @ping.json --json""",
+)
+@schedule_options
+@target_options
+@click.option(
+    "--payload",
+    metavar="JSON|@FILE|-",
+    help="The JSON each run carries: text, @FILE, or - (stdin).",
+)
+@click.option(
+    "--max-attempts",
+    type=click.IntRange(1, 100),
+    metavar="N",
+    help="Tries per run [default: 3].",
+)
+@click.option(
+    "--backoff",
+    type=_choices(Backoff),
+    metavar="KIND",
+    help="Delay between tries: exponential (default), linear or fixed.",
+)
+@click.option(
+    "--misfire",
+    type=_choices(MisfirePolicy),
+    metavar="POLICY",
+    help="Runs missed while down: run_once (default), skip or run_all.",
+)
+@click.option(
+    "--overlap",
+    type=_choices(OverlapPolicy),
+    metavar="POLICY",
+    help="Recurring: a run due while one is live: allow (default), skip or delay.",
+)
+@click.option("--window", metavar="DURATION", help="Spread each run over [0, DURATION).")
+@click.option("--name", metavar="TEXT", help="A name for people (at most 200 chars).")
+@click.option(
+    "--idempotency-key", metavar="KEY", help="Create at most one job per KEY; default: random."
+)
+@json_option(JOB_JSON)
+@click.pass_obj
+def add(
+    client: Client,
+    schedule: dict[str, str],
+    target: dict[str, Any],
+    payload: str | None,
+    max_attempts: int | None,
+    backoff: str | None,
+    misfire: str | None,
+    overlap: str | None,
+    window: str | None,
+    name: str | None,
+    idempotency_key: str | None,
+    as_json: bool,
+) -> None:
+    """Create a job: one schedule (--at, --in, --cron or --every) and one target."""
+    retry = {"max_attempts": max_attempts, "backoff": backoff}
+    fields = {
+        "name": name,
+        "schedule": schedule,
+        "window": window,
+        "target": target,
+        "retry": {key: value for key, value in retry.items() if value is not None} or None,
+        "misfire_policy": misfire,
+        "overlap_policy": overlap,
+    }
+    body: dict[str, Any] = {key: value for key, value in fields.items() if value is not None}
+    if payload is not None:
+        body["payload"] = read_payload(payload)
+    _check_locally(lambda: parse_job(body, now_ms=_now_ms(), payload_limit=NO_PAYLOAD_LIMIT))
+    # A key on every create makes a retry on another node safe: it can never make two jobs.
+    key = idempotency_key or f"schedctl-{uuid.uuid4().hex}"
+    render.show_job(client.create_job(body, idempotency_key=key), as_json=as_json)
+
+
+@click.command(
+    epilog="\b\nExamples:\n  schedctl get job_0123abcd\n  schedctl get job_0123abcd --json"
+)
+@click.argument("job_id")
+@json_option(JOB_JSON)
+@click.pass_obj
+def get(client: Client, job_id: str, as_json: bool) -> None:
+    """Show JOB_ID: its schedule, target, status and next run."""
+    render.show_job(client.get_job(job_id), as_json=as_json)
+
+
+@click.command(
+    "ls",
+    epilog="""\b
+Examples:
+  schedctl ls
+  schedctl ls --status paused --all --json""",
+)
+@click.option("--status", type=_choices(JobStatus), help="Only jobs with this status.")
+@page_options
+@json_option('{"jobs": [...], "next_cursor": ...}')
+@click.pass_obj
+def list_jobs(
+    client: Client, status: str | None, limit: int, cursor: str | None, is_all: bool, as_json: bool
+) -> None:
+    """List jobs in id order, a page at a time (or --all)."""
+
+    def fetch(after: str | None) -> dict[str, Any]:
+        page: dict[str, Any] = client.list_jobs(status=status, cursor=after, limit=limit)
+        return page
+
+    page = all_pages(fetch, "jobs", cursor) if is_all else fetch(cursor)
+    render.show_jobs(page, as_json=as_json)
+
+
+@click.command(epilog="\b\nExamples:\n  schedctl cancel job_0123abcd")
+@click.argument("job_id")
+@json_option('{"job_id": ..., "status": "cancelled"}')
+@click.pass_obj
+def cancel(client: Client, job_id: str, as_json: bool) -> None:
+    """Cancel JOB_ID: no future runs; prints nothing unless --json."""
+    client.cancel_job(job_id)
+    if as_json:
+        render.print_json({"job_id": job_id, "status": "cancelled"})
+
+
+@click.command(
+    epilog="""\b
+Examples:
+  schedctl reschedule job_0123abcd --cron '30 9 * * MON-FRI' --tz Europe/Berlin
+  schedctl reschedule job_0123abcd --at 2026-12-24T18:00:00+01:00""",
+)
+@click.argument("job_id")
+@schedule_options
+@json_option(JOB_JSON)
+@click.pass_obj
+def reschedule(client: Client, job_id: str, schedule: dict[str, str], as_json: bool) -> None:
+    """Give JOB_ID a new schedule; its next run is computed again."""
+    _check_locally(lambda: parse_schedule(schedule, now_ms=_now_ms()))
+    render.show_job(client.update_job(job_id, {"schedule": schedule}), as_json=as_json)
+
+
+@click.command(epilog="\b\nExamples:\n  schedctl pause job_0123abcd")
+@click.argument("job_id")
+@json_option(JOB_JSON)
+@click.pass_obj
+def pause(client: Client, job_id: str, as_json: bool) -> None:
+    """Pause JOB_ID: no new runs fire until it is resumed."""
+    render.show_job(client.pause_job(job_id), as_json=as_json)
+
+
+@click.command(epilog="\b\nExamples:\n  schedctl resume job_0123abcd")
+@click.argument("job_id")
+@json_option(JOB_JSON)
+@click.pass_obj
+def resume(client: Client, job_id: str, as_json: bool) -> None:
+    """Resume paused JOB_ID from its next run after now."""
+    render.show_job(client.resume_job(job_id), as_json=as_json)
+
+
+@click.command(epilog="\b\nExamples:\n  schedctl trigger job_0123abcd")
+@click.argument("job_id")
+@json_option('{"job_id": ..., "scheduled_at": ...}')
+@click.pass_obj
+def trigger(client: Client, job_id: str, as_json: bool) -> None:
+    """Run JOB_ID once now, outside its schedule."""
+    render.show_trigger(client.trigger_job(job_id), as_json=as_json)
+
+
+@click.command(
+    epilog="""\b
+Examples:
+  schedctl runs job_0123abcd
+  schedctl runs job_0123abcd --all --json""",
+)
+@click.argument("job_id")
+@page_options
+@json_option('{"runs": [...], "next_cursor": ...}')
+@click.pass_obj
+def runs(
+    client: Client, job_id: str, limit: int, cursor: str | None, is_all: bool, as_json: bool
+) -> None:
+    """List the runs of JOB_ID, newest first."""
+
+    def fetch(after: str | None) -> dict[str, Any]:
+        page: dict[str, Any] = client.list_runs(job_id, cursor=after, limit=limit)
+        return page
+
+    page = all_pages(fetch, "runs", cursor) if is_all else fetch(cursor)
+    render.show_runs(page, as_json=as_json)
+
+
+COMMANDS = (add, get, list_jobs, cancel, reschedule, pause, resume, trigger, runs)

@@ -1,0 +1,239 @@
+"""What schedctl prints: the API's JSON for scripts (`--json`), rich tables for people.
+
+Also the output and paging options every command shares. Data goes to stdout, messages to
+stderr; text from the server is never read as rich markup.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+F = TypeVar("F", bound=Callable[..., Any])
+_STATUS_STYLES = {
+    "active": "green",
+    "paused": "yellow",
+    "cancelled": "dim",
+    "completed": "blue",
+    "succeeded": "green",
+    "failed": "red",
+    "dead": "red",
+    "retrying": "yellow",
+}
+MAX_PAYLOAD_CHARS = 200
+
+
+def json_option(shape: str) -> Callable[[F], F]:
+    """The `--json` flag every command has; `shape` names what it prints."""
+    return click.option("--json", "as_json", is_flag=True, help=f"Print {shape}.")
+
+
+def page_options(command: F) -> F:
+    """--limit, --cursor and --all: how a listing pages through the API."""
+    options = (
+        click.option(
+            "--limit",
+            type=click.IntRange(1, 1000),
+            default=100,
+            show_default=True,
+            metavar="N",
+            help="Items per page.",
+        ),
+        click.option("--cursor", metavar="CURSOR", help="Start at a next_cursor printed before."),
+        click.option("--all", "is_all", is_flag=True, help="Follow next_cursor to the last page."),
+    )
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def print_json(data: Any) -> None:
+    """One line of JSON on stdout: the stable contract for scripts."""
+    click.echo(json.dumps(data, ensure_ascii=False))
+
+
+def note(message: str) -> None:
+    """A message for people, on stderr (never mixed into the data on stdout)."""
+    Console(stderr=True).print(Text(message, style="yellow"))
+
+
+def show_job(job: dict[str, Any], *, as_json: bool) -> None:
+    if as_json:
+        print_json(job)
+        return
+    rows = [
+        ("job_id", job["job_id"]),
+        ("name", job.get("name") or "-"),
+        ("status", _status(job["status"])),
+        ("schedule", describe_schedule(job["schedule"])),
+        ("next run", job.get("next_run_at") or "none left"),
+        ("window", job.get("window") or "-"),
+        ("target", describe_target(job["target"])),
+        ("payload", _payload(job.get("payload"))),
+        ("retry", _retry(job["retry"])),
+        ("misfire", job["misfire_policy"]),
+        ("overlap", job["overlap_policy"]),
+        ("version", str(job["version"])),
+        ("created", job["created_at"]),
+        ("updated", job["updated_at"]),
+    ]
+    _print_fields(rows)
+
+
+def show_jobs(page: dict[str, Any], *, as_json: bool) -> None:
+    if as_json:
+        print_json(page)
+        return
+    table = _table("JOB ID", "NAME", "STATUS", "SCHEDULE", "TARGET", "NEXT RUN (UTC)")
+    for job in page["jobs"]:
+        table.add_row(
+            Text(job["job_id"]),
+            Text(job.get("name") or "-"),
+            _status(job["status"]),
+            Text(describe_schedule(job["schedule"])),
+            Text(describe_target(job["target"])),
+            Text(job.get("next_run_at") or "-"),
+        )
+    _print_page(table, page, "jobs")
+
+
+def show_runs(page: dict[str, Any], *, as_json: bool) -> None:
+    if as_json:
+        print_json(page)
+        return
+    table = _table("SCHEDULED (UTC)", "FIRES AT", "STATUS", "ATTEMPT", "FINISHED", "ERROR")
+    for run in page["runs"]:
+        table.add_row(
+            Text(run["scheduled_at"]),
+            Text(run["fire_at"]),
+            _status(run["status"]),
+            Text(str(run["attempt"])),
+            Text(run.get("finished_at") or "-"),
+            Text(run.get("error") or ""),
+        )
+    _print_page(table, page, "runs")
+
+
+def show_tenants(page: dict[str, Any], *, as_json: bool) -> None:
+    if as_json:
+        print_json(page)
+        return
+    table = _table("TENANT ID", "NAME", "ACTIVE JOBS", "MAX ACTIVE", "RATE/S", "ALLOWED HOSTS")
+    for tenant in page["tenants"]:
+        table.add_row(
+            Text(tenant["tenant_id"]),
+            Text(tenant["name"]),
+            Text(str(tenant["active_jobs"])),
+            Text(str(tenant["max_active_jobs"])),
+            Text(str(tenant["dispatch_rate"])),
+            Text(", ".join(tenant["allowed_hosts"]) or "-"),
+        )
+    _print_page(table, page, "tenants")
+
+
+def show_credentials(answer: dict[str, Any], *, as_json: bool) -> None:
+    note("the token and signing secret are shown only this once: store them now")
+    if as_json:
+        print_json(answer)
+        return
+    _print_fields([(key, str(value)) for key, value in answer.items()])
+
+
+def show_cluster(cluster: dict[str, Any], *, as_json: bool) -> None:
+    if as_json:
+        print_json(cluster)
+        return
+    table = _table("NODE", "API", "RAFT", "ROLE", "HEALTHY", "APPLIED INDEX")
+    for node in cluster["nodes"]:
+        index = node.get("applied_index")
+        table.add_row(
+            Text(node["node_id"]),
+            Text(node.get("api") or "-"),
+            Text(node["raft"]),
+            Text(node["role"], style="bold" if node["role"] == "leader" else ""),
+            Text("yes", style="green") if node["healthy"] else Text("no", style="red"),
+            Text("-" if index is None else str(index)),
+        )
+    console = Console()
+    console.print(table)
+    console.print(Text(f"leader: {cluster.get('leader') or 'none'}"))
+
+
+def show_trigger(answer: dict[str, Any], *, as_json: bool) -> None:
+    if as_json:
+        print_json(answer)
+        return
+    Console().print(
+        Text(f"{answer['job_id']}: one extra run scheduled at {answer['scheduled_at']}")
+    )
+
+
+def describe_schedule(schedule: dict[str, Any]) -> str:
+    """One line for a schedule object: `at ...`, `cron '...' ZONE`, `every 5m from ...`."""
+    if "run_at" in schedule:
+        return f"at {schedule['run_at']}"
+    if "delay" in schedule:
+        return f"in {schedule['delay']}"
+    if "cron" in schedule:
+        text = f"cron '{schedule['cron']}' {schedule.get('timezone') or 'UTC'}"
+    else:
+        text = f"every {schedule['every']}"
+    if schedule.get("start_at"):
+        text += f" from {schedule['start_at']}"
+    if schedule.get("end_at"):
+        text += f" until {schedule['end_at']}"
+    return text
+
+
+def describe_target(target: dict[str, Any]) -> str:
+    """One line for a target object: `queue NAME` or `METHOD URL`."""
+    if target.get("type") == "queue":
+        return f"queue {target['name']}"
+    return f"{target.get('method', 'POST')} {target.get('url')}"
+
+
+def _retry(retry: dict[str, Any]) -> str:
+    return (
+        f"{retry['max_attempts']} attempts, {retry['backoff']} "
+        f"from {retry['initial_delay']} up to {retry['max_delay']}"
+    )
+
+
+def _payload(payload: Any) -> str:
+    text = json.dumps(payload, ensure_ascii=False)
+    return text if len(text) <= MAX_PAYLOAD_CHARS else text[: MAX_PAYLOAD_CHARS - 3] + "..."
+
+
+def _status(status: str) -> Text:
+    return Text(status, style=_STATUS_STYLES.get(status, ""))
+
+
+def _table(*headers: str) -> Table:
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for header in headers:
+        table.add_column(header, no_wrap=header.endswith(("ID", "(UTC)")), overflow="fold")
+    return table
+
+
+def _print_fields(rows: Iterable[tuple[str, str | Text]]) -> None:
+    table = Table(box=None, show_header=False, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column(overflow="fold")
+    for key, value in rows:
+        table.add_row(Text(key), value if isinstance(value, Text) else Text(value))
+    Console().print(table)
+
+
+def _print_page(table: Table, page: dict[str, Any], key: str) -> None:
+    if page[key]:
+        Console().print(table)
+    else:
+        note(f"no {key}")
+    if page.get("next_cursor"):
+        note(f"more {key}: add --cursor {page['next_cursor']} for the next page, or --all")
