@@ -76,11 +76,15 @@ def _join(values: tuple[int, ...]) -> str:
     return ",".join(str(v) for v in values)
 
 
-@lru_cache(maxsize=4096)
-def parse_cron(text: str) -> CronExpr:
+def parse_cron(text: object) -> CronExpr:
     """Parse a cron expression, raising InvalidSchedule that names the field and value."""
-    if not isinstance(text, str) or not text.strip():
+    if not isinstance(text, str) or not text.strip() or len(text) > 1000:
         raise InvalidSchedule("cron", "must be a non-empty cron expression like '0 8 * * MON'")
+    return _parse_cron(text)
+
+
+@lru_cache(maxsize=4096)
+def _parse_cron(text: str) -> CronExpr:
     normalized = " ".join(text.split())
     expanded = normalized
     if normalized.startswith("@"):

@@ -39,6 +39,7 @@ RESERVED_HEADERS = frozenset(
 )
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_CONTROL_OR_SPACE = re.compile(r"[\x00-\x20\x7f]")
 MAX_WINDOW_MS = 86_400_000
 DEFAULT_PAYLOAD_LIMIT = 64 * 1024
 E = TypeVar("E", MisfirePolicy, OverlapPolicy, Backoff)
@@ -238,11 +239,14 @@ def _check_payload(payload: object, limit: int) -> JSONValue:
 
 
 def _parse_url(value: object) -> str:
-    if not isinstance(value, str) or len(value) > 2048 or _CONTROL.search(value):
+    if not isinstance(value, str) or len(value) > 2048 or _CONTROL_OR_SPACE.search(value):
         raise InvalidRequest(
-            "target.url", "must be an http:// or https:// URL of at most 2048 chars"
+            "target.url", "must be an http:// or https:// URL of at most 2048 chars, no spaces"
         )
-    parts = urlsplit(value)
+    try:
+        parts = urlsplit(value)
+    except ValueError:  # e.g. an unclosed IPv6 bracket: 'http://[::1/'
+        raise InvalidRequest("target.url", f"is not a valid URL, got {value!r}") from None
     if parts.scheme not in ("http", "https"):
         raise InvalidRequest("target.url", f"must be http:// or https://, got {value!r}")
     try:

@@ -31,6 +31,7 @@ from schedd.model import (
 )
 from schedd.timeformat import (
     EPOCH,
+    MAX_INSTANT_MS,
     format_duration,
     format_instant,
     parse_duration,
@@ -158,7 +159,9 @@ def next_after(schedule: Schedule, after_ms: int) -> int | None:
         if schedule.start_at_ms is not None:
             after_ms = max(after_ms, schedule.start_at_ms - 1)
         result = cron_next_after(schedule.expr, schedule.timezone, after_ms)
-    if result is None or (schedule.end_at_ms is not None and result > schedule.end_at_ms):
+    if result is None or result >= MAX_INSTANT_MS:
+        return None  # every schedule ends at the year 3000
+    if schedule.end_at_ms is not None and result > schedule.end_at_ms:
         return None
     return result
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from datetime import UTC, datetime, timedelta
 
 from schedd.errors import InvalidRequest
@@ -19,6 +20,10 @@ _SECONDS = re.compile(r"[0-9]{1,15}(?:\.[0-9]{1,9})?", re.ASCII)
 _UNIT_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 MAX_DURATION_MS = 100 * 365 * 86_400_000
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# Instants schedd accepts: from the epoch to the year 3000 (far enough for any schedule, and
+# far enough from datetime's year 9999 that every computation on them stays in range).
+MIN_INSTANT_MS = 0
+MAX_INSTANT_MS = 32_503_680_000_000  # 3000-01-01T00:00:00Z
 
 
 def parse_instant(value: object, *, field: str) -> int:
@@ -40,12 +45,14 @@ def parse_instant(value: object, *, field: str) -> int:
     # fromisoformat takes at most 6 fractional digits: truncate nanoseconds.
     text = re.sub(r"(\.\d{6})\d+", r"\1", text)
     try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError as exc:
+        ms = to_ms(datetime.fromisoformat(text))
+    except (ValueError, OverflowError) as exc:
         raise InvalidRequest(
             field, f"{_shown(value)} is not a real date and time ({exc})"
         ) from None
-    return to_ms(parsed)
+    if not MIN_INSTANT_MS <= ms < MAX_INSTANT_MS:
+        raise InvalidRequest(field, f"must be between 1970 and 2999 (UTC), got {_shown(value)}")
+    return ms
 
 
 def to_ms(instant: datetime) -> int:
@@ -63,7 +70,9 @@ def from_ms(ms: int) -> datetime:
 
 def format_instant(ms: int) -> str:
     """RFC 3339 in UTC with a 'Z' suffix; milliseconds only when there are some."""
-    text = from_ms(ms).strftime("%Y-%m-%dT%H:%M:%S")
+    t = time.gmtime(ms // 1_000)
+    text = f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}"
+    text += f"T{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d}"
     if ms % 1_000:
         text += f".{ms % 1_000:03d}"
     return text + "Z"
@@ -76,7 +85,7 @@ def parse_duration(value: object, *, field: str, minimum_ms: int = 0) -> int:
             field, f"must be a duration like '10m' or seconds, got {_shown(value)}"
         )
     if isinstance(value, int | float):
-        if not math.isfinite(value) or value < 0:
+        if not math.isfinite(value) or value < 0 or value > MAX_DURATION_MS / 1_000:
             raise InvalidRequest(
                 field, f"must be a non-negative number of seconds, got {_shown(value)}"
             )

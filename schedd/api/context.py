@@ -91,7 +91,11 @@ async def authenticate(request: web.Request, ctx: ApiContext) -> Principal:
     token = token.strip()
     if scheme.lower() != "bearer" or not token:
         raise Unauthorized("missing 'Authorization: Bearer <token>' header")
-    if hmac.compare_digest(token.encode(), ctx.admin_token.encode()):
+    try:
+        presented = token.encode()
+    except UnicodeEncodeError:  # bytes that are not UTF-8 (aiohttp keeps them as surrogates)
+        raise Unauthorized("unknown token") from None
+    if hmac.compare_digest(presented, ctx.admin_token.encode()):
         return Principal(is_admin=True, tenant_id=await _named_tenant(request, ctx))
     tenant = await ctx.reads.read(
         lambda conn: queries.tenant_by_token_hash(conn, token_hash(token))
@@ -105,7 +109,7 @@ async def _named_tenant(request: web.Request, ctx: ApiContext) -> str | None:
     tenant_id = request.headers.get("X-Tenant")
     if tenant_id is None:
         return None
-    if not 1 <= len(tenant_id) <= 64:
+    if not 1 <= len(tenant_id) <= 64 or not tenant_id.isascii():
         raise InvalidRequest("X-Tenant", "must be a tenant id")
     if await ctx.reads.read(lambda conn: queries.get_tenant(conn, tenant_id)) is None:
         raise TenantNotFound(tenant_id)

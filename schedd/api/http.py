@@ -85,10 +85,13 @@ async def read_object(request: web.Request, *, limit_bytes: int) -> dict[str, JS
     """The request's JSON object body; 413 before reading anything past `limit_bytes`."""
     if request.content_length is not None and request.content_length > limit_bytes:
         raise PayloadTooLarge("body", f"is {request.content_length} bytes, over {limit_bytes}")
-    raw = await request.content.read(limit_bytes + 1)
-    if len(raw) > limit_bytes:
-        raise PayloadTooLarge("body", f"is over {limit_bytes} bytes")
-    return loads_object(raw)
+    chunks, size = [], 0
+    async for chunk in request.content.iter_any():  # stop reading as soon as it is too big
+        size += len(chunk)
+        if size > limit_bytes:
+            raise PayloadTooLarge("body", f"is over {limit_bytes} bytes")
+        chunks.append(chunk)
+    return loads_object(b"".join(chunks))
 
 
 def query_limit(request: web.Request, *, default: int = 100, maximum: int = 1000) -> int:

@@ -43,8 +43,10 @@ def _not_found(cmd: Command) -> dict[str, Any]:
 
 
 def _set_status(tx: sqlite3.Connection, cmd: Command, status: str, *, live_delta: int) -> None:
+    """Move a job out of `active` (cancel, pause): it has no next run until resumed."""
     tx.execute(
-        "UPDATE jobs SET status = ?, version = version + 1, updated_at_ms = ? WHERE job_id = ?",
+        "UPDATE jobs SET status = ?, next_run_at_ms = NULL, next_fire_at_ms = NULL, "
+        "version = version + 1, updated_at_ms = ? WHERE job_id = ?",
         (status, cmd.ts_ms, cmd.body["job_id"]),
     )
     if live_delta:
@@ -150,19 +152,20 @@ def update_job(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
     if job.version != cmd.body["expected_version"]:
         return rejected("stale_state", "the job changed meanwhile; read it again")
     b = cmd.body
+    is_active = job.status == JobStatus.ACTIVE  # a paused job gets its next run on resume
     remove_scheduled_due(tx, job)
     tx.execute(
         "UPDATE jobs SET spec = ?, next_run_at_ms = ?, next_fire_at_ms = ?, "
         "version = version + 1, updated_at_ms = ? WHERE job_id = ?",
         (
             json.dumps(b["spec"], separators=(",", ":"), ensure_ascii=False),
-            b["next_run_at_ms"],
-            b["next_fire_at_ms"],
+            b["next_run_at_ms"] if is_active else None,
+            b["next_fire_at_ms"] if is_active else None,
             cmd.ts_ms,
             b["job_id"],
         ),
     )
-    if job.status == JobStatus.ACTIVE:
+    if is_active:
         add_due(
             tx,
             partition=job.partition,
