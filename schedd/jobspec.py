@@ -219,9 +219,17 @@ def _bounded_duration(value: object, field: str, low_ms: int, high_ms: int) -> i
     return ms
 
 
+_DEFAULTS: dict[type[Any], Any] = {
+    MisfirePolicy: MisfirePolicy.RUN_ONCE,
+    OverlapPolicy: OverlapPolicy.ALLOW,
+    Backoff: Backoff.EXPONENTIAL,
+}
+
+
 def _enum(kind: type[E], value: object, field: str) -> E:
     if value is None:
-        return next(iter(kind))
+        default: E = _DEFAULTS[kind]
+        return default
     try:
         if not isinstance(value, str):
             raise ValueError(value)

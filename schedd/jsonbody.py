@@ -5,10 +5,13 @@ Decodes, checks and encodes JSON values only; it knows nothing of jobs, fields o
 
 from __future__ import annotations
 
+import array
 import codecs
+import itertools
 import json
 import math
 import re
+from collections.abc import Callable
 from typing import NoReturn, TypeAlias, cast
 
 from schedd.errors import InvalidRequest
@@ -19,20 +22,29 @@ MAX_DEPTH = 32
 INT_MIN = -(2**63)
 INT_MAX = 2**63 - 1
 
-_DEPTH_KEEP = b'"[]{}'
-_DEPTH_DELETE = bytes(sorted(set(range(256)) - set(_DEPTH_KEEP)))
-_ESCAPE = re.compile(rb"\\.", re.DOTALL)
-_SAME_BRACKETS = bytes.maketrans(b"{}", b"[]")
-# The text is strict UTF-8 and json refuses raw control characters, so only these escapes can
-# put a surrogate or a NUL into a decoded string; a false hit (an escaped backslash) costs a walk.
-_SUSPECT_ESCAPE = re.compile(rb"\\u(?:[dD][89a-fA-F][0-9a-fA-F]{2}|0000)")
-# Numbers reduced to their shape: digits become 0, exponent marks e, signs vanish, the rest spaces.
-_SURROGATE_PAIR = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+# Bodies are checked with whole-buffer operations in C (translate, replace, split, count, a few
+# regexes), never a Python loop over characters: loads_strict stays within about 2x json.loads.
+_STRUCTURE_DELETE = bytes(sorted(set(range(256)) - set(b'"[]{}:')))
+_QUOTING_ESCAPE = re.compile(rb'\\[\\"]')
+_NESTING_STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")  # +1 and -1 as signed bytes
+_TOO_DEEP = b"\x01" * (MAX_DEPTH + 1)
+# Numbers reduced to their shape, position by position: digits 0, exponent marks e, signs s.
 _NUMBER_SHAPE = bytes.maketrans(
-    b"0123456789eE." + bytes(sorted(set(range(256)) - set(b"0123456789eE.+-"))),
-    b"0000000000ee." + b" " * (256 - 15),
+    b"0123456789eE+-." + bytes(sorted(set(range(256)) - set(b"0123456789eE+-."))),
+    b"0000000000eess." + b" " * (256 - 15),
 )
-_LONG_INT = b"0" * 19  # 18 digits always fit 64 bits
+_LONG_EXPONENT = re.compile(rb"es?000")  # below 1e100 no float overflows
+_TOO_LONG_INT = b"0" * 20  # 20 digits never fit 64 bits, 18 always do
+_INT_MAX_DIGITS = str(INT_MAX).encode()
+_NINETEEN_FROM_NINE = re.compile(rb"9(?<![0-9.]9)[0-9]{18}(?![0-9])")  # the other 19 digits fit
+# The text is strict UTF-8 and json refuses raw control characters: only \u escapes can put a
+# surrogate or a NUL into a decoded string.
+_SUSPECT_ESCAPE = re.compile(rb"\\u(?:[dD][89a-fA-F][0-9a-fA-F]{2}|0000)")
+_LONE_ESCAPE = re.compile(  # once escaped backslashes are masked: json pairs the same way
+    rb"\\u(?:0000"
+    rb"|[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])"
+    rb"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2}\\u)[dD][c-fC-F][0-9a-fA-F]{2})"
+)
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
@@ -76,26 +88,16 @@ def check_value(value: object, *, field: str) -> JSONValue:
 
 def _loads(raw: bytes, field: str, *, expected: str) -> JSONValue:
     text = _decode(raw, field, expected=expected)
-    if _too_deep(raw):
+    structure = _structure(raw)
+    if _nesting_exceeds(structure.translate(_NESTING_STEPS, b":")):
         raise InvalidRequest(field, f"nesting deeper than {MAX_DEPTH} levels")
-    value = _parse(text, field, has_big_numbers=_has_big_numbers(raw))
+    value, members = _parse(text, field, check_numbers=_may_overflow(raw))
+    # One colon per member in the text; a duplicate key leaves its object one member short.
+    if members != structure.count(b":"):
+        _run_decoder(text, field, object_pairs_hook=_object, check_numbers=True)
     if b"\\u" in raw:
         _check_escapes(raw, field)
     return value
-
-
-def _check_escapes(raw: bytes, field: str) -> None:
-    """Refuse \\u escapes that decode to NUL or to half of a surrogate pair."""
-    if not _SUSPECT_ESCAPE.search(raw):
-        return
-    # Without escaped backslashes every backslash left starts an escape; drop the valid pairs.
-    escapes = _SURROGATE_PAIR.sub(b"", raw.replace(b"\\\\", b""))
-    found = _SUSPECT_ESCAPE.search(escapes)
-    if found is None:
-        return
-    if found[0] == b"\\u0000":
-        raise InvalidRequest(field, "NUL character in a string")
-    raise InvalidRequest(field, f"lone surrogate in a string ({found[0].decode()})")
 
 
 def _decode(raw: bytes, field: str, *, expected: str) -> str:
@@ -111,50 +113,76 @@ def _decode(raw: bytes, field: str, *, expected: str) -> str:
     return text
 
 
-def _too_deep(raw: bytes) -> bool:
-    """Whether brackets outside strings nest deeper than MAX_DEPTH, without recursing."""
+def _structure(raw: bytes) -> bytes:
+    """The brackets and colons of a JSON text that stand outside its strings."""
     if b'\\"' in raw:
-        raw = _ESCAPE.sub(b"", raw)  # then every quote left opens or closes a string
-    skeleton = raw.translate(None, _DEPTH_DELETE)
-    if skeleton.count(b"[") + skeleton.count(b"{") <= MAX_DEPTH:
+        raw = _drop_quoting_escapes(raw)
+    skeleton = raw.translate(None, _STRUCTURE_DELETE)
+    # Two adjacent quotes close an empty stretch, inside or outside a string: dropping them keeps
+    # the rest alternating, and most strings hold no bracket or colon, so few quotes are left.
+    skeleton = skeleton.replace(b'""', b"")
+    if b'"' in skeleton:
+        skeleton = b"".join(skeleton.split(b'"')[::2])
+    return skeleton
+
+
+def _drop_quoting_escapes(raw: bytes) -> bytes:
+    """Drop escaped backslashes and quotes, so that every quote left delimits a string."""
+    if raw.count(b"\\") < len(raw) >> 5:
+        return _QUOTING_ESCAPE.sub(b"", raw)  # one pass, but a cost per match
+    # Pairwise from the left, as json reads a run of backslashes; then the quotes.
+    return raw.replace(b"\\\\", b"").replace(b'\\"', b"")
+
+
+def _nesting_exceeds(steps: bytes) -> bool:
+    """Whether the running sum of +1 (opening) and -1 (closing) steps ever exceeds MAX_DEPTH."""
+    if steps.count(1) <= MAX_DEPTH:
         return False
-    return _nesting_exceeds(_outside_strings(skeleton).translate(_SAME_BRACKETS))
+    if _TOO_DEEP in steps:
+        return True
+    return max(itertools.accumulate(array.array("b", steps))) > MAX_DEPTH
 
 
-def _outside_strings(skeleton: bytes) -> bytes:
-    """Drop the strings from quotes and brackets, keeping the brackets between them."""
-    # A string holding no bracket leaves two adjacent quotes, and pairs go left to right; one
-    # that holds a bracket leaves an odd run of quotes before it, so a quote survives.
-    shorter = skeleton.replace(b'""', b"")
-    if b'"' not in shorter:
-        return shorter
-    return b"".join(skeleton.split(b'"')[::2])
+def _may_overflow(raw: bytes) -> bool:
+    """Whether a number may not fit 64 bits or a float (a false hit only costs hooks)."""
+    shape = raw.translate(_NUMBER_SHAPE)
+    if _LONG_EXPONENT.search(shape) or shape.startswith(_TOO_LONG_INT):
+        return True
+    if b" " + _TOO_LONG_INT in shape or b"s" + _TOO_LONG_INT in shape:
+        return True
+    nineteen = _NINETEEN_FROM_NINE.findall(raw)
+    return bool(nineteen) and max(nineteen) > _INT_MAX_DIGITS
 
 
-def _nesting_exceeds(skeleton: bytes) -> bool:
-    # Each pass removes exactly one level of a balanced run of brackets.
-    for _ in range(MAX_DEPTH):
-        shorter = skeleton.replace(b"[]", b"")
-        if len(shorter) == len(skeleton):
-            return False  # empty, or unbalanced: json.loads says where
-        skeleton = shorter
-    return b"[]" in skeleton
+def _parse(text: str, field: str, *, check_numbers: bool) -> tuple[JSONValue, int]:
+    """Decode `text` and count the members of all its objects."""
+    members = 0
+
+    def count_members(obj: dict[str, JSONValue]) -> dict[str, JSONValue]:
+        nonlocal members
+        members += len(obj)
+        return obj
+
+    value = _run_decoder(text, field, object_hook=count_members, check_numbers=check_numbers)
+    return value, members
 
 
-def _has_big_numbers(raw: bytes) -> bool:
-    """Whether a number may overflow: 19 integer digits or a 3-digit exponent (or a false hit)."""
-    shape = raw.translate(_NUMBER_SHAPE, b"+-")
-    return shape.startswith(_LONG_INT) or b" " + _LONG_INT in shape or b"e000" in shape
-
-
-def _parse(text: str, field: str, *, has_big_numbers: bool) -> JSONValue:
+def _run_decoder(
+    text: str,
+    field: str,
+    *,
+    check_numbers: bool,
+    object_hook: Callable[[dict[str, JSONValue]], JSONValue] | None = None,
+    object_pairs_hook: Callable[[list[tuple[str, JSONValue]]], JSONValue] | None = None,
+) -> JSONValue:
     try:
         value: JSONValue = json.loads(
             text,
-            object_pairs_hook=_object,
+            object_hook=object_hook,
+            object_pairs_hook=object_pairs_hook,
             parse_constant=_reject_constant,
-            parse_int=_parse_int if has_big_numbers else None,
-            parse_float=_parse_float if has_big_numbers else None,
+            parse_int=_parse_int if check_numbers else None,
+            parse_float=_parse_float if check_numbers else None,
         )
     except _Rejected as exc:
         raise InvalidRequest(field, exc.reason) from None
@@ -164,6 +192,20 @@ def _parse(text: str, field: str, *, has_big_numbers: bool) -> JSONValue:
     except RecursionError:
         raise InvalidRequest(field, f"nesting deeper than {MAX_DEPTH} levels") from None
     return value
+
+
+def _check_escapes(raw: bytes, field: str) -> None:
+    """Refuse \\u escapes that decode to NUL or to half of a surrogate pair."""
+    if not _SUSPECT_ESCAPE.search(raw):
+        return
+    # Masked, not removed (that could join two halves into a false pair): then every backslash
+    # left starts an escape.
+    found = _LONE_ESCAPE.search(raw.replace(b"\\\\", b"__"))
+    if found is None:
+        return
+    if found[0] == b"\\u0000":
+        raise InvalidRequest(field, "NUL character in a string")
+    raise InvalidRequest(field, f"lone surrogate in a string ({found[0].decode()})")
 
 
 def _object(pairs: list[tuple[str, JSONValue]]) -> dict[str, JSONValue]:
@@ -188,7 +230,7 @@ def _reject_constant(name: str) -> NoReturn:
 
 def _parse_int(text: str) -> int:
     # Length first: int() of thousands of digits is slow, then refused by Python itself.
-    if len(text) <= len(str(INT_MIN)):
+    if len(text) <= 20:  # len("-9223372036854775808")
         value = int(text)
         if INT_MIN <= value <= INT_MAX:
             return value
@@ -204,7 +246,7 @@ def _parse_float(text: str) -> float:
 
 def _check(value: object, depth: int) -> None:
     if isinstance(value, str):
-        _check_text(value, "a string")
+        _check_text(value)
     elif isinstance(value, list | dict):
         if depth == MAX_DEPTH:
             raise _Rejected(f"nesting deeper than {MAX_DEPTH} levels")
@@ -236,7 +278,7 @@ def _check_pairs(obj: dict[object, object], depth: int) -> None:
         try:
             if not isinstance(key, str):
                 raise _Rejected(f"object key {_clip(repr(key))} is not a string")
-            _check_text(key, "a string")
+            _check_text(key)
             _check(item, depth)
         except _Rejected as exc:
             exc.path.append(_step(key))
@@ -247,11 +289,11 @@ def _step(key: object) -> str:
     return f".{key}" if isinstance(key, str) and key.isidentifier() else f"[{_clip(repr(key))}]"
 
 
-def _check_text(text: str, what: str) -> None:
+def _check_text(text: str) -> None:
     if "\x00" in text:
-        raise _Rejected(f"NUL character in {what}")
+        raise _Rejected("NUL character in a string")
     if not text.isascii() and _SURROGATE.search(text):
-        raise _Rejected(f"lone surrogate in {what}")
+        raise _Rejected("lone surrogate in a string")
 
 
 def _clip(text: str, limit: int = 40) -> str:

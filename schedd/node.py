@@ -16,13 +16,14 @@ from aiohttp import web
 from pysyncobj import SyncObjConf
 
 from schedd.api.app import build_app
-from schedd.api.context import ApiContext
+from schedd.api.context import ApiContext, TokenCache
 from schedd.config import NodeConfig
 from schedd.errors import ConfigError, SchedError
 from schedd.raft.proposer import Proposer
 from schedd.raft.replica import Replica
 from schedd.raft.snapshots import SnapshotHooks
 from schedd.store.apply import StateMachine
+from schedd.store.command import Command
 from schedd.store.db import Checkpointer, Database, ReadPool
 
 log = logging.getLogger(__name__)
@@ -86,13 +87,19 @@ class Node:
         self.admin_token = admin_token_for(config)
         self.db = Database(config.data_dir / "state.db")
         self._check_partitions()
-        self.machine = StateMachine(self.db)
+        self.tokens = TokenCache()
+        self.machine = StateMachine(self.db, on_applied=self._on_applied)
         self.snapshots = SnapshotHooks(self.db, config.data_dir / "raft.snapshot")
         self.replica: Replica | None = None
         self.reads = ReadPool(self.db.path)
         self.checkpointer = Checkpointer(self.db.path)
         self._runner: web.AppRunner | None = None
         self._register_task: asyncio.Task[None] | None = None
+
+    def _on_applied(self, cmd: Command) -> None:
+        """Runs on the tick thread after each applied command: keep caches true."""
+        if cmd.type == "rotate_tenant":
+            self.tokens.clear()
 
     def _check_partitions(self) -> None:
         stored = self.db.get_meta("partitions", 0)
@@ -120,6 +127,7 @@ class Node:
             partitions=self.config.partitions,
             payload_limit=self.config.payload_limit_bytes,
             request_timeout_s=self.config.request_timeout_s,
+            tokens=self.tokens,
         )
         self._runner = web.AppRunner(build_app(ctx), access_log=None, handler_cancellation=True)
         await self._runner.setup()

@@ -35,6 +35,34 @@ class RaftStatus(Protocol):
     def is_ready(self) -> bool: ...
 
 
+class TokenCache:
+    """Token hash -> tenant id, so most requests authenticate without touching SQLite.
+
+    Cleared when a tenant's credentials change on this node (the node wires `clear` to apply).
+    Only hits are kept; the generation stops a lookup that raced a clear from caching a
+    revoked token.
+    """
+
+    def __init__(self, max_entries: int = 100_000) -> None:
+        self._tenants: dict[str, str] = {}
+        self._max_entries = max_entries
+        self.generation = 0
+
+    def get(self, hashed: str) -> str | None:
+        return self._tenants.get(hashed)
+
+    def put(self, hashed: str, tenant_id: str, *, generation: int) -> None:
+        if generation != self.generation:
+            return
+        if len(self._tenants) >= self._max_entries:
+            self._tenants.clear()
+        self._tenants[hashed] = tenant_id
+
+    def clear(self) -> None:
+        self.generation += 1
+        self._tenants.clear()
+
+
 def wall_clock_ms() -> int:
     return int(time.time() * 1000)
 
@@ -51,6 +79,7 @@ class ApiContext:
     partitions: int
     payload_limit: int
     request_timeout_s: float = 5.0
+    tokens: TokenCache = field(default_factory=TokenCache)
     clock_ms: Callable[[], int] = field(default=wall_clock_ms)
 
 
@@ -97,12 +126,16 @@ async def authenticate(request: web.Request, ctx: ApiContext) -> Principal:
         raise Unauthorized("unknown token") from None
     if hmac.compare_digest(presented, ctx.admin_token.encode()):
         return Principal(is_admin=True, tenant_id=await _named_tenant(request, ctx))
-    tenant = await ctx.reads.read(
-        lambda conn: queries.tenant_by_token_hash(conn, token_hash(token))
-    )
-    if tenant is None:
-        raise Unauthorized("unknown token")
-    return Principal(is_admin=False, tenant_id=tenant.tenant_id)
+    hashed = token_hash(token)
+    tenant_id = ctx.tokens.get(hashed)
+    if tenant_id is None:
+        generation = ctx.tokens.generation
+        tenant = await ctx.reads.read(lambda conn: queries.tenant_by_token_hash(conn, hashed))
+        if tenant is None:
+            raise Unauthorized("unknown token")
+        tenant_id = tenant.tenant_id
+        ctx.tokens.put(hashed, tenant_id, generation=generation)
+    return Principal(is_admin=False, tenant_id=tenant_id)
 
 
 async def _named_tenant(request: web.Request, ctx: ApiContext) -> str | None:

@@ -94,10 +94,10 @@ async def _read_job(ctx: ApiContext, tenant_id: str, job_id: str) -> dict[str, A
 
 
 async def _create(
-    ctx: ApiContext, tenant_id: str, actor: str, items: list[dict[str, Any]]
+    ctx: ApiContext, tenant_id: str, actor: str, items: list[dict[str, Any]], now: int
 ) -> list[dict[str, Any]]:
     result = await ctx.proposer.propose(
-        "create_jobs", {"tenant_id": tenant_id, "actor": actor, "jobs": items}
+        "create_jobs", {"tenant_id": tenant_id, "actor": actor, "jobs": items}, now_ms=now
     )
     if result.get("status") == "rejected":
         raise rejection_error(result)
@@ -113,10 +113,16 @@ async def create_job(request: web.Request) -> web.Response:
     body = await read_object(request, limit_bytes=ctx.payload_limit + BODY_OVERHEAD)
     now = ctx.clock_ms()
     spec = parse_job(body, now_ms=now, payload_limit=ctx.payload_limit)
-    [outcome] = await _create(ctx, tenant_id, who.actor, [_new_item(ctx, spec, key, body, now)])
+    item = _new_item(ctx, spec, key, body, now)
+    [outcome] = await _create(ctx, tenant_id, who.actor, [item], now)
     if "error" in outcome:
         raise rejection_error(outcome["error"])
-    return json_response(await _read_job(ctx, tenant_id, outcome["job_id"]), status=201)
+    if not outcome["created"]:  # an Idempotency-Key replay: the job as it is now
+        return json_response(await _read_job(ctx, tenant_id, outcome["job_id"]), status=201)
+    job = queries.job_json(
+        item["job_id"], tenant_id, item["spec"], "active", item["next_run_at_ms"], 1, now, now
+    )
+    return json_response(job, status=201)
 
 
 @routes.post("/v1/jobs:batch")
@@ -137,7 +143,7 @@ async def create_jobs(request: web.Request) -> web.Response:
         except SchedError as exc:
             results[i] = {"error": {"code": exc.code, "message": f"jobs[{i}].{exc}"}}
     if items:
-        outcomes = await _create(ctx, tenant_id, who.actor, items)
+        outcomes = await _create(ctx, tenant_id, who.actor, items, now)
         for i, item, outcome in zip(positions, items, outcomes, strict=True):
             results[i] = _batch_result(item, outcome)
     return json_response({"results": results})

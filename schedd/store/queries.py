@@ -80,19 +80,33 @@ def list_tenants(conn: sqlite3.Connection, *, after: str, limit: int) -> list[Te
     return [t for t in map(_tenant, rows) if t is not None]
 
 
-def job_to_json(row: tuple[Any, ...]) -> dict[str, Any]:
-    """The API's job object from a jobs row (columns as in _JOB_COLUMNS)."""
-    job_id, tenant_id, spec, status, next_run_at_ms, version, created, updated = row
+def job_json(
+    job_id: str,
+    tenant_id: str,
+    spec: dict[str, Any],
+    status: str,
+    next_run_at_ms: int | None,
+    version: int,
+    created_at_ms: int,
+    updated_at_ms: int,
+) -> dict[str, Any]:
+    """The API's job object."""
     return {
         "job_id": job_id,
         "tenant_id": tenant_id,
-        **json.loads(spec),
+        **spec,
         "status": status,
         "next_run_at": None if next_run_at_ms is None else format_instant(next_run_at_ms),
         "version": version,
-        "created_at": format_instant(created),
-        "updated_at": format_instant(updated),
+        "created_at": format_instant(created_at_ms),
+        "updated_at": format_instant(updated_at_ms),
     }
+
+
+def job_to_json(row: tuple[Any, ...]) -> dict[str, Any]:
+    """The API's job object from a jobs row (columns as in _JOB_COLUMNS)."""
+    job_id, tenant_id, spec, *rest = row
+    return job_json(job_id, tenant_id, json.loads(spec), *rest)
 
 
 def get_job_row(conn: sqlite3.Connection, tenant_id: str, job_id: str) -> tuple[Any, ...] | None:
