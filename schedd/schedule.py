@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from croniter import CroniterBadDateError, croniter
 
 from schedd.cron import CronExpr, parse_cron
-from schedd.errors import InvalidSchedule
+from schedd.errors import InvalidRequest, InvalidSchedule
 from schedd.model import (  # re-exported: callers name schedules through this module too
     AtSchedule as AtSchedule,
 )
@@ -77,28 +77,29 @@ def parse_schedule(spec: object, *, now_ms: int) -> Schedule:
     end_ms = _optional_instant(spec, "end_at")
     if start_ms is not None and end_ms is not None and end_ms <= start_ms:
         raise InvalidSchedule("schedule.end_at", "must be after start_at")
+    schedule: Schedule
     if form == "cron":
         expr = parse_cron(spec["cron"]).text
         timezone = check_timezone(spec.get("timezone", "UTC"))
-        schedule: Schedule = CronSchedule(
+        schedule = CronSchedule(
             expr=expr, timezone=timezone, start_at_ms=start_ms, end_at_ms=end_ms
         )
-        if next_after(schedule, now_ms) is None:
-            raise InvalidSchedule("schedule.end_at", "leaves no run after now")
-        return schedule
-    interval = parse_duration(spec["every"], field="schedule.every", minimum_ms=MIN_EVERY_MS)
-    return EverySchedule(
-        interval_ms=interval,
-        start_at_ms=now_ms if start_ms is None else start_ms,
-        end_at_ms=end_ms,
-    )
+    else:
+        schedule = EverySchedule(
+            interval_ms=_duration(spec["every"], "schedule.every", minimum_ms=MIN_EVERY_MS),
+            start_at_ms=now_ms if start_ms is None else start_ms,
+            end_at_ms=end_ms,
+        )
+    if next_after(schedule, now_ms) is None:
+        raise InvalidSchedule("schedule", "has no run left after now (see start_at and end_at)")
+    return schedule
 
 
 def _parse_one_time(spec: Mapping[str, object], form: str, now_ms: int) -> AtSchedule:
     if form == "run_at":
-        at_ms = parse_instant(spec["run_at"], field="schedule.run_at")
+        at_ms = _instant(spec["run_at"], "schedule.run_at")
     else:
-        at_ms = now_ms + parse_duration(spec["delay"], field="schedule.delay")
+        at_ms = now_ms + _duration(spec["delay"], "schedule.delay")
     if at_ms > now_ms + MAX_AHEAD_MS:
         raise InvalidSchedule(f"schedule.{form}", "is more than 10 years ahead")
     return AtSchedule(at_ms=at_ms)
@@ -106,7 +107,21 @@ def _parse_one_time(spec: Mapping[str, object], form: str, now_ms: int) -> AtSch
 
 def _optional_instant(spec: Mapping[str, object], key: str) -> int | None:
     value = spec.get(key)
-    return None if value is None else parse_instant(value, field=f"schedule.{key}")
+    return None if value is None else _instant(value, f"schedule.{key}")
+
+
+def _instant(value: object, field: str) -> int:
+    try:
+        return parse_instant(value, field=field)
+    except InvalidRequest as exc:
+        raise InvalidSchedule(exc.field, exc.reason) from None
+
+
+def _duration(value: object, field: str, *, minimum_ms: int = 0) -> int:
+    try:
+        return parse_duration(value, field=field, minimum_ms=minimum_ms)
+    except InvalidRequest as exc:
+        raise InvalidSchedule(exc.field, exc.reason) from None
 
 
 def check_timezone(name: object) -> str:

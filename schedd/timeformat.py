@@ -85,7 +85,8 @@ def parse_duration(value: object, *, field: str, minimum_ms: int = 0) -> int:
             field, f"must be a duration like '10m' or seconds, got {_shown(value)}"
         )
     if isinstance(value, int | float):
-        if not math.isfinite(value) or value < 0 or value > MAX_DURATION_MS / 1_000:
+        # Compare before any arithmetic: a huge int cannot even become a float.
+        if value < 0 or value > MAX_DURATION_MS // 1_000 or not math.isfinite(value):
             raise InvalidRequest(
                 field, f"must be a non-negative number of seconds, got {_shown(value)}"
             )
