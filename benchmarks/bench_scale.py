@@ -135,7 +135,7 @@ def main() -> None:
                 print(
                     f"{node.node_id}: RSS {rss_mb(node):.0f} MB, db {db_mb:.0f} MB, "
                     f"GET p50 {cuts[49]:.2f} ms p99 {cuts[98]:.2f} ms, "
-                    f"snapshots {len(snaps)} (longest {max(snaps, default=0):.1f}s, in the background)"
+                    f"snapshots {len(snaps)} (longest {max(snaps, default=0):.1f}s)"
                 )
             elections = sum(term(n) for n in nodes) - sum(terms_before)
             print(
