@@ -15,8 +15,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/schedctl next '0 8 * * MON-FRI' --tz America/New_York -n 5
-	$(BIN)/schedctl next '30 2 * * *' --tz Europe/Berlin --after 2027-03-27T00:00:00Z -n 3
+	$(BIN)/schedd dev
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
@@ -29,6 +28,8 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_schedule.py
+	$(BIN)/python benchmarks/bench_api.py
+	@echo "(the 1,000,000-job benchmark takes minutes: $(BIN)/python benchmarks/bench_scale.py)"
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -43,11 +43,19 @@ async def load(urls: list[str], token: str, total: int) -> list[str]:
         async def worker(w: int) -> None:
             nonlocal done
             while not queue.empty():
-                queue.get_nowait()
+                n = queue.get_nowait()
                 url = f"{urls[w % len(urls)]}/v1/jobs:batch"
-                async with session.post(url, json={"jobs": [JOB] * BATCH}, headers=headers) as r:
-                    assert r.status == 200, await r.text()
-                    results = (await r.json())["results"]
+                # Keys make a retry after a 503 (outcome unknown) safe, as for any client.
+                jobs = [JOB | {"idempotency_key": f"{n}-{i}"} for i in range(BATCH)]
+                for _ in range(5):
+                    async with session.post(url, json={"jobs": jobs}, headers=headers) as r:
+                        if r.status == 503:
+                            continue
+                        assert r.status == 200, await r.text()
+                        results = (await r.json())["results"]
+                        break
+                else:
+                    raise RuntimeError("a batch kept getting 503")
                 sample.append(results[random.randrange(BATCH)]["job_id"])
                 done += 1
                 if done % 50 == 0:
@@ -106,7 +114,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1_000_000)
     parser.add_argument("--nodes", type=int, default=3, choices=(1, 3))
     args = parser.parse_args()
-    raft = 'compaction_min_entries = 200\ncompaction_min_time = "20s"\n'
+    raft = 'compaction_min_entries = 200\ncompaction_min_time = "60s"\n'
     with tempfile.TemporaryDirectory(
         dir=Path.cwd() / "var" if (Path.cwd() / "var").is_dir() else None
     ) as tmp:

@@ -20,11 +20,17 @@ from schedd.store.schema import MIGRATIONS
 T = TypeVar("T")
 
 
-def connect(path: Path | str, *, readonly: bool = False) -> sqlite3.Connection:
+WRITER_CACHE_KIB = 32 * 1024
+READER_CACHE_KIB = 8 * 1024
+
+
+def connect(
+    path: Path | str, *, readonly: bool = False, cache_kib: int = READER_CACHE_KIB
+) -> sqlite3.Connection:
     """A connection with schedd's pragmas; autocommit mode, transactions are explicit."""
     conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=30)
     conn.execute("PRAGMA busy_timeout = 30000")
-    conn.execute("PRAGMA cache_size = -65536")  # 64 MiB
+    conn.execute(f"PRAGMA cache_size = -{int(cache_kib)}")
     if readonly:
         conn.execute("PRAGMA query_only = 1")
     return conn
@@ -36,7 +42,7 @@ class Database:
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.conn = connect(self.path)
+        self.conn = connect(self.path, cache_kib=WRITER_CACHE_KIB)
         self.conn.execute("PRAGMA journal_mode = WAL")
         self.conn.execute("PRAGMA synchronous = NORMAL")
         # Checkpoints fsync: they run on the Checkpointer's thread, never inside an apply.
@@ -104,7 +110,7 @@ class Checkpointer(Loop):
 
     def tick(self, now_ms: int) -> float:
         if self._conn is None:
-            self._conn = connect(self._path)
+            self._conn = connect(self._path, cache_kib=1024)
         self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
         return self._every_s
 
