@@ -9,7 +9,7 @@ import pytest
 from schedd.errors import CorruptLog
 from schedd.store import queries
 from schedd.store.apply import StateMachine
-from schedd.store.command import Command, encode
+from schedd.store.command import Command, encode, encode_batch
 from schedd.store.db import Database
 from schedd.store.digest import state_digest
 from tests.conftest import NOW_MS, Applier
@@ -242,3 +242,79 @@ def test_digest_is_equal_for_equal_histories(tmp_path: Any) -> None:
         database.close()
     assert digests[0] == digests[1]
     assert digests[0][0] == 3
+
+
+def test_tenant_update_and_rotate(apply: Applier, db: Database) -> None:
+    tenant(apply, "t1")
+    tenant(apply, "t2")
+    renamed = apply(
+        "update_tenant", {"tenant_id": "t1", "changes": {"name": "acme", "dispatch_rate": 7}}
+    )
+    assert renamed["status"] == "ok"
+    taken = apply("update_tenant", {"tenant_id": "t2", "changes": {"name": "acme"}})
+    assert taken["code"] == "tenant_exists"
+    found = queries.get_tenant(db.conn, "t1")
+    assert found is not None and found.name == "acme" and found.dispatch_rate == 7
+    rotated = apply(
+        "rotate_tenant", {"tenant_id": "t1", "token_hash": "new", "signing_secret": "s2"}
+    )
+    assert rotated["status"] == "ok"
+    assert queries.tenant_by_token_hash(db.conn, "hash-t1") is None
+    again = queries.tenant_by_token_hash(db.conn, "new")
+    assert again is not None and again.tenant_id == "t1" and again.signing_secret == "s2"
+    missing = apply(
+        "rotate_tenant", {"tenant_id": "nope", "token_hash": "x", "signing_secret": "y"}
+    )
+    assert missing["code"] == "tenant_not_found"
+
+
+def test_duplicate_tenant_name_is_rejected(apply: Applier) -> None:
+    tenant(apply, "t1")
+    body = {
+        "tenant_id": "t9",
+        "name": "name-t1",
+        "token_hash": "h9",
+        "signing_secret": "s",
+        "max_active_jobs": 1,
+        "dispatch_rate": 1,
+        "allowed_hosts": [],
+    }
+    assert apply("create_tenant", body)["code"] == "tenant_exists"
+
+
+def test_register_node_upserts_addresses(apply: Applier, db: Database) -> None:
+    apply("register_node", {"node_id": "n1", "api": "http://a:1", "raft": "a:2"})
+    apply("register_node", {"node_id": "n1", "api": "http://a:3", "raft": "a:2"})
+    assert queries.list_nodes(db.conn) == [("n1", "http://a:3", "a:2")]
+
+
+def test_batch_entry_applies_each_command_in_its_own_savepoint(
+    apply: Applier, db: Database
+) -> None:
+    tenant(apply)
+    good = Command(
+        type="create_jobs", id="g", ts_ms=NOW_MS, body={"tenant_id": "t1", "jobs": [job_item("a")]}
+    )
+    broken = Command(
+        type="create_jobs",
+        id="b",
+        ts_ms=NOW_MS,
+        body={"tenant_id": "t1", "jobs": [{"job_id": "x"}]},
+    )
+    later = Command(
+        type="create_jobs", id="l", ts_ms=NOW_MS, body={"tenant_id": "t1", "jobs": [job_item("c")]}
+    )
+    result = apply.blob(
+        encode_batch([encode(good), encode(broken), encode(later)], id="batch-1", ts_ms=NOW_MS)
+    )
+    assert result["status"] == "ok"
+    codes = [r.get("code", r["status"]) for r in result["results"]]
+    assert codes == ["ok", "internal", "ok"]
+    assert sorted(r[0] for r in db.conn.execute("SELECT job_id FROM jobs")) == ["a", "c"]
+    # A retry of the whole batch acts once: each command's id is remembered.
+    again = apply.blob(encode_batch([encode(good), encode(later)], id="batch-2", ts_ms=NOW_MS))
+    assert [r["results"] for r in again["results"]] == [
+        result["results"][0]["results"],
+        result["results"][2]["results"],
+    ]
+    assert db.conn.execute("SELECT COUNT(*) FROM jobs").fetchone() == (2,)
