@@ -28,7 +28,7 @@ JOB = {"schedule": {"delay": "30d"}, "target": {"type": "queue", "name": "scale"
 BATCH = 1_000
 
 
-async def load(urls: list[str], token: str, total: int) -> list[str]:
+async def load(urls: list[str], token: str, total: int, concurrency: int) -> list[str]:
     """Create `total` jobs in batches; returns a sample of their ids."""
     headers = {"Authorization": f"Bearer {token}"}
     sample: list[str] = []
@@ -62,7 +62,7 @@ async def load(urls: list[str], token: str, total: int) -> list[str]:
                     rate = done * BATCH / (time.monotonic() - started)
                     print(f"  loaded {done * BATCH:>9,} jobs  ({rate:,.0f}/s)", flush=True)
 
-        await asyncio.gather(*(worker(w) for w in range(4)))
+        await asyncio.gather(*(worker(w) for w in range(concurrency)))
     return sample
 
 
@@ -113,6 +113,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=1_000_000)
     parser.add_argument("--nodes", type=int, default=3, choices=(1, 3))
+    parser.add_argument("--concurrency", type=int, default=2, help="batch requests in flight")
     args = parser.parse_args()
     raft = 'compaction_min_entries = 200\ncompaction_min_time = "60s"\n'
     with tempfile.TemporaryDirectory(
@@ -128,7 +129,7 @@ def main() -> None:
             token = tenant["token"]
             terms_before = [term(n) for n in nodes]
             started = time.monotonic()
-            ids = asyncio.run(load([n.url for n in nodes], token, args.jobs))
+            ids = asyncio.run(load([n.url for n in nodes], token, args.jobs, args.concurrency))
             print(f"loaded {args.jobs:,} jobs in {time.monotonic() - started:.0f}s")
             stalls = writes_during_snapshots(nodes, token, 45.0)
             print(

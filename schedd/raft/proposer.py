@@ -82,6 +82,7 @@ class Proposer:
         except TimeoutError:
             if proposal in self._pending:
                 self._pending.remove(proposal)
+            proposal.future.cancel()  # nobody waits for its outcome any more
             raise _gave_up(proposal.is_sent) from None
 
     def _flush(self) -> None:
