@@ -136,4 +136,8 @@ MIGRATIONS: tuple[str, ...] = (
         expires_at_ms INTEGER NOT NULL
     );
     """,
+    # 2: listing a tenant's jobs by status is an index range, not a walk over all its jobs.
+    """
+    CREATE INDEX jobs_by_tenant_status ON jobs (tenant_id, status, job_id);
+    """,
 )
