@@ -66,10 +66,11 @@ async def load(urls: list[str], token: str, total: int, concurrency: int) -> lis
     return sample
 
 
-def rss_mb(node: NodeProcess) -> float:
+def rss_mb(node: NodeProcess, kind: str = "VmRSS") -> float:
+    """Resident memory: VmRSS in all, RssAnon the process's own, RssFile mapped files."""
     assert node.process is not None
     text = Path(f"/proc/{node.process.pid}/status").read_text()
-    match = re.search(r"VmRSS:\s+(\d+) kB", text)
+    match = re.search(rf"{kind}:\s+(\d+) kB", text)
     return int(match.group(1)) / 1024 if match else float("nan")
 
 
@@ -142,7 +143,8 @@ def main() -> None:
                 snaps = snapshot_seconds(node)
                 db_mb = (node.data_dir / "state.db").stat().st_size / 2**20
                 print(
-                    f"{node.node_id}: RSS {rss_mb(node):.0f} MB, db {db_mb:.0f} MB, "
+                    f"{node.node_id}: RSS {rss_mb(node):.0f} MB (anon {rss_mb(node, 'RssAnon'):.0f}, "
+                    f"files {rss_mb(node, 'RssFile'):.0f}), db {db_mb:.0f} MB, "
                     f"GET p50 {cuts[49]:.2f} ms p99 {cuts[98]:.2f} ms, "
                     f"snapshots {len(snaps)} (longest {max(snaps, default=0):.1f}s)"
                 )

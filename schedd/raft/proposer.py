@@ -33,7 +33,10 @@ NOT_APPLIED = frozenset(
     }
 )
 RETRY_PAUSE_S = 0.05
-MAX_IN_FLIGHT = 2  # log entries this node has in flight; more proposals wait and join a batch
+# Log entries this node has in flight; later proposals wait and join one batch. One is best:
+# pysyncobj re-sends entries when several are in flight to a follower (bench_api.py: 1,900
+# creates/s with one, 1,700-1,800 with two or four).
+MAX_IN_FLIGHT = 1
 MAX_BATCH_COMMANDS = 512
 MAX_BATCH_BYTES = 2 * 1024 * 1024  # under appendEntriesBatchSizeBytes (4 MiB)
 
