@@ -143,8 +143,9 @@ def main() -> None:
                 snaps = snapshot_seconds(node)
                 db_mb = (node.data_dir / "state.db").stat().st_size / 2**20
                 print(
-                    f"{node.node_id}: RSS {rss_mb(node):.0f} MB (anon {rss_mb(node, 'RssAnon'):.0f}, "
-                    f"files {rss_mb(node, 'RssFile'):.0f}), db {db_mb:.0f} MB, "
+                    f"{node.node_id}: RSS {rss_mb(node):.0f} MB "
+                    f"(anon {rss_mb(node, 'RssAnon'):.0f}, files {rss_mb(node, 'RssFile'):.0f}), "
+                    f"db {db_mb:.0f} MB, "
                     f"GET p50 {cuts[49]:.2f} ms p99 {cuts[98]:.2f} ms, "
                     f"snapshots {len(snaps)} (longest {max(snaps, default=0):.1f}s)"
                 )
