@@ -17,9 +17,9 @@ from schedd.api.http import (
     json_response,
     page,
     principal,
+    propose,
     query_limit,
     read_object,
-    rejection_error,
     require,
 )
 from schedd.errors import InvalidRequest, TenantNotFound
@@ -73,13 +73,6 @@ def _credentials() -> tuple[str, str]:
     return token, signing_secret
 
 
-async def _propose(ctx: ApiContext, type_: str, body: dict[str, Any]) -> dict[str, Any]:
-    result = await ctx.proposer.propose(type_, body)
-    if result.get("status") == "rejected":
-        raise rejection_error(result)
-    return result
-
-
 @routes.post("/v1/tenants")
 async def create_tenant(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
@@ -96,7 +89,7 @@ async def create_tenant(request: web.Request) -> web.Response:
         "actor": "admin",
         **fields,
     }
-    await _propose(ctx, "create_tenant", body)
+    await propose(ctx, "create_tenant", body)
     return json_response(
         {"tenant_id": tenant_id, "token": token, "signing_secret": signing_secret}, status=201
     )
@@ -137,7 +130,7 @@ async def update_tenant(request: web.Request) -> web.Response:
     changes = _tenant_fields(
         await read_object(request, limit_bytes=TENANT_BODY_LIMIT), creating=False
     )
-    await _propose(
+    await propose(
         ctx, "update_tenant", {"tenant_id": tenant_id, "changes": changes, "actor": "admin"}
     )
     return json_response(await _tenant_json(ctx, tenant_id))
@@ -154,7 +147,7 @@ async def rotate_tenant(request: web.Request) -> web.Response:
         "signing_secret": signing_secret,
         "actor": "admin",
     }
-    await _propose(ctx, "rotate_tenant", body)
+    await propose(ctx, "rotate_tenant", body)
     return json_response({"tenant_id": tenant_id, "token": token, "signing_secret": signing_secret})
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from aiohttp import web
 
-from schedd.api.context import CONTEXT, Principal, authenticate
+from schedd.api.context import CONTEXT, ApiContext, Principal, authenticate
 from schedd.errors import (
     Conflict,
     IdempotencyMismatch,
@@ -156,3 +156,13 @@ def rejection_error(rejection: dict[str, Any]) -> SchedError:
     exc = _REJECTIONS.get(rejection["code"], SchedError)(rejection["message"])
     exc.code = rejection["code"]
     return exc
+
+
+async def propose(
+    ctx: ApiContext, type_: str, body: dict[str, Any], *, now_ms: int | None = None
+) -> dict[str, Any]:
+    """Replicate a command; a rejection becomes the matching API error."""
+    result = await ctx.proposer.propose(type_, body, now_ms=now_ms)
+    if result.get("status") == "rejected":
+        raise rejection_error(result)
+    return result

@@ -20,12 +20,13 @@ from schedd.api.http import (
     json_response,
     page,
     principal,
+    propose,
     query_limit,
     read_object,
     rejection_error,
 )
 from schedd.errors import InvalidRequest, JobNotFound, SchedError, StaleState
-from schedd.jobspec import JobSpec, job_to_json, parse_job, patch_job
+from schedd.jobspec import JOB_FIELDS, JobSpec, job_to_json, parse_job, patch_job
 from schedd.model import JobStatus
 from schedd.schedule import fire_time, first_run_at
 from schedd.store import queries
@@ -98,11 +99,8 @@ async def _read_job(ctx: ApiContext, tenant_id: str, job_id: str) -> dict[str, A
 async def _create(
     ctx: ApiContext, tenant_id: str, actor: str, items: list[dict[str, Any]], now: int
 ) -> list[dict[str, Any]]:
-    result = await ctx.proposer.propose(
-        "create_jobs", {"tenant_id": tenant_id, "actor": actor, "jobs": items}, now_ms=now
-    )
-    if result.get("status") == "rejected":
-        raise rejection_error(result)
+    body = {"tenant_id": tenant_id, "actor": actor, "jobs": items}
+    result = await propose(ctx, "create_jobs", body, now_ms=now)
     results: list[dict[str, Any]] = result["results"]
     return results
 
@@ -192,18 +190,11 @@ async def list_jobs(request: web.Request) -> web.Response:
     return json_response({"jobs": jobs, "next_cursor": page(jobs, limit, lambda j: j["job_id"])})
 
 
-async def _propose_job(ctx: ApiContext, type_: str, body: dict[str, Any]) -> dict[str, Any]:
-    result = await ctx.proposer.propose(type_, body)
-    if result.get("status") == "rejected":
-        raise rejection_error(result)
-    return result
-
-
 @routes.delete("/v1/jobs/{job_id}")
 async def cancel_job(request: web.Request) -> web.Response:
     ctx, who = request.app[CONTEXT], principal(request)
     body = {"tenant_id": who.tenant(), "job_id": request.match_info["job_id"], "actor": who.actor}
-    await _propose_job(ctx, "cancel_job", body)
+    await propose(ctx, "cancel_job", body)
     return web.Response(status=204)
 
 
@@ -211,9 +202,7 @@ async def cancel_job(request: web.Request) -> web.Response:
 async def pause_job(request: web.Request) -> web.Response:
     ctx, who = request.app[CONTEXT], principal(request)
     tenant_id, job_id = who.tenant(), request.match_info["job_id"]
-    await _propose_job(
-        ctx, "pause_job", {"tenant_id": tenant_id, "job_id": job_id, "actor": who.actor}
-    )
+    await propose(ctx, "pause_job", {"tenant_id": tenant_id, "job_id": job_id, "actor": who.actor})
     return json_response(await _read_job(ctx, tenant_id, job_id))
 
 
@@ -235,7 +224,7 @@ async def resume_job(request: web.Request) -> web.Response:
             "next_fire_at_ms": fire_at,
         }
         try:
-            await _propose_job(ctx, "resume_job", body)
+            await propose(ctx, "resume_job", body)
         except StaleState:
             continue
         return json_response(await _read_job(ctx, tenant_id, job_id))
@@ -263,7 +252,7 @@ async def update_job(request: web.Request) -> web.Response:
             "fields": sorted(changes),
         }
         try:
-            await _propose_job(ctx, "update_job", body)
+            await propose(ctx, "update_job", body)
         except StaleState:
             continue
         return json_response(await _read_job(ctx, tenant_id, job_id))
@@ -271,17 +260,7 @@ async def update_job(request: web.Request) -> web.Response:
 
 
 def _spec_fields(job: dict[str, Any]) -> dict[str, Any]:
-    keys = (
-        "name",
-        "schedule",
-        "window",
-        "target",
-        "payload",
-        "retry",
-        "misfire_policy",
-        "overlap_policy",
-    )
-    return {key: job[key] for key in keys}
+    return {key: job[key] for key in JOB_FIELDS}
 
 
 def _current_or_new_run(
@@ -300,7 +279,7 @@ async def trigger_job(request: web.Request) -> web.Response:
     tenant_id, job_id = who.tenant(), request.match_info["job_id"]
     now = ctx.clock_ms()
     body = {"tenant_id": tenant_id, "job_id": job_id, "actor": who.actor, "scheduled_at_ms": now}
-    await _propose_job(ctx, "trigger_job", body)
+    await propose(ctx, "trigger_job", body)
     return json_response({"job_id": job_id, "scheduled_at": format_instant(now)}, status=202)
 
 
