@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from schedd.errors import CorruptLog
-from schedd.store import apply_cluster, apply_jobs, apply_tenants
+from schedd.store import apply_cluster, apply_dispatch, apply_jobs, apply_queue, apply_tenants
 from schedd.store.command import BATCH, Command, decode, ok, rejected, unbatch
 from schedd.store.db import Database
 
@@ -23,6 +23,8 @@ HANDLERS: Mapping[str, Handler] = {
     **apply_cluster.HANDLERS,
     **apply_tenants.HANDLERS,
     **apply_jobs.HANDLERS,
+    **apply_dispatch.HANDLERS,
+    **apply_queue.HANDLERS,
 }
 PRUNE_EVERY = 1_000  # indexes between deterministic clean-ups of the dedupe tables
 APPLIED_COMMANDS_TTL_MS = 3_600_000

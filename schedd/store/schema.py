@@ -18,6 +18,9 @@ REPLICATED_TABLES: tuple[tuple[str, str], ...] = (
     ("applied_commands", "command_id"),
     ("leases", "partition"),
     ("nodes", "node_id"),
+    ("messages", "msg_id"),
+    ("outbox", "seq"),
+    ("deadletters", "id"),
 )
 
 MIGRATIONS: tuple[str, ...] = (
@@ -139,5 +142,52 @@ MIGRATIONS: tuple[str, ...] = (
     # 2: listing a tenant's jobs by status is an index range, not a walk over all its jobs.
     """
     CREATE INDEX jobs_by_tenant_status ON jobs (tenant_id, status, job_id);
+    """,
+    # 3: dispatch (issue 4): node liveness, the built-in queue, the HTTP outbox, dead letters.
+    """
+    ALTER TABLE nodes ADD COLUMN last_seen_ms INTEGER NOT NULL DEFAULT 0;
+
+    -- Catch-up after an outage: a partition's due runs from any past minute, in order.
+    CREATE INDEX due_by_partition ON due (partition, fire_at_ms);
+
+    -- One message per run (msg_id = job_id:scheduled_at_ms), in its tenant's queue.
+    CREATE TABLE messages (
+        msg_id TEXT PRIMARY KEY,
+        tenant_id TEXT NOT NULL,
+        queue TEXT NOT NULL,
+        job_id TEXT NOT NULL,
+        scheduled_at_ms INTEGER NOT NULL,
+        attempt INTEGER NOT NULL,
+        visible_at_ms INTEGER NOT NULL,
+        receipt TEXT,
+        payload TEXT NOT NULL,
+        retry TEXT NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX messages_ready ON messages (tenant_id, queue, visible_at_ms);
+    CREATE UNIQUE INDEX messages_by_receipt ON messages (receipt);
+
+    CREATE TABLE outbox (
+        seq INTEGER PRIMARY KEY,
+        partition INTEGER NOT NULL,
+        tenant_id TEXT NOT NULL,
+        job_id TEXT NOT NULL,
+        scheduled_at_ms INTEGER NOT NULL,
+        attempt INTEGER NOT NULL,
+        due_at_ms INTEGER NOT NULL
+    );
+    CREATE INDEX outbox_due ON outbox (partition, due_at_ms);
+
+    CREATE TABLE deadletters (
+        id TEXT PRIMARY KEY,
+        tenant_id TEXT NOT NULL,
+        job_id TEXT NOT NULL,
+        scheduled_at_ms INTEGER NOT NULL,
+        attempts INTEGER NOT NULL,
+        error TEXT,
+        target TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        created_at_ms INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX deadletters_by_tenant ON deadletters (tenant_id, id);
     """,
 )

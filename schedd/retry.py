@@ -1,0 +1,32 @@
+"""Retry timing: how long a failed attempt waits before the next one (backoff with jitter).
+
+Pure and deterministic: the jitter comes from a stable hash, so every replica computes the same.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from schedd.model import Backoff, RetryPolicy
+
+
+def retry_delay_ms(policy: RetryPolicy, attempt: int, key: str) -> int:
+    """Delay after failed attempt number `attempt` (1-based) of the run named `key`.
+
+    The backoff grows per the policy up to max_delay; the jitter picks a point in the upper half
+    of it, so retries of many runs that failed together spread out.
+    """
+    if policy.backoff is Backoff.EXPONENTIAL:
+        base = policy.initial_delay_ms << min(attempt - 1, 40)
+    elif policy.backoff is Backoff.LINEAR:
+        base = policy.initial_delay_ms * attempt
+    else:
+        base = policy.initial_delay_ms
+    capped = min(base, policy.max_delay_ms)
+    digest = hashlib.blake2b(f"{key}:{attempt}".encode(), digest_size=8).digest()
+    low = capped // 2
+    return low + int.from_bytes(digest, "big") % (capped - low + 1)
+
+
+def has_attempts_left(policy: RetryPolicy, attempts_made: int) -> bool:
+    return attempts_made < policy.max_attempts

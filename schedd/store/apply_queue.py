@@ -1,0 +1,198 @@
+"""Apply functions for the built-in queue: receive, ack, nack, extend; retries and dead letters.
+
+Each receive starts an attempt of the run; a nack or an expired visibility timeout ends it as
+failed, and the job's retry policy decides when the message is visible again or that it is dead.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any, NamedTuple
+
+from schedd.jobspec import parse_retry
+from schedd.model import RunStatus
+from schedd.retry import has_attempts_left, retry_delay_ms
+from schedd.store.command import Command, ok
+from schedd.timeformat import format_instant
+
+
+class Message(NamedTuple):
+    msg_id: str
+    job_id: str
+    scheduled_at_ms: int
+    attempt: int
+    receipt: str | None
+    payload: str
+    retry: str
+
+
+_COLUMNS = ", ".join(Message._fields)
+
+
+def receive_messages(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
+    """Hand out up to `max` visible messages, each as a new attempt under a fresh receipt."""
+    b = cmd.body
+    rows = tx.execute(
+        f"SELECT {_COLUMNS} FROM messages WHERE tenant_id = ? AND queue = ? "
+        "AND visible_at_ms <= ? ORDER BY visible_at_ms, msg_id LIMIT ?",
+        (b["tenant_id"], b["queue"], cmd.ts_ms, int(b["max"])),
+    ).fetchall()
+    receipts = iter(b["receipts"])
+    delivered = []
+    for message in map(Message._make, rows):
+        timed_out = message.receipt is not None  # its visibility timeout passed without an ack
+        if timed_out and not _fail_attempt(
+            tx, cmd, message, "visibility timeout expired", "timed_out"
+        ):
+            continue
+        delivered.append(_deliver(tx, cmd, message, next(receipts), int(b["visibility_ms"])))
+    return ok(messages=delivered)
+
+
+def _deliver(
+    tx: sqlite3.Connection, cmd: Command, message: Message, receipt: str, visibility_ms: int
+) -> dict[str, Any]:
+    attempt = message.attempt + 1
+    tx.execute(
+        "UPDATE messages SET attempt = ?, visible_at_ms = ?, receipt = ? WHERE msg_id = ?",
+        (attempt, cmd.ts_ms + visibility_ms, receipt, message.msg_id),
+    )
+    tx.execute(
+        "INSERT OR REPLACE INTO attempts (job_id, scheduled_at_ms, attempt, started_at_ms) "
+        "VALUES (?, ?, ?, ?)",
+        (message.job_id, message.scheduled_at_ms, attempt, cmd.ts_ms),
+    )
+    _set_run(tx, message, RunStatus.DELIVERED, attempt=attempt)
+    return {
+        "receipt": receipt,
+        "job_id": message.job_id,
+        "scheduled_at": format_instant(message.scheduled_at_ms),
+        "attempt": attempt,
+        "idempotency_key": f"{message.job_id}:{format_instant(message.scheduled_at_ms)}",
+        "payload": json.loads(message.payload),
+    }
+
+
+def _by_receipt(tx: sqlite3.Connection, cmd: Command, receipt: object) -> Message | None:
+    row = tx.execute(
+        f"SELECT {_COLUMNS} FROM messages WHERE receipt = ? AND tenant_id = ? AND queue = ?",
+        (str(receipt), cmd.body["tenant_id"], cmd.body["queue"]),
+    ).fetchone()
+    return None if row is None else Message._make(row)
+
+
+def ack_messages(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
+    """The consumer finished: the run succeeded. Unknown or expired receipts are not counted."""
+    acked = 0
+    for receipt in cmd.body["receipts"]:
+        message = _by_receipt(tx, cmd, receipt)
+        if message is None:
+            continue
+        tx.execute("DELETE FROM messages WHERE msg_id = ?", (message.msg_id,))
+        _finish_attempt(tx, cmd, message, "succeeded", None)
+        _set_run(tx, message, RunStatus.SUCCEEDED, finished_at_ms=cmd.ts_ms)
+        acked += 1
+    return ok(acked=acked)
+
+
+def nack_messages(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
+    """The consumer failed: retry per the job's policy, or make the run a dead letter."""
+    nacked = 0
+    error = str(cmd.body.get("error") or "nacked")[:4000]
+    for receipt in cmd.body["receipts"]:
+        message = _by_receipt(tx, cmd, receipt)
+        if message is not None:
+            _fail_attempt(tx, cmd, message, error, "failed")
+            nacked += 1
+    return ok(nacked=nacked)
+
+
+def extend_messages(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
+    """Keep messages invisible for longer while their consumer works on them."""
+    extended = tx.executemany(
+        "UPDATE messages SET visible_at_ms = ? WHERE receipt = ? AND tenant_id = ? AND queue = ?",
+        [
+            (
+                cmd.ts_ms + int(cmd.body["visibility_ms"]),
+                str(r),
+                cmd.body["tenant_id"],
+                cmd.body["queue"],
+            )
+            for r in cmd.body["receipts"]
+        ],
+    ).rowcount
+    return ok(extended=extended)
+
+
+def _fail_attempt(
+    tx: sqlite3.Connection, cmd: Command, message: Message, error: str, outcome: str
+) -> bool:
+    """End the current attempt as failed; True if the run will be tried again."""
+    _finish_attempt(tx, cmd, message, outcome, error)
+    policy = parse_retry(json.loads(message.retry))
+    if has_attempts_left(policy, message.attempt):
+        delay = retry_delay_ms(policy, message.attempt, message.msg_id)
+        tx.execute(
+            "UPDATE messages SET visible_at_ms = ?, receipt = NULL WHERE msg_id = ?",
+            (cmd.ts_ms + delay, message.msg_id),
+        )
+        _set_run(tx, message, RunStatus.RETRYING, error=error)
+        return True
+    tx.execute("DELETE FROM messages WHERE msg_id = ?", (message.msg_id,))
+    _dead_letter(tx, cmd, message, error)
+    _set_run(tx, message, RunStatus.DEAD, error=error, finished_at_ms=cmd.ts_ms)
+    return False
+
+
+def _dead_letter(tx: sqlite3.Connection, cmd: Command, message: Message, error: str) -> None:
+    tenant_id, queue = cmd.body["tenant_id"], cmd.body["queue"]
+    tx.execute(
+        "INSERT OR REPLACE INTO deadletters (id, tenant_id, job_id, scheduled_at_ms, attempts, "
+        "error, target, payload, created_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            message.msg_id,
+            tenant_id,
+            message.job_id,
+            message.scheduled_at_ms,
+            message.attempt,
+            error,
+            json.dumps({"type": "queue", "name": queue}),
+            message.payload,
+            cmd.ts_ms,
+        ),
+    )
+
+
+def _finish_attempt(
+    tx: sqlite3.Connection, cmd: Command, message: Message, outcome: str, error: str | None
+) -> None:
+    tx.execute(
+        "UPDATE attempts SET finished_at_ms = ?, outcome = ?, error = ? "
+        "WHERE job_id = ? AND scheduled_at_ms = ? AND attempt = ?",
+        (cmd.ts_ms, outcome, error, message.job_id, message.scheduled_at_ms, message.attempt),
+    )
+
+
+def _set_run(
+    tx: sqlite3.Connection,
+    message: Message,
+    status: RunStatus,
+    *,
+    attempt: int | None = None,
+    error: str | None = None,
+    finished_at_ms: int | None = None,
+) -> None:
+    tx.execute(
+        "UPDATE runs SET status = ?, attempt = COALESCE(?, attempt), error = COALESCE(?, error), "
+        "finished_at_ms = COALESCE(?, finished_at_ms) WHERE job_id = ? AND scheduled_at_ms = ?",
+        (status.value, attempt, error, finished_at_ms, message.job_id, message.scheduled_at_ms),
+    )
+
+
+HANDLERS = {
+    "receive_messages": receive_messages,
+    "ack_messages": ack_messages,
+    "nack_messages": nack_messages,
+    "extend_messages": extend_messages,
+}
