@@ -5,6 +5,7 @@ Plain data only: no I/O, no parsing of request bodies (jobspec.py), no time arit
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -104,3 +105,9 @@ class RetryPolicy:
     backoff: Backoff = Backoff.EXPONENTIAL
     initial_delay_ms: int = 1_000
     max_delay_ms: int = 300_000
+
+
+def partition_of(job_id: str, partitions: int) -> int:
+    """The partition of a job: a stable hash of its id (never Python's salted hash())."""
+    digest = hashlib.blake2b(job_id.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % partitions

@@ -16,10 +16,11 @@ from aiohttp import web
 from pysyncobj import SyncObjConf
 
 from schedd.api.app import build_app
-from schedd.api.context import ApiContext, TokenCache
+from schedd.api.context import ApiContext, QueueSignal, TokenCache
 from schedd.config import NodeConfig
+from schedd.dispatch.service import DispatchService
 from schedd.errors import ConfigError, SchedError
-from schedd.raft.proposer import Proposer
+from schedd.raft.proposer import Proposer, ThreadProposer
 from schedd.raft.replica import Replica
 from schedd.raft.snapshots import SnapshotHooks
 from schedd.store.apply import StateMachine
@@ -29,6 +30,7 @@ from schedd.store.db import Checkpointer, Database, ReadPool
 log = logging.getLogger(__name__)
 HALT_EXIT_CODE = 70
 REGISTER_RETRY_S = 1.0
+QUEUE_FEEDERS = frozenset({"claim_runs", "nack_messages", "redrive_deadletter"})
 
 
 def halt_process(reason: str) -> None:
@@ -95,11 +97,17 @@ class Node:
         self.checkpointer = Checkpointer(self.db.path)
         self._runner: web.AppRunner | None = None
         self._register_task: asyncio.Task[None] | None = None
+        self.dispatch: DispatchService | None = None
+        self.queue_signal = QueueSignal()
 
     def _on_applied(self, cmd: Command) -> None:
-        """Runs on the tick thread after each applied command: keep caches true."""
+        """Runs on the tick thread after each applied command: keep caches and loops informed."""
         if cmd.type == "rotate_tenant":
             self.tokens.clear()
+        if self.dispatch is not None:
+            self.dispatch.on_applied(cmd)
+        if cmd.type in QUEUE_FEEDERS:
+            self.queue_signal.pulse_threadsafe()
 
     def _check_partitions(self) -> None:
         stored = self.db.get_meta("partitions", 0)
@@ -128,12 +136,23 @@ class Node:
             payload_limit=self.config.payload_limit_bytes,
             request_timeout_s=self.config.request_timeout_s,
             tokens=self.tokens,
+            queue_signal=self.queue_signal,
         )
         self._runner = web.AppRunner(build_app(ctx), access_log=None, handler_cancellation=True)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.config.api_host, self.config.api_port)
         await site.start()
         self._register_task = asyncio.create_task(self._register(proposer))
+        loop = asyncio.get_running_loop()
+        self.queue_signal.bind(loop)
+        self.dispatch = DispatchService(
+            self.config.node_id,
+            self.config.partitions,
+            self.db.path,
+            self.replica.is_leader,
+            ThreadProposer(proposer, loop),
+        )
+        self.dispatch.start()
 
     async def _register(self, proposer: Proposer) -> None:
         """Publish this node's addresses through the log once a leader exists."""
@@ -194,6 +213,8 @@ class Node:
         """Stop serving, stop Raft (finishing the apply in progress), close SQLite."""
         if self._register_task is not None:
             self._register_task.cancel()
+        if self.dispatch is not None:
+            await asyncio.to_thread(self.dispatch.stop)
         if self._runner is not None:
             await self._runner.cleanup()
         if self.replica is not None:

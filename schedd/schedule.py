@@ -137,6 +137,23 @@ def check_timezone(name: object) -> str:
     return name
 
 
+def load_schedule(stored: Mapping[str, str]) -> Schedule:
+    """A Schedule from its stored JSON (schedule_to_json's output): no validation against "now",
+    so a schedule that was valid when accepted stays loadable to its last run."""
+    start = stored.get("start_at")
+    end = stored.get("end_at")
+    start_ms = None if start is None else parse_instant(start, field="schedule.start_at")
+    end_ms = None if end is None else parse_instant(end, field="schedule.end_at")
+    if "run_at" in stored:
+        return AtSchedule(at_ms=parse_instant(stored["run_at"], field="schedule.run_at"))
+    if "cron" in stored:
+        return CronSchedule(
+            expr=stored["cron"], timezone=stored["timezone"], start_at_ms=start_ms, end_at_ms=end_ms
+        )
+    interval = parse_duration(stored["every"], field="schedule.every")
+    return EverySchedule(interval_ms=interval, start_at_ms=start_ms or 0, end_at_ms=end_ms)
+
+
 def schedule_to_json(schedule: Schedule) -> dict[str, str]:
     """The API's normalised form of a schedule (instants in UTC, `delay` as `run_at`)."""
     if isinstance(schedule, AtSchedule):

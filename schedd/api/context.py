@@ -5,6 +5,8 @@ Also the one place a bearer token becomes a Principal (admin, or a tenant).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import hmac
 import time
@@ -63,6 +65,30 @@ class TokenCache:
         self._tenants.clear()
 
 
+class QueueSignal:
+    """Wakes long-polling receives when messages may have appeared (any queue: they re-check)."""
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._event = asyncio.Event()
+
+    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+
+    def pulse_threadsafe(self) -> None:
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._pulse)
+
+    def _pulse(self) -> None:
+        self._event.set()
+        self._event = asyncio.Event()
+
+    async def wait(self, timeout_s: float) -> None:
+        """Until the next pulse or the timeout, whichever comes first."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._event.wait(), timeout_s)
+
+
 def wall_clock_ms() -> int:
     return int(time.time() * 1000)
 
@@ -80,6 +106,7 @@ class ApiContext:
     payload_limit: int
     request_timeout_s: float = 5.0
     tokens: TokenCache = field(default_factory=TokenCache)
+    queue_signal: QueueSignal = field(default_factory=QueueSignal)
     clock_ms: Callable[[], int] = field(default=wall_clock_ms)
 
 

@@ -27,7 +27,7 @@ from schedd.api.http import (
 )
 from schedd.errors import InvalidRequest, JobNotFound, SchedError, StaleState
 from schedd.jobspec import JOB_FIELDS, JobSpec, job_to_json, parse_job, patch_job
-from schedd.model import JobStatus
+from schedd.model import JobStatus, partition_of
 from schedd.schedule import fire_time, first_run_at
 from schedd.store import queries
 from schedd.timeformat import format_instant, parse_instant
@@ -38,12 +38,6 @@ BATCH_BODY_LIMIT = 32 * 1024 * 1024
 UPDATE_ATTEMPTS = 5  # a PATCH/resume that meets a concurrent change re-reads and retries
 _IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}")
 routes = web.RouteTableDef()
-
-
-def partition_of(job_id: str, partitions: int) -> int:
-    """The partition of a job: a stable hash of its id (never Python's salted hash())."""
-    digest = hashlib.blake2b(job_id.encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") % partitions
 
 
 def new_job_id(now_ms: int) -> str:

@@ -9,6 +9,7 @@ acts on each command id once.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import time
 import uuid
@@ -173,3 +174,22 @@ def _gave_up(maybe_applied: bool) -> ClusterUnavailable:
     if maybe_applied:
         return OutcomeUnknown("the write may or may not have been applied; retry it")
     return NoLeader("no Raft leader reachable; retry later")
+
+
+class ThreadProposer:
+    """Proposals from background threads (dispatchers, lease manager), through the same
+    group-committing Proposer on the event loop."""
+
+    def __init__(self, proposer: Proposer, loop: asyncio.AbstractEventLoop) -> None:
+        self._proposer = proposer
+        self._loop = loop
+
+    def submit(
+        self, type_: str, body: Mapping[str, Any]
+    ) -> concurrent.futures.Future[dict[str, Any]]:
+        """Start a proposal; the future ends with apply's result or a ClusterUnavailable."""
+        return asyncio.run_coroutine_threadsafe(self._proposer.propose(type_, body), self._loop)
+
+    def propose(self, type_: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Propose and wait (a little longer than the proposer's own deadline)."""
+        return self.submit(type_, body).result(self._proposer.timeout_s + 1.0)

@@ -110,11 +110,23 @@ def _record_run(
 ) -> None:
     """The run row, and its delivery in the same transaction: a queue message or an outbox row."""
     job_id, scheduled = claim["job_id"], claim["scheduled_at_ms"]
+    skipped = claim.get("skip")  # a reason: misfire policy "skip", or overlap policy "skip"
     tx.execute(
         "INSERT INTO runs (job_id, scheduled_at_ms, tenant_id, fire_at_ms, status, attempt, "
-        "dispatched_at_ms) VALUES (?, ?, ?, ?, ?, 0, ?)",
-        (job_id, scheduled, tenant_id, claim["fire_at_ms"], RunStatus.DISPATCHED.value, cmd.ts_ms),
+        "dispatched_at_ms, finished_at_ms, error) VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?)",
+        (
+            job_id,
+            scheduled,
+            tenant_id,
+            claim["fire_at_ms"],
+            (RunStatus.SKIPPED if skipped else RunStatus.DISPATCHED).value,
+            cmd.ts_ms,
+            cmd.ts_ms if skipped else None,
+            skipped,
+        ),
     )
+    if skipped:
+        return
     target = spec["target"]
     if target["type"] == "queue":
         tx.execute(

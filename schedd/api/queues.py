@@ -1,0 +1,172 @@
+"""Built-in queue routes: long-poll receive, ack, nack, extend, and queue counts.
+
+Receive checks this node's replica first and proposes only when a message looks visible, so
+idle consumers cost no Raft traffic; receipts are made here and carried in the command.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import sqlite3
+import time
+from typing import Any
+
+from aiohttp import web
+
+from schedd.api.context import CONTEXT
+from schedd.api.http import json_response, principal, propose, read_object, require
+from schedd.errors import InvalidRequest
+from schedd.jsonbody import JSONValue
+from schedd.timeformat import parse_duration
+
+QUEUE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+BODY_LIMIT = 256 * 1024
+MAX_RECEIVE = 100
+MAX_WAIT_MS = 20_000
+MAX_VISIBILITY_MS = 12 * 3_600_000
+MAX_RECEIPTS = 1_000
+RECHECK_S = 1.0  # retries and expired visibility make messages visible without a pulse
+routes = web.RouteTableDef()
+
+
+def _queue(request: web.Request) -> str:
+    name = request.match_info["name"]
+    if not QUEUE_NAME.fullmatch(name):
+        raise InvalidRequest("name", "must match [A-Za-z0-9_.-]{1,128}")
+    return name
+
+
+def _int(body: dict[str, JSONValue], key: str, default: int, high: int) -> int:
+    value = body.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
+        raise InvalidRequest(key, f"must be an integer from 1 to {high}")
+    return value
+
+
+def _ms(body: dict[str, JSONValue], key: str, default: str, low: int, high: int) -> int:
+    ms = parse_duration(body.get(key, default), field=key, minimum_ms=low)
+    if ms > high:
+        raise InvalidRequest(key, f"must be at most {high // 1000}s")
+    return ms
+
+
+def _receipts(body: dict[str, JSONValue]) -> list[str]:
+    receipts = body.get("receipts")
+    if (
+        not isinstance(receipts, list)
+        or not 1 <= len(receipts) <= MAX_RECEIPTS
+        or not all(isinstance(r, str) and 0 < len(r) <= 100 for r in receipts)
+    ):
+        raise InvalidRequest("receipts", f"must be a list of 1-{MAX_RECEIPTS} receipt strings")
+    return list(receipts)  # type: ignore[arg-type]
+
+
+def _has_visible(tenant_id: str, queue: str, now_ms: int) -> Any:
+    def query(conn: sqlite3.Connection) -> bool:
+        row = conn.execute(
+            "SELECT 1 FROM messages WHERE tenant_id = ? AND queue = ? AND visible_at_ms <= ? "
+            "LIMIT 1",
+            (tenant_id, queue, now_ms),
+        ).fetchone()
+        return row is not None
+
+    return query
+
+
+@routes.post("/v1/queues/{name}/receive")
+async def receive(request: web.Request) -> web.Response:
+    ctx, tenant_id, queue = request.app[CONTEXT], principal(request).tenant(), _queue(request)
+    body = await read_object(request, limit_bytes=BODY_LIMIT)
+    require(body, {"max", "wait", "visibility_timeout"})
+    count = _int(body, "max", 10, MAX_RECEIVE)
+    wait_ms = _ms(body, "wait", "0s", 0, MAX_WAIT_MS)
+    visibility_ms = _ms(body, "visibility_timeout", "30s", 1_000, MAX_VISIBILITY_MS)
+    deadline = time.monotonic() + wait_ms / 1000
+    while True:
+        if await ctx.reads.read(_has_visible(tenant_id, queue, ctx.clock_ms())):
+            command = {
+                "tenant_id": tenant_id,
+                "queue": queue,
+                "max": count,
+                "visibility_ms": visibility_ms,
+                "receipts": [secrets.token_urlsafe(18) for _ in range(count)],
+            }
+            messages = (await propose(ctx, "receive_messages", command))["messages"]
+            if messages:
+                return json_response({"messages": messages})
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return json_response({"messages": []})
+        await ctx.queue_signal.wait(min(remaining, RECHECK_S))
+
+
+async def _settle(request: web.Request, type_: str, extra: dict[str, Any]) -> dict[str, Any]:
+    ctx, tenant_id, queue = request.app[CONTEXT], principal(request).tenant(), _queue(request)
+    body = await read_object(request, limit_bytes=BODY_LIMIT)
+    require(body, {"receipts", *extra})
+    command = {"tenant_id": tenant_id, "queue": queue, "receipts": _receipts(body)}
+    for parse in extra.values():
+        command.update(parse(body))
+    return await propose(ctx, type_, command)
+
+
+@routes.post("/v1/queues/{name}/ack")
+async def ack(request: web.Request) -> web.Response:
+    result = await _settle(request, "ack_messages", {})
+    return json_response({"acked": result["acked"]})
+
+
+@routes.post("/v1/queues/{name}/nack")
+async def nack(request: web.Request) -> web.Response:
+    def error(body: dict[str, JSONValue]) -> dict[str, Any]:
+        text = body.get("error", "")
+        if not isinstance(text, str):
+            raise InvalidRequest("error", "must be a string")
+        return {"error": text[:4000]}
+
+    result = await _settle(request, "nack_messages", {"error": error})
+    return json_response({"nacked": result["nacked"]})
+
+
+@routes.post("/v1/queues/{name}/extend")
+async def extend(request: web.Request) -> web.Response:
+    def visibility(body: dict[str, JSONValue]) -> dict[str, Any]:
+        return {"visibility_ms": _ms(body, "visibility_timeout", "30s", 1_000, MAX_VISIBILITY_MS)}
+
+    result = await _settle(request, "extend_messages", {"visibility_timeout": visibility})
+    return json_response({"extended": result["extended"]})
+
+
+@routes.get("/v1/queues")
+async def list_queues(request: web.Request) -> web.Response:
+    ctx, tenant_id = request.app[CONTEXT], principal(request).tenant()
+    now = ctx.clock_ms()
+
+    def query(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+        counts: dict[str, dict[str, Any]] = {}
+        for queue, ready, in_flight in conn.execute(
+            "SELECT queue, SUM(visible_at_ms <= ?), SUM(visible_at_ms > ?) FROM messages "
+            "WHERE tenant_id = ? GROUP BY queue",
+            (now, now, tenant_id),
+        ):
+            counts[queue] = {"name": queue, "ready": ready, "in_flight": in_flight, "dead": 0}
+        for target, dead in conn.execute(
+            "SELECT target, COUNT(*) FROM deadletters WHERE tenant_id = ? GROUP BY target",
+            (tenant_id,),
+        ):
+            name = json_name(target)
+            if name is not None:
+                counts.setdefault(name, {"name": name, "ready": 0, "in_flight": 0, "dead": 0})
+                counts[name]["dead"] = dead
+        return sorted(counts.values(), key=lambda q: str(q["name"]))
+
+    return json_response({"queues": await ctx.reads.read(query)})
+
+
+def json_name(target: str) -> str | None:
+    """The queue name of a dead letter's target, None for an HTTP target."""
+    parsed = json.loads(target)
+    name = parsed.get("name") if parsed.get("type") == "queue" else None
+    return None if name is None else str(name)

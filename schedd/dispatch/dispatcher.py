@@ -1,0 +1,277 @@
+"""The dispatcher of one node: preload the due runs of its partitions, fire them from memory,
+claim them in batches. It only reads, decides and proposes; apply fences every claim.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import logging
+import sqlite3
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any
+
+from schedd.dispatch.admission import TenantBuckets
+from schedd.errors import ClusterUnavailable
+from schedd.loop import Loop
+from schedd.model import AtSchedule, MisfirePolicy, OverlapPolicy, partition_of
+from schedd.schedule import fire_time, load_schedule, next_after
+from schedd.timeformat import parse_duration
+
+log = logging.getLogger(__name__)
+PRELOAD_WINDOW_MS = 60_000
+PRELOAD_EVERY_MS = 5_000
+LEASE_MARGIN_MS = 500  # stop using a lease this long before the local view says it ends
+MISFIRE_THRESHOLD_MS = 60_000
+CLAIM_BATCH = 500
+MAX_CLAIMS_PER_TICK = 20_000
+HOLD_RETRY_MS = 1_000
+IN_FLIGHT = ("dispatched", "delivered", "retrying")
+
+Submit = Callable[[str, Mapping[str, Any]], "Future[dict[str, Any]]"]
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class DueRun:
+    """One row of the due index, ordered by when it fires."""
+
+    fire_at_ms: int
+    partition: int
+    job_id: str
+    scheduled_at_ms: int
+    is_trigger: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class JobRow:
+    tenant_id: str
+    spec: dict[str, Any]
+    status: str
+    version: int
+    next_run_at_ms: int | None
+
+
+class Dispatcher(Loop):
+    """Claims the due runs of the partitions this node leases (see DESIGN.md rules 4-7)."""
+
+    def __init__(
+        self,
+        node_id: str,
+        partitions: int,
+        connect: Callable[[], sqlite3.Connection],
+        submit: Submit,
+    ) -> None:
+        super().__init__("dispatcher")
+        self.node_id = node_id
+        self.partitions = partitions
+        self._connect = connect
+        self._conn: sqlite3.Connection | None = None
+        self._submit = submit
+        self._heap: list[DueRun] = []
+        self._known: set[DueRun] = set()
+        self._held: list[tuple[int, DueRun]] = []  # overlap "delay": retry time, run
+        self._owned: dict[int, int] = {}  # partition -> lease epoch
+        self._inbox: deque[DueRun] = deque()
+        self._next_preload_ms = 0
+        self._buckets = TenantBuckets()
+        self.claimed = 0
+        self.rejected: Counter[str] = Counter()
+
+    # ------------------------------------------------------------------ inputs
+
+    def offer(
+        self, job_id: str, fire_at_ms: int, scheduled_at_ms: int, *, is_trigger: bool
+    ) -> None:
+        """A due row was just committed (called from apply): fire it without waiting to preload."""
+        run = DueRun(
+            fire_at_ms, partition_of(job_id, self.partitions), job_id, scheduled_at_ms, is_trigger
+        )
+        self._inbox.append(run)
+        self.wake()
+
+    def tick(self, now_ms: int) -> float:
+        conn = self._connection()
+        self._refresh_leases(conn, now_ms)
+        if now_ms >= self._next_preload_ms:
+            self._preload(conn, now_ms)
+        self._take_inbox(now_ms)
+        due = self._pop_due(now_ms)
+        if due:
+            self._claim(conn, due, now_ms)
+        return self._wait_s(now_ms)
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            self._conn = self._connect()
+        return self._conn
+
+    def _refresh_leases(self, conn: sqlite3.Connection, now_ms: int) -> None:
+        rows = conn.execute(
+            "SELECT partition, epoch FROM leases WHERE node_id = ? AND expires_at_ms > ?",
+            (self.node_id, now_ms + LEASE_MARGIN_MS),
+        ).fetchall()
+        owned = dict(rows)
+        if set(owned) - set(self._owned):
+            self._next_preload_ms = 0  # new partitions: read their due runs now
+        self._owned = owned
+
+    def _preload(self, conn: sqlite3.Connection, now_ms: int) -> None:
+        """Read every owned partition's runs due before now + the window (late ones included)."""
+        horizon = now_ms + PRELOAD_WINDOW_MS
+        self._buckets.set_rates(dict(conn.execute("SELECT tenant_id, dispatch_rate FROM tenants")))
+        for partition in self._owned:
+            rows = conn.execute(
+                "SELECT fire_at_ms, partition, job_id, scheduled_at_ms, is_trigger FROM due "
+                "WHERE partition = ? AND fire_at_ms <= ? ORDER BY fire_at_ms LIMIT ?",
+                (partition, horizon, MAX_CLAIMS_PER_TICK),
+            ).fetchall()
+            self._push(DueRun(f, p, j, s, bool(t)) for f, p, j, s, t in rows)
+        self._next_preload_ms = now_ms + PRELOAD_EVERY_MS
+
+    def _take_inbox(self, now_ms: int) -> None:
+        horizon = now_ms + PRELOAD_WINDOW_MS
+        while self._inbox:
+            run = self._inbox.popleft()
+            if run.fire_at_ms <= horizon:
+                self._push([run])
+        while self._held and self._held[0][0] <= now_ms:
+            self._push([heapq.heappop(self._held)[1]])
+
+    def _push(self, runs: Iterable[DueRun]) -> None:
+        for run in runs:
+            if run not in self._known:
+                self._known.add(run)
+                heapq.heappush(self._heap, run)
+
+    def _pop_due(self, now_ms: int) -> list[DueRun]:
+        due: list[DueRun] = []
+        while self._heap and self._heap[0].fire_at_ms <= now_ms and len(due) < MAX_CLAIMS_PER_TICK:
+            run = heapq.heappop(self._heap)
+            self._known.discard(run)
+            if run.partition in self._owned:
+                due.append(run)
+        return due
+
+    def _wait_s(self, now_ms: int) -> float:
+        wake_at = self._next_preload_ms
+        if self._heap:
+            wake_at = min(wake_at, self._heap[0].fire_at_ms)
+        if self._held:
+            wake_at = min(wake_at, self._held[0][0])
+        return min(max((wake_at - now_ms) / 1000, 0.0), 0.25)
+
+    # ------------------------------------------------------------------ claims
+
+    def _claim(self, conn: sqlite3.Connection, due: list[DueRun], now_ms: int) -> None:
+        jobs = _read_jobs(conn, {run.job_id for run in due})
+        claims: list[dict[str, Any]] = []
+        for run in due:
+            job = jobs.get(run.job_id)
+            if job is None or not self._buckets.admit(job.tenant_id, now_ms):
+                if job is not None:
+                    self._push([run])  # over its tenant's rate: later, others go first
+                continue
+            claim = self._plan(conn, run, job, now_ms)
+            if claim is not None:
+                claims.append(claim)
+        futures = [
+            (batch, self._submit("claim_runs", {"node_id": self.node_id, "claims": batch}))
+            for batch in _chunks(claims, CLAIM_BATCH)
+        ]
+        for batch, future in futures:
+            self._settle(batch, future, now_ms)
+
+    def _plan(
+        self, conn: sqlite3.Connection, run: DueRun, job: JobRow, now_ms: int
+    ) -> dict[str, Any] | None:
+        """The claim for one due run, or None when it is not (or not yet) to be claimed."""
+        claim: dict[str, Any] = {
+            "partition": run.partition,
+            "epoch": self._owned[run.partition],
+            "job_id": run.job_id,
+            "scheduled_at_ms": run.scheduled_at_ms,
+            "fire_at_ms": run.fire_at_ms,
+            "is_trigger": run.is_trigger,
+            "version": job.version,
+            "next_run_at_ms": None,
+            "next_fire_at_ms": None,
+        }
+        if run.is_trigger:
+            return claim
+        if job.status != "active" or job.next_run_at_ms != run.scheduled_at_ms:
+            return None  # changed since it was read: its current due row will come by
+        overlap = OverlapPolicy(job.spec.get("overlap_policy", "allow"))
+        if overlap is not OverlapPolicy.ALLOW and _has_run_in_flight(conn, run.job_id):
+            if overlap is OverlapPolicy.DELAY:
+                heapq.heappush(self._held, (now_ms + HOLD_RETRY_MS, run))
+                return None
+            claim["skip"] = "skipped: the previous run was still in flight"
+        schedule = load_schedule(job.spec["schedule"])
+        after = run.scheduled_at_ms
+        is_late = now_ms - run.fire_at_ms > MISFIRE_THRESHOLD_MS
+        policy = MisfirePolicy(job.spec.get("misfire_policy", "run_once"))
+        if is_late and policy is not MisfirePolicy.RUN_ALL and not isinstance(schedule, AtSchedule):
+            after = now_ms  # one catch-up run (or none, for skip), then the next future one
+            if policy is MisfirePolicy.SKIP:
+                claim["skip"] = "skipped: missed while dispatch was down (misfire_policy skip)"
+        next_run = next_after(schedule, after)
+        if next_run is not None:
+            window = job.spec.get("window")
+            window_ms = 0 if window is None else parse_duration(window, field="window")
+            claim["next_run_at_ms"] = next_run
+            claim["next_fire_at_ms"] = fire_time(run.job_id, next_run, window_ms)
+        return claim
+
+    def _settle(
+        self, batch: list[dict[str, Any]], future: Future[dict[str, Any]], now_ms: int
+    ) -> None:
+        try:
+            result = future.result()
+        except (ClusterUnavailable, TimeoutError) as exc:
+            log.warning("claims not committed count=%d: %s", len(batch), exc)
+            self._next_preload_ms = 0  # the due rows are still there: read them again
+            return
+        self.claimed += len(result.get("claimed", []))
+        self.rejected.update(result.get("rejected", {}))
+        horizon = now_ms + PRELOAD_WINDOW_MS
+        for claim in batch:  # a recurring job's next run, if it falls in the window
+            next_fire = claim["next_fire_at_ms"]
+            if next_fire is not None and next_fire <= horizon:
+                self._push(
+                    [
+                        DueRun(
+                            next_fire, claim["partition"], claim["job_id"], claim["next_run_at_ms"]
+                        )
+                    ]
+                )
+
+
+def _read_jobs(conn: sqlite3.Connection, job_ids: set[str]) -> dict[str, JobRow]:
+    jobs: dict[str, JobRow] = {}
+    ids = sorted(job_ids)
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        rows = conn.execute(
+            "SELECT job_id, tenant_id, spec, status, version, next_run_at_ms FROM jobs "
+            f"WHERE job_id IN ({marks})",
+            chunk,
+        ).fetchall()
+        for job_id, tenant_id, spec, status, version, next_run in rows:
+            jobs[job_id] = JobRow(tenant_id, json.loads(spec), status, version, next_run)
+    return jobs
+
+
+def _has_run_in_flight(conn: sqlite3.Connection, job_id: str) -> bool:
+    row = conn.execute(
+        "SELECT 1 FROM runs WHERE job_id = ? AND status IN (?, ?, ?) LIMIT 1", (job_id, *IN_FLIGHT)
+    ).fetchone()
+    return row is not None
+
+
+def _chunks(items: list[dict[str, Any]], size: int) -> Iterable[list[dict[str, Any]]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]

@@ -1,0 +1,129 @@
+"""Partition leases: every node heartbeats; the leader hands partitions of dead nodes to live
+ones and evens out the counts. Every change is a committed, compare-and-set command."""
+
+from __future__ import annotations
+
+import logging
+import math
+import sqlite3
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from schedd.errors import ClusterUnavailable
+from schedd.loop import Loop
+
+log = logging.getLogger(__name__)
+LEASE_TTL_MS = 5_000
+HEARTBEAT_EVERY_S = 1.0
+PLAN_EVERY_S = 1.0
+MAX_REBALANCE_MOVES = 16  # per round: moving a live lease costs its holder a preload
+
+Propose = Callable[[str, Mapping[str, Any]], dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    partition: int
+    node_id: str
+    epoch: int
+    expires_at_ms: int
+
+
+def read_leases(conn: sqlite3.Connection) -> dict[int, Lease]:
+    rows = conn.execute("SELECT partition, node_id, epoch, expires_at_ms FROM leases").fetchall()
+    return {row[0]: Lease(*row) for row in rows}
+
+
+def live_nodes(conn: sqlite3.Connection, now_ms: int, ttl_ms: int = LEASE_TTL_MS) -> list[str]:
+    rows = conn.execute(
+        "SELECT node_id FROM nodes WHERE last_seen_ms > ? ORDER BY node_id", (now_ms - ttl_ms,)
+    ).fetchall()
+    return [row[0] for row in rows]
+
+
+def plan_moves(
+    partitions: int, leases: Mapping[int, Lease], live: list[str], now_ms: int
+) -> list[dict[str, Any]]:
+    """Moves that give every partition a live holder and keep counts within one of each other."""
+    if not live:
+        return []
+    held: dict[str, list[int]] = {node: [] for node in live}
+    orphans = []
+    for partition in range(partitions):
+        lease = leases.get(partition)
+        if lease is not None and lease.node_id in held and lease.expires_at_ms > now_ms:
+            held[lease.node_id].append(partition)
+        else:
+            orphans.append(partition)
+    moves = []
+    for partition in orphans:
+        node = min(live, key=lambda n: (len(held[n]), n))
+        held[node].append(partition)
+        moves.append(_move(partition, node, leases))
+    ceiling = math.ceil(partitions / len(live))
+    for _ in range(MAX_REBALANCE_MOVES):
+        busiest = max(live, key=lambda n: (len(held[n]), n))
+        idlest = min(live, key=lambda n: (len(held[n]), n))
+        if len(held[busiest]) <= ceiling and len(held[busiest]) - len(held[idlest]) <= 1:
+            break
+        partition = held[busiest].pop()
+        held[idlest].append(partition)
+        moves.append(_move(partition, idlest, leases))
+    return moves
+
+
+def _move(partition: int, node: str, leases: Mapping[int, Lease]) -> dict[str, Any]:
+    lease = leases.get(partition)
+    return {"partition": partition, "node_id": node, "epoch": 0 if lease is None else lease.epoch}
+
+
+class Heartbeat(Loop):
+    """Tells the cluster this node is alive; the commit renews every lease it holds."""
+
+    def __init__(self, node_id: str, propose: Propose) -> None:
+        super().__init__("heartbeat")
+        self._node_id = node_id
+        self._propose = propose
+
+    def tick(self, now_ms: int) -> float:
+        try:
+            self._propose("node_heartbeat", {"node_id": self._node_id, "ttl_ms": LEASE_TTL_MS})
+        except ClusterUnavailable as exc:
+            log.debug("heartbeat not committed: %s", exc)
+        return HEARTBEAT_EVERY_S
+
+
+class LeaseManager(Loop):
+    """On the node that believes it leads: propose lease moves. Being wrong is harmless: moves
+    are compare-and-set in apply, and claims are fenced by the lease epoch."""
+
+    def __init__(
+        self,
+        partitions: int,
+        connect: Callable[[], sqlite3.Connection],
+        is_leader: Callable[[], bool],
+        propose: Propose,
+    ) -> None:
+        super().__init__("lease-manager", first_wait_s=PLAN_EVERY_S)
+        self._partitions = partitions
+        self._connect = connect
+        self._conn: sqlite3.Connection | None = None
+        self._is_leader = is_leader
+        self._propose = propose
+
+    def tick(self, now_ms: int) -> float:
+        if not self._is_leader():
+            return PLAN_EVERY_S
+        if self._conn is None:
+            self._conn = self._connect()
+        moves = plan_moves(
+            self._partitions, read_leases(self._conn), live_nodes(self._conn, now_ms), now_ms
+        )
+        if moves:
+            try:
+                result = self._propose("assign_leases", {"ttl_ms": LEASE_TTL_MS, "moves": moves})
+                log.info("leases moved count=%s planned=%d", result.get("moved"), len(moves))
+            except ClusterUnavailable as exc:
+                log.debug("lease moves not committed: %s", exc)
+        return PLAN_EVERY_S

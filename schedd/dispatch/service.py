@@ -1,0 +1,64 @@
+"""One node's dispatch machinery: heartbeat, lease manager and dispatcher, started and stopped
+together, and told about committed commands that add due runs."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+from schedd.dispatch.dispatcher import Dispatcher
+from schedd.dispatch.leases import Heartbeat, LeaseManager
+from schedd.raft.proposer import ThreadProposer
+from schedd.store.command import Command
+from schedd.store.db import connect
+
+
+class DispatchService:
+    """Owns the dispatch threads of a node."""
+
+    def __init__(
+        self,
+        node_id: str,
+        partitions: int,
+        db_path: Path,
+        is_leader: Callable[[], bool],
+        proposer: ThreadProposer,
+    ) -> None:
+        def reader() -> sqlite3.Connection:
+            return connect(db_path, readonly=True)
+
+        self.dispatcher = Dispatcher(node_id, partitions, reader, proposer.submit)
+        self._loops = [
+            Heartbeat(node_id, proposer.propose),
+            LeaseManager(partitions, reader, is_leader, proposer.propose),
+            self.dispatcher,
+        ]
+
+    def start(self) -> None:
+        for loop in self._loops:
+            loop.start()
+
+    def stop(self) -> None:
+        for loop in reversed(self._loops):
+            loop.stop()
+
+    def on_applied(self, cmd: Command) -> None:
+        """A command was applied (tick thread): pass new due runs to the dispatcher."""
+        b = cmd.body
+        if cmd.type == "create_jobs":
+            for item in b["jobs"]:
+                if item["next_fire_at_ms"] is not None:
+                    self.dispatcher.offer(
+                        item["job_id"],
+                        item["next_fire_at_ms"],
+                        item["next_run_at_ms"],
+                        is_trigger=False,
+                    )
+        elif cmd.type in ("update_job", "resume_job") and b.get("next_fire_at_ms") is not None:
+            self.dispatcher.offer(
+                b["job_id"], b["next_fire_at_ms"], b["next_run_at_ms"], is_trigger=False
+            )
+        elif cmd.type == "trigger_job":
+            at = b["scheduled_at_ms"]
+            self.dispatcher.offer(b["job_id"], at, at, is_trigger=True)
