@@ -38,6 +38,7 @@ SCHEMA: Mapping[str, tuple[str, ...]] = {
     "auth": ("admin_token", "admin_token_file"),
     "cluster": ("partitions",),
     "delivery": ("allow_cidrs", "payload_limit"),
+    "dispatch": ("lease_ttl", "misfire_threshold"),
     "retention": ("runs",),
 }
 KEYS = tuple(f"{section}.{key}" for section, keys in SCHEMA.items() for key in keys)
@@ -83,6 +84,8 @@ class NodeConfig:
     allow_cidrs: tuple[str, ...] = ()
     payload_limit_bytes: int = 65_536
     retention_runs_ms: int = DEFAULT_RETENTION_RUNS_MS
+    lease_ttl_ms: int = 5_000
+    misfire_threshold_ms: int = 60_000
 
     def __post_init__(self) -> None:
         _check_cluster_shape(self)
@@ -206,6 +209,10 @@ def _build(
         payload_limit_bytes=_payload_limit(doc),
         retention_runs_ms=_duration_ms(
             doc, "retention.runs", DEFAULT_RETENTION_RUNS_MS, minimum_ms=60_000
+        ),
+        lease_ttl_ms=_duration_ms(doc, "dispatch.lease_ttl", 5_000, minimum_ms=2_000),
+        misfire_threshold_ms=_duration_ms(
+            doc, "dispatch.misfire_threshold", 60_000, minimum_ms=1_000
         ),
     )
 

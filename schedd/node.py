@@ -151,6 +151,8 @@ class Node:
             self.db.path,
             self.replica.is_leader,
             ThreadProposer(proposer, loop),
+            lease_ttl_ms=self.config.lease_ttl_ms,
+            misfire_threshold_ms=self.config.misfire_threshold_ms,
         )
         self.dispatch.start()
 

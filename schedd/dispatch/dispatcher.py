@@ -63,8 +63,11 @@ class Dispatcher(Loop):
         partitions: int,
         connect: Callable[[], sqlite3.Connection],
         submit: Submit,
+        *,
+        misfire_threshold_ms: int = MISFIRE_THRESHOLD_MS,
     ) -> None:
         super().__init__("dispatcher")
+        self.misfire_threshold_ms = misfire_threshold_ms
         self.node_id = node_id
         self.partitions = partitions
         self._connect = connect
@@ -211,7 +214,7 @@ class Dispatcher(Loop):
             claim["skip"] = "skipped: the previous run was still in flight"
         schedule = load_schedule(job.spec["schedule"])
         after = run.scheduled_at_ms
-        is_late = now_ms - run.fire_at_ms > MISFIRE_THRESHOLD_MS
+        is_late = now_ms - run.fire_at_ms > self.misfire_threshold_ms
         policy = MisfirePolicy(job.spec.get("misfire_policy", "run_once"))
         if is_late and policy is not MisfirePolicy.RUN_ALL and not isinstance(schedule, AtSchedule):
             after = now_ms  # one catch-up run (or none, for skip), then the next future one

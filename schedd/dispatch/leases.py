@@ -35,7 +35,7 @@ def read_leases(conn: sqlite3.Connection) -> dict[int, Lease]:
     return {row[0]: Lease(*row) for row in rows}
 
 
-def live_nodes(conn: sqlite3.Connection, now_ms: int, ttl_ms: int = LEASE_TTL_MS) -> list[str]:
+def live_nodes(conn: sqlite3.Connection, now_ms: int, ttl_ms: int) -> list[str]:
     rows = conn.execute(
         "SELECT node_id FROM nodes WHERE last_seen_ms > ? ORDER BY node_id", (now_ms - ttl_ms,)
     ).fetchall()
@@ -81,14 +81,15 @@ def _move(partition: int, node: str, leases: Mapping[int, Lease]) -> dict[str, A
 class Heartbeat(Loop):
     """Tells the cluster this node is alive; the commit renews every lease it holds."""
 
-    def __init__(self, node_id: str, propose: Propose) -> None:
+    def __init__(self, node_id: str, propose: Propose, *, ttl_ms: int = LEASE_TTL_MS) -> None:
         super().__init__("heartbeat")
         self._node_id = node_id
         self._propose = propose
+        self._ttl_ms = ttl_ms
 
     def tick(self, now_ms: int) -> float:
         try:
-            self._propose("node_heartbeat", {"node_id": self._node_id, "ttl_ms": LEASE_TTL_MS})
+            self._propose("node_heartbeat", {"node_id": self._node_id, "ttl_ms": self._ttl_ms})
         except ClusterUnavailable as exc:
             log.debug("heartbeat not committed: %s", exc)
         return HEARTBEAT_EVERY_S
@@ -104,9 +105,12 @@ class LeaseManager(Loop):
         connect: Callable[[], sqlite3.Connection],
         is_leader: Callable[[], bool],
         propose: Propose,
+        *,
+        ttl_ms: int = LEASE_TTL_MS,
     ) -> None:
         super().__init__("lease-manager", first_wait_s=PLAN_EVERY_S)
         self._partitions = partitions
+        self._ttl_ms = ttl_ms
         self._connect = connect
         self._conn: sqlite3.Connection | None = None
         self._is_leader = is_leader
@@ -117,12 +121,11 @@ class LeaseManager(Loop):
             return PLAN_EVERY_S
         if self._conn is None:
             self._conn = self._connect()
-        moves = plan_moves(
-            self._partitions, read_leases(self._conn), live_nodes(self._conn, now_ms), now_ms
-        )
+        live = live_nodes(self._conn, now_ms, self._ttl_ms)
+        moves = plan_moves(self._partitions, read_leases(self._conn), live, now_ms)
         if moves:
             try:
-                result = self._propose("assign_leases", {"ttl_ms": LEASE_TTL_MS, "moves": moves})
+                result = self._propose("assign_leases", {"ttl_ms": self._ttl_ms, "moves": moves})
                 log.info("leases moved count=%s planned=%d", result.get("moved"), len(moves))
             except ClusterUnavailable as exc:
                 log.debug("lease moves not committed: %s", exc)

@@ -24,14 +24,19 @@ class DispatchService:
         db_path: Path,
         is_leader: Callable[[], bool],
         proposer: ThreadProposer,
+        *,
+        lease_ttl_ms: int,
+        misfire_threshold_ms: int,
     ) -> None:
         def reader() -> sqlite3.Connection:
             return connect(db_path, readonly=True)
 
-        self.dispatcher = Dispatcher(node_id, partitions, reader, proposer.submit)
+        self.dispatcher = Dispatcher(
+            node_id, partitions, reader, proposer.submit, misfire_threshold_ms=misfire_threshold_ms
+        )
         self._loops = [
-            Heartbeat(node_id, proposer.propose),
-            LeaseManager(partitions, reader, is_leader, proposer.propose),
+            Heartbeat(node_id, proposer.propose, ttl_ms=lease_ttl_ms),
+            LeaseManager(partitions, reader, is_leader, proposer.propose, ttl_ms=lease_ttl_ms),
             self.dispatcher,
         ]
 
