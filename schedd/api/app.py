@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from schedd.api import admin, jobs, queues
+from schedd.api import admin, deadletters, jobs, queues
 from schedd.api.context import CONTEXT, ApiContext
 from schedd.api.http import auth_middleware, errors_middleware
 
@@ -19,4 +19,5 @@ def build_app(ctx: ApiContext) -> web.Application:
     app.add_routes(jobs.routes)
     app.add_routes(admin.routes)
     app.add_routes(queues.routes)
+    app.add_routes(deadletters.routes)
     return app

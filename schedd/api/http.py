@@ -143,6 +143,7 @@ def require(body: dict[str, JSONValue], allowed: set[str]) -> None:
 _REJECTIONS: dict[str, type[SchedError]] = {
     "job_not_found": NotFound,
     "tenant_not_found": NotFound,
+    "deadletter_not_found": NotFound,
     "conflict": Conflict,
     "tenant_exists": Conflict,
     "stale_state": StaleState,

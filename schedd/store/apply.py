@@ -12,7 +12,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from schedd.errors import CorruptLog
-from schedd.store import apply_cluster, apply_dispatch, apply_jobs, apply_queue, apply_tenants
+from schedd.store import (
+    apply_cluster,
+    apply_deadletters,
+    apply_dispatch,
+    apply_jobs,
+    apply_queue,
+    apply_tenants,
+)
 from schedd.store.command import BATCH, Command, decode, ok, rejected, unbatch
 from schedd.store.db import Database
 
@@ -25,6 +32,7 @@ HANDLERS: Mapping[str, Handler] = {
     **apply_jobs.HANDLERS,
     **apply_dispatch.HANDLERS,
     **apply_queue.HANDLERS,
+    **apply_deadletters.HANDLERS,
 }
 PRUNE_EVERY = 1_000  # indexes between deterministic clean-ups of the dedupe tables
 APPLIED_COMMANDS_TTL_MS = 3_600_000

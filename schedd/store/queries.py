@@ -215,3 +215,38 @@ def list_nodes(conn: sqlite3.Connection) -> list[tuple[str, str, str]]:
         "SELECT node_id, api, raft FROM nodes ORDER BY node_id"
     ).fetchall()
     return rows
+
+
+_DEADLETTER_COLUMNS = "id, job_id, scheduled_at_ms, attempts, error, created_at_ms, target"
+
+
+def _deadletter_json(row: tuple[Any, ...]) -> dict[str, Any]:
+    dl_id, job_id, scheduled, attempts, error, created, target = row
+    return {
+        "id": dl_id,
+        "job_id": job_id,
+        "scheduled_at": format_instant(scheduled),
+        "attempts": attempts,
+        "error": error,
+        "created_at": format_instant(created),
+        "target": json.loads(target),
+    }
+
+
+def list_deadletters(
+    conn: sqlite3.Connection, tenant_id: str, *, after: str, limit: int
+) -> list[dict[str, Any]]:
+    rows = conn.execute(
+        f"SELECT {_DEADLETTER_COLUMNS} FROM deadletters WHERE tenant_id = ? AND id > ? "
+        "ORDER BY id LIMIT ?",
+        (tenant_id, after, limit),
+    ).fetchall()
+    return [_deadletter_json(row) for row in rows]
+
+
+def get_deadletter(conn: sqlite3.Connection, tenant_id: str, dl_id: str) -> dict[str, Any] | None:
+    row = conn.execute(
+        f"SELECT {_DEADLETTER_COLUMNS} FROM deadletters WHERE tenant_id = ? AND id = ?",
+        (tenant_id, dl_id),
+    ).fetchone()
+    return None if row is None else _deadletter_json(row)

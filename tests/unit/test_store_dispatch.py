@@ -227,3 +227,28 @@ def test_extend_keeps_a_message_invisible(apply: Applier) -> None:
     extend = {"tenant_id": "t1", "queue": "q", "receipts": ["r1"], "visibility_ms": 60_000}
     assert apply("extend_messages", extend, ts_ms=NOW_MS + 20_000)["extended"] == 1
     assert receive(apply, NOW_MS + 40_000, "r2") == []
+
+
+def test_redrive_gives_a_dead_run_one_more_attempt(apply: Applier, db: Database) -> None:
+    setup(apply)
+    claim(apply)
+    nack = {"tenant_id": "t1", "queue": "q", "error": "boom"}
+    receive(apply, NOW_MS, "r1")
+    apply("nack_messages", nack | {"receipts": ["r1"]}, ts_ms=NOW_MS + 1_000)
+    receive(apply, NOW_MS + 20_000, "r2")
+    apply("nack_messages", nack | {"receipts": ["r2"]}, ts_ms=NOW_MS + 21_000)
+    [(dl_id,)] = db.conn.execute("SELECT id FROM deadletters").fetchall()
+    other = apply("redrive_deadletter", {"tenant_id": "t2", "id": dl_id}, ts_ms=NOW_MS + 22_000)
+    assert other["code"] == "deadletter_not_found"
+    assert (
+        apply("redrive_deadletter", {"tenant_id": "t1", "id": dl_id}, ts_ms=NOW_MS + 22_000)[
+            "status"
+        ]
+        == "ok"
+    )
+    [again] = receive(apply, NOW_MS + 22_000, "r3")
+    assert again["attempt"] == 3
+    apply("nack_messages", nack | {"receipts": ["r3"]}, ts_ms=NOW_MS + 23_000)
+    assert db.conn.execute("SELECT attempts FROM deadletters").fetchone() == (3,)  # dead again
+    assert apply("delete_deadletter", {"tenant_id": "t1", "id": dl_id})["status"] == "ok"
+    assert count(db, "SELECT COUNT(*) FROM deadletters") == 0
