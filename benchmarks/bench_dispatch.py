@@ -1,0 +1,191 @@
+"""Benchmark: dispatch on a real three-node cluster, measured by a consumer that receives and acks.
+
+Two scenarios (issue 4): a spike of N runs due in the same second, and a sustained rate of
+recurring runs. Prints throughput and p50/p99/max lag (receive time - scheduled time), writes
+them to benchmarks/results/dispatch.json and draws lag over time to dispatch.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from schedd.timeformat import format_instant, parse_instant
+from tests.servers import http, make_nodes, running
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+async def create(urls: list[str], token: str, bodies: list[dict[str, Any]]) -> None:
+    headers = {"Authorization": f"Bearer {token}"}
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=120)) as session:
+        chunks = [bodies[i : i + 1000] for i in range(0, len(bodies), 1000)]
+
+        async def post(i: int, chunk: list[dict[str, Any]]) -> None:
+            url = f"{urls[i % len(urls)]}/v1/jobs:batch"
+            async with session.post(url, json={"jobs": chunk}, headers=headers) as response:
+                assert response.status == 200, await response.text()
+
+        for start in range(0, len(chunks), 2):
+            await asyncio.gather(
+                *(post(start + k, c) for k, c in enumerate(chunks[start : start + 2]))
+            )
+
+
+async def consume(
+    urls: list[str], token: str, queue: str, expected: int, deadline_s: float
+) -> list[tuple[float, float, str]]:
+    """(received_at, lag_s, idempotency_key) per message, until `expected` or the deadline."""
+    headers = {"Authorization": f"Bearer {token}"}
+    seen: list[tuple[float, float, str]] = []
+    stop_at = time.monotonic() + deadline_s
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session:
+
+        async def worker(w: int) -> None:
+            base = urls[w % len(urls)]
+            while len(seen) < expected and time.monotonic() < stop_at:
+                body = {"max": 100, "wait": "1s", "visibility_timeout": "60s"}
+                async with session.post(
+                    f"{base}/v1/queues/{queue}/receive", json=body, headers=headers
+                ) as r:
+                    if r.status != 200:
+                        await asyncio.sleep(0.2)
+                        continue
+                    messages = (await r.json())["messages"]
+                now = time.time()
+                for m in messages:
+                    lag = now - parse_instant(m["scheduled_at"], field="x") / 1000
+                    seen.append((now, lag, m["idempotency_key"]))
+                if messages:
+                    receipts = {"receipts": [m["receipt"] for m in messages]}
+                    async with session.post(
+                        f"{base}/v1/queues/{queue}/ack", json=receipts, headers=headers
+                    ) as r:
+                        await r.read()
+
+        await asyncio.gather(*(worker(w) for w in range(6)))
+    return seen
+
+
+def summarize(name: str, seen: list[tuple[float, float, str]], expected: int) -> dict[str, Any]:
+    lags = sorted(lag for _, lag, _ in seen)
+    keys = [key for _, _, key in seen]
+    span = (max(t for t, _, _ in seen) - min(t for t, _, _ in seen)) if seen else 0.0
+    result = {
+        "scenario": name,
+        "expected": expected,
+        "received": len(seen),
+        "duplicates": len(keys) - len(set(keys)),
+        "lost": expected - len(set(keys)),
+        "p50_lag_s": statistics.median(lags) if lags else None,
+        "p99_lag_s": lags[int(len(lags) * 0.99) - 1] if lags else None,
+        "max_lag_s": lags[-1] if lags else None,
+        "drain_s": span,
+        "throughput_per_s": len(seen) / span if span else None,
+    }
+    print(json.dumps(result))
+    return result
+
+
+def spike(urls: list[str], token: str, count: int) -> tuple[dict[str, Any], list[Any]]:
+    due_ms = (int(time.time()) + 25 + count // 5000) * 1000
+    bodies = [
+        {
+            "schedule": {"run_at": format_instant(due_ms)},
+            "target": {"type": "queue", "name": "spike"},
+        }
+        for _ in range(count)
+    ]
+    asyncio.run(create(urls, token, bodies))
+    wait_s = due_ms / 1000 - time.time()
+    print(f"spike: {count:,} jobs due at {format_instant(due_ms)} (in {wait_s:.0f}s)", flush=True)
+    time.sleep(max(0.0, wait_s - 1))
+    seen = asyncio.run(consume(urls, token, "spike", count, deadline_s=120))
+    return summarize("spike", seen, count), seen
+
+
+def sustained(
+    urls: list[str], token: str, rate: int, seconds: int
+) -> tuple[dict[str, Any], list[Any]]:
+    start_ms = (int(time.time()) + 15) * 1000
+    end_ms = start_ms + seconds * 1000 - 1
+    bodies = [
+        {
+            "schedule": {
+                "every": "1s",
+                "start_at": format_instant(start_ms),
+                "end_at": format_instant(end_ms),
+            },
+            "target": {"type": "queue", "name": "steady"},
+        }
+        for _ in range(rate)
+    ]
+    asyncio.run(create(urls, token, bodies))
+    time.sleep(max(0.0, start_ms / 1000 - time.time() - 1))
+    seen = asyncio.run(consume(urls, token, "steady", rate * seconds, deadline_s=seconds + 30))
+    return summarize(f"sustained {rate}/s", seen, rate * seconds), seen
+
+
+def plot(series: dict[str, list[Any]], path: Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("(matplotlib is not installed: no plot)")
+        return
+    fig, axes = plt.subplots(len(series), 1, figsize=(9, 3.5 * len(series)))
+    for ax, (name, seen) in zip([axes] if len(series) == 1 else axes, series.items(), strict=True):
+        if seen:
+            t0 = min(t for t, _, _ in seen)
+            ax.scatter([t - t0 for t, _, _ in seen], [lag for _, lag, _ in seen], s=1)
+        ax.set_title(name)
+        ax.set_xlabel("seconds since the first message")
+        ax.set_ylabel("lag (s)")
+    fig.tight_layout()
+    fig.savefig(path)
+    print(f"plot: {path}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--spike", type=int, default=100_000)
+    parser.add_argument("--rate", type=int, default=2_000)
+    parser.add_argument("--seconds", type=int, default=30)
+    args = parser.parse_args()
+    RESULTS.mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp, running(make_nodes(Path(tmp), 3)) as nodes:
+        urls = [n.url for n in nodes]
+        _, tenant, _ = http(
+            "POST",
+            f"{urls[0]}/v1/tenants",
+            {"name": "bench", "max_active_jobs": 10_000_000, "dispatch_rate": 0},
+        )
+        token = tenant["token"]
+        results, series = [], {}
+        if args.spike:
+            result, seen = spike(urls, token, args.spike)
+            results.append(result)
+            series[result["scenario"]] = seen
+        if args.rate:
+            result, seen = sustained(urls, token, args.rate, args.seconds)
+            results.append(result)
+            series[result["scenario"]] = seen
+    (RESULTS / "dispatch.json").write_text(json.dumps(results, indent=2) + "\n")
+    plot(series, RESULTS / "dispatch.png")
+
+
+if __name__ == "__main__":
+    main()
