@@ -1,0 +1,231 @@
+"""The dispatcher driven by tick(now_ms) against a real store: DST, misfires, overlap, rates.
+
+Its proposals are applied at once to the state machine, as a one-node cluster would.
+"""
+
+from __future__ import annotations
+
+import itertools
+from concurrent.futures import Future
+from typing import Any
+
+import pytest
+
+from schedd.dispatch.dispatcher import Dispatcher
+from schedd.jobspec import job_to_json, parse_job
+from schedd.model import partition_of
+from schedd.schedule import fire_time, first_run_at
+from schedd.store.db import Database, connect
+from schedd.timeformat import format_instant, parse_instant
+from tests.conftest import Applier
+
+PARTITIONS = 4
+
+
+def ms(text: str) -> int:
+    return parse_instant(text, field="t")
+
+
+class Cluster:
+    """One node: a dispatcher whose claims go straight into the state machine."""
+
+    def __init__(self, apply: Applier, db: Database) -> None:
+        self.apply, self.db, self.now = apply, db, 0
+        apply(
+            "create_tenant",
+            {
+                "tenant_id": "t1",
+                "name": "t1",
+                "token_hash": "h1",
+                "signing_secret": "s",
+                "max_active_jobs": 10**6,
+                "dispatch_rate": 0,
+                "allowed_hosts": [],
+            },
+        )
+        apply("register_node", {"node_id": "n1", "api": "a", "raft": "r"})
+        moves = [{"partition": p, "node_id": "n1", "epoch": 0} for p in range(PARTITIONS)]
+        apply("assign_leases", {"ttl_ms": 10**12, "moves": moves})
+        self.dispatcher = Dispatcher(
+            "n1", PARTITIONS, lambda: connect(db.path, readonly=True), self.submit
+        )
+
+    def submit(self, type_: str, body: dict[str, Any]) -> Future[dict[str, Any]]:
+        future: Future[dict[str, Any]] = Future()
+        future.set_result(self.apply(type_, body, ts_ms=self.now))
+        return future
+
+    def add_job(self, job_id: str, body: dict[str, Any], now: int, tenant: str = "t1") -> None:
+        spec = parse_job(body | {"target": {"type": "queue", "name": "q"}}, now_ms=now)
+        run_at = first_run_at(spec.schedule, now)
+        assert run_at is not None
+        fire_at = fire_time(job_id, run_at, spec.window_ms or 0)
+        item = {
+            "job_id": job_id,
+            "partition": partition_of(job_id, PARTITIONS),
+            "spec": job_to_json(spec),
+            "next_run_at_ms": run_at,
+            "next_fire_at_ms": fire_at,
+            "idempotency_key": None,
+            "request_hash": None,
+        }
+        result = self.apply("create_jobs", {"tenant_id": tenant, "jobs": [item]}, ts_ms=now)
+        assert result["results"][0].get("created"), result
+
+    def run_until(self, end: int, step_ms: int = 1_000) -> None:
+        while self.now <= end:
+            self.dispatcher.tick(self.now)
+            self.now += step_ms
+
+    def runs(self, job_id: str) -> list[tuple[str, str]]:
+        rows = self.db.conn.execute(
+            "SELECT scheduled_at_ms, status FROM runs WHERE job_id = ? ORDER BY scheduled_at_ms",
+            (job_id,),
+        ).fetchall()
+        return [(format_instant(at), status) for at, status in rows]
+
+
+@pytest.fixture
+def cluster(apply: Applier, db: Database) -> Cluster:
+    return Cluster(apply, db)
+
+
+def test_fixed_time_job_fires_once_across_both_dst_changes(cluster: Cluster) -> None:
+    start = ms("2026-03-07T12:00:00Z")
+    cluster.now = start
+    cluster.add_job(
+        "job_fixed", {"schedule": {"cron": "30 1 * * *", "timezone": "America/New_York"}}, start
+    )
+    cluster.add_job(
+        "job_gap", {"schedule": {"cron": "30 2 * * *", "timezone": "America/New_York"}}, start
+    )
+    cluster.run_until(ms("2026-03-09T12:00:00Z"), step_ms=60_000)
+    assert [at for at, _ in cluster.runs("job_gap")] == [
+        "2026-03-08T07:00:00Z",  # 02:30 does not exist: the transition instant, 03:00 EDT
+        "2026-03-09T06:30:00Z",
+    ]
+    assert [at for at, _ in cluster.runs("job_fixed")] == [
+        "2026-03-08T06:30:00Z",
+        "2026-03-09T05:30:00Z",
+    ]
+
+
+def test_wildcard_job_fires_in_both_passes_of_the_repeated_hour(cluster: Cluster) -> None:
+    start = ms("2026-11-01T04:50:00Z")
+    cluster.now = start
+    cluster.add_job(
+        "job_half", {"schedule": {"cron": "*/30 1 * * *", "timezone": "America/New_York"}}, start
+    )
+    cluster.run_until(ms("2026-11-01T07:10:00Z"), step_ms=60_000)
+    assert [at for at, _ in cluster.runs("job_half")] == [
+        "2026-11-01T05:00:00Z",
+        "2026-11-01T05:30:00Z",  # 01:00, 01:30 EDT
+        "2026-11-01T06:00:00Z",
+        "2026-11-01T06:30:00Z",  # 01:00, 01:30 EST
+    ]
+
+
+@pytest.mark.parametrize(
+    ("policy", "expected"),
+    [
+        # one catch-up run (or a skipped one) for the 24 missed, then 02:05 on schedule
+        ("run_once", ["dispatched", "dispatched"]),
+        ("skip", ["skipped", "dispatched"]),
+        ("run_all", ["dispatched"] * 26),
+    ],
+)
+def test_misfire_policy_after_a_two_hour_outage(
+    cluster: Cluster, policy: str, expected: list[str]
+) -> None:
+    start = ms("2026-06-01T00:00:00Z")
+    cluster.now = start
+    body = {
+        "schedule": {"every": "5m", "start_at": "2026-06-01T00:05:00Z"},
+        "misfire_policy": policy,
+    }
+    cluster.add_job("job_m", body, start)
+    cluster.now = start + 2 * 3_600_000 + 1_000  # the dispatcher was down for two hours
+    cluster.run_until(cluster.now + 10 * 60_000 - 2_000, step_ms=500)
+    statuses = [status for _, status in cluster.runs("job_m")]
+    if policy == "run_all":
+        # every missed occurrence (24 of them), then the two that fell due while catching up
+        assert len(statuses) >= 24 and set(statuses) == {"dispatched"}
+        scheduled = [parse_instant(at, field="t") for at, _ in cluster.runs("job_m")]
+        assert all(b - a == 300_000 for a, b in itertools.pairwise(scheduled))
+    else:
+        assert statuses == expected
+
+
+def test_overlap_skip_records_a_skipped_run_while_the_previous_is_in_flight(
+    cluster: Cluster,
+) -> None:
+    start = ms("2026-06-01T00:00:00Z")
+    cluster.now = start
+    cluster.add_job("job_o", {"schedule": {"every": "1m"}, "overlap_policy": "skip"}, start)
+    cluster.run_until(start + 3 * 60_000 + 500)
+    assert [status for _, status in cluster.runs("job_o")] == ["dispatched", "skipped", "skipped"]
+
+
+def test_window_fires_inside_the_window(cluster: Cluster, db: Database) -> None:
+    start = ms("2026-06-01T00:00:00Z")
+    cluster.now = start
+    for i in range(20):
+        cluster.add_job(f"job_w{i:02d}", {"schedule": {"every": "10m"}, "window": "5m"}, start)
+    cluster.run_until(start + 36 * 60_000, step_ms=1_000)
+    offsets = [
+        fire - scheduled
+        for scheduled, fire in db.conn.execute("SELECT scheduled_at_ms, fire_at_ms FROM runs")
+    ]
+    assert len(offsets) == 60
+    assert all(0 <= offset < 300_000 for offset in offsets)
+    assert len(set(offsets)) > 50  # spread, not all at the start
+
+
+def test_rate_limited_tenant_does_not_starve_another(cluster: Cluster, db: Database) -> None:
+    start = ms("2026-06-01T00:00:00Z")
+    cluster.now = start
+    cluster.apply(
+        "create_tenant",
+        {
+            "tenant_id": "t2",
+            "name": "t2",
+            "token_hash": "h2",
+            "signing_secret": "s",
+            "max_active_jobs": 10**6,
+            "dispatch_rate": 0,
+            "allowed_hosts": [],
+        },
+        ts_ms=start,
+    )
+    cluster.apply(
+        "update_tenant", {"tenant_id": "t1", "changes": {"dispatch_rate": 50}}, ts_ms=start
+    )
+    due = {"schedule": {"run_at": "2026-06-01T00:00:10Z"}}
+    for i in range(300):
+        cluster.add_job(f"job_big{i:03d}", due, start)
+    for i in range(3):
+        cluster.add_job(f"job_small{i}", due, start, tenant="t2")
+    cluster.run_until(start + 10_000 + 100, step_ms=100)
+    small = db.conn.execute("SELECT COUNT(*) FROM runs WHERE tenant_id = 't2'").fetchone()[0]
+    big = db.conn.execute("SELECT COUNT(*) FROM runs WHERE tenant_id = 't1'").fetchone()[0]
+    assert small == 3  # at once, although t1's 300 runs are due at the same time
+    assert big <= 60  # t1 gets its 50/s (one second of tokens), the rest waits its turn
+    cluster.run_until(start + 17_000, step_ms=100)
+    assert db.conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 303
+
+
+def test_trigger_and_cancel(cluster: Cluster, db: Database) -> None:
+    start = ms("2026-06-01T00:00:00Z")
+    cluster.now = start
+    cluster.add_job("job_t", {"schedule": {"every": "1h"}}, start)
+    cluster.apply(
+        "trigger_job",
+        {"tenant_id": "t1", "job_id": "job_t", "scheduled_at_ms": start + 1_000},
+        ts_ms=start,
+    )
+    cluster.dispatcher.offer("job_t", start + 1_000, start + 1_000, is_trigger=True)
+    cluster.run_until(start + 5_000)
+    assert cluster.runs("job_t") == [(format_instant(start + 1_000), "dispatched")]
+    cluster.apply("cancel_job", {"tenant_id": "t1", "job_id": "job_t"}, ts_ms=cluster.now)
+    cluster.run_until(start + 2 * 3_600_000, step_ms=60_000)
+    assert len(cluster.runs("job_t")) == 1
