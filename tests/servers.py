@@ -108,18 +108,26 @@ class NodeProcess:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
 
-def write_config(node: NodeProcess, peers: list[str], extra: str = "") -> None:
+def write_config(
+    node: NodeProcess, peers: list[str], extra: str = "", extra_sections: str = ""
+) -> None:
+    """Write the node's TOML: `extra` lines go inside [raft], `extra_sections` (whole sections,
+    such as a [dispatch] table) after it."""
     peer_list = ", ".join(json.dumps(p) for p in peers)
+    sections = f"\n{extra_sections}" if extra_sections else ""
     node.config_path.write_text(
         f'[node]\nid = "{node.node_id}"\ndata_dir = "{node.data_dir}"\nlog_level = "info"\n\n'
         f'[api]\nlisten = "127.0.0.1:{node.api_port}"\n\n'
         f'[raft]\nlisten = "{node.raft}"\npeers = [{peer_list}]\n'
         'election_timeout_min = "1s"\nelection_timeout_max = "2.5s"\n'
         f"{extra}"
+        f"{sections}"
     )
 
 
-def make_nodes(base: Path, count: int, raft_extra: str = "") -> list[NodeProcess]:
+def make_nodes(
+    base: Path, count: int, raft_extra: str = "", extra_sections: str = ""
+) -> list[NodeProcess]:
     """`count` nodes with configs under `base`, not started yet."""
     ports = free_ports(2 * count)
     nodes = [
@@ -134,7 +142,7 @@ def make_nodes(base: Path, count: int, raft_extra: str = "") -> list[NodeProcess
         for i in range(count)
     ]
     for node in nodes:
-        write_config(node, [n.raft for n in nodes if n is not node], raft_extra)
+        write_config(node, [n.raft for n in nodes if n is not node], raft_extra, extra_sections)
     return nodes
 
 

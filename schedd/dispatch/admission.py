@@ -4,6 +4,7 @@ instead of starving every other tenant's runs."""
 from __future__ import annotations
 
 DEFAULT_RATE = 5_000
+UNLIMITED = 2**62
 
 
 class TenantBuckets:
@@ -22,14 +23,24 @@ class TenantBuckets:
 
     def admit(self, tenant_id: str, now_ms: int) -> bool:
         """Take one token for a run of this tenant; False when its bucket is empty."""
-        rate = self._rates.get(tenant_id, DEFAULT_RATE)
-        if rate <= 0:
+        if self._rates.get(tenant_id, DEFAULT_RATE) <= 0:
             return True
-        elapsed_s = max(0, now_ms - self._stamps.get(tenant_id, now_ms)) / 1000
-        tokens = min(float(rate), self._tokens.get(tenant_id, float(rate)) + elapsed_s * rate)
-        self._stamps[tenant_id] = now_ms
+        tokens = self._refill(tenant_id, now_ms)
         if tokens < 1:
-            self._tokens[tenant_id] = tokens
             return False
         self._tokens[tenant_id] = tokens - 1
         return True
+
+    def available(self, tenant_id: str, now_ms: int) -> int:
+        """How many runs of this tenant `admit` would take now (without taking them)."""
+        if self._rates.get(tenant_id, DEFAULT_RATE) <= 0:
+            return UNLIMITED
+        return int(self._refill(tenant_id, now_ms))
+
+    def _refill(self, tenant_id: str, now_ms: int) -> float:
+        rate = self._rates.get(tenant_id, DEFAULT_RATE)
+        elapsed_s = max(0, now_ms - self._stamps.get(tenant_id, now_ms)) / 1000
+        tokens = min(float(rate), self._tokens.get(tenant_id, float(rate)) + elapsed_s * rate)
+        self._stamps[tenant_id] = now_ms
+        self._tokens[tenant_id] = tokens
+        return tokens

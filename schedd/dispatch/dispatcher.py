@@ -29,6 +29,7 @@ MISFIRE_THRESHOLD_MS = 60_000
 CLAIM_BATCH = 500
 MAX_CLAIMS_PER_TICK = 20_000
 HOLD_RETRY_MS = 1_000
+PARKED_RECHECK_S = 0.05  # how often runs over their tenant's rate look for fresh tokens
 IN_FLIGHT = ("dispatched", "delivered", "retrying")
 
 Submit = Callable[[str, Mapping[str, Any]], "Future[dict[str, Any]]"]
@@ -76,6 +77,7 @@ class Dispatcher(Loop):
         self._heap: list[DueRun] = []
         self._known: set[DueRun] = set()
         self._held: list[tuple[int, DueRun]] = []  # overlap "delay": retry time, run
+        self._parked: dict[str, deque[DueRun]] = {}  # tenant -> runs over its rate, in order
         self._owned: dict[int, int] = {}  # partition -> lease epoch
         self._inbox: deque[DueRun] = deque()
         self._next_preload_ms = 0
@@ -101,6 +103,7 @@ class Dispatcher(Loop):
         if now_ms >= self._next_preload_ms:
             self._preload(conn, now_ms)
         self._take_inbox(now_ms)
+        self._release_parked(now_ms)
         due = self._pop_due(now_ms)
         if due:
             self._claim(conn, due, now_ms)
@@ -143,6 +146,14 @@ class Dispatcher(Loop):
         while self._held and self._held[0][0] <= now_ms:
             self._push([heapq.heappop(self._held)[1]])
 
+    def _release_parked(self, now_ms: int) -> None:
+        """Runs that waited for their tenant's rate go back to the heap as tokens come in."""
+        for tenant_id, runs in list(self._parked.items()):
+            for _ in range(min(len(runs), self._buckets.available(tenant_id, now_ms))):
+                heapq.heappush(self._heap, runs.popleft())  # still in _known
+            if not runs:
+                del self._parked[tenant_id]
+
     def _push(self, runs: Iterable[DueRun]) -> None:
         for run in runs:
             if run not in self._known:
@@ -164,7 +175,8 @@ class Dispatcher(Loop):
             wake_at = min(wake_at, self._heap[0].fire_at_ms)
         if self._held:
             wake_at = min(wake_at, self._held[0][0])
-        return min(max((wake_at - now_ms) / 1000, 0.0), 0.25)
+        wait_s = min(max((wake_at - now_ms) / 1000, 0.0), 0.25)
+        return min(wait_s, PARKED_RECHECK_S) if self._parked else wait_s
 
     # ------------------------------------------------------------------ claims
 
@@ -173,9 +185,12 @@ class Dispatcher(Loop):
         claims: list[dict[str, Any]] = []
         for run in due:
             job = jobs.get(run.job_id)
-            if job is None or not self._buckets.admit(job.tenant_id, now_ms):
-                if job is not None:
-                    self._push([run])  # over its tenant's rate: later, others go first
+            if job is None:
+                continue
+            if not self._buckets.admit(job.tenant_id, now_ms):
+                # Over its tenant's rate: parked, out of the heap, so others' runs go first.
+                self._known.add(run)
+                self._parked.setdefault(job.tenant_id, deque()).append(run)
                 continue
             claim = self._plan(conn, run, job, now_ms)
             if claim is not None:
