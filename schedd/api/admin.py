@@ -157,8 +157,12 @@ async def cluster(request: web.Request) -> web.Response:
     principal(request).require_admin()
     status = ctx.raft.status()
     registered = await ctx.reads.read(queries.list_nodes)
+    leases = await ctx.reads.read(lambda conn: queries.partitions_by_node(conn, ctx.clock_ms()))
     names = {raft: node_id for node_id, _, raft in registered}
-    nodes = [_node_json(status, node_id, api, raft) for node_id, api, raft in registered]
+    nodes = [
+        _node_json(status, node_id, api, raft) | {"partitions": leases.get(node_id, [])}
+        for node_id, api, raft in registered
+    ]
     if status["self"] not in names:  # not registered yet: show this node anyway
         nodes.append(_node_json(status, ctx.node_id, None, status["self"]))
     leader = status["leader"]

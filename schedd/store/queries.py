@@ -250,3 +250,14 @@ def get_deadletter(conn: sqlite3.Connection, tenant_id: str, dl_id: str) -> dict
         (tenant_id, dl_id),
     ).fetchone()
     return None if row is None else _deadletter_json(row)
+
+
+def partitions_by_node(conn: sqlite3.Connection, now_ms: int) -> dict[str, list[int]]:
+    """The partitions each node holds an unexpired lease on."""
+    held: dict[str, list[int]] = {}
+    for partition, node_id in conn.execute(
+        "SELECT partition, node_id FROM leases WHERE expires_at_ms > ? ORDER BY partition",
+        (now_ms,),
+    ):
+        held.setdefault(node_id, []).append(partition)
+    return held
