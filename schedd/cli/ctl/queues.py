@@ -1,0 +1,181 @@
+"""Queue and dead-letter commands of schedctl: `queues ls`, `deadletters ls|show|redrive|purge`.
+
+They call the API's queue and dead-letter routes over HTTP and print the answers.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from schedd.cli.ctl import render
+from schedd.cli.ctl.client import Client, all_pages
+from schedd.cli.ctl.render import json_option, page_options
+
+DEADLETTER_JSON = "the API's dead letter object"
+
+
+def deadletter_path(dl_id: str) -> str:
+    """The route of one dead letter (its id holds a ':', quoted like any other character)."""
+    return "/v1/deadletters/" + urllib.parse.quote(dl_id, safe="")
+
+
+@click.group()
+def queues() -> None:
+    """Inspect the tenant's built-in queues."""
+
+
+@queues.command(
+    "ls",
+    epilog="""\b
+Examples:
+  schedctl queues ls
+  schedctl queues ls --json | jq '.queues[] | select(.dead > 0) | .name'""",
+)
+@json_option('{"queues": [{"name", "ready", "in_flight", "dead"}, ...]}')
+@click.pass_obj
+def list_queues(client: Client, as_json: bool) -> None:
+    """List queues with their ready, in-flight and dead message counts."""
+    answer: dict[str, Any] = client.request("GET", "/v1/queues")
+    if as_json:
+        render.print_json(answer)
+        return
+    if not answer["queues"]:
+        render.note("no queues")
+        return
+    table = _table("QUEUE", "READY", "IN FLIGHT", "DEAD")
+    for queue in answer["queues"]:
+        counts = (queue["ready"], queue["in_flight"], queue["dead"])
+        table.add_row(Text(queue["name"]), *(Text(str(count)) for count in counts))
+    Console().print(table)
+
+
+@click.group()
+def deadletters() -> None:
+    """List, inspect, redrive and purge dead letters: runs whose last attempt failed."""
+
+
+@deadletters.command(
+    "ls",
+    epilog="""\b
+Examples:
+  schedctl deadletters ls
+  schedctl deadletters ls --all --json | jq -r '.deadletters[].id'""",
+)
+@page_options
+@json_option('{"deadletters": [...], "next_cursor": ...}')
+@click.pass_obj
+def list_deadletters(
+    client: Client, limit: int, cursor: str | None, is_all: bool, as_json: bool
+) -> None:
+    """List dead letters in id order, a page at a time (or --all)."""
+
+    def fetch(after: str | None) -> dict[str, Any]:
+        query = {"cursor": after, "limit": limit}
+        page: dict[str, Any] = client.request("GET", "/v1/deadletters", query=query)
+        return page
+
+    page = all_pages(fetch, "deadletters", cursor) if is_all else fetch(cursor)
+    if as_json:
+        render.print_json(page)
+        return
+    # The id starts with the job id and ends with the run's time; `show` gives every field.
+    table = _table("ID", "TRIES", "TARGET", "ERROR")
+    for item in page["deadletters"]:
+        table.add_row(
+            Text(item["id"]),
+            Text(str(item["attempts"])),
+            Text(render.describe_target(item["target"])),
+            Text(_first_line(item.get("error"))),
+        )
+    if page["deadletters"]:
+        Console().print(table)
+    else:
+        render.note("no dead letters")
+    if page.get("next_cursor"):
+        render.note(f"more dead letters: add --cursor {page['next_cursor']}, or --all")
+
+
+@deadletters.command(
+    "show",
+    epilog="\b\nExamples:\n  schedctl deadletters show 'job_0123abcd:2026-11-30T08:00:00Z' --json",
+)
+@click.argument("deadletter_id", metavar="ID")
+@json_option(DEADLETTER_JSON)
+@click.pass_obj
+def show_deadletter(client: Client, deadletter_id: str, as_json: bool) -> None:
+    """Show dead letter ID with its whole last error."""
+    item: dict[str, Any] = client.request("GET", deadletter_path(deadletter_id))
+    if as_json:
+        render.print_json(item)
+        return
+    rows = [
+        ("id", item["id"]),
+        ("job_id", item["job_id"]),
+        ("scheduled", item["scheduled_at"]),
+        ("attempts", str(item["attempts"])),
+        ("target", render.describe_target(item["target"])),
+        ("dead since", item["created_at"]),
+        ("error", item.get("error") or "-"),
+    ]
+    table = Table(box=None, show_header=False, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column(overflow="fold")
+    for key, value in rows:
+        table.add_row(Text(key), Text(value))
+    Console().print(table)
+
+
+@deadletters.command(
+    "redrive",
+    epilog="\b\nExamples:\n  schedctl deadletters redrive 'job_0123abcd:2026-11-30T08:00:00Z'",
+)
+@click.argument("deadletter_id", metavar="ID")
+@json_option('{"id": ..., "status": "redriven"}')
+@click.pass_obj
+def redrive(client: Client, deadletter_id: str, as_json: bool) -> None:
+    """Give the run of dead letter ID one new attempt; the dead letter is removed."""
+    answer = client.request("POST", deadletter_path(deadletter_id) + "/redrive")
+    answer = answer or {"id": deadletter_id, "status": "redriven"}
+    if as_json:
+        render.print_json(answer)
+    else:
+        Console().print(Text(f"{deadletter_id}: redriven, one new attempt queued"))
+
+
+@deadletters.command(
+    "purge",
+    epilog="""\b
+Examples:
+  schedctl deadletters purge 'job_0123abcd:2026-11-30T08:00:00Z'
+  schedctl deadletters ls --all --json | jq -r '.deadletters[].id' \\
+    | xargs -n1 schedctl deadletters purge""",
+)
+@click.argument("deadletter_id", metavar="ID")
+@json_option('{"id": ..., "status": "purged"}')
+@click.pass_obj
+def purge(client: Client, deadletter_id: str, as_json: bool) -> None:
+    """Delete dead letter ID for good; prints nothing unless --json."""
+    client.request("DELETE", deadletter_path(deadletter_id))
+    if as_json:
+        render.print_json({"id": deadletter_id, "status": "purged"})
+
+
+def _first_line(text: str | None, limit: int = 80) -> str:
+    line = ((text or "").strip().splitlines() or [""])[0]
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def _table(*headers: str) -> Table:
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for header in headers:
+        table.add_column(header, no_wrap=header in ("ID", "QUEUE"), overflow="fold")
+    return table
+
+
+COMMANDS = (queues, deadletters)
