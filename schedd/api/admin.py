@@ -66,11 +66,19 @@ def _tenant_fields(body: dict[str, JSONValue], *, creating: bool) -> dict[str, A
     return fields
 
 
-def _credentials() -> tuple[str, str]:
-    """A new tenant token and signing secret (shown once; only the token's hash is kept)."""
+def _credentials(tenant_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """New credentials for a tenant: (command body fields, the answer that shows them once).
+
+    Only the token's hash enters the log and the store."""
     token = "sk_" + secrets.token_urlsafe(32)
     signing_secret = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
-    return token, signing_secret
+    fields = {
+        "tenant_id": tenant_id,
+        "token_hash": token_hash(token),
+        "signing_secret": signing_secret,
+        "actor": "admin",
+    }
+    return fields, {"tenant_id": tenant_id, "token": token, "signing_secret": signing_secret}
 
 
 @routes.post("/v1/tenants")
@@ -80,19 +88,9 @@ async def create_tenant(request: web.Request) -> web.Response:
     fields = _tenant_fields(
         await read_object(request, limit_bytes=TENANT_BODY_LIMIT), creating=True
     )
-    tenant_id = "tnt_" + uuid.uuid4().hex[:16]
-    token, signing_secret = _credentials()
-    body = {
-        "tenant_id": tenant_id,
-        "token_hash": token_hash(token),
-        "signing_secret": signing_secret,
-        "actor": "admin",
-        **fields,
-    }
-    await propose(ctx, "create_tenant", body)
-    return json_response(
-        {"tenant_id": tenant_id, "token": token, "signing_secret": signing_secret}, status=201
-    )
+    credentials, shown_once = _credentials("tnt_" + uuid.uuid4().hex[:16])
+    await propose(ctx, "create_tenant", credentials | fields)
+    return json_response(shown_once, status=201)
 
 
 async def _tenant_json(ctx: ApiContext, tenant_id: str) -> dict[str, Any]:
@@ -140,15 +138,9 @@ async def update_tenant(request: web.Request) -> web.Response:
 async def rotate_tenant(request: web.Request) -> web.Response:
     ctx, tenant_id = request.app[CONTEXT], request.match_info["tenant_id"]
     principal(request).require_admin()
-    token, signing_secret = _credentials()
-    body = {
-        "tenant_id": tenant_id,
-        "token_hash": token_hash(token),
-        "signing_secret": signing_secret,
-        "actor": "admin",
-    }
-    await propose(ctx, "rotate_tenant", body)
-    return json_response({"tenant_id": tenant_id, "token": token, "signing_secret": signing_secret})
+    credentials, shown_once = _credentials(tenant_id)
+    await propose(ctx, "rotate_tenant", credentials)
+    return json_response(shown_once)
 
 
 @routes.get("/v1/cluster")

@@ -18,26 +18,11 @@ from typing import Any
 
 import pytest
 
+from tests.integration.api_helpers import JOB_FIELDS
 from tests.servers import ADMIN_TOKEN, NodeProcess, free_ports, http
 
 SCHEDCTL = str(Path(sys.executable).with_name("schedctl"))
-JOB_KEYS = {
-    "job_id",
-    "tenant_id",
-    "name",
-    "schedule",
-    "window",
-    "target",
-    "payload",
-    "retry",
-    "misfire_policy",
-    "overlap_policy",
-    "status",
-    "next_run_at",
-    "version",
-    "created_at",
-    "updated_at",
-}
+JOB_KEYS = set(JOB_FIELDS)
 CRON_JOB = ("--cron", "0 8 * * MON", "--tz", "Asia/Kolkata", "--queue", "digest-jobs")
 Result = subprocess.CompletedProcess[str]
 
