@@ -146,19 +146,28 @@ async def list_queues(request: web.Request) -> web.Response:
 
     def query(conn: sqlite3.Connection) -> list[dict[str, Any]]:
         counts: dict[str, dict[str, Any]] = {}
-        for queue, ready, in_flight in conn.execute(
-            "SELECT queue, SUM(visible_at_ms <= ?), SUM(visible_at_ms > ?) FROM messages "
+        for queue, ready, in_flight, delayed in conn.execute(
+            "SELECT queue, SUM(visible_at_ms <= ?), "
+            "SUM(visible_at_ms > ? AND receipt IS NOT NULL), "
+            "SUM(visible_at_ms > ? AND receipt IS NULL) FROM messages "
             "WHERE tenant_id = ? GROUP BY queue",
-            (now, now, tenant_id),
+            (now, now, now, tenant_id),
         ):
-            counts[queue] = {"name": queue, "ready": ready, "in_flight": in_flight, "dead": 0}
+            counts[queue] = {
+                "name": queue,
+                "ready": ready,
+                "in_flight": in_flight,
+                "delayed": delayed,
+                "dead": 0,
+            }
         for target, dead in conn.execute(
             "SELECT target, COUNT(*) FROM deadletters WHERE tenant_id = ? GROUP BY target",
             (tenant_id,),
         ):
             name = json_name(target)
             if name is not None:
-                counts.setdefault(name, {"name": name, "ready": 0, "in_flight": 0, "dead": 0})
+                empty = {"name": name, "ready": 0, "in_flight": 0, "delayed": 0, "dead": 0}
+                counts.setdefault(name, empty)
                 counts[name]["dead"] = dead
         return sorted(counts.values(), key=lambda q: str(q["name"]))
 

@@ -17,7 +17,7 @@ log = logging.getLogger(__name__)
 LEASE_TTL_MS = 5_000
 HEARTBEAT_EVERY_S = 1.0
 PLAN_EVERY_S = 1.0
-MAX_REBALANCE_MOVES = 16  # per round: moving a live lease costs its holder a preload
+MAX_REBALANCE_MOVES = 64  # per round: moving a live lease costs its holder a preload
 
 Propose = Callable[[str, Mapping[str, Any]], dict[str, Any]]
 

@@ -13,6 +13,8 @@ from schedd.raft.proposer import ThreadProposer
 from schedd.store.command import Command
 from schedd.store.db import connect
 
+STOP_WAIT_S = 1.0
+
 
 class DispatchService:
     """Owns the dispatch threads of a node."""
@@ -45,8 +47,10 @@ class DispatchService:
             loop.start()
 
     def stop(self) -> None:
+        """Stop all loops; one blocked in a proposal that cannot commit (no quorum) is not
+        waited for long: its thread is a daemon and the node is going away."""
         for loop in reversed(self._loops):
-            loop.stop()
+            loop.stop(timeout_s=STOP_WAIT_S)
 
     def on_applied(self, cmd: Command) -> None:
         """A command was applied (tick thread): pass new due runs to the dispatcher."""

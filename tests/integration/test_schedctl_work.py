@@ -209,7 +209,7 @@ def test_a_failure_nacks_with_the_stderr_tail_retries_then_dead_letters(
     table = tenant.run("deadletters", "ls")
     assert table.returncode == 0 and dead["id"] in table.stdout and "exit code 3" in table.stdout
     queues = tenant.json("queues", "ls")["queues"]
-    assert {"name": queue, "ready": 0, "in_flight": 0, "dead": 1} in queues
+    assert {"name": queue, "ready": 0, "in_flight": 0, "delayed": 0, "dead": 1} in queues
 
 
 def test_redrive_gives_a_dead_letter_one_new_attempt(tenant: Tenant, queue: str) -> None:

@@ -37,10 +37,10 @@ Examples:
   schedctl queues ls
   schedctl queues ls --json | jq '.queues[] | select(.dead > 0) | .name'""",
 )
-@json_option('{"queues": [{"name", "ready", "in_flight", "dead"}, ...]}')
+@json_option('{"queues": [{"name", "ready", "in_flight", "delayed", "dead"}, ...]}')
 @click.pass_obj
 def list_queues(client: Client, as_json: bool) -> None:
-    """List queues with their ready, in-flight and dead message counts."""
+    """List queues with their ready, in-flight, delayed (retry backoff) and dead counts."""
     answer: dict[str, Any] = client.request("GET", "/v1/queues")
     if as_json:
         render.print_json(answer)
@@ -48,9 +48,9 @@ def list_queues(client: Client, as_json: bool) -> None:
     if not answer["queues"]:
         render.note("no queues")
         return
-    table = _table("QUEUE", "READY", "IN FLIGHT", "DEAD")
+    table = _table("QUEUE", "READY", "IN FLIGHT", "DELAYED", "DEAD")
     for queue in answer["queues"]:
-        counts = (queue["ready"], queue["in_flight"], queue["dead"])
+        counts = (queue["ready"], queue["in_flight"], queue.get("delayed", 0), queue["dead"])
         table.add_row(Text(queue["name"]), *(Text(str(count)) for count in counts))
     Console().print(table)
 
