@@ -49,8 +49,9 @@ def claim_runs(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
     """Claim due runs; returns {"claimed": [...], "rejected": {reason: count}}."""
     claimed: list[str] = []
     rejected: dict[str, int] = {}
+    leases: dict[int, tuple[Any, ...] | None] = {}  # a batch shares few partitions: read each once
     for claim in cmd.body["claims"]:
-        reason = _claim_one(tx, cmd, claim)
+        reason = _claim_one(tx, cmd, claim, leases)
         if reason is None:
             claimed.append(f"{claim['job_id']}:{claim['scheduled_at_ms']}")
         else:
@@ -58,12 +59,19 @@ def claim_runs(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
     return ok(claimed=claimed, rejected=rejected)
 
 
-def _claim_one(tx: sqlite3.Connection, cmd: Command, claim: dict[str, Any]) -> str | None:
+def _claim_one(
+    tx: sqlite3.Connection,
+    cmd: Command,
+    claim: dict[str, Any],
+    leases: dict[int, tuple[Any, ...] | None],
+) -> str | None:
     """Claim one run, or say why not (the reason is counted, never an error)."""
-    lease = tx.execute(
-        "SELECT node_id, epoch, expires_at_ms FROM leases WHERE partition = ?",
-        (claim["partition"],),
-    ).fetchone()
+    partition = claim["partition"]
+    if partition not in leases:  # claims never change leases: one read per command is enough
+        leases[partition] = tx.execute(
+            "SELECT node_id, epoch, expires_at_ms FROM leases WHERE partition = ?", (partition,)
+        ).fetchone()
+    lease = leases[partition]
     if lease is None or lease[0] != cmd.body["node_id"] or lease[1] != claim["epoch"]:
         return "stale_lease"
     if lease[2] < cmd.ts_ms:
