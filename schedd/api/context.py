@@ -108,6 +108,16 @@ class ApiContext:
     tokens: TokenCache = field(default_factory=TokenCache)
     queue_signal: QueueSignal = field(default_factory=QueueSignal)
     clock_ms: Callable[[], int] = field(default=wall_clock_ms)
+    _barrier: asyncio.Task[dict[str, Any]] | None = None
+
+    async def catch_up(self) -> None:
+        """Wait until this node has applied everything committed before now.
+
+        A committed no-op proposed from here is applied here after all earlier entries. Callers
+        share one barrier in flight, so unknown tokens cannot multiply Raft traffic."""
+        if self._barrier is None or self._barrier.done():
+            self._barrier = asyncio.ensure_future(self.proposer.propose("barrier", {}))
+        await asyncio.shield(self._barrier)
 
 
 CONTEXT = web.AppKey("context", ApiContext)
@@ -158,6 +168,9 @@ async def authenticate(request: web.Request, ctx: ApiContext) -> Principal:
     if tenant_id is None:
         generation = ctx.tokens.generation
         tenant = await ctx.reads.read(lambda conn: queries.tenant_by_token_hash(conn, hashed))
+        if tenant is None:  # maybe created on another node a moment ago: catch up, look again
+            await ctx.catch_up()
+            tenant = await ctx.reads.read(lambda conn: queries.tenant_by_token_hash(conn, hashed))
         if tenant is None:
             raise Unauthorized("unknown token")
         tenant_id = tenant.tenant_id
@@ -172,5 +185,7 @@ async def _named_tenant(request: web.Request, ctx: ApiContext) -> str | None:
     if not 1 <= len(tenant_id) <= 64 or not tenant_id.isascii():
         raise InvalidRequest("X-Tenant", "must be a tenant id")
     if await ctx.reads.read(lambda conn: queries.get_tenant(conn, tenant_id)) is None:
-        raise TenantNotFound(tenant_id)
+        await ctx.catch_up()  # it may have been created on another node a moment ago
+        if await ctx.reads.read(lambda conn: queries.get_tenant(conn, tenant_id)) is None:
+            raise TenantNotFound(tenant_id)
     return tenant_id

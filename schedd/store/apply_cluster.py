@@ -20,4 +20,9 @@ def register_node(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
     return ok()
 
 
-HANDLERS = {"register_node": register_node}
+def barrier(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
+    """Does nothing: once applied on a node, that node holds everything committed before it."""
+    return ok()
+
+
+HANDLERS = {"register_node": register_node, "barrier": barrier}

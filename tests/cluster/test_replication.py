@@ -225,3 +225,13 @@ def test_snapshot_then_restart_and_a_wiped_node_catches_up(tmp_path: Path) -> No
         wait_ready(nodes)
         wait_converged(nodes, timeout_s=60)
         assert job_ids(wiped, token) == created
+
+
+def test_new_tenant_token_works_at_once_on_every_node(cluster: list[NodeProcess]) -> None:
+    for i in range(5):
+        token = tenant_token(cluster[i % 3], name=f"fresh-{i}")
+        for node in cluster:  # no wait: a node that has not applied it yet catches up first
+            status, body, _ = http("POST", f"{node.url}/v1/jobs", JOB, token=token)
+            assert status == 201, (node.node_id, body)
+    status, body, _ = http("POST", f"{cluster[1].url}/v1/jobs", JOB, token="sk_nobody")
+    assert status == 401 and body["error"]["code"] == "unauthorized"
