@@ -25,6 +25,7 @@ from schedd.timeformat import format_instant, parse_instant
 from tests.servers import http, make_nodes, running
 
 RESULTS = Path(__file__).resolve().parent / "results"
+WORKERS = 16  # consumer connections, spread over the nodes
 
 
 async def create(urls: list[str], token: str, bodies: list[dict[str, Any]]) -> None:
@@ -74,7 +75,7 @@ async def consume(
                     ) as r:
                         await r.read()
 
-        await asyncio.gather(*(worker(w) for w in range(6)))
+        await asyncio.gather(*(worker(w) for w in range(WORKERS)))
     return seen
 
 
