@@ -16,14 +16,17 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from schedd.timeformat import parse_instant
 
 ADMIN_TOKEN = "adm_test_token_0123456789abcdef"
 RAFT_SECRET = "raft_test_secret_0123456789abcdef"
 READY_TIMEOUT_S = 60.0
+T = TypeVar("T")
 
 
 def free_ports(count: int) -> list[int]:
@@ -209,3 +212,25 @@ def running(nodes: list[NodeProcess]) -> Iterator[list[NodeProcess]]:
     finally:
         for node in nodes:
             node.stop()
+
+
+def wait_for(condition: Callable[[], T | None], timeout_s: float, what: str) -> T:
+    """Poll `condition` until it returns something truthy; fail naming `what` after the timeout."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        result = condition()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}: {result!r}")
+        time.sleep(0.1)
+
+
+def ms(instant: str) -> int:
+    """Epoch ms of an RFC 3339 instant."""
+    return parse_instant(instant, field="instant")
+
+
+def now_ms() -> int:
+    """The wall clock in epoch ms."""
+    return int(time.time() * 1000)

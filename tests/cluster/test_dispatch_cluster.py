@@ -7,17 +7,16 @@ import itertools
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
 from schedd.model import partition_of
-from schedd.timeformat import parse_instant
 from tests.integration.api_helpers import Tenant, new_tenant
-from tests.servers import NodeProcess, http, make_nodes, running, wait_ready
+from tests.servers import NodeProcess, http, make_nodes, ms, now_ms, running, wait_for, wait_ready
 
 pytestmark = pytest.mark.cluster
 PARTITIONS = 256
@@ -25,7 +24,6 @@ LEASE_TTL_S = 2.0
 DISPATCH = f'[dispatch]\nlease_ttl = "{LEASE_TTL_S:g}s"\n'
 JOBS = 30
 RETRY = {"max_attempts": 10, "backoff": "fixed", "initial_delay": "1s", "max_delay": "1s"}
-T = TypeVar("T")
 
 
 @pytest.fixture(scope="module")
@@ -37,26 +35,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[NodeProce
 
 
 # ------------------------------------------------------------------ helpers
-
-
-def wait_for(condition: Callable[[], T | None], timeout_s: float, what: str) -> T:
-    """Poll `condition` until it returns something truthy; fail naming `what` after the timeout."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = condition()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}: {result!r}")
-        time.sleep(0.1)
-
-
-def ms(instant: str) -> int:
-    return parse_instant(instant, field="instant")
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def held_partitions(node: NodeProcess) -> dict[str, set[int]]:

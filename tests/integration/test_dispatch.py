@@ -8,18 +8,17 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
-from schedd.timeformat import format_instant, parse_instant
+from schedd.timeformat import format_instant
 from tests.integration.api_helpers import Tenant, create_job, new_tenant
-from tests.servers import NodeProcess, http, make_nodes, running, wait_ready
+from tests.servers import NodeProcess, http, make_nodes, ms, now_ms, running, wait_for, wait_ready
 
 MISFIRE_THRESHOLD_S = 2.0
 DISPATCH = f'[dispatch]\nlease_ttl = "2s"\nmisfire_threshold = "{MISFIRE_THRESHOLD_S:g}s"\n'
 FAST_RETRY = {"max_attempts": 3, "backoff": "fixed", "initial_delay": "1s", "max_delay": "1s"}
-T = TypeVar("T")
 
 
 @pytest.fixture(scope="module")
@@ -31,26 +30,6 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
 
 
 # ------------------------------------------------------------------ helpers
-
-
-def wait_for(condition: Callable[[], T | None], timeout_s: float, what: str) -> T:
-    """Poll `condition` until it returns something truthy; fail naming `what` after the timeout."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = condition()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}: {result!r}")
-        time.sleep(0.1)
-
-
-def ms(instant: str) -> int:
-    return parse_instant(instant, field="instant")
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def queue_job(queue: str, schedule: dict[str, Any], **fields: Any) -> dict[str, Any]:
