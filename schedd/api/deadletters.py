@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from schedd.api.context import CONTEXT
+from schedd.api.context import CONTEXT, ApiContext
 from schedd.api.http import decode_cursor, json_response, page, principal, propose, query_limit
 from schedd.errors import NotFound
 from schedd.model import partition_of
@@ -18,6 +18,11 @@ class DeadLetterNotFound(NotFound):
 
     def __init__(self, dl_id: str) -> None:
         super().__init__(f"no dead letter with id {dl_id!r}")
+
+
+def _addressed(request: web.Request) -> tuple[ApiContext, str, str]:
+    """(context, the caller's tenant, the dead letter's id) of a /v1/deadletters/{id} request."""
+    return request.app[CONTEXT], principal(request).tenant(), request.match_info["id"]
 
 
 @routes.get("/v1/deadletters")
@@ -34,11 +39,7 @@ async def list_deadletters(request: web.Request) -> web.Response:
 
 @routes.get("/v1/deadletters/{id}")
 async def get_deadletter(request: web.Request) -> web.Response:
-    ctx, tenant_id, dl_id = (
-        request.app[CONTEXT],
-        principal(request).tenant(),
-        request.match_info["id"],
-    )
+    ctx, tenant_id, dl_id = _addressed(request)
     item = await ctx.reads.read(lambda conn: queries.get_deadletter(conn, tenant_id, dl_id))
     if item is None:
         raise DeadLetterNotFound(dl_id)
@@ -47,11 +48,7 @@ async def get_deadletter(request: web.Request) -> web.Response:
 
 @routes.post("/v1/deadletters/{id}/redrive")
 async def redrive(request: web.Request) -> web.Response:
-    ctx, tenant_id, dl_id = (
-        request.app[CONTEXT],
-        principal(request).tenant(),
-        request.match_info["id"],
-    )
+    ctx, tenant_id, dl_id = _addressed(request)
     job_id = dl_id.split(":", 1)[0]
     body = {"tenant_id": tenant_id, "id": dl_id, "partition": partition_of(job_id, ctx.partitions)}
     await propose(ctx, "redrive_deadletter", body)
@@ -60,10 +57,6 @@ async def redrive(request: web.Request) -> web.Response:
 
 @routes.delete("/v1/deadletters/{id}")
 async def delete(request: web.Request) -> web.Response:
-    ctx, tenant_id, dl_id = (
-        request.app[CONTEXT],
-        principal(request).tenant(),
-        request.match_info["id"],
-    )
+    ctx, tenant_id, dl_id = _addressed(request)
     await propose(ctx, "delete_deadletter", {"tenant_id": tenant_id, "id": dl_id})
     return web.Response(status=204)

@@ -144,16 +144,22 @@ def list_runs(
         "ORDER BY scheduled_at_ms DESC LIMIT ?",
         (job_id, before_ms, limit),
     ).fetchall()
-    return [_run_to_json(conn, row) for row in rows]
+    if not rows:
+        return []
+    # The page's attempts in one range read (not one query per run).
+    attempts: dict[int, list[tuple[Any, ...]]] = {}
+    for scheduled, *attempt in conn.execute(
+        "SELECT scheduled_at_ms, attempt, started_at_ms, finished_at_ms, outcome, error "
+        "FROM attempts WHERE job_id = ? AND scheduled_at_ms BETWEEN ? AND ? "
+        "ORDER BY scheduled_at_ms, attempt",
+        (job_id, rows[-1][1], rows[0][1]),
+    ):
+        attempts.setdefault(scheduled, []).append(tuple(attempt))
+    return [_run_to_json(row, attempts.get(row[1], [])) for row in rows]
 
 
-def _run_to_json(conn: sqlite3.Connection, row: tuple[Any, ...]) -> dict[str, Any]:
+def _run_to_json(row: tuple[Any, ...], attempts: list[tuple[Any, ...]]) -> dict[str, Any]:
     job_id, scheduled, fire, status, attempt, dispatched, finished, error = row
-    attempts = conn.execute(
-        "SELECT attempt, started_at_ms, finished_at_ms, outcome, error FROM attempts "
-        "WHERE job_id = ? AND scheduled_at_ms = ? ORDER BY attempt",
-        (job_id, scheduled),
-    ).fetchall()
     return {
         "job_id": job_id,
         "scheduled_at": format_instant(scheduled),
