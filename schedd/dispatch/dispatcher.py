@@ -27,6 +27,7 @@ PRELOAD_EVERY_MS = 5_000
 LEASE_MARGIN_MS = 500  # stop using a lease this long before the local view says it ends
 MISFIRE_THRESHOLD_MS = 60_000
 CLAIM_BATCH = 500
+CLAIM_BATCHES_IN_FLIGHT = 3  # per dispatcher; more only queue up in the proposer
 MAX_CLAIMS_PER_TICK = 20_000
 HOLD_RETRY_MS = 1_000
 PARKED_RECHECK_S = 0.05  # how often runs over their tenant's rate look for fresh tokens
@@ -140,7 +141,7 @@ class Dispatcher(Loop):
         horizon = now_ms + PRELOAD_WINDOW_MS
         while self._inbox:
             run = self._inbox.popleft()
-            if run.fire_at_ms <= horizon:
+            if run.fire_at_ms <= horizon and run.partition in self._owned:
                 self._push([run])
         while self._held and self._held[0][0] <= now_ms:
             self._push([heapq.heappop(self._held)[1]])
@@ -180,6 +181,27 @@ class Dispatcher(Loop):
     # ------------------------------------------------------------------ claims
 
     def _claim(self, conn: sqlite3.Connection, due: list[DueRun], now_ms: int) -> None:
+        """Plan and propose claims batch by batch, a few batches in flight: planning the next
+        batch overlaps the replication of the last, and the log never holds more than a few
+        of this node's claims ahead of other commands (receives, acks, creates)."""
+        in_flight: deque[tuple[list[dict[str, Any]], Future[dict[str, Any]]]] = deque()
+        # All of these are due now. In job order, a batch's rows (job, run, message, attempt:
+        # all keyed by job id) share pages, so each replica writes far fewer pages per claim
+        # (a 100,000-run spike in random order costs 3.5x the apply time).
+        due = sorted(due, key=_job_order)
+        for start in range(0, len(due), CLAIM_BATCH):
+            claims = self._plan_batch(conn, due[start : start + CLAIM_BATCH], now_ms)
+            if claims:
+                body = {"node_id": self.node_id, "claims": claims}
+                in_flight.append((claims, self._submit("claim_runs", body)))
+            while len(in_flight) >= CLAIM_BATCHES_IN_FLIGHT:
+                self._settle(*in_flight.popleft(), now_ms)
+        while in_flight:
+            self._settle(*in_flight.popleft(), now_ms)
+
+    def _plan_batch(
+        self, conn: sqlite3.Connection, due: list[DueRun], now_ms: int
+    ) -> list[dict[str, Any]]:
         jobs = _read_jobs(conn, {run.job_id for run in due})
         claims: list[dict[str, Any]] = []
         for run in due:
@@ -194,12 +216,7 @@ class Dispatcher(Loop):
             claim = self._plan(conn, run, job, now_ms)
             if claim is not None:
                 claims.append(claim)
-        futures = [
-            (batch, self._submit("claim_runs", {"node_id": self.node_id, "claims": batch}))
-            for batch in _chunks(claims, CLAIM_BATCH)
-        ]
-        for batch, future in futures:
-            self._settle(batch, future, now_ms)
+        return claims
 
     def _plan(
         self, conn: sqlite3.Connection, run: DueRun, job: JobRow, now_ms: int
@@ -251,7 +268,7 @@ class Dispatcher(Loop):
             log.warning("claims not committed count=%d: %s", len(batch), exc)
             self._next_preload_ms = 0  # the due rows are still there: read them again
             return
-        self.claimed += len(result.get("claimed", []))
+        self.claimed += int(result.get("claimed", 0))
         self.rejected.update(result.get("rejected", {}))
         horizon = now_ms + PRELOAD_WINDOW_MS
         for claim in batch:  # a recurring job's next run, if it falls in the window
@@ -289,6 +306,5 @@ def _has_run_in_flight(conn: sqlite3.Connection, job_id: str) -> bool:
     return row is not None
 
 
-def _chunks(items: list[dict[str, Any]], size: int) -> Iterable[list[dict[str, Any]]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
+def _job_order(run: DueRun) -> str:
+    return run.job_id

@@ -20,7 +20,7 @@ from schedd.store import (
     apply_queue,
     apply_tenants,
 )
-from schedd.store.command import BATCH, Command, decode, ok, rejected, unbatch
+from schedd.store.command import BATCH, Command, compact_json, decode, ok, rejected, unbatch
 from schedd.store.db import Database
 
 log = logging.getLogger(__name__)
@@ -95,7 +95,7 @@ class StateMachine:
         tx.execute(
             "INSERT INTO applied_commands (command_id, applied_index, at_ms, result) "
             "VALUES (?, ?, ?, ?)",
-            (cmd.id, index, cmd.ts_ms, json.dumps(result, separators=(",", ":"))),
+            (cmd.id, index, cmd.ts_ms, compact_json(result)),
         )
         return result
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections import Counter
 from typing import Any
 
 from schedd.model import JobStatus, RunStatus
-from schedd.store.command import Command, ok
-from schedd.store.records import MINUTE_MS, add_due
+from schedd.store.command import Command, compact_json, ok
 
 
 def node_heartbeat(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
@@ -46,141 +46,217 @@ def assign_leases(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
 
 
 def claim_runs(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
-    """Claim due runs; returns {"claimed": [...], "rejected": {reason: count}}."""
-    claimed: list[str] = []
-    rejected: dict[str, int] = {}
-    leases: dict[int, tuple[Any, ...] | None] = {}  # a batch shares few partitions: read each once
-    for claim in cmd.body["claims"]:
-        reason = _claim_one(tx, cmd, claim, leases)
-        if reason is None:
-            claimed.append(f"{claim['job_id']}:{claim['scheduled_at_ms']}")
-        else:
-            rejected[reason] = rejected.get(reason, 0) + 1
-    return ok(claimed=claimed, rejected=rejected)
+    """Claim due runs; returns {"claimed": n, "rejected": {reason: count}}.
+
+    Set-based: each round reads every claim's lease, due row, job and run in one query and
+    writes the accepted ones with one statement per table. A job claimed twice in one batch
+    (a trigger beside its scheduled run) goes to a later round, so it sees the first claim's
+    effects exactly as one-by-one claims would.
+    """
+    rejected: Counter[str] = Counter()
+    leases = _leases(tx, {claim["partition"] for claim in cmd.body["claims"]})
+    claimed = sum(
+        _claim_round(tx, cmd, claims, leases, rejected) for claims in _rounds(cmd.body["claims"])
+    )
+    return ok(claimed=claimed, rejected=dict(rejected))
 
 
-def _claim_one(
+def _rounds(claims: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Split claims so that no round names a job twice, keeping each job's claims in order."""
+    rounds: list[list[dict[str, Any]]] = []
+    seen: Counter[str] = Counter()
+    for claim in claims:
+        k = seen[claim["job_id"]]
+        seen[claim["job_id"]] += 1
+        if k == len(rounds):
+            rounds.append([])
+        rounds[k].append(claim)
+    return rounds
+
+
+def _leases(tx: sqlite3.Connection, partitions: set[int]) -> dict[int, tuple[str, int, int]]:
+    """Claims never change leases: one read per command is enough."""
+    marks = ",".join("?" * len(partitions))
+    rows = tx.execute(
+        f"SELECT partition, node_id, epoch, expires_at_ms FROM leases WHERE partition IN ({marks})",
+        sorted(partitions),
+    )
+    return {partition: (node, epoch, expires) for partition, node, epoch, expires in rows}
+
+
+# Every claim of a round with what the database holds for it: its due row, job and run.
+_CLAIM_STATE = """
+WITH c AS (
+    SELECT key AS seq, json_extract(value, '$[0]') AS job_id,
+           json_extract(value, '$[1]') AS scheduled_at_ms,
+           json_extract(value, '$[2]') AS fire_at_ms, json_extract(value, '$[3]') AS partition
+    FROM json_each(?)
+)
+SELECT c.seq,
+       EXISTS (SELECT 1 FROM due d WHERE d.partition = c.partition AND d.fire_at_ms = c.fire_at_ms
+               AND d.job_id = c.job_id AND d.scheduled_at_ms = c.scheduled_at_ms),
+       j.tenant_id, j.spec, j.status, j.version,
+       EXISTS (SELECT 1 FROM runs r WHERE r.job_id = c.job_id
+               AND r.scheduled_at_ms = c.scheduled_at_ms)
+FROM c LEFT JOIN jobs j ON j.job_id = c.job_id
+ORDER BY c.seq
+"""
+
+
+def _claim_round(
     tx: sqlite3.Connection,
     cmd: Command,
+    claims: list[dict[str, Any]],
+    leases: dict[int, tuple[str, int, int]],
+    rejected: Counter[str],
+) -> int:
+    keys = json.dumps(
+        [[c["job_id"], c["scheduled_at_ms"], c["fire_at_ms"], c["partition"]] for c in claims]
+    )
+    accepted: list[tuple[dict[str, Any], str, dict[str, Any]]] = []  # claim, tenant, spec
+    for seq, is_due, tenant_id, spec, status, version, has_run in tx.execute(_CLAIM_STATE, (keys,)):
+        claim = claims[seq]
+        reason = _refusal(cmd, claim, leases.get(claim["partition"]), is_due, status, version)
+        if reason is None and has_run:
+            reason = "duplicate_run"
+        if reason is None:
+            accepted.append((claim, tenant_id, json.loads(spec)))
+        else:
+            rejected[reason] += 1
+    if accepted:
+        _record_runs(tx, cmd, accepted)
+    return len(accepted)
+
+
+def _refusal(
+    cmd: Command,
     claim: dict[str, Any],
-    leases: dict[int, tuple[Any, ...] | None],
+    lease: tuple[str, int, int] | None,
+    is_due: int,
+    status: str | None,
+    version: int | None,
 ) -> str | None:
-    """Claim one run, or say why not (the reason is counted, never an error)."""
-    partition = claim["partition"]
-    if partition not in leases:  # claims never change leases: one read per command is enough
-        leases[partition] = tx.execute(
-            "SELECT node_id, epoch, expires_at_ms FROM leases WHERE partition = ?", (partition,)
-        ).fetchone()
-    lease = leases[partition]
+    """Why apply refuses one claim (a counted reason, never an error), or None."""
     if lease is None or lease[0] != cmd.body["node_id"] or lease[1] != claim["epoch"]:
         return "stale_lease"
     if lease[2] < cmd.ts_ms:
         return "expired_lease"
-    due_key = (
-        claim["fire_at_ms"] // MINUTE_MS,
-        claim["partition"],
-        claim["fire_at_ms"],
-        claim["job_id"],
-        claim["scheduled_at_ms"],
-    )
-    if not tx.execute(
-        "SELECT 1 FROM due WHERE bucket_minute = ? AND partition = ? AND fire_at_ms = ? "
-        "AND job_id = ? AND scheduled_at_ms = ?",
-        due_key,
-    ).fetchone():
+    if not is_due:
         return "not_due"
-    job = tx.execute(
-        "SELECT tenant_id, spec, status, version FROM jobs WHERE job_id = ?", (claim["job_id"],)
-    ).fetchone()
-    if job is None or job[2] == JobStatus.CANCELLED:
+    if status is None or status == JobStatus.CANCELLED:
         return "cancelled"
-    is_trigger = bool(claim["is_trigger"])
-    if not is_trigger and (job[2] != JobStatus.ACTIVE or job[3] != claim["version"]):
+    if not claim["is_trigger"] and (status != JobStatus.ACTIVE or version != claim["version"]):
         return "stale_version"
-    if tx.execute(
-        "SELECT 1 FROM runs WHERE job_id = ? AND scheduled_at_ms = ?",
-        (claim["job_id"], claim["scheduled_at_ms"]),
-    ).fetchone():
-        return "duplicate_run"
-    tx.execute(
-        "DELETE FROM due WHERE bucket_minute = ? AND partition = ? AND fire_at_ms = ? "
-        "AND job_id = ? AND scheduled_at_ms = ?",
-        due_key,
-    )
-    _record_run(tx, cmd, claim, tenant_id=job[0], spec=json.loads(job[1]))
-    if not is_trigger:
-        _advance_job(tx, cmd, claim)
     return None
 
 
-def _record_run(
-    tx: sqlite3.Connection, cmd: Command, claim: dict[str, Any], *, tenant_id: str, spec: Any
+def _record_runs(
+    tx: sqlite3.Connection,
+    cmd: Command,
+    accepted: list[tuple[dict[str, Any], str, dict[str, Any]]],
 ) -> None:
-    """The run row, and its delivery in the same transaction: a queue message or an outbox row."""
-    job_id, scheduled = claim["job_id"], claim["scheduled_at_ms"]
-    skipped = claim.get("skip")  # a reason: misfire policy "skip", or overlap policy "skip"
-    tx.execute(
+    """Per accepted claim, in one transaction: the due row goes, the run row and its delivery
+    (a queue message or an outbox row) come, and a scheduled run moves its job on."""
+    now = cmd.ts_ms
+    tx.executemany(
+        "DELETE FROM due WHERE partition = ? AND fire_at_ms = ? "
+        "AND job_id = ? AND scheduled_at_ms = ?",
+        [
+            (
+                c["partition"],
+                c["fire_at_ms"],
+                c["job_id"],
+                c["scheduled_at_ms"],
+            )
+            for c, _, _ in accepted
+        ],
+    )
+    tx.executemany(
         "INSERT INTO runs (job_id, scheduled_at_ms, tenant_id, fire_at_ms, status, attempt, "
         "dispatched_at_ms, finished_at_ms, error) VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?)",
-        (
-            job_id,
-            scheduled,
-            tenant_id,
-            claim["fire_at_ms"],
-            (RunStatus.SKIPPED if skipped else RunStatus.DISPATCHED).value,
-            cmd.ts_ms,
-            cmd.ts_ms if skipped else None,
-            skipped,
-        ),
-    )
-    if skipped:
-        return
-    target = spec["target"]
-    if target["type"] == "queue":
-        tx.execute(
-            "INSERT INTO messages (msg_id, tenant_id, queue, job_id, scheduled_at_ms, attempt, "
-            "visible_at_ms, receipt, payload, retry) VALUES (?, ?, ?, ?, ?, 0, ?, NULL, ?, ?)",
+        [
             (
-                f"{job_id}:{scheduled}",
+                c["job_id"],
+                c["scheduled_at_ms"],
                 tenant_id,
-                target["name"],
-                job_id,
-                scheduled,
-                cmd.ts_ms,
-                json.dumps(spec.get("payload"), separators=(",", ":"), ensure_ascii=False),
-                json.dumps(spec["retry"], separators=(",", ":")),
-            ),
-        )
-    else:
-        tx.execute(
-            "INSERT INTO outbox (partition, tenant_id, job_id, scheduled_at_ms, attempt, "
-            "due_at_ms) VALUES (?, ?, ?, ?, 1, ?)",
-            (claim["partition"], tenant_id, job_id, scheduled, cmd.ts_ms),
-        )
+                c["fire_at_ms"],
+                RunStatus.SKIPPED.value if c.get("skip") else RunStatus.DISPATCHED.value,
+                now,
+                now if c.get("skip") else None,
+                c.get("skip"),  # a reason: misfire policy "skip", or overlap policy "skip"
+            )
+            for c, tenant_id, _ in accepted
+        ],
+    )
+    delivered = [(c, t, spec) for c, t, spec in accepted if not c.get("skip")]
+    tx.executemany(
+        "INSERT INTO messages (msg_id, tenant_id, queue, job_id, scheduled_at_ms, attempt, "
+        "visible_at_ms, receipt, payload, retry) VALUES (?, ?, ?, ?, ?, 0, ?, NULL, ?, ?)",
+        [
+            (
+                f"{c['job_id']}:{c['scheduled_at_ms']}",
+                tenant_id,
+                spec["target"]["name"],
+                c["job_id"],
+                c["scheduled_at_ms"],
+                now,
+                compact_json(spec.get("payload")),
+                compact_json(spec["retry"]),
+            )
+            for c, tenant_id, spec in delivered
+            if spec["target"]["type"] == "queue"
+        ],
+    )
+    tx.executemany(
+        "INSERT INTO outbox (partition, tenant_id, job_id, scheduled_at_ms, attempt, "
+        "due_at_ms) VALUES (?, ?, ?, ?, 1, ?)",
+        [
+            (c["partition"], tenant_id, c["job_id"], c["scheduled_at_ms"], now)
+            for c, tenant_id, spec in delivered
+            if spec["target"]["type"] != "queue"
+        ],
+    )
+    _advance_jobs(tx, cmd, [(c, t) for c, t, _ in accepted if not c["is_trigger"]])
 
 
-def _advance_job(tx: sqlite3.Connection, cmd: Command, claim: dict[str, Any]) -> None:
-    """Move a job to the next run the claimer computed, or complete it when none is left."""
-    next_run, next_fire = claim["next_run_at_ms"], claim["next_fire_at_ms"]
-    status = JobStatus.ACTIVE.value if next_run is not None else JobStatus.COMPLETED.value
-    tx.execute(
+def _advance_jobs(
+    tx: sqlite3.Connection, cmd: Command, scheduled: list[tuple[dict[str, Any], str]]
+) -> None:
+    """Move each job to the next run its claimer computed, or complete it when none is left."""
+    tx.executemany(
         "UPDATE jobs SET version = version + 1, status = ?, next_run_at_ms = ?, "
         "next_fire_at_ms = ?, updated_at_ms = ? WHERE job_id = ?",
-        (status, next_run, next_fire, cmd.ts_ms, claim["job_id"]),
+        [
+            (
+                (
+                    JobStatus.ACTIVE if c["next_run_at_ms"] is not None else JobStatus.COMPLETED
+                ).value,
+                c["next_run_at_ms"],
+                c["next_fire_at_ms"],
+                cmd.ts_ms,
+                c["job_id"],
+            )
+            for c, _ in scheduled
+        ],
     )
-    if next_run is None:
-        tx.execute(
-            "UPDATE tenants SET live_jobs = live_jobs - 1 WHERE tenant_id = "
-            "(SELECT tenant_id FROM jobs WHERE job_id = ?)",
-            (claim["job_id"],),
-        )
-        return
-    add_due(
-        tx,
-        partition=claim["partition"],
-        fire_at_ms=next_fire,
-        job_id=claim["job_id"],
-        scheduled_at_ms=next_run,
+    tx.executemany(
+        "INSERT OR IGNORE INTO due (partition, fire_at_ms, job_id, scheduled_at_ms, is_trigger) "
+        "VALUES (?, ?, ?, ?, 0)",
+        [
+            (
+                c["partition"],
+                c["next_fire_at_ms"],
+                c["job_id"],
+                c["next_run_at_ms"],
+            )
+            for c, _ in scheduled
+            if c["next_run_at_ms"] is not None
+        ],
+    )
+    completed = Counter(tenant_id for c, tenant_id in scheduled if c["next_run_at_ms"] is None)
+    tx.executemany(
+        "UPDATE tenants SET live_jobs = live_jobs - ? WHERE tenant_id = ?",
+        [(count, tenant_id) for tenant_id, count in sorted(completed.items())],
     )
 
 

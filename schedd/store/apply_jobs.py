@@ -5,12 +5,11 @@ Each keeps the due index in step with the job row and writes an audit record.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from typing import Any, NamedTuple
 
 from schedd.model import JobStatus
-from schedd.store.command import Command, ok, rejected
+from schedd.store.command import Command, compact_json, ok, rejected
 from schedd.store.records import add_due, audit, remove_scheduled_due
 
 LIVE = (JobStatus.ACTIVE.value, JobStatus.PAUSED.value)
@@ -98,7 +97,7 @@ def _create_one(
             job_id,
             tenant_id,
             item["partition"],
-            json.dumps(item["spec"], separators=(",", ":"), ensure_ascii=False),
+            compact_json(item["spec"]),
             item["next_run_at_ms"],
             item["next_fire_at_ms"],
             cmd.ts_ms,
@@ -158,7 +157,7 @@ def update_job(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
         "UPDATE jobs SET spec = ?, next_run_at_ms = ?, next_fire_at_ms = ?, "
         "version = version + 1, updated_at_ms = ? WHERE job_id = ?",
         (
-            json.dumps(b["spec"], separators=(",", ":"), ensure_ascii=False),
+            compact_json(b["spec"]),
             b["next_run_at_ms"] if is_active else None,
             b["next_fire_at_ms"] if is_active else None,
             cmd.ts_ms,

@@ -31,98 +31,103 @@ _COLUMNS = ", ".join(Message._fields)
 
 
 def receive_messages(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
-    """Hand out up to `max` visible messages, each as a new attempt under a fresh receipt."""
+    """Hand out up to `max` visible messages, each as a new attempt under a fresh receipt.
+
+    A receipt is "<nonce>.<msg_id>": the proposer's random nonce, and the message it names, so
+    ack, nack and extend find the message by its key.
+    """
     b = cmd.body
     rows = tx.execute(
         f"SELECT {_COLUMNS} FROM messages WHERE tenant_id = ? AND queue = ? "
         "AND visible_at_ms <= ? ORDER BY visible_at_ms, msg_id LIMIT ?",
         (b["tenant_id"], b["queue"], cmd.ts_ms, int(b["max"])),
     ).fetchall()
-    receipts = iter(b["receipts"])
-    delivered = []
+    messages = []
     for message in map(Message._make, rows):
         timed_out = message.receipt is not None  # its visibility timeout passed without an ack
-        if timed_out and not _fail_attempt(
+        if not timed_out or _fail_attempt(
             tx, cmd, message, "visibility timeout expired", "timed_out"
         ):
-            continue
-        delivered.append(_deliver(tx, cmd, message, next(receipts), int(b["visibility_ms"])))
-    return ok(messages=delivered)
-
-
-def _deliver(
-    tx: sqlite3.Connection, cmd: Command, message: Message, receipt: str, visibility_ms: int
-) -> dict[str, Any]:
-    attempt = message.attempt + 1
-    tx.execute(
+            messages.append(message)
+    nonces = b["receipts"]
+    receipts = [f"{nonce}.{m.msg_id}" for nonce, m in zip(nonces, messages, strict=False)]
+    visible_at = cmd.ts_ms + int(b["visibility_ms"])
+    tx.executemany(
         "UPDATE messages SET attempt = ?, visible_at_ms = ?, receipt = ? WHERE msg_id = ?",
-        (attempt, cmd.ts_ms + visibility_ms, receipt, message.msg_id),
+        [(m.attempt + 1, visible_at, r, m.msg_id) for m, r in zip(messages, receipts, strict=True)],
     )
-    tx.execute(
+    tx.executemany(
         "INSERT OR REPLACE INTO attempts (job_id, scheduled_at_ms, attempt, started_at_ms) "
         "VALUES (?, ?, ?, ?)",
-        (message.job_id, message.scheduled_at_ms, attempt, cmd.ts_ms),
+        [(m.job_id, m.scheduled_at_ms, m.attempt + 1, cmd.ts_ms) for m in messages],
     )
-    _set_run(tx, message, RunStatus.DELIVERED, attempt=attempt)
+    tx.executemany(
+        "UPDATE runs SET status = ?, attempt = ? WHERE job_id = ? AND scheduled_at_ms = ?",
+        [(RunStatus.DELIVERED.value, m.attempt + 1, m.job_id, m.scheduled_at_ms) for m in messages],
+    )
+    return ok(messages=[_delivery(m, r) for m, r in zip(messages, receipts, strict=True)])
+
+
+def _delivery(message: Message, receipt: str) -> dict[str, Any]:
+    scheduled_at = format_instant(message.scheduled_at_ms)
     return {
         "receipt": receipt,
         "job_id": message.job_id,
-        "scheduled_at": format_instant(message.scheduled_at_ms),
-        "attempt": attempt,
-        "idempotency_key": f"{message.job_id}:{format_instant(message.scheduled_at_ms)}",
+        "scheduled_at": scheduled_at,
+        "attempt": message.attempt + 1,
+        "idempotency_key": f"{message.job_id}:{scheduled_at}",
         "payload": json.loads(message.payload),
     }
 
 
-def _by_receipt(tx: sqlite3.Connection, cmd: Command, receipt: object) -> Message | None:
-    row = tx.execute(
-        f"SELECT {_COLUMNS} FROM messages WHERE receipt = ? AND tenant_id = ? AND queue = ?",
-        (str(receipt), cmd.body["tenant_id"], cmd.body["queue"]),
-    ).fetchone()
-    return None if row is None else Message._make(row)
+def _by_receipts(tx: sqlite3.Connection, cmd: Command) -> list[Message]:
+    """The tenant's messages in this queue that the command's receipts hold now (each once)."""
+    wanted = {str(r) for r in cmd.body["receipts"]}
+    ids = sorted({r.partition(".")[2] for r in wanted})
+    marks = ",".join("?" * len(ids))
+    rows = tx.execute(
+        # "+": look messages up by key, not by the tenant's (possibly huge) queue index
+        f"SELECT {_COLUMNS} FROM messages WHERE msg_id IN ({marks}) AND +tenant_id = ? "
+        "AND +queue = ? ORDER BY msg_id",
+        (*ids, cmd.body["tenant_id"], cmd.body["queue"]),
+    )
+    return [m for m in map(Message._make, rows) if m.receipt in wanted]
 
 
 def ack_messages(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
     """The consumer finished: the run succeeded. Unknown or expired receipts are not counted."""
-    acked = 0
-    for receipt in cmd.body["receipts"]:
-        message = _by_receipt(tx, cmd, receipt)
-        if message is None:
-            continue
-        tx.execute("DELETE FROM messages WHERE msg_id = ?", (message.msg_id,))
-        _finish_attempt(tx, cmd, message, "succeeded", None)
-        _set_run(tx, message, RunStatus.SUCCEEDED, finished_at_ms=cmd.ts_ms)
-        acked += 1
-    return ok(acked=acked)
+    messages = _by_receipts(tx, cmd)
+    tx.executemany("DELETE FROM messages WHERE msg_id = ?", [(m.msg_id,) for m in messages])
+    tx.executemany(
+        "UPDATE attempts SET finished_at_ms = ?, outcome = 'succeeded' "
+        "WHERE job_id = ? AND scheduled_at_ms = ? AND attempt = ?",
+        [(cmd.ts_ms, m.job_id, m.scheduled_at_ms, m.attempt) for m in messages],
+    )
+    tx.executemany(
+        "UPDATE runs SET status = ?, finished_at_ms = ? WHERE job_id = ? AND scheduled_at_ms = ?",
+        [(RunStatus.SUCCEEDED.value, cmd.ts_ms, m.job_id, m.scheduled_at_ms) for m in messages],
+    )
+    return ok(acked=len(messages))
 
 
 def nack_messages(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
     """The consumer failed: retry per the job's policy, or make the run a dead letter."""
     nacked = 0
     error = str(cmd.body.get("error") or "nacked")[:4000]
-    for receipt in cmd.body["receipts"]:
-        message = _by_receipt(tx, cmd, receipt)
-        if message is not None:
-            _fail_attempt(tx, cmd, message, error, "failed")
-            nacked += 1
+    for message in _by_receipts(tx, cmd):
+        _fail_attempt(tx, cmd, message, error, "failed")
+        nacked += 1
     return ok(nacked=nacked)
 
 
 def extend_messages(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
     """Keep messages invisible for longer while their consumer works on them."""
-    extended = tx.executemany(
-        "UPDATE messages SET visible_at_ms = ? WHERE receipt = ? AND tenant_id = ? AND queue = ?",
-        [
-            (
-                cmd.ts_ms + int(cmd.body["visibility_ms"]),
-                str(r),
-                cmd.body["tenant_id"],
-                cmd.body["queue"],
-            )
-            for r in cmd.body["receipts"]
-        ],
-    ).rowcount
-    return ok(extended=extended)
+    messages = _by_receipts(tx, cmd)
+    tx.executemany(
+        "UPDATE messages SET visible_at_ms = ? WHERE msg_id = ?",
+        [(cmd.ts_ms + int(cmd.body["visibility_ms"]), m.msg_id) for m in messages],
+    )
+    return ok(extended=len(messages))
 
 
 def _fail_attempt(

@@ -26,6 +26,14 @@ class Command:
     body: Mapping[str, Any]
 
 
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
+def compact_json(value: Any) -> str:
+    """JSON text without spaces; one shared encoder (json.dumps with options builds one a call)."""
+    return _COMPACT.encode(value)
+
+
 def envelope(cmd: Command) -> dict[str, Any]:
     """The JSON object of a command."""
     return {"v": FORMAT_VERSION, "type": cmd.type, "id": cmd.id, "ts": cmd.ts_ms, "body": cmd.body}

@@ -8,8 +8,6 @@ from typing import Any, Protocol
 
 from schedd.store.command import Command
 
-MINUTE_MS = 60_000
-
 
 def audit(
     tx: sqlite3.Connection,
@@ -45,9 +43,9 @@ def add_due(
 ) -> None:
     """Put one upcoming run in the due index."""
     tx.execute(
-        "INSERT OR IGNORE INTO due (bucket_minute, partition, fire_at_ms, job_id, "
-        "scheduled_at_ms, is_trigger) VALUES (?, ?, ?, ?, ?, ?)",
-        (fire_at_ms // MINUTE_MS, partition, fire_at_ms, job_id, scheduled_at_ms, int(is_trigger)),
+        "INSERT OR IGNORE INTO due (partition, fire_at_ms, job_id, scheduled_at_ms, is_trigger) "
+        "VALUES (?, ?, ?, ?, ?)",
+        (partition, fire_at_ms, job_id, scheduled_at_ms, int(is_trigger)),
     )
 
 
@@ -69,10 +67,9 @@ def remove_scheduled_due(tx: sqlite3.Connection, job: ScheduledRun) -> None:
     if job.next_fire_at_ms is None:
         return
     tx.execute(
-        "DELETE FROM due WHERE bucket_minute = ? AND partition = ? AND fire_at_ms = ? "
+        "DELETE FROM due WHERE partition = ? AND fire_at_ms = ? "
         "AND job_id = ? AND scheduled_at_ms = ? AND is_trigger = 0",
         (
-            job.next_fire_at_ms // MINUTE_MS,
             job.partition,
             job.next_fire_at_ms,
             job.job_id,

@@ -99,8 +99,8 @@ def test_two_dispatchers_with_the_same_read_claim_a_run_once(apply: Applier, db:
     setup(apply)
     first = claim(apply)
     second = claim(apply)  # the same stale read: version 1, the same scheduled time
-    assert first["claimed"] == [f"j1:{NOW_MS}"]
-    assert second["claimed"] == [] and second["rejected"] == {"not_due": 1}
+    assert first["claimed"] == 1
+    assert second["claimed"] == 0 and second["rejected"] == {"not_due": 1}
     assert count(db, "SELECT COUNT(*) FROM runs") == 1
     assert count(db, "SELECT COUNT(*) FROM messages") == 1
 
@@ -115,12 +115,51 @@ def test_recurring_job_rescheduled_in_the_claim_is_never_claimed_twice(
     stale = claim(apply, version=1, run_ms=NOW_MS + MIN, next_ms=NOW_MS + 2 * MIN)
     assert stale["rejected"] == {"stale_version": 1}
     fresh = claim(apply, version=2, run_ms=NOW_MS + MIN, next_ms=NOW_MS + 2 * MIN)
-    assert fresh["claimed"] == [f"j1:{NOW_MS + MIN}"]
+    assert fresh["claimed"] == 1
     assert count(db, "SELECT COUNT(*) FROM runs") == 2
     assert db.conn.execute("SELECT version, next_run_at_ms FROM jobs").fetchone() == (
         3,
         NOW_MS + 2 * MIN,
     )
+
+
+def test_one_batch_naming_a_job_several_times_acts_as_claims_one_by_one(
+    apply: Applier, db: Database
+) -> None:
+    setup(apply)
+    apply("trigger_job", {"tenant_id": "t1", "job_id": "j1", "scheduled_at_ms": NOW_MS + 5_000})
+
+    def one(run_ms: int, version: int, *, trigger: bool = False) -> dict[str, Any]:
+        next_ms = None if trigger else run_ms + MIN
+        return {
+            "partition": 3,
+            "epoch": 1,
+            "job_id": "j1",
+            "scheduled_at_ms": run_ms,
+            "fire_at_ms": run_ms,
+            "is_trigger": trigger,
+            "version": version,
+            "next_run_at_ms": next_ms,
+            "next_fire_at_ms": next_ms,
+        }
+
+    claims = [
+        one(NOW_MS, 1),  # claimed: the job moves to NOW + MIN at version 2
+        one(NOW_MS + 5_000, 1, trigger=True),  # claimed: triggers ignore the version
+        one(NOW_MS, 1),  # its due row went with the first claim
+        one(NOW_MS + MIN, 2),  # due since the first claim, at the version it made
+        one(NOW_MS + MIN, 1),  # a stale read of the same run
+    ]
+    result = apply("claim_runs", {"node_id": "n1", "claims": claims}, ts_ms=NOW_MS + 5_000)
+    assert result["claimed"] == 3
+    assert result["rejected"] == {"not_due": 2}
+    runs = db.conn.execute("SELECT scheduled_at_ms FROM runs ORDER BY 1").fetchall()
+    assert runs == [(NOW_MS,), (NOW_MS + 5_000,), (NOW_MS + MIN,)]
+    assert db.conn.execute("SELECT version, next_run_at_ms FROM jobs").fetchone() == (
+        3,
+        NOW_MS + 2 * MIN,
+    )
+    assert count(db, "SELECT COUNT(*) FROM messages") == 3
 
 
 def test_claims_are_fenced_by_the_lease(apply: Applier, db: Database) -> None:
@@ -134,7 +173,7 @@ def test_claims_are_fenced_by_the_lease(apply: Applier, db: Database) -> None:
         {"ttl_ms": 10_000, "moves": [{"partition": 3, "node_id": "n2", "epoch": 1}]},
     )
     assert claim(apply, node="n1", epoch=1)["rejected"] == {"stale_lease": 1}
-    assert claim(apply, node="n2", epoch=2)["claimed"] == [f"j1:{NOW_MS}"]
+    assert claim(apply, node="n2", epoch=2)["claimed"] == 1
 
 
 def test_lease_moves_are_compare_and_set_and_heartbeats_renew(apply: Applier, db: Database) -> None:
@@ -182,9 +221,11 @@ def test_receive_then_ack_succeeds_the_run(apply: Applier, db: Database) -> None
     setup(apply)
     claim(apply)
     [message] = receive(apply, NOW_MS, "r1", "r2")
-    assert message["attempt"] == 1 and message["payload"] == {"n": 1} and message["receipt"] == "r1"
+    assert message["attempt"] == 1 and message["payload"] == {"n": 1}
+    assert message["receipt"] == f"r1.j1:{NOW_MS}"  # the proposer's nonce, then the message
     assert receive(apply, NOW_MS + 1_000, "r3") == []  # invisible while in flight
-    ack = {"tenant_id": "t1", "queue": "q", "receipts": ["r1", "bogus"]}
+    receipts = [message["receipt"], "bogus", f"r2.j1:{NOW_MS}", message["receipt"]]
+    ack = {"tenant_id": "t1", "queue": "q", "receipts": receipts}
     assert apply("ack_messages", ack, ts_ms=NOW_MS + 2_000)["acked"] == 1
     assert db.conn.execute("SELECT status, attempt FROM runs").fetchone() == ("succeeded", 1)
     assert db.conn.execute("SELECT outcome FROM attempts").fetchall() == [("succeeded",)]
@@ -193,14 +234,14 @@ def test_receive_then_ack_succeeds_the_run(apply: Applier, db: Database) -> None
 def test_nack_retries_after_backoff_then_dead_letters(apply: Applier, db: Database) -> None:
     setup(apply)
     claim(apply)
-    receive(apply, NOW_MS, "r1")
-    nack = {"tenant_id": "t1", "queue": "q", "receipts": ["r1"], "error": "boom"}
+    [first] = receive(apply, NOW_MS, "r1")
+    nack = {"tenant_id": "t1", "queue": "q", "receipts": [first["receipt"]], "error": "boom"}
     apply("nack_messages", nack, ts_ms=NOW_MS + 1_000)
     assert db.conn.execute("SELECT status, error FROM runs").fetchone() == ("retrying", "boom")
     assert receive(apply, NOW_MS + 1_000 + 4_000, "r2") == []  # the fixed 10 s backoff (5-10 s)
     [again] = receive(apply, NOW_MS + 1_000 + 10_000, "r2")
     assert again["attempt"] == 2
-    apply("nack_messages", nack | {"receipts": ["r2"]}, ts_ms=NOW_MS + 20_000)
+    apply("nack_messages", nack | {"receipts": [again["receipt"]]}, ts_ms=NOW_MS + 20_000)
     assert db.conn.execute("SELECT status FROM runs").fetchone() == ("dead",)
     assert count(db, "SELECT COUNT(*) FROM messages") == 0
     assert db.conn.execute("SELECT attempts, error FROM deadletters").fetchone() == (2, "boom")
@@ -211,20 +252,23 @@ def test_expired_visibility_is_a_failed_attempt_and_a_redelivery(
 ) -> None:
     setup(apply)
     claim(apply)
-    receive(apply, NOW_MS, "r1")
+    [first] = receive(apply, NOW_MS, "r1")
     [again] = receive(apply, NOW_MS + 31_000, "r2")
-    assert again["attempt"] == 2 and again["receipt"] == "r2"
+    assert again["attempt"] == 2 and again["receipt"] == f"r2.j1:{NOW_MS}"
     outcomes = db.conn.execute("SELECT attempt, outcome FROM attempts ORDER BY attempt").fetchall()
     assert outcomes == [(1, "timed_out"), (2, None)]
-    stale_ack = {"tenant_id": "t1", "queue": "q", "receipts": ["r1"]}
+    stale_ack = {"tenant_id": "t1", "queue": "q", "receipts": [first["receipt"]]}
     assert apply("ack_messages", stale_ack, ts_ms=NOW_MS + 32_000)["acked"] == 0
 
 
 def test_extend_keeps_a_message_invisible(apply: Applier) -> None:
     setup(apply)
     claim(apply)
-    receive(apply, NOW_MS, "r1")
-    extend = {"tenant_id": "t1", "queue": "q", "receipts": ["r1"], "visibility_ms": 60_000}
+    [message] = receive(apply, NOW_MS, "r1")
+    receipts = [message["receipt"]]
+    extend = {"tenant_id": "t1", "queue": "q", "receipts": receipts, "visibility_ms": 60_000}
+    elsewhere = extend | {"queue": "other"}
+    assert apply("extend_messages", elsewhere, ts_ms=NOW_MS + 20_000)["extended"] == 0
     assert apply("extend_messages", extend, ts_ms=NOW_MS + 20_000)["extended"] == 1
     assert receive(apply, NOW_MS + 40_000, "r2") == []
 
@@ -233,10 +277,10 @@ def test_redrive_gives_a_dead_run_one_more_attempt(apply: Applier, db: Database)
     setup(apply)
     claim(apply)
     nack = {"tenant_id": "t1", "queue": "q", "error": "boom"}
-    receive(apply, NOW_MS, "r1")
-    apply("nack_messages", nack | {"receipts": ["r1"]}, ts_ms=NOW_MS + 1_000)
-    receive(apply, NOW_MS + 20_000, "r2")
-    apply("nack_messages", nack | {"receipts": ["r2"]}, ts_ms=NOW_MS + 21_000)
+    [first] = receive(apply, NOW_MS, "r1")
+    apply("nack_messages", nack | {"receipts": [first["receipt"]]}, ts_ms=NOW_MS + 1_000)
+    [second] = receive(apply, NOW_MS + 20_000, "r2")
+    apply("nack_messages", nack | {"receipts": [second["receipt"]]}, ts_ms=NOW_MS + 21_000)
     [(dl_id,)] = db.conn.execute("SELECT id FROM deadletters").fetchall()
     other = apply("redrive_deadletter", {"tenant_id": "t2", "id": dl_id}, ts_ms=NOW_MS + 22_000)
     assert other["code"] == "deadletter_not_found"
@@ -248,7 +292,7 @@ def test_redrive_gives_a_dead_run_one_more_attempt(apply: Applier, db: Database)
     )
     [again] = receive(apply, NOW_MS + 22_000, "r3")
     assert again["attempt"] == 3
-    apply("nack_messages", nack | {"receipts": ["r3"]}, ts_ms=NOW_MS + 23_000)
+    apply("nack_messages", nack | {"receipts": [again["receipt"]]}, ts_ms=NOW_MS + 23_000)
     assert db.conn.execute("SELECT attempts FROM deadletters").fetchone() == (3,)  # dead again
     assert apply("delete_deadletter", {"tenant_id": "t1", "id": dl_id})["status"] == "ok"
     assert count(db, "SELECT COUNT(*) FROM deadletters") == 0
