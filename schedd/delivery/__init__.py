@@ -1,0 +1,1 @@
+"""HTTP callback delivery: SSRF guard, Standard Webhooks signing, attempt outcomes, callers."""
