@@ -99,6 +99,21 @@ def summarize(name: str, seen: list[tuple[float, float, str]], expected: int) ->
     return result
 
 
+def background(urls: list[str], token: str, count: int) -> None:
+    """Jobs due later (1 to 25 hours ahead): the spike's due lookup must not slow down."""
+    start = time.time()
+    later_ms = (int(start) + 3600) * 1000
+    bodies = [
+        {
+            "schedule": {"run_at": format_instant(later_ms + (i * 86_400_000) // count)},
+            "target": {"type": "queue", "name": "later"},
+        }
+        for i in range(count)
+    ]
+    asyncio.run(create(urls, token, bodies))
+    print(f"background: {count:,} jobs due later, created in {time.time() - start:.0f}s")
+
+
 def spike(urls: list[str], token: str, count: int) -> tuple[dict[str, Any], list[Any]]:
     due_ms = (int(time.time()) + 25 + count // 5000) * 1000
     bodies = [
@@ -151,10 +166,14 @@ def plot(series: dict[str, list[Any]], path: Path) -> None:
     for ax, (name, seen) in zip([axes] if len(series) == 1 else axes, series.items(), strict=True):
         if seen:
             t0 = min(t for t, _, _ in seen)
+            times = sorted(t - t0 for t, _, _ in seen)
             ax.scatter([t - t0 for t, _, _ in seen], [lag for _, lag, _ in seen], s=1)
+            received = ax.twinx()  # how the backlog drains
+            received.plot(times, range(1, len(times) + 1), color="tab:orange", linewidth=1)
+            received.set_ylabel("received so far", color="tab:orange")
         ax.set_title(name)
         ax.set_xlabel("seconds since the first message")
-        ax.set_ylabel("lag (s)")
+        ax.set_ylabel("lag (s)", color="tab:blue")
     fig.tight_layout()
     fig.savefig(path)
     print(f"plot: {path}")
@@ -165,6 +184,9 @@ def main() -> None:
     parser.add_argument("--spike", type=int, default=100_000)
     parser.add_argument("--rate", type=int, default=2_000)
     parser.add_argument("--seconds", type=int, default=30)
+    parser.add_argument(
+        "--background", type=int, default=0, help="jobs due 1-25 h later, created first"
+    )
     args = parser.parse_args()
     RESULTS.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp, running(make_nodes(Path(tmp), 3)) as nodes:
@@ -176,8 +198,12 @@ def main() -> None:
         )
         token = tenant["token"]
         results, series = [], {}
+        if args.background:
+            background(urls, token, args.background)
         if args.spike:
             result, seen = spike(urls, token, args.spike)
+            if args.background:
+                result["scenario"] = f"spike, {args.background:,} other jobs due later"
             results.append(result)
             series[result["scenario"]] = seen
         if args.rate:

@@ -37,7 +37,13 @@ SCHEMA: Mapping[str, tuple[str, ...]] = {
     ),
     "auth": ("admin_token", "admin_token_file"),
     "cluster": ("partitions",),
-    "delivery": ("allow_cidrs", "payload_limit"),
+    "delivery": (
+        "allow_cidrs",
+        "payload_limit",
+        "concurrency",
+        "tenant_concurrency",
+        "secret_overlap",
+    ),
     "dispatch": ("lease_ttl", "misfire_threshold"),
     "retention": ("runs",),
 }
@@ -83,6 +89,9 @@ class NodeConfig:
     partitions: int = 256
     allow_cidrs: tuple[str, ...] = ()
     payload_limit_bytes: int = 65_536
+    delivery_concurrency: int = 256
+    tenant_concurrency: int = 32
+    secret_overlap_ms: int = 86_400_000
     retention_runs_ms: int = DEFAULT_RETENTION_RUNS_MS
     lease_ttl_ms: int = 5_000
     misfire_threshold_ms: int = 60_000
@@ -207,6 +216,9 @@ def _build(
         partitions=_integer(doc, "cluster.partitions", 256, 1, MAX_PARTITIONS),
         allow_cidrs=_cidrs(doc),
         payload_limit_bytes=_payload_limit(doc),
+        delivery_concurrency=_integer(doc, "delivery.concurrency", 256, 1, 10_000),
+        tenant_concurrency=_integer(doc, "delivery.tenant_concurrency", 32, 1, 10_000),
+        secret_overlap_ms=_duration_ms(doc, "delivery.secret_overlap", 86_400_000, minimum_ms=0),
         retention_runs_ms=_duration_ms(
             doc, "retention.runs", DEFAULT_RETENTION_RUNS_MS, minimum_ms=60_000
         ),

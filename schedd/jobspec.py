@@ -158,7 +158,7 @@ def parse_target(value: object) -> Target:
             url=_parse_url(value.get("url")),
             method=str(method),
             headers=_parse_headers(value.get("headers", {})),
-            timeout_ms=_bounded_duration(timeout, "target.timeout", 1_000, 300_000),
+            timeout_ms=_bounded_duration(timeout, "target.timeout", 1_000, 60_000),
         )
     raise InvalidRequest("target.type", f"must be 'queue' or 'http', got {kind!r}")
 

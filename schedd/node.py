@@ -18,6 +18,8 @@ from pysyncobj import SyncObjConf
 from schedd.api.app import build_app
 from schedd.api.context import ApiContext, QueueSignal, TokenCache
 from schedd.config import NodeConfig
+from schedd.delivery.caller import Caller
+from schedd.delivery.guard import TargetGuard
 from schedd.dispatch.service import DispatchService
 from schedd.errors import ConfigError, SchedError
 from schedd.raft.proposer import Proposer, ThreadProposer
@@ -31,6 +33,7 @@ log = logging.getLogger(__name__)
 HALT_EXIT_CODE = 70
 REGISTER_RETRY_S = 1.0
 QUEUE_FEEDERS = frozenset({"claim_runs", "nack_messages", "redrive_deadletter"})
+OUTBOX_FEEDERS = frozenset({"claim_runs", "redrive_deadletter"})
 
 
 def halt_process(reason: str) -> None:
@@ -98,6 +101,8 @@ class Node:
         self._runner: web.AppRunner | None = None
         self._register_task: asyncio.Task[None] | None = None
         self.dispatch: DispatchService | None = None
+        self.caller: Caller | None = None
+        self.guard = TargetGuard(config.allow_cidrs)
         self.queue_signal = QueueSignal()
 
     def _on_applied(self, cmd: Command) -> None:
@@ -108,6 +113,8 @@ class Node:
             self.dispatch.on_applied(cmd)
         if cmd.type in QUEUE_FEEDERS:
             self.queue_signal.pulse_threadsafe()
+        if cmd.type in OUTBOX_FEEDERS and self.caller is not None:
+            self.caller.wake_threadsafe()
 
     def _check_partitions(self) -> None:
         stored = self.db.get_meta("partitions", 0)
@@ -137,6 +144,8 @@ class Node:
             request_timeout_s=self.config.request_timeout_s,
             tokens=self.tokens,
             queue_signal=self.queue_signal,
+            guard=self.guard,
+            secret_overlap_ms=self.config.secret_overlap_ms,
         )
         self._runner = web.AppRunner(build_app(ctx), access_log=None, handler_cancellation=True)
         await self._runner.setup()
@@ -155,6 +164,15 @@ class Node:
             misfire_threshold_ms=self.config.misfire_threshold_ms,
         )
         self.dispatch.start()
+        self.caller = Caller(
+            self.config.node_id,
+            self.reads,
+            proposer.propose,
+            self.guard,
+            concurrency=self.config.delivery_concurrency,
+            tenant_concurrency=self.config.tenant_concurrency,
+        )
+        self.caller.start()
 
     async def _register(self, proposer: Proposer) -> None:
         """Publish this node's addresses through the log once a leader exists."""
@@ -215,6 +233,8 @@ class Node:
         """Stop serving, stop Raft (finishing the apply in progress), close SQLite."""
         if self._register_task is not None:
             self._register_task.cancel()
+        if self.caller is not None:
+            await self.caller.stop()
         if self.dispatch is not None:
             await asyncio.to_thread(self.dispatch.stop)
         if self._runner is not None:

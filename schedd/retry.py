@@ -16,16 +16,21 @@ def retry_delay_ms(policy: RetryPolicy, attempt: int, key: str) -> int:
     The backoff grows per the policy up to max_delay; the jitter picks a point in the upper half
     of it, so retries of many runs that failed together spread out.
     """
+    capped = backoff_ms(policy, attempt)
+    digest = hashlib.blake2b(f"{key}:{attempt}".encode(), digest_size=8).digest()
+    low = capped // 2
+    return low + int.from_bytes(digest, "big") % (capped - low + 1)
+
+
+def backoff_ms(policy: RetryPolicy, attempt: int) -> int:
+    """The policy's delay after failed attempt number `attempt`, before jitter, capped."""
     if policy.backoff is Backoff.EXPONENTIAL:
         base = policy.initial_delay_ms << min(attempt - 1, 40)
     elif policy.backoff is Backoff.LINEAR:
         base = policy.initial_delay_ms * attempt
     else:
         base = policy.initial_delay_ms
-    capped = min(base, policy.max_delay_ms)
-    digest = hashlib.blake2b(f"{key}:{attempt}".encode(), digest_size=8).digest()
-    low = capped // 2
-    return low + int.from_bytes(digest, "big") % (capped - low + 1)
+    return min(base, policy.max_delay_ms)
 
 
 def has_attempts_left(policy: RetryPolicy, attempts_made: int) -> bool:

@@ -22,6 +22,7 @@ from schedd.api.http import (
     read_object,
     require,
 )
+from schedd.delivery.guard import TargetGuard
 from schedd.errors import InvalidRequest, TenantNotFound
 from schedd.jsonbody import JSONValue
 from schedd.schedule import occurrences, parse_schedule
@@ -36,9 +37,11 @@ MAX_PREVIEW = 1_000
 routes = web.RouteTableDef()
 
 
-def _tenant_fields(body: dict[str, JSONValue], *, creating: bool) -> dict[str, Any]:
+def _tenant_fields(
+    body: dict[str, JSONValue], *, creating: bool, guard: TargetGuard
+) -> dict[str, Any]:
     """Validated tenant settings from a create or PATCH body."""
-    require(body, {"name", "max_active_jobs", "dispatch_rate", "allowed_hosts"})
+    require(body, {"name", "max_active_jobs", "dispatch_rate", "allowed_hosts", "alert_url"})
     fields: dict[str, Any] = {}
     if "name" in body or creating:
         name = body.get("name")
@@ -63,6 +66,13 @@ def _tenant_fields(body: dict[str, JSONValue], *, creating: bool) -> dict[str, A
         ):
             raise InvalidRequest("allowed_hosts", "must be a list of at most 100 host patterns")
         fields["allowed_hosts"] = hosts
+    if "alert_url" in body:
+        url = body["alert_url"]
+        if url is not None and (not isinstance(url, str) or not 0 < len(url) <= 2048):
+            raise InvalidRequest("alert_url", "must be an http(s) URL or null")
+        if url is not None:
+            guard.parse(url)  # SSRF rules (422); the host is checked again at every alert
+        fields["alert_url"] = url
     return fields
 
 
@@ -86,7 +96,7 @@ async def create_tenant(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
     principal(request).require_admin()
     fields = _tenant_fields(
-        await read_object(request, limit_bytes=TENANT_BODY_LIMIT), creating=True
+        await read_object(request, limit_bytes=TENANT_BODY_LIMIT), creating=True, guard=ctx.guard
     )
     credentials, shown_once = _credentials("tnt_" + uuid.uuid4().hex[:16])
     await propose(ctx, "create_tenant", credentials | fields)
@@ -126,7 +136,7 @@ async def update_tenant(request: web.Request) -> web.Response:
     ctx, tenant_id = request.app[CONTEXT], request.match_info["tenant_id"]
     principal(request).require_admin()
     changes = _tenant_fields(
-        await read_object(request, limit_bytes=TENANT_BODY_LIMIT), creating=False
+        await read_object(request, limit_bytes=TENANT_BODY_LIMIT), creating=False, guard=ctx.guard
     )
     await propose(
         ctx, "update_tenant", {"tenant_id": tenant_id, "changes": changes, "actor": "admin"}
@@ -139,7 +149,8 @@ async def rotate_tenant(request: web.Request) -> web.Response:
     ctx, tenant_id = request.app[CONTEXT], request.match_info["tenant_id"]
     principal(request).require_admin()
     credentials, shown_once = _credentials(tenant_id)
-    await propose(ctx, "rotate_tenant", credentials)
+    # The old signing secret keeps signing callbacks (beside the new one) for the overlap.
+    await propose(ctx, "rotate_tenant", credentials | {"overlap_ms": ctx.secret_overlap_ms})
     return json_response(shown_once)
 
 

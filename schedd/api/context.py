@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
+from schedd.delivery.guard import TargetGuard
 from schedd.errors import Forbidden, InvalidRequest, TenantNotFound, Unauthorized
 from schedd.store import queries
 from schedd.store.db import ReadPool
@@ -108,6 +109,8 @@ class ApiContext:
     tokens: TokenCache = field(default_factory=TokenCache)
     queue_signal: QueueSignal = field(default_factory=QueueSignal)
     clock_ms: Callable[[], int] = field(default=wall_clock_ms)
+    guard: TargetGuard = field(default_factory=TargetGuard)
+    secret_overlap_ms: int = 86_400_000
     _barrier: asyncio.Task[dict[str, Any]] | None = None
 
     async def catch_up(self) -> None:

@@ -5,6 +5,7 @@ Handlers validate, decide ids, "now" and next runs, then propose; apply decides 
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import re
@@ -25,6 +26,7 @@ from schedd.api.http import (
     read_object,
     rejection_error,
 )
+from schedd.delivery.ssrf import BlockedTarget
 from schedd.errors import InvalidRequest, JobNotFound, SchedError, StaleState
 from schedd.jobspec import JOB_FIELDS, JobSpec, job_to_json, parse_job, patch_job
 from schedd.model import JobStatus, partition_of
@@ -83,6 +85,28 @@ def _new_item(
     }
 
 
+async def _guard_targets(
+    ctx: ApiContext, tenant_id: str, specs: list[dict[str, Any]]
+) -> list[SchedError | None]:
+    """The SSRF guard on each spec's HTTP target (None: allowed, or not an HTTP target)."""
+    urls = {s["target"]["url"] for s in specs if s["target"]["type"] == "http"}
+    if not urls:
+        return [None] * len(specs)
+    tenant = await ctx.reads.read(lambda conn: queries.get_tenant(conn, tenant_id))
+    hosts = tenant.allowed_hosts if tenant is not None else []
+
+    async def verdict(url: str) -> SchedError | None:
+        try:
+            await ctx.guard.check(url, hosts)
+        except BlockedTarget as exc:
+            return exc
+        return None
+
+    ordered = sorted(urls)
+    verdicts = dict(zip(ordered, await asyncio.gather(*map(verdict, ordered)), strict=True))
+    return [verdicts.get(s["target"].get("url", "")) for s in specs]
+
+
 async def _read_job(ctx: ApiContext, tenant_id: str, job_id: str) -> dict[str, Any]:
     job = await ctx.reads.read(lambda conn: queries.get_job(conn, tenant_id, job_id))
     if job is None:
@@ -108,6 +132,9 @@ async def create_job(request: web.Request) -> web.Response:
     now = ctx.clock_ms()
     spec = parse_job(body, now_ms=now, payload_limit=ctx.payload_limit)
     item = _new_item(ctx, spec, key, body, now)
+    [blocked] = await _guard_targets(ctx, tenant_id, [item["spec"]])
+    if blocked is not None:
+        raise blocked
     [outcome] = await _create(ctx, tenant_id, who.actor, [item], now)
     if "error" in outcome:
         raise rejection_error(outcome["error"])
@@ -136,6 +163,12 @@ async def create_jobs(request: web.Request) -> web.Response:
             positions.append(i)
         except SchedError as exc:
             results[i] = {"error": {"code": exc.code, "message": f"jobs[{i}].{exc}"}}
+    verdicts = await _guard_targets(ctx, tenant_id, [item["spec"] for item in items])
+    for i, blocked in zip(list(positions), verdicts, strict=True):
+        if blocked is not None:
+            results[i] = {"error": {"code": blocked.code, "message": f"jobs[{i}].{blocked}"}}
+    items = [item for item, blocked in zip(items, verdicts, strict=True) if blocked is None]
+    positions = [i for i, blocked in zip(positions, verdicts, strict=True) if blocked is None]
     if items:
         outcomes = await _create(ctx, tenant_id, who.actor, items, now)
         for i, item, outcome in zip(positions, items, outcomes, strict=True):
@@ -234,6 +267,9 @@ async def update_job(request: web.Request) -> web.Response:
         job = await _read_job(ctx, tenant_id, job_id)
         now = ctx.clock_ms()
         spec = patch_job(_spec_fields(job), changes, now_ms=now, payload_limit=ctx.payload_limit)
+        [blocked] = await _guard_targets(ctx, tenant_id, [job_to_json(spec)])
+        if blocked is not None:
+            raise blocked
         run_at, fire_at = _current_or_new_run(job, job_id, spec, changes, now)
         body = {
             "tenant_id": tenant_id,

@@ -15,6 +15,7 @@ from schedd.errors import CorruptLog
 from schedd.store import (
     apply_cluster,
     apply_deadletters,
+    apply_delivery,
     apply_dispatch,
     apply_jobs,
     apply_queue,
@@ -33,6 +34,7 @@ HANDLERS: Mapping[str, Handler] = {
     **apply_dispatch.HANDLERS,
     **apply_queue.HANDLERS,
     **apply_deadletters.HANDLERS,
+    **apply_delivery.HANDLERS,
 }
 PRUNE_EVERY = 1_000  # indexes between deterministic clean-ups of the dedupe tables
 APPLIED_COMMANDS_TTL_MS = 3_600_000

@@ -27,13 +27,13 @@ def redrive_deadletter(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
         return rejected("deadletter_not_found", f"no dead letter with id {cmd.body['id']!r}")
     dl_id, tenant_id, job_id, scheduled_at, attempts, target_json, payload = row
     target = json.loads(target_json)
+    one_more = {
+        "max_attempts": attempts + 1,
+        "backoff": "fixed",
+        "initial_delay": "1s",
+        "max_delay": "1s",
+    }
     if target["type"] == "queue":
-        one_more = {
-            "max_attempts": attempts + 1,
-            "backoff": "fixed",
-            "initial_delay": "1s",
-            "max_delay": "1s",
-        }
         tx.execute(
             "INSERT OR REPLACE INTO messages (msg_id, tenant_id, queue, job_id, scheduled_at_ms, "
             "attempt, visible_at_ms, receipt, payload, retry) "
@@ -53,7 +53,7 @@ def redrive_deadletter(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
     else:
         tx.execute(
             "INSERT INTO outbox (partition, tenant_id, job_id, scheduled_at_ms, attempt, "
-            "due_at_ms) VALUES (?, ?, ?, ?, ?, ?)",
+            "due_at_ms, target, payload, retry) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 int(cmd.body.get("partition", 0)),
                 tenant_id,
@@ -61,6 +61,9 @@ def redrive_deadletter(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
                 scheduled_at,
                 attempts + 1,
                 cmd.ts_ms,
+                target_json,
+                payload,
+                json.dumps(one_more),
             ),
         )
     tx.execute("DELETE FROM deadletters WHERE id = ?", (dl_id,))

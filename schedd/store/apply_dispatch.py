@@ -209,9 +209,18 @@ def _record_runs(
     )
     tx.executemany(
         "INSERT INTO outbox (partition, tenant_id, job_id, scheduled_at_ms, attempt, "
-        "due_at_ms) VALUES (?, ?, ?, ?, 1, ?)",
+        "due_at_ms, target, payload, retry) VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?)",
         [
-            (c["partition"], tenant_id, c["job_id"], c["scheduled_at_ms"], now)
+            (
+                c["partition"],
+                tenant_id,
+                c["job_id"],
+                c["scheduled_at_ms"],
+                now,
+                compact_json(spec["target"]),
+                compact_json(spec.get("payload")),
+                compact_json(spec["retry"]),
+            )
             for c, tenant_id, spec in delivered
             if spec["target"]["type"] != "queue"
         ],

@@ -9,7 +9,7 @@ from typing import Any
 from schedd.store.command import Command, ok, rejected
 from schedd.store.records import audit
 
-TENANT_FIELDS = ("name", "max_active_jobs", "dispatch_rate", "allowed_hosts")
+TENANT_FIELDS = ("name", "max_active_jobs", "dispatch_rate", "allowed_hosts", "alert_url")
 
 
 def create_tenant(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
@@ -18,8 +18,8 @@ def create_tenant(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
         return rejected("tenant_exists", f"a tenant named {b['name']!r} exists already")
     tx.execute(
         "INSERT INTO tenants (tenant_id, name, token_hash, signing_secret, max_active_jobs, "
-        "dispatch_rate, allowed_hosts, created_at_ms, updated_at_ms) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "dispatch_rate, allowed_hosts, alert_url, created_at_ms, updated_at_ms) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             b["tenant_id"],
             b["name"],
@@ -28,6 +28,7 @@ def create_tenant(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
             int(b["max_active_jobs"]),
             int(b["dispatch_rate"]),
             json.dumps(b["allowed_hosts"]),
+            b.get("alert_url"),
             cmd.ts_ms,
             cmd.ts_ms,
         ),
@@ -59,11 +60,18 @@ def update_tenant(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
 
 
 def rotate_tenant(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
+    """New token and signing secret; the old secret still signs for `overlap_ms`."""
     b = cmd.body
     updated = tx.execute(
-        "UPDATE tenants SET token_hash = ?, signing_secret = ?, updated_at_ms = ? "
-        "WHERE tenant_id = ?",
-        (b["token_hash"], b["signing_secret"], cmd.ts_ms, b["tenant_id"]),
+        "UPDATE tenants SET token_hash = ?, previous_secret = signing_secret, "
+        "previous_secret_until_ms = ?, signing_secret = ?, updated_at_ms = ? WHERE tenant_id = ?",
+        (
+            b["token_hash"],
+            cmd.ts_ms + int(b.get("overlap_ms", 0)),
+            b["signing_secret"],
+            cmd.ts_ms,
+            b["tenant_id"],
+        ),
     ).rowcount
     if not updated:
         return rejected("tenant_not_found", f"no tenant with id {b['tenant_id']!r}")

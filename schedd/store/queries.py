@@ -26,6 +26,15 @@ class Tenant:
     live_jobs: int
     created_at_ms: int
     updated_at_ms: int
+    alert_url: str | None = None
+    previous_secret: str | None = None
+    previous_secret_until_ms: int = 0
+
+    def signing_secrets(self, now_ms: int) -> list[str]:
+        """The secrets that sign a callback now: during a rotation's overlap, old and new."""
+        if self.previous_secret and now_ms < self.previous_secret_until_ms:
+            return [self.signing_secret, self.previous_secret]
+        return [self.signing_secret]
 
     def to_json(self) -> dict[str, Any]:
         """The API's tenant object (never the token or the signing secret)."""
@@ -35,6 +44,7 @@ class Tenant:
             "max_active_jobs": self.max_active_jobs,
             "dispatch_rate": self.dispatch_rate,
             "allowed_hosts": self.allowed_hosts,
+            "alert_url": self.alert_url,
             "active_jobs": self.live_jobs,
             "created_at": format_instant(self.created_at_ms),
             "updated_at": format_instant(self.updated_at_ms),
@@ -43,7 +53,7 @@ class Tenant:
 
 _TENANT_COLUMNS = (
     "tenant_id, name, signing_secret, max_active_jobs, dispatch_rate, allowed_hosts, live_jobs, "
-    "created_at_ms, updated_at_ms"
+    "created_at_ms, updated_at_ms, alert_url, previous_secret, previous_secret_until_ms"
 )
 _JOB_COLUMNS = (
     "job_id, tenant_id, spec, status, next_run_at_ms, version, created_at_ms, updated_at_ms"

@@ -210,4 +210,19 @@ MIGRATIONS: tuple[str, ...] = (
     -- A receipt names its message ("<nonce>.<msg_id>"): ack, nack and extend find it by key.
     DROP INDEX messages_by_receipt;
     """,
+    # 5: HTTP callbacks (issue 5).
+    """
+    -- An outbox row carries what its claim saw: the target, the payload and the retry policy.
+    ALTER TABLE outbox ADD COLUMN target TEXT NOT NULL DEFAULT '{}';
+    ALTER TABLE outbox ADD COLUMN payload TEXT NOT NULL DEFAULT 'null';
+    ALTER TABLE outbox ADD COLUMN retry TEXT NOT NULL DEFAULT '{}';
+    -- Callers take each tenant's due calls in turn: a stalled tenant cannot fill everyone's batch.
+    CREATE INDEX outbox_by_tenant ON outbox (tenant_id, due_at_ms);
+
+    -- After a rotation the previous signing secret signs too, until previous_secret_until_ms.
+    ALTER TABLE tenants ADD COLUMN previous_secret TEXT;
+    ALTER TABLE tenants ADD COLUMN previous_secret_until_ms INTEGER NOT NULL DEFAULT 0;
+    -- Where to tell the tenant that a run became a dead letter (optional, signed like callbacks).
+    ALTER TABLE tenants ADD COLUMN alert_url TEXT;
+    """,
 )

@@ -1,0 +1,328 @@
+"""HTTP callers: one per node, on its event loop. They call the URLs of the outbox rows in the
+partitions the node leases and record each attempt's outcome through the log.
+
+At least once: a row stays due until an outcome is committed, so a crash between the call and
+the record (or a lease that moves meanwhile) means the call is made again, with the same
+`Idempotency-Key`. Per-tenant concurrency keeps a tenant whose endpoint hangs from holding more
+than its share of the node's connections.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import random
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import aiohttp
+from prometheus_client import Counter as MetricCounter
+from prometheus_client import Histogram
+
+from schedd import __version__
+from schedd.delivery.guard import TargetGuard
+from schedd.delivery.outcome import Outcome, Verdict, classify, excerpt
+from schedd.delivery.signing import webhook_headers
+from schedd.delivery.ssrf import BlockedTarget, ParsedTarget
+from schedd.errors import ClusterUnavailable, SchedError
+from schedd.jobspec import parse_retry, parse_target
+from schedd.model import HttpTarget, RetryPolicy
+from schedd.retry import backoff_ms
+from schedd.store import outbox
+from schedd.store.db import ReadPool
+from schedd.store.queries import Tenant
+from schedd.timeformat import format_instant
+
+log = logging.getLogger(__name__)
+USER_AGENT = f"schedd/{__version__} (+https://github.com/schedd/schedd)"
+POLL_S = 0.1  # due retries are found this often; new claims wake the caller at once
+OUTCOMES_PER_COMMAND = 500
+RECORD_RETRY_S = 0.5
+RESPONSE_CAP_BYTES = 2048  # read at most this much of a response; never stored beyond an excerpt
+ALERT_TIMEOUT_S = 10.0
+
+CALLBACKS = MetricCounter("schedd_callbacks", "HTTP callback attempts by outcome", ["outcome"])
+CALLBACK_SECONDS = Histogram(
+    "schedd_callback_seconds", "HTTP callback latency by response class", ["status_class"]
+)
+CALLBACK_DEAD = MetricCounter("schedd_callback_dead_letters", "HTTP callback runs that died")
+
+Propose = Callable[[str, Mapping[str, Any]], Awaitable[dict[str, Any]]]
+Clock = Callable[[], int]
+
+
+def wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Caller:
+    """Delivers this node's HTTP runs. `start()` on the node's loop, `stop()` on shutdown."""
+
+    def __init__(
+        self,
+        node_id: str,
+        reads: ReadPool,
+        propose: Propose,
+        guard: TargetGuard,
+        *,
+        concurrency: int,
+        tenant_concurrency: int,
+        clock_ms: Clock = wall_clock_ms,
+    ) -> None:
+        self.node_id = node_id
+        self._reads = reads
+        self._propose = propose
+        self._guard = guard
+        self.concurrency = concurrency
+        self.tenant_concurrency = tenant_concurrency
+        self._clock_ms = clock_ms
+        self._pending: set[int] = set()  # outbox rows called or being called, not yet recorded
+        self._busy: Counter[str] = Counter()  # tenant -> calls in progress
+        self._outcomes: list[dict[str, Any]] = []
+        self._wake = asyncio.Event()
+        self._recorded = asyncio.Event()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._session: aiohttp.ClientSession | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        connector = aiohttp.TCPConnector(
+            resolver=self._guard.aiohttp_resolver(),
+            use_dns_cache=False,  # every new connection is resolved and checked again
+            limit=self.concurrency,
+            limit_per_host=0,
+        )
+        self._session = aiohttp.ClientSession(connector=connector, auto_decompress=False)
+        self._spawn(self._call_loop())
+        self._spawn(self._record_loop())
+
+    async def stop(self) -> None:
+        """Stop calling. Outcomes not yet recorded are dropped: those calls are made again."""
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._session is not None:
+            await self._session.close()
+
+    def wake_threadsafe(self) -> None:
+        """New due calls were committed (called from the apply thread)."""
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._wake.set)
+
+    def _spawn(self, coro: Awaitable[None]) -> None:
+        task: asyncio.Task[None] = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # ------------------------------------------------------------------ calling
+
+    async def _call_loop(self) -> None:
+        while True:
+            try:
+                await self._start_due_calls()
+            except SchedError as exc:
+                log.warning("delivery: cannot read the outbox: %s", exc)
+            except Exception:
+                log.exception("delivery: reading the outbox failed")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), POLL_S)
+            self._wake.clear()
+
+    async def _start_due_calls(self) -> None:
+        room = self.concurrency - len(self._pending)
+        if room <= 0:
+            return
+        now = self._clock_ms()
+        free = {tenant: self.tenant_concurrency - busy for tenant, busy in self._busy.items()}
+        skip = frozenset(self._pending)
+        calls = await self._reads.read(
+            lambda conn: outbox.due_calls(
+                conn, self.node_id, now, free, self.tenant_concurrency, skip
+            )
+        )
+        calls = calls[:room]
+        if not calls:
+            return
+        wanted = {call.tenant_id for call in calls}
+        tenants = await self._reads.read(lambda conn: outbox.tenants(conn, wanted))
+        for call in calls:
+            if call.seq in self._pending:
+                continue
+            self._pending.add(call.seq)
+            self._busy[call.tenant_id] += 1
+            self._spawn(self._call(call, tenants.get(call.tenant_id)))
+
+    async def _call(self, call: outbox.DueCall, tenant: Tenant | None) -> None:
+        started = self._clock_ms()
+        policy = parse_retry(call.retry)
+        try:
+            outcome = await self._attempt(call, tenant, started, policy)
+        finally:
+            self._busy[call.tenant_id] -= 1
+            if self._busy[call.tenant_id] <= 0:
+                del self._busy[call.tenant_id]
+        finished = self._clock_ms()
+        CALLBACKS.labels(outcome=outcome.verdict.value).inc()
+        CALLBACK_SECONDS.labels(status_class=_status_class(outcome.status)).observe(
+            (finished - started) / 1000
+        )
+        record: dict[str, Any] = {
+            "seq": call.seq,
+            "attempt": call.attempt,
+            "started_at_ms": started,
+            "finished_at_ms": finished,
+            "verdict": outcome.verdict.value,
+            "error": outcome.error,
+            "retry_at_ms": None,
+        }
+        if outcome.verdict is Verdict.RETRY:
+            record["retry_at_ms"] = finished + retry_delay_ms(policy, call.attempt, outcome)
+        self._outcomes.append(record)
+        self._recorded.set()
+
+    async def _attempt(
+        self, call: outbox.DueCall, tenant: Tenant | None, started_ms: int, policy: RetryPolicy
+    ) -> Outcome:
+        """Make one call; never raises (every failure is an outcome)."""
+        if tenant is None:
+            return Outcome(verdict=Verdict.FAILED, status=None, error="the tenant is gone")
+        target = parse_target(call.target)
+        assert isinstance(target, HttpTarget)
+        try:
+            checked = self._guard.parse(target.url, tenant.allowed_hosts)
+        except BlockedTarget as exc:
+            return Outcome(verdict=Verdict.FAILED, status=None, error=f"blocked: {exc.reason}")
+        key = f"{call.job_id}:{format_instant(call.scheduled_at_ms)}"
+        body = _body(call).encode()
+        headers = {
+            **target.headers,
+            "Content-Type": "application/json",
+            "User-Agent": USER_AGENT,
+            "Idempotency-Key": key,
+            **webhook_headers(tenant.signing_secrets(started_ms), key, started_ms // 1000, body),
+        }
+        timeout_s = target.timeout_ms / 1000
+        assert self._session is not None
+        try:
+            async with self._session.request(
+                target.method,
+                _url(target.url, checked),
+                data=body,
+                headers=headers,
+                allow_redirects=False,
+                timeout=aiohttp.ClientTimeout(total=timeout_s),
+            ) as response:
+                head = await response.content.read(RESPONSE_CAP_BYTES)
+                status, retry_after = response.status, response.headers.get("Retry-After")
+        except BlockedTarget as exc:  # from the resolver: the name now points somewhere blocked
+            return Outcome(verdict=Verdict.FAILED, status=None, error=f"blocked: {exc.reason}")
+        except TimeoutError:
+            return classify(
+                None,
+                error=f"timed out after {timeout_s:g}s",
+                retry_after=None,
+                now_s=time.time(),
+                max_delay_ms=policy.max_delay_ms,
+            )
+        except (aiohttp.ClientError, OSError) as exc:
+            error = f"connection failed: {type(exc).__name__}: {excerpt(str(exc).encode(), 200)}"
+            return classify(None, error=error, retry_after=None, now_s=time.time(), max_delay_ms=0)
+        return classify(
+            status,
+            error=None if 200 <= status <= 299 else (excerpt(head) or None),
+            retry_after=retry_after,
+            now_s=time.time(),
+            max_delay_ms=policy.max_delay_ms,
+        )
+
+    # ------------------------------------------------------------------ recording
+
+    async def _record_loop(self) -> None:
+        while True:
+            await self._recorded.wait()
+            self._recorded.clear()
+            while self._outcomes:
+                batch = self._outcomes[:OUTCOMES_PER_COMMAND]
+                try:
+                    result = await self._propose(
+                        "record_callbacks", {"node_id": self.node_id, "outcomes": batch}
+                    )
+                except ClusterUnavailable as exc:
+                    log.warning("delivery: outcomes not recorded yet count=%d: %s", len(batch), exc)
+                    await asyncio.sleep(RECORD_RETRY_S)
+                    continue  # a retry is safe: an outcome already recorded counts as stale
+                del self._outcomes[: len(batch)]
+                self._pending.difference_update(o["seq"] for o in batch)
+                self._wake.set()  # slots are free again
+                for dead in result.get("dead_runs", []):
+                    CALLBACK_DEAD.inc()
+                    self._spawn(self._alert(dead))
+
+    async def _alert(self, dead: dict[str, Any]) -> None:
+        """Tell the tenant's alert webhook (if any) that a run died; best effort, signed."""
+        tenant_id = dead["tenant_id"]
+        found = await self._reads.read(lambda conn: outbox.tenants(conn, [tenant_id]))
+        tenant = found.get(tenant_id)
+        if tenant is None or not tenant.alert_url or self._session is None:
+            return
+        scheduled_at = format_instant(dead["scheduled_at_ms"])
+        key = f"{dead['job_id']}:{scheduled_at}"
+        event = {"type": "run.dead", "job_id": dead["job_id"], "scheduled_at": scheduled_at}
+        body = json.dumps(event).encode()
+        now_ms = self._clock_ms()
+        headers = {
+            "Content-Type": "application/json",
+            "User-Agent": USER_AGENT,
+            **webhook_headers(tenant.signing_secrets(now_ms), f"dead:{key}", now_ms // 1000, body),
+        }
+        try:
+            checked = self._guard.parse(tenant.alert_url, ())
+            async with self._session.post(
+                _url(tenant.alert_url, checked),
+                data=body,
+                headers=headers,
+                allow_redirects=False,
+                timeout=aiohttp.ClientTimeout(total=ALERT_TIMEOUT_S),
+            ) as response:
+                await response.content.read(RESPONSE_CAP_BYTES)
+                if not 200 <= response.status <= 299:
+                    log.warning("delivery: alert webhook answered %d", response.status)
+        except (BlockedTarget, TimeoutError, aiohttp.ClientError, OSError) as exc:
+            log.warning("delivery: alert webhook failed: %s", type(exc).__name__)
+
+
+def retry_delay_ms(policy: RetryPolicy, attempt: int, outcome: Outcome) -> int:
+    """Full jitter over the policy's backoff, at least what Retry-After asked, at most max_delay."""
+    delay = random.randint(0, backoff_ms(policy, attempt))
+    if outcome.retry_after_ms is not None:
+        delay = max(delay, outcome.retry_after_ms)
+    return min(delay, policy.max_delay_ms)
+
+
+def _body(call: outbox.DueCall) -> str:
+    """`{job_id, scheduled_at, attempt, payload}`, with the payload's JSON text as stored."""
+    head = json.dumps(
+        {"job_id": call.job_id, "scheduled_at": format_instant(call.scheduled_at_ms)},
+        separators=(",", ":"),
+    )
+    return f'{head[:-1]},"attempt":{call.attempt},"payload":{call.payload}}}'
+
+
+def _url(url: str, checked: ParsedTarget) -> str:
+    """The URL to request: a numeric host in the form that was checked (0x7f.1 -> 127.0.0.1)."""
+    if checked.address is None:
+        return url
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(netloc=checked.host_header))
+
+
+def _status_class(status: int | None) -> str:
+    return "error" if status is None else f"{status // 100}xx"

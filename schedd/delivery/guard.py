@@ -1,0 +1,74 @@
+"""The SSRF guard as the API and the callers use it: a URL check, and an aiohttp resolver that
+connects only to addresses it has checked (so DNS rebinding cannot swap them after the check).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+from collections.abc import Sequence
+from ipaddress import IPv6Address, ip_network
+
+from aiohttp.abc import AbstractResolver, ResolveResult
+
+from schedd.delivery.ssrf import (
+    Network,
+    ParsedTarget,
+    Resolver,
+    check_url,
+    resolve_and_check,
+    system_resolver,
+)
+
+
+class TargetGuard:
+    """Checks callback URLs against the SSRF rules, the operator's `allow_cidrs` and a tenant's
+    `allowed_hosts`. Raises `BlockedTarget` (HTTP 422) with the reason."""
+
+    def __init__(self, allow_cidrs: Sequence[str] = (), resolver: Resolver = system_resolver):
+        self.allow: tuple[Network, ...] = tuple(ip_network(c, strict=False) for c in allow_cidrs)
+        self.resolver = resolver
+
+    def parse(self, url: str, allowed_hosts: Sequence[str] = ()) -> ParsedTarget:
+        """The checks that need no DNS: scheme, userinfo, port, host patterns, literal IPs."""
+        return check_url(url, allowed_hosts=allowed_hosts, allow=self.allow)
+
+    async def check(self, url: str, allowed_hosts: Sequence[str] = ()) -> None:
+        """Create- and update-time check: also resolve the host and refuse a blocked address.
+
+        A host that does not resolve now is accepted: DNS may be down, and every delivery
+        checks again before it connects."""
+        target = self.parse(url, allowed_hosts)
+        with contextlib.suppress(OSError):
+            await resolve_and_check(target, self.allow, self.resolver)
+
+    def aiohttp_resolver(self) -> AbstractResolver:
+        return GuardedResolver(self)
+
+
+class GuardedResolver(AbstractResolver):
+    """aiohttp asks this for a host's addresses at connect time; it answers only with the one
+    address that passed the guard, so the connection goes where the check looked. (aiohttp does
+    not resolve literal IPs: `TargetGuard.parse` has checked those.)"""
+
+    def __init__(self, guard: TargetGuard) -> None:
+        self._guard = guard
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        target = ParsedTarget(scheme="http", host=host, port=port, address=None)
+        address = await resolve_and_check(target, self._guard.allow, self._guard.resolver)
+        return [
+            {
+                "hostname": host,  # TLS server name and certificate check use the name
+                "host": str(address),
+                "port": port,
+                "family": socket.AF_INET6 if isinstance(address, IPv6Address) else socket.AF_INET,
+                "proto": 0,
+                "flags": socket.AI_NUMERICHOST,
+            }
+        ]
+
+    async def close(self) -> None:
+        return None

@@ -1,0 +1,127 @@
+"""Apply functions for HTTP callbacks: the outcome of each attempt a node's caller made.
+
+The caller proposes what happened (status class, error excerpt, times, and when to retry); apply
+decides the run's fate from the outbox row and the retry policy the claim copied into it. The
+first outcome recorded for an attempt wins: a late duplicate (two callers during a lease move, a
+retried proposal) finds the row gone or at a later attempt and is counted as stale.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections import Counter
+from typing import Any, NamedTuple
+
+from schedd.jobspec import parse_retry
+from schedd.model import RunStatus
+from schedd.retry import has_attempts_left
+from schedd.store.apply_jobs import cancel_job
+from schedd.store.command import Command, ok
+
+SUCCEEDED, RETRY, FAILED, GONE = "succeeded", "retry", "failed", "gone"
+
+
+class OutboxRow(NamedTuple):
+    seq: int
+    tenant_id: str
+    job_id: str
+    scheduled_at_ms: int
+    attempt: int
+    target: str
+    payload: str
+    retry: str
+
+
+_COLUMNS = ", ".join(OutboxRow._fields)
+
+
+def record_callbacks(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
+    """Record HTTP attempts; returns how many runs succeeded, will retry, died, or were stale."""
+    fates: Counter[str] = Counter()
+    dead: list[dict[str, Any]] = []
+    for outcome in cmd.body["outcomes"]:
+        row = tx.execute(
+            f"SELECT {_COLUMNS} FROM outbox WHERE seq = ?", (outcome["seq"],)
+        ).fetchone()
+        if row is None or row[4] != outcome["attempt"]:
+            fates["stale"] += 1
+            continue
+        fate = _record_one(tx, cmd, OutboxRow._make(row), outcome)
+        fates[fate] += 1
+        if fate == "dead":
+            dead.append({"job_id": row[2], "scheduled_at_ms": row[3], "tenant_id": row[1]})
+    return ok(**fates, dead_runs=dead)
+
+
+def _record_one(
+    tx: sqlite3.Connection, cmd: Command, row: OutboxRow, outcome: dict[str, Any]
+) -> str:
+    verdict, error = outcome["verdict"], outcome.get("error")
+    tx.execute(
+        "INSERT OR REPLACE INTO attempts (job_id, scheduled_at_ms, attempt, started_at_ms, "
+        "finished_at_ms, outcome, error) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (
+            row.job_id,
+            row.scheduled_at_ms,
+            row.attempt,
+            outcome["started_at_ms"],
+            outcome["finished_at_ms"],
+            "succeeded" if verdict == SUCCEEDED else "failed",
+            error,
+        ),
+    )
+    if verdict == SUCCEEDED:
+        tx.execute("DELETE FROM outbox WHERE seq = ?", (row.seq,))
+        _set_run(tx, row, RunStatus.SUCCEEDED, None, finished_at_ms=outcome["finished_at_ms"])
+        return "succeeded"
+    policy = parse_retry(json.loads(row.retry))
+    if verdict == RETRY and has_attempts_left(policy, row.attempt):
+        tx.execute(
+            "UPDATE outbox SET attempt = attempt + 1, due_at_ms = ? WHERE seq = ?",
+            (int(outcome["retry_at_ms"]), row.seq),
+        )
+        _set_run(tx, row, RunStatus.RETRYING, error)
+        return "retrying"
+    tx.execute("DELETE FROM outbox WHERE seq = ?", (row.seq,))
+    tx.execute(
+        "INSERT OR REPLACE INTO deadletters (id, tenant_id, job_id, scheduled_at_ms, attempts, "
+        "error, target, payload, created_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            f"{row.job_id}:{row.scheduled_at_ms}",
+            row.tenant_id,
+            row.job_id,
+            row.scheduled_at_ms,
+            row.attempt,
+            error,
+            row.target,
+            row.payload,
+            cmd.ts_ms,
+        ),
+    )
+    _set_run(tx, row, RunStatus.DEAD, error, finished_at_ms=outcome["finished_at_ms"])
+    if verdict == GONE:  # the target says it no longer exists: stop calling it
+        body = {"tenant_id": row.tenant_id, "job_id": row.job_id, "actor": GONE_ACTOR}
+        cancel_job(tx, Command(type="cancel_job", id=cmd.id, ts_ms=cmd.ts_ms, body=body))
+    return "dead"
+
+
+GONE_ACTOR = "delivery: the target answered 410 Gone"
+
+
+def _set_run(
+    tx: sqlite3.Connection,
+    row: OutboxRow,
+    status: RunStatus,
+    error: str | None,
+    *,
+    finished_at_ms: int | None = None,
+) -> None:
+    tx.execute(
+        "UPDATE runs SET status = ?, attempt = ?, error = ?, finished_at_ms = ? "
+        "WHERE job_id = ? AND scheduled_at_ms = ?",
+        (status.value, row.attempt, error, finished_at_ms, row.job_id, row.scheduled_at_ms),
+    )
+
+
+HANDLERS = {"record_callbacks": record_callbacks}
