@@ -45,6 +45,7 @@ SCHEMA: Mapping[str, tuple[str, ...]] = {
         "secret_overlap",
     ),
     "dispatch": ("lease_ttl", "misfire_threshold"),
+    "encryption": ("payload_keys_file",),
     "retention": ("runs",),
 }
 KEYS = tuple(f"{section}.{key}" for section, keys in SCHEMA.items() for key in keys)
@@ -92,6 +93,7 @@ class NodeConfig:
     delivery_concurrency: int = 256
     tenant_concurrency: int = 32
     secret_overlap_ms: int = 86_400_000
+    payload_keys_file: Path | None = None
     retention_runs_ms: int = DEFAULT_RETENTION_RUNS_MS
     lease_ttl_ms: int = 5_000
     misfire_threshold_ms: int = 60_000
@@ -219,6 +221,7 @@ def _build(
         delivery_concurrency=_integer(doc, "delivery.concurrency", 256, 1, 10_000),
         tenant_concurrency=_integer(doc, "delivery.tenant_concurrency", 32, 1, 10_000),
         secret_overlap_ms=_duration_ms(doc, "delivery.secret_overlap", 86_400_000, minimum_ms=0),
+        payload_keys_file=_optional_path(base, doc, "encryption.payload_keys_file"),
         retention_runs_ms=_duration_ms(
             doc, "retention.runs", DEFAULT_RETENTION_RUNS_MS, minimum_ms=60_000
         ),
@@ -286,6 +289,11 @@ def _log_level(doc: Mapping[str, Mapping[str, object]]) -> str:
     if level not in LOG_LEVELS:
         raise ConfigError(f"node.log_level must be one of {', '.join(LOG_LEVELS)}, got {level!r}")
     return level
+
+
+def _optional_path(base: Path, doc: Mapping[str, Mapping[str, object]], field: str) -> Path | None:
+    text = _optional_text(doc, field)
+    return None if text is None else _resolve(base, text)
 
 
 def _resolve(base: Path, name: str) -> Path:

@@ -25,6 +25,7 @@ from schedd.errors import ConfigError, SchedError
 from schedd.raft.proposer import Proposer, ThreadProposer
 from schedd.raft.replica import Replica
 from schedd.raft.snapshots import SnapshotHooks
+from schedd.sealing import PayloadKeys
 from schedd.store.apply import StateMachine
 from schedd.store.command import Command
 from schedd.store.db import Checkpointer, Database, ReadPool
@@ -103,6 +104,11 @@ class Node:
         self.dispatch: DispatchService | None = None
         self.caller: Caller | None = None
         self.guard = TargetGuard(config.allow_cidrs)
+        self.payload_keys = (
+            PayloadKeys()
+            if config.payload_keys_file is None
+            else PayloadKeys.from_file(config.payload_keys_file)
+        )
         self.queue_signal = QueueSignal()
 
     def _on_applied(self, cmd: Command) -> None:
@@ -146,6 +152,7 @@ class Node:
             queue_signal=self.queue_signal,
             guard=self.guard,
             secret_overlap_ms=self.config.secret_overlap_ms,
+            payload_keys=self.payload_keys,
         )
         self._runner = web.AppRunner(build_app(ctx), access_log=None, handler_cancellation=True)
         await self._runner.setup()
@@ -169,6 +176,7 @@ class Node:
             self.reads,
             proposer.propose,
             self.guard,
+            self.payload_keys,
             concurrency=self.config.delivery_concurrency,
             tenant_concurrency=self.config.tenant_concurrency,
         )

@@ -18,6 +18,7 @@ from aiohttp import web
 
 from schedd.delivery.guard import TargetGuard
 from schedd.errors import Forbidden, InvalidRequest, TenantNotFound, Unauthorized
+from schedd.sealing import PayloadKeys
 from schedd.store import queries
 from schedd.store.db import ReadPool
 
@@ -111,6 +112,7 @@ class ApiContext:
     clock_ms: Callable[[], int] = field(default=wall_clock_ms)
     guard: TargetGuard = field(default_factory=TargetGuard)
     secret_overlap_ms: int = 86_400_000
+    payload_keys: PayloadKeys = field(default_factory=PayloadKeys)
     _barrier: asyncio.Task[dict[str, Any]] | None = None
 
     async def catch_up(self) -> None:

@@ -77,7 +77,7 @@ def _new_item(
     return {
         "job_id": job_id,
         "partition": partition_of(job_id, ctx.partitions),
-        "spec": job_to_json(spec),
+        "spec": _stored_spec(ctx, spec),
         "next_run_at_ms": run_at,
         "next_fire_at_ms": fire_at,
         "idempotency_key": key,
@@ -107,11 +107,23 @@ async def _guard_targets(
     return [verdicts.get(s["target"].get("url", "")) for s in specs]
 
 
+def _stored_spec(ctx: ApiContext, spec: JobSpec) -> dict[str, Any]:
+    """A spec as the log and the store keep it: its payload sealed if keys are configured."""
+    stored = job_to_json(spec)
+    stored["payload"] = ctx.payload_keys.seal(stored.get("payload"))
+    return stored
+
+
+def _opened(ctx: ApiContext, job: dict[str, Any]) -> dict[str, Any]:
+    """A job as the tenant sees it: its payload opened."""
+    return job | {"payload": ctx.payload_keys.open(job.get("payload"))}
+
+
 async def _read_job(ctx: ApiContext, tenant_id: str, job_id: str) -> dict[str, Any]:
     job = await ctx.reads.read(lambda conn: queries.get_job(conn, tenant_id, job_id))
     if job is None:
         raise JobNotFound(job_id)
-    return job
+    return _opened(ctx, job)
 
 
 async def _create(
@@ -143,6 +155,7 @@ async def create_job(request: web.Request) -> web.Response:
     job = queries.job_json(
         item["job_id"], tenant_id, item["spec"], "active", item["next_run_at_ms"], 1, now, now
     )
+    job = _opened(ctx, job)
     return json_response(job, status=201)
 
 
@@ -211,9 +224,10 @@ async def list_jobs(request: web.Request) -> web.Response:
     if status is not None and status not in {s.value for s in JobStatus}:
         raise InvalidRequest("status", f"must be one of {', '.join(s.value for s in JobStatus)}")
     limit, after = query_limit(request), decode_cursor(request) or ""
-    jobs = await ctx.reads.read(
+    stored = await ctx.reads.read(
         lambda conn: queries.list_jobs(conn, tenant_id, status=status, after=after, limit=limit)
     )
+    jobs = [_opened(ctx, job) for job in stored]
     return json_response({"jobs": jobs, "next_cursor": page(jobs, limit, lambda j: j["job_id"])})
 
 
@@ -276,7 +290,7 @@ async def update_job(request: web.Request) -> web.Response:
             "job_id": job_id,
             "actor": who.actor,
             "expected_version": job["version"],
-            "spec": job_to_json(spec),
+            "spec": _stored_spec(ctx, spec),
             "next_run_at_ms": run_at,
             "next_fire_at_ms": fire_at,
             "fields": sorted(changes),

@@ -94,6 +94,8 @@ async def receive(request: web.Request) -> web.Response:
                 "receipts": [secrets.token_urlsafe(18) for _ in range(count)],
             }
             messages = (await propose(ctx, "receive_messages", command))["messages"]
+            for message in messages:
+                message["payload"] = ctx.payload_keys.open(message["payload"])
             if messages:
                 return json_response({"messages": messages})
         remaining = deadline - time.monotonic()

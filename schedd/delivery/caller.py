@@ -33,6 +33,7 @@ from schedd.errors import ClusterUnavailable, SchedError
 from schedd.jobspec import parse_retry, parse_target
 from schedd.model import HttpTarget, RetryPolicy
 from schedd.retry import backoff_ms
+from schedd.sealing import PayloadKeys, PayloadUnreadable
 from schedd.store import outbox
 from schedd.store.db import ReadPool
 from schedd.store.queries import Tenant
@@ -69,6 +70,7 @@ class Caller:
         reads: ReadPool,
         propose: Propose,
         guard: TargetGuard,
+        payload_keys: PayloadKeys,
         *,
         concurrency: int,
         tenant_concurrency: int,
@@ -78,6 +80,7 @@ class Caller:
         self._reads = reads
         self._propose = propose
         self._guard = guard
+        self._payload_keys = payload_keys
         self.concurrency = concurrency
         self.tenant_concurrency = tenant_concurrency
         self._clock_ms = clock_ms
@@ -201,7 +204,10 @@ class Caller:
         except BlockedTarget as exc:
             return Outcome(verdict=Verdict.FAILED, status=None, error=f"blocked: {exc.reason}")
         key = f"{call.job_id}:{format_instant(call.scheduled_at_ms)}"
-        body = _body(call).encode()
+        try:
+            body = _body(call, self._payload_keys.open_text(call.payload)).encode()
+        except PayloadUnreadable as exc:  # a key missing from this node's config: fixable
+            return Outcome(verdict=Verdict.RETRY, status=None, error=str(exc))
         headers = {
             **target.headers,
             "Content-Type": "application/json",
@@ -307,13 +313,13 @@ def retry_delay_ms(policy: RetryPolicy, attempt: int, outcome: Outcome) -> int:
     return min(delay, policy.max_delay_ms)
 
 
-def _body(call: outbox.DueCall) -> str:
-    """`{job_id, scheduled_at, attempt, payload}`, with the payload's JSON text as stored."""
+def _body(call: outbox.DueCall, payload: str) -> str:
+    """`{job_id, scheduled_at, attempt, payload}`, with the payload's JSON text."""
     head = json.dumps(
         {"job_id": call.job_id, "scheduled_at": format_instant(call.scheduled_at_ms)},
         separators=(",", ":"),
     )
-    return f'{head[:-1]},"attempt":{call.attempt},"payload":{call.payload}}}'
+    return f'{head[:-1]},"attempt":{call.attempt},"payload":{payload}}}'
 
 
 def _url(url: str, checked: ParsedTarget) -> str:

@@ -75,6 +75,8 @@ def test_every_key_is_read(tmp_path: Path) -> None:
         f'[auth]\nadmin_token = "{TOKEN}"\n'
         "[cluster]\npartitions = 1024\n"
         '[delivery]\nallow_cidrs = ["127.0.0.0/8"]\npayload_limit = "1MiB"\n'
+        'concurrency = 64\ntenant_concurrency = 4\nsecret_overlap = "1h"\n'
+        '[encryption]\npayload_keys_file = "keys/payload.keys"\n'
         '[retention]\nruns = "30d"\n',
     )
     assert cfg.log_level == "debug"
@@ -85,6 +87,9 @@ def test_every_key_is_read(tmp_path: Path) -> None:
     assert (cfg.election_timeout_min_s, cfg.election_timeout_max_s) == (0.3, 0.9)
     assert (cfg.partitions, cfg.allow_cidrs) == (1024, ("127.0.0.0/8",))
     assert cfg.payload_limit_bytes == 1024 * 1024
+    assert (cfg.delivery_concurrency, cfg.tenant_concurrency) == (64, 4)
+    assert cfg.secret_overlap_ms == 3_600_000
+    assert cfg.payload_keys_file == (tmp_path / "keys" / "payload.keys").resolve()
     assert cfg.retention_runs_ms == 30 * 86_400_000
     assert not cfg.is_single_node
 

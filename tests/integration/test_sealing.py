@@ -1,0 +1,86 @@
+"""Payloads encrypted at rest on a real node: nothing readable in the log or the database,
+plain payloads in every answer, the queue and HTTP callbacks."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from schedd.sealing import new_key_line
+from tests.integration.api_helpers import Tenant, new_tenant
+from tests.receiver import receiving
+from tests.servers import NodeProcess, http, make_nodes, running
+
+MARKER = "payload-marker-7f3a9c"
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
+    base: Path = tmp_path_factory.mktemp("sealing")
+    keys = base / "payload.keys"
+    keys.write_text(new_key_line("k2") + "\n" + new_key_line("k1") + "\n")
+    extra = (
+        f'[encryption]\npayload_keys_file = "{keys}"\n'
+        '[delivery]\nallow_cidrs = ["127.0.0.0/8"]\n'
+        '[dispatch]\nlease_ttl = "2s"\n'
+    )
+    with running(make_nodes(base, 1, extra_sections=extra)) as nodes:
+        yield nodes[0]
+
+
+@pytest.fixture(scope="module")
+def tenant(node: NodeProcess) -> Tenant:
+    return new_tenant(node)
+
+
+def files_under(directory: Path) -> Iterator[Path]:
+    return (path for path in directory.rglob("*") if path.is_file())
+
+
+def test_payloads_are_sealed_at_rest_and_plain_to_the_tenant(
+    node: NodeProcess, tenant: Tenant
+) -> None:
+    payload = {"note": MARKER, "n": [1, 2.5, None]}
+    body = {"schedule": {"delay": "0s"}, "target": {"type": "queue", "name": "sealed"}}
+    status, job, _ = http(
+        "POST", f"{node.url}/v1/jobs", body | {"payload": payload}, token=tenant.token
+    )
+    assert status == 201 and job["payload"] == payload
+    status, again, _ = http("GET", f"{node.url}/v1/jobs/{job['job_id']}", token=tenant.token)
+    assert status == 200 and again["payload"] == payload
+    status, listed, _ = http("GET", f"{node.url}/v1/jobs?limit=100", token=tenant.token)
+    assert [j["payload"] for j in listed["jobs"] if j["job_id"] == job["job_id"]] == [payload]
+
+    receive = {"max": 1, "wait": "10s", "visibility_timeout": "30s"}
+    status, got, _ = http(
+        "POST", f"{node.url}/v1/queues/sealed/receive", receive, token=tenant.token, timeout_s=30
+    )
+    assert status == 200 and [m["payload"] for m in got["messages"]] == [payload]
+
+    for path in files_under(node.data_dir):  # the Raft journal, snapshots, SQLite and its WAL
+        assert MARKER.encode() not in path.read_bytes(), path
+
+
+def test_http_callbacks_carry_the_plain_payload(node: NodeProcess, tenant: Tenant) -> None:
+    with receiving() as receiver:
+        target = {"type": "http", "url": receiver.url("hook")}
+        body = {"schedule": {"delay": "0s"}, "target": target, "payload": {"note": MARKER}}
+        status, job, _ = http("POST", f"{node.url}/v1/jobs", body, token=tenant.token)
+        assert status == 201
+        [request] = receiver.wait_for(1, "hook")
+        assert json.loads(request.body)["payload"] == {"note": MARKER}
+        assert json.loads(request.body)["job_id"] == job["job_id"]
+
+
+def test_a_changed_payload_is_sealed_again(node: NodeProcess, tenant: Tenant) -> None:
+    body = {"schedule": {"delay": "1h"}, "target": {"type": "queue", "name": "later"}}
+    status, job, _ = http("POST", f"{node.url}/v1/jobs", body | {"payload": 1}, token=tenant.token)
+    assert status == 201
+    url = f"{node.url}/v1/jobs/{job['job_id']}"
+    status, changed, _ = http("PATCH", url, {"payload": {"new": MARKER}}, token=tenant.token)
+    assert status == 200 and changed["payload"] == {"new": MARKER}
+    for path in files_under(node.data_dir):
+        assert MARKER.encode() not in path.read_bytes(), path
