@@ -23,6 +23,7 @@ from schedd.api.http import (
     require,
 )
 from schedd.delivery.guard import TargetGuard
+from schedd.delivery.ssrf import BlockedTarget
 from schedd.errors import InvalidRequest, TenantNotFound
 from schedd.jsonbody import JSONValue
 from schedd.schedule import occurrences, parse_schedule
@@ -71,7 +72,10 @@ def _tenant_fields(
         if url is not None and (not isinstance(url, str) or not 0 < len(url) <= 2048):
             raise InvalidRequest("alert_url", "must be an http(s) URL or null")
         if url is not None:
-            guard.parse(url)  # SSRF rules (422); the host is checked again at every alert
+            try:  # SSRF rules (422); the host is checked again at every alert
+                guard.parse(url)
+            except BlockedTarget as exc:
+                raise BlockedTarget(exc.reason, host=exc.host, field="alert_url") from None
         fields["alert_url"] = url
     return fields
 

@@ -65,10 +65,12 @@ class BlockedTarget(InvalidRequest):
     code = "blocked_target"
     http_status = 422  # API.md: an SSRF-blocked target url
 
-    def __init__(self, reason: str, *, host: str = "", address: str = "") -> None:
+    def __init__(
+        self, reason: str, *, host: str = "", address: str = "", field: str = "target.url"
+    ) -> None:
         where = f"host {host!r}" if host else "url"
         via = f" resolves to {address} which" if address else ""
-        super().__init__("target.url", f"{where}{via} is not allowed: {reason}")
+        super().__init__(field, f"{where}{via} is not allowed: {reason}")
         self.reason = reason
         self.host = host
 

@@ -27,6 +27,7 @@ TENANT_FIELDS = {
     "max_active_jobs",
     "dispatch_rate",
     "allowed_hosts",
+    "alert_url",
     "active_jobs",
     "created_at",
     "updated_at",
@@ -377,3 +378,23 @@ def _all_tenants(node: NodeProcess) -> list[dict[str, Any]]:
     assert status == 200 and page["next_cursor"] is None, page
     tenants: list[dict[str, Any]] = page["tenants"]
     return tenants
+
+
+def test_alert_url_is_checked_and_shown(node: NodeProcess) -> None:
+    status, created, _ = http("POST", f"{node.url}/v1/tenants", {"name": "acme-alerts"})
+    assert status == 201
+    url = f"{node.url}/v1/tenants/{created['tenant_id']}"
+    for bad, expected in (
+        (42, 400),
+        ("", 400),
+        ("ftp://alerts.example.com/x", 422),
+        ("http://169.254.169.254/latest", 422),
+        ("http://user:pw@alerts.example.com/", 422),
+    ):
+        status, answer, _ = http("PATCH", url, {"alert_url": bad})
+        assert status == expected, (bad, answer)
+        assert "alert_url" in answer["error"]["message"], answer
+    status, tenant, _ = http("PATCH", url, {"alert_url": "https://alerts.example.com/schedd"})
+    assert status == 200 and tenant["alert_url"] == "https://alerts.example.com/schedd"
+    status, tenant, _ = http("PATCH", url, {"alert_url": None})
+    assert status == 200 and tenant["alert_url"] is None
