@@ -210,24 +210,14 @@ class Caller:
             return Outcome(verdict=Verdict.RETRY, status=None, error=str(exc))
         headers = {
             **target.headers,
-            "Content-Type": "application/json",
-            "User-Agent": USER_AGENT,
             "Idempotency-Key": key,
-            **webhook_headers(tenant.signing_secrets(started_ms), key, started_ms // 1000, body),
+            **_signed(tenant, key, started_ms, body),
         }
         timeout_s = target.timeout_ms / 1000
-        assert self._session is not None
         try:
-            async with self._session.request(
-                target.method,
-                _url(target.url, checked),
-                data=body,
-                headers=headers,
-                allow_redirects=False,
-                timeout=aiohttp.ClientTimeout(total=timeout_s),
-            ) as response:
-                head = await response.content.read(RESPONSE_CAP_BYTES)
-                status, retry_after = response.status, response.headers.get("Retry-After")
+            status, head, retry_after = await self._send(
+                target.method, _url(target.url, checked), body, headers, timeout_s
+            )
         except BlockedTarget as exc:  # from the resolver: the name now points somewhere blocked
             return Outcome(verdict=Verdict.FAILED, status=None, error=f"blocked: {exc.reason}")
         except TimeoutError:
@@ -248,6 +238,22 @@ class Caller:
             now_s=time.time(),
             max_delay_ms=policy.max_delay_ms,
         )
+
+    async def _send(
+        self, method: str, url: str, body: bytes, headers: dict[str, str], timeout_s: float
+    ) -> tuple[int, bytes, str | None]:
+        """(status, the first bytes of the response, Retry-After); redirects are not followed."""
+        assert self._session is not None, "start() first"
+        async with self._session.request(
+            method,
+            url,
+            data=body,
+            headers=headers,
+            allow_redirects=False,
+            timeout=aiohttp.ClientTimeout(total=timeout_s),
+        ) as response:
+            head = await response.content.read(RESPONSE_CAP_BYTES)
+            return response.status, head, response.headers.get("Retry-After")
 
     # ------------------------------------------------------------------ recording
 
@@ -277,30 +283,18 @@ class Caller:
         tenant_id = dead["tenant_id"]
         found = await self._reads.read(lambda conn: outbox.tenants(conn, [tenant_id]))
         tenant = found.get(tenant_id)
-        if tenant is None or not tenant.alert_url or self._session is None:
+        if tenant is None or not tenant.alert_url:
             return
         scheduled_at = format_instant(dead["scheduled_at_ms"])
         key = f"{dead['job_id']}:{scheduled_at}"
         event = {"type": "run.dead", "job_id": dead["job_id"], "scheduled_at": scheduled_at}
         body = json.dumps(event).encode()
-        now_ms = self._clock_ms()
-        headers = {
-            "Content-Type": "application/json",
-            "User-Agent": USER_AGENT,
-            **webhook_headers(tenant.signing_secrets(now_ms), f"dead:{key}", now_ms // 1000, body),
-        }
+        headers = _signed(tenant, f"dead:{key}", self._clock_ms(), body)
         try:
-            checked = self._guard.parse(tenant.alert_url, ())
-            async with self._session.post(
-                _url(tenant.alert_url, checked),
-                data=body,
-                headers=headers,
-                allow_redirects=False,
-                timeout=aiohttp.ClientTimeout(total=ALERT_TIMEOUT_S),
-            ) as response:
-                await response.content.read(RESPONSE_CAP_BYTES)
-                if not 200 <= response.status <= 299:
-                    log.warning("delivery: alert webhook answered %d", response.status)
+            url = _url(tenant.alert_url, self._guard.parse(tenant.alert_url, ()))
+            status, _, _ = await self._send("POST", url, body, headers, ALERT_TIMEOUT_S)
+            if not 200 <= status <= 299:
+                log.warning("delivery: alert webhook answered %d", status)
         except (BlockedTarget, TimeoutError, aiohttp.ClientError, OSError) as exc:
             log.warning("delivery: alert webhook failed: %s", type(exc).__name__)
 
@@ -311,6 +305,15 @@ def retry_delay_ms(policy: RetryPolicy, attempt: int, outcome: Outcome) -> int:
     if outcome.retry_after_ms is not None:
         delay = max(delay, outcome.retry_after_ms)
     return min(delay, policy.max_delay_ms)
+
+
+def _signed(tenant: Tenant, msg_id: str, now_ms: int, body: bytes) -> dict[str, str]:
+    """schedd's own headers: JSON, who calls, and the Standard Webhooks signature(s)."""
+    return {
+        "Content-Type": "application/json",
+        "User-Agent": USER_AGENT,
+        **webhook_headers(tenant.signing_secrets(now_ms), msg_id, now_ms // 1000, body),
+    }
 
 
 def _body(call: outbox.DueCall, payload: str) -> str:
