@@ -38,7 +38,7 @@ MAX_PREVIEW = 1_000
 routes = web.RouteTableDef()
 
 
-def _tenant_fields(
+async def _tenant_fields(
     body: dict[str, JSONValue], *, creating: bool, guard: TargetGuard
 ) -> dict[str, Any]:
     """Validated tenant settings from a create or PATCH body."""
@@ -72,8 +72,8 @@ def _tenant_fields(
         if url is not None and (not isinstance(url, str) or not 0 < len(url) <= 2048):
             raise InvalidRequest("alert_url", "must be an http(s) URL or null")
         if url is not None:
-            try:  # SSRF rules (422); the host is checked again at every alert
-                guard.parse(url)
+            try:  # SSRF rules, DNS included (422); the host is checked again at every alert
+                await guard.check(url)
             except BlockedTarget as exc:
                 raise BlockedTarget(exc.reason, host=exc.host, field="alert_url") from None
         fields["alert_url"] = url
@@ -99,9 +99,8 @@ def _credentials(tenant_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
 async def create_tenant(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
     principal(request).require_admin()
-    fields = _tenant_fields(
-        await read_object(request, limit_bytes=TENANT_BODY_LIMIT), creating=True, guard=ctx.guard
-    )
+    body = await read_object(request, limit_bytes=TENANT_BODY_LIMIT)
+    fields = await _tenant_fields(body, creating=True, guard=ctx.guard)
     credentials, shown_once = _credentials("tnt_" + uuid.uuid4().hex[:16])
     await propose(ctx, "create_tenant", credentials | fields)
     return json_response(shown_once, status=201)
@@ -139,9 +138,8 @@ async def get_tenant(request: web.Request) -> web.Response:
 async def update_tenant(request: web.Request) -> web.Response:
     ctx, tenant_id = request.app[CONTEXT], request.match_info["tenant_id"]
     principal(request).require_admin()
-    changes = _tenant_fields(
-        await read_object(request, limit_bytes=TENANT_BODY_LIMIT), creating=False, guard=ctx.guard
-    )
+    body = await read_object(request, limit_bytes=TENANT_BODY_LIMIT)
+    changes = await _tenant_fields(body, creating=False, guard=ctx.guard)
     await propose(
         ctx, "update_tenant", {"tenant_id": tenant_id, "changes": changes, "actor": "admin"}
     )
