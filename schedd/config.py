@@ -90,8 +90,8 @@ class NodeConfig:
     partitions: int = 256
     allow_cidrs: tuple[str, ...] = ()
     payload_limit_bytes: int = 65_536
-    delivery_concurrency: int = 256
-    tenant_concurrency: int = 32
+    delivery_concurrency: int = 512
+    tenant_concurrency: int = 64
     secret_overlap_ms: int = 86_400_000
     payload_keys_file: Path | None = None
     retention_runs_ms: int = DEFAULT_RETENTION_RUNS_MS
@@ -218,8 +218,8 @@ def _build(
         partitions=_integer(doc, "cluster.partitions", 256, 1, MAX_PARTITIONS),
         allow_cidrs=_cidrs(doc),
         payload_limit_bytes=_payload_limit(doc),
-        delivery_concurrency=_integer(doc, "delivery.concurrency", 256, 1, 10_000),
-        tenant_concurrency=_integer(doc, "delivery.tenant_concurrency", 32, 1, 10_000),
+        delivery_concurrency=_integer(doc, "delivery.concurrency", 512, 1, 10_000),
+        tenant_concurrency=_integer(doc, "delivery.tenant_concurrency", 64, 1, 10_000),
         secret_overlap_ms=_duration_ms(doc, "delivery.secret_overlap", 86_400_000, minimum_ms=0),
         payload_keys_file=_optional_path(base, doc, "encryption.payload_keys_file"),
         retention_runs_ms=_duration_ms(

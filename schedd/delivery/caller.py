@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import itertools
 import json
 import logging
 import random
@@ -29,6 +31,7 @@ from schedd.delivery.guard import TargetGuard
 from schedd.delivery.outcome import Outcome, Verdict, classify, excerpt
 from schedd.delivery.signing import webhook_headers
 from schedd.delivery.ssrf import BlockedTarget, ParsedTarget
+from schedd.dispatch.admission import TenantBuckets
 from schedd.errors import ClusterUnavailable, SchedError
 from schedd.jobspec import parse_retry, parse_target
 from schedd.model import HttpTarget, RetryPolicy
@@ -90,6 +93,12 @@ class Caller:
         self._wake = asyncio.Event()
         self._recorded = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._rates: dict[str, int] = {}
+        self._buckets = TenantBuckets()  # each tenant's dispatch_rate, for calls and retries
+        self._buckets.set_rates(self._rates)
+        # The static URL check of a (url, allowed hosts) pair, once: DNS is checked per connection.
+        self._checked = functools.lru_cache(maxsize=4096)(guard.parse)
+        self._turn = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._session: aiohttp.ClientSession | None = None
 
@@ -144,28 +153,38 @@ class Caller:
         if room <= 0:
             return
         now = self._clock_ms()
-        free = {tenant: self.tenant_concurrency - busy for tenant, busy in self._busy.items()}
-        skip = frozenset(self._pending)
+        busy, skip = dict(self._busy), frozenset(self._pending)
         calls = await self._reads.read(
             lambda conn: outbox.due_calls(
-                conn, self.node_id, now, free, self.tenant_concurrency, skip
+                conn, self.node_id, now, lambda due: self.free_slots(due, busy), skip
             )
         )
-        calls = calls[:room]
         if not calls:
             return
         wanted = {call.tenant_id for call in calls}
         tenants = await self._reads.read(lambda conn: outbox.tenants(conn, wanted))
-        for call in calls:
-            if call.seq in self._pending:
-                continue
+        self._rates.update({t: tenant.dispatch_rate for t, tenant in tenants.items()})
+        self._turn += 1
+        for call in take_turns(calls, self._turn)[:room]:
+            if call.seq in self._pending or not self._buckets.admit(call.tenant_id, now):
+                continue  # over its tenant's rate: still due, taken on a later round
             self._pending.add(call.seq)
             self._busy[call.tenant_id] += 1
             self._spawn(self._call(call, tenants.get(call.tenant_id)))
 
+    def free_slots(self, due_tenants: list[str], busy: Mapping[str, int]) -> dict[str, int]:
+        """How many more calls each tenant may start on this node.
+
+        At most `tenant_concurrency`, and at most a fair share of `concurrency` counted with
+        room for one more tenant: however many tenants stall until their timeouts, a tenant
+        that comes along finds slots free at once."""
+        active = len(set(due_tenants) | set(busy))
+        limit = min(self.tenant_concurrency, max(1, self.concurrency // (active + 1)))
+        return {tenant: limit - busy.get(tenant, 0) for tenant in due_tenants}
+
     async def _call(self, call: outbox.DueCall, tenant: Tenant | None) -> None:
         started = self._clock_ms()
-        policy = parse_retry(call.retry)
+        policy = retry_policy(call.retry)
         try:
             outcome = await self._attempt(call, tenant, started, policy)
         finally:
@@ -197,10 +216,9 @@ class Caller:
         """Make one call; never raises (every failure is an outcome)."""
         if tenant is None:
             return Outcome(verdict=Verdict.FAILED, status=None, error="the tenant is gone")
-        target = parse_target(call.target)
-        assert isinstance(target, HttpTarget)
+        target = http_target(call.target)
         try:
-            checked = self._guard.parse(target.url, tenant.allowed_hosts)
+            checked = self._checked(target.url, tuple(tenant.allowed_hosts))
         except BlockedTarget as exc:
             return Outcome(verdict=Verdict.FAILED, status=None, error=f"blocked: {exc.reason}")
         key = f"{call.job_id}:{format_instant(call.scheduled_at_ms)}"
@@ -297,6 +315,33 @@ class Caller:
                 log.warning("delivery: alert webhook answered %d", status)
         except (BlockedTarget, TimeoutError, aiohttp.ClientError, OSError) as exc:
             log.warning("delivery: alert webhook failed: %s", type(exc).__name__)
+
+
+def take_turns(calls: list[outbox.DueCall], turn: int) -> list[outbox.DueCall]:
+    """Calls interleaved tenant by tenant, the first tenant changing every round, so that
+    scarce slots do not always go to the same tenants."""
+    by_tenant: dict[str, list[outbox.DueCall]] = {}
+    for call in calls:
+        by_tenant.setdefault(call.tenant_id, []).append(call)
+    queues = list(by_tenant.values())
+    if queues:
+        start = turn % len(queues)
+        queues = queues[start:] + queues[:start]
+    return [call for group in itertools.zip_longest(*queues) for call in group if call]
+
+
+@functools.lru_cache(maxsize=4096)
+def http_target(text: str) -> HttpTarget:
+    """An outbox row's target, parsed once per distinct text."""
+    target = parse_target(json.loads(text))
+    if not isinstance(target, HttpTarget):
+        raise ValueError("an outbox row holds a queue target")
+    return target
+
+
+@functools.lru_cache(maxsize=4096)
+def retry_policy(text: str) -> RetryPolicy:
+    return parse_retry(json.loads(text))
 
 
 def retry_delay_ms(policy: RetryPolicy, attempt: int, outcome: Outcome) -> int:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import sqlite3
-from collections.abc import Collection, Mapping
-from typing import Any, NamedTuple
+from collections.abc import Callable, Collection, Mapping
+from typing import NamedTuple
 
 from schedd.store.queries import Tenant, get_tenant
 
@@ -21,24 +20,35 @@ class DueCall(NamedTuple):
     job_id: str
     scheduled_at_ms: int
     attempt: int
-    target: dict[str, Any]
-    payload: str  # JSON text, put in the request body as it is
-    retry: dict[str, Any]
+    target: str  # JSON texts, as stored: the caller parses each distinct one once
+    payload: str
+    retry: str
 
 
 _COLUMNS = "seq, partition, tenant_id, job_id, scheduled_at_ms, attempt, target, payload, retry"
+
+# Each tenant that has outbox rows, by skipping through the (tenant_id, due_at_ms) index: one
+# probe per tenant, however many rows a stalled tenant has piled up.
+_TENANTS = """
+WITH RECURSIVE t(tenant_id) AS (
+    SELECT MIN(tenant_id) FROM outbox
+    UNION ALL
+    SELECT (SELECT MIN(tenant_id) FROM outbox WHERE tenant_id > t.tenant_id)
+    FROM t WHERE t.tenant_id IS NOT NULL
+)
+SELECT tenant_id FROM t WHERE tenant_id IS NOT NULL
+"""
 
 
 def due_calls(
     conn: sqlite3.Connection,
     node_id: str,
     now_ms: int,
-    free_slots: Mapping[str, int],
-    default_slots: int,
+    free_slots: Callable[[list[str]], Mapping[str, int]],
     skip: Collection[int],
 ) -> list[DueCall]:
-    """Due calls in the node's partitions: per tenant at most its free slots (oldest first),
-    leaving out the rows in `skip` (calls in flight here)."""
+    """Due calls in the node's partitions, oldest first per tenant, at most `free_slots`
+    (given the tenants that have due calls) per tenant, leaving out the rows in `skip`."""
     partitions = [
         row[0]
         for row in conn.execute(
@@ -49,37 +59,23 @@ def due_calls(
     if not partitions:
         return []
     marks = ",".join("?" * len(partitions))
+    due = f"FROM outbox WHERE tenant_id = ? AND due_at_ms <= ? AND partition IN ({marks})"
     tenants = [
-        row[0]
-        for row in conn.execute(
-            "SELECT DISTINCT tenant_id FROM outbox WHERE due_at_ms <= ?", (now_ms,)
-        )
+        tenant_id
+        for (tenant_id,) in conn.execute(_TENANTS).fetchall()
+        if conn.execute(f"SELECT 1 {due} LIMIT 1", (tenant_id, now_ms, *partitions)).fetchone()
     ]
+    free = free_slots(tenants)
     calls: list[DueCall] = []
     for tenant_id in tenants:
-        free = free_slots.get(tenant_id, default_slots)
-        if free <= 0:
+        if free.get(tenant_id, 0) <= 0:
             continue
         rows = conn.execute(
-            f"SELECT {_COLUMNS} FROM outbox WHERE tenant_id = ? AND due_at_ms <= ? "
-            f"AND partition IN ({marks}) ORDER BY due_at_ms, seq LIMIT ?",
-            (tenant_id, now_ms, *partitions, free + len(skip)),
+            f"SELECT {_COLUMNS} {due} ORDER BY due_at_ms, seq LIMIT ?",
+            (tenant_id, now_ms, *partitions, free[tenant_id] + len(skip)),
         )
-        fresh = [row for row in rows if row[0] not in skip][:free]
-        calls.extend(
-            DueCall(
-                seq=row[0],
-                partition=row[1],
-                tenant_id=row[2],
-                job_id=row[3],
-                scheduled_at_ms=row[4],
-                attempt=row[5],
-                target=json.loads(row[6]),
-                payload=row[7],
-                retry=json.loads(row[8]),
-            )
-            for row in fresh
-        )
+        fresh = [row for row in rows if row[0] not in skip][: free[tenant_id]]
+        calls.extend(map(DueCall._make, fresh))
     return calls
 
 
