@@ -34,12 +34,12 @@ from aiohttp import web
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.bench_dispatch import create, plot
+from benchmarks.lag import Record, summarize
 from schedd.timeformat import format_instant
 from tests.servers import NodeProcess, http, make_nodes, running
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PY_SPY = Path(sys.executable).parent / "py-spy"
-Record = tuple[float, float, str]  # (received_at, lag_s, idempotency_key), as bench_dispatch
 
 
 # ------------------------------------------------------------------ the receiver process
@@ -243,27 +243,6 @@ def take(receiver: str) -> dict[str, Any]:
 
 def records_of(taken: dict[str, Any], *tenants: str) -> list[Record]:
     return [(r[0], r[1], r[2]) for t in tenants for r in taken["records"].get(t, [])]
-
-
-def summarize(name: str, seen: list[Record], expected: int, **extra: Any) -> dict[str, Any]:
-    lags = sorted(lag for _, lag, _ in seen)
-    keys = [key for _, _, key in seen]
-    span = (max(t for t, _, _ in seen) - min(t for t, _, _ in seen)) if seen else 0.0
-    result = {
-        "scenario": name,
-        "expected": expected,
-        "received": len(seen),
-        "duplicates": len(keys) - len(set(keys)),
-        "lost": expected - len(set(keys)),
-        "p50_lag_s": round(statistics.median(lags), 3) if lags else None,
-        "p99_lag_s": round(lags[int(len(lags) * 0.99) - 1], 3) if lags else None,
-        "max_lag_s": round(lags[-1], 3) if lags else None,
-        "span_s": round(span, 2),
-        "callbacks_per_s": round(len(seen) / span) if span else None,
-        **extra,
-    }
-    print(json.dumps(result), flush=True)
-    return result
 
 
 # ------------------------------------------------------------------ scenarios

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import statistics
 import sys
 import tempfile
 import time
@@ -21,6 +20,7 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.lag import summarize
 from schedd.timeformat import format_instant, parse_instant
 from tests.servers import http, make_nodes, running
 
@@ -77,26 +77,6 @@ async def consume(
 
         await asyncio.gather(*(worker(w) for w in range(WORKERS)))
     return seen
-
-
-def summarize(name: str, seen: list[tuple[float, float, str]], expected: int) -> dict[str, Any]:
-    lags = sorted(lag for _, lag, _ in seen)
-    keys = [key for _, _, key in seen]
-    span = (max(t for t, _, _ in seen) - min(t for t, _, _ in seen)) if seen else 0.0
-    result = {
-        "scenario": name,
-        "expected": expected,
-        "received": len(seen),
-        "duplicates": len(keys) - len(set(keys)),
-        "lost": expected - len(set(keys)),
-        "p50_lag_s": statistics.median(lags) if lags else None,
-        "p99_lag_s": lags[int(len(lags) * 0.99) - 1] if lags else None,
-        "max_lag_s": lags[-1] if lags else None,
-        "drain_s": span,
-        "throughput_per_s": len(seen) / span if span else None,
-    }
-    print(json.dumps(result))
-    return result
 
 
 def background(urls: list[str], token: str, count: int) -> None:
