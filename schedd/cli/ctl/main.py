@@ -7,6 +7,7 @@ import click
 from schedd import __version__
 from schedd.cli.ctl import admin, jobs, queues
 from schedd.cli.ctl.client import DEFAULT_TIMEOUT_S, DEFAULT_URL, Client
+from schedd.cli.ctl.crontab import import_crontab
 from schedd.cli.ctl.preview import next_runs
 from schedd.cli.ctl.work import work
 from schedd.cli.exits import run
@@ -55,6 +56,7 @@ def cli(
 for command in (*jobs.COMMANDS, next_runs, *admin.COMMANDS):
     cli.add_command(command)
 cli.add_command(work)
+cli.add_command(import_crontab)
 for command in queues.COMMANDS:
     cli.add_command(command)
 

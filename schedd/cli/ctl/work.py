@@ -49,7 +49,8 @@ class Settings:
     """What `schedctl work` was asked to do, checked before any request."""
 
     queue: str
-    argv: tuple[str, ...]
+    argv: tuple[str, ...]  # empty with `is_shell`: each message's payload names its command
+    is_shell: bool
     concurrency: int
     timeout_ms: int | None
     visibility_timeout_ms: int
@@ -240,10 +241,13 @@ class Worker:
 
     def _execute(self, task: Task) -> str | None:
         """Run the command to its end; the nack error, or None for success."""
+        argv = self._argv(task)
+        if isinstance(argv, str):
+            return argv
         try:
-            process = self._spawn(task)
+            process = self._spawn(task, argv)
         except OSError as exc:
-            return f"cannot start {self._s.argv[0]!r}: {exc.strerror or exc}"
+            return f"cannot start {argv[0]!r}: {exc.strerror or exc}"
         assert process.stdin is not None and process.stderr is not None
         payload = (json.dumps(task.message["payload"], ensure_ascii=False) + "\n").encode()
         threading.Thread(target=_feed, args=(process.stdin, payload), daemon=True).start()
@@ -254,7 +258,17 @@ class Worker:
         relay.join(timeout=2.0)
         return _error(task)
 
-    def _spawn(self, task: Task) -> subprocess.Popen[bytes]:
+    def _argv(self, task: Task) -> tuple[str, ...] | str:
+        """The command line for this message, or why there is none (a nack error)."""
+        if not self._s.is_shell:
+            return self._s.argv
+        payload = task.message["payload"]
+        command = payload.get("command") if isinstance(payload, dict) else None
+        if not isinstance(command, str) or not command.strip():
+            return "--shell: the payload has no 'command' string"
+        return ("/bin/sh", "-c", command)
+
+    def _spawn(self, task: Task, argv: tuple[str, ...]) -> subprocess.Popen[bytes]:
         message = task.message
         env = {
             **os.environ,
@@ -265,7 +279,7 @@ class Worker:
             "SCHEDD_IDEMPOTENCY_KEY": str(message["idempotency_key"]),
         }
         return subprocess.Popen(
-            self._s.argv,
+            argv,
             stdin=subprocess.PIPE,
             stdout=sys.stderr.fileno() if self._s.as_json else None,  # stdout stays JSON only
             stderr=subprocess.PIPE,
@@ -451,6 +465,7 @@ Examples:
   schedctl work digests -- ./send-digest.sh
   schedctl work digests --concurrency 4 --timeout 10m -- python -m app.digest
   schedctl work reports --once --wait 5s -- sh -c 'jq .report > "/tmp/$SCHEDD_JOB_ID.json"'
+  schedctl work crontab --shell --concurrency 4
 
 \b
 CMD gets the payload as JSON on stdin and SCHEDD_JOB_ID, SCHEDD_SCHEDULED_AT, SCHEDD_ATTEMPT,
@@ -458,7 +473,14 @@ SCHEDD_IDEMPOTENCY_KEY and SCHEDD_QUEUE in its environment. Exit 0 acks the mess
 else nacks it with the end of CMD's stderr, and the job's retry policy decides what follows.""",
 )
 @click.argument("queue")
-@click.argument("argv", nargs=-1, required=True, metavar="-- CMD [ARGS]...")
+@click.argument("argv", nargs=-1, metavar="-- CMD [ARGS]...")
+@click.option(
+    "--shell",
+    "is_shell",
+    is_flag=True,
+    help="Instead of CMD, run each message's payload.command with /bin/sh -c "
+    "(the jobs `schedctl import-crontab` makes).",
+)
 @click.option(
     "--concurrency",
     type=click.IntRange(1, 100),
@@ -490,7 +512,11 @@ def work(client: Client, /, queue: str, argv: tuple[str, ...], **options: Any) -
     """Run CMD for each message of QUEUE: ack it on exit 0, nack it otherwise."""
     if not QUEUE_NAME.fullmatch(queue):
         raise InvalidRequest("QUEUE", f"must match [A-Za-z0-9_.-]{{1,128}}, got {queue!r}")
-    if shutil.which(argv[0]) is None:
+    if options["is_shell"] and argv:
+        raise InvalidRequest("CMD", "give either --shell or a command, not both")
+    if not options["is_shell"] and not argv:
+        raise InvalidRequest("CMD", "missing: schedctl work QUEUE -- CMD [ARGS]... (or --shell)")
+    if argv and shutil.which(argv[0]) is None:
         raise InvalidRequest("CMD", f"{argv[0]!r} is not an executable file or on PATH")
     log = Log()
     Worker(Settings(queue=queue, argv=argv, **options), Nodes(client, log), log).serve()
