@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import click
+from click.shell_completion import get_completion_class
 
 from schedd import __version__
 from schedd.cli.ctl import admin, jobs, queues
@@ -64,3 +65,18 @@ for command in queues.COMMANDS:
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the `schedctl` console script."""
     run(cli, "schedctl", argv)
+
+
+@cli.command()
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+def completion(shell: str) -> None:
+    """Print the shell completion script for SHELL.
+
+    \b
+    bash: schedctl completion bash > ~/.local/share/bash-completion/completions/schedctl
+    zsh:  schedctl completion zsh > "${fpath[1]}/_schedctl"
+    fish: schedctl completion fish > ~/.config/fish/completions/schedctl.fish
+    """
+    completer = get_completion_class(shell)
+    assert completer is not None  # the three choices are click's own
+    click.echo(completer(cli, {}, "schedctl", "_SCHEDCTL_COMPLETE").source())
