@@ -46,10 +46,12 @@ SCHEMA: Mapping[str, tuple[str, ...]] = {
     ),
     "dispatch": ("lease_ttl", "misfire_threshold"),
     "encryption": ("payload_keys_file",),
+    "log": ("format",),
     "retention": ("runs",),
 }
 KEYS = tuple(f"{section}.{key}" for section, keys in SCHEMA.items() for key in keys)
 LOG_LEVELS = ("debug", "info", "warning", "error")
+LOG_FORMATS = ("text", "json")
 RAFT_SECRET_ENV = "SCHEDD_RAFT_SECRET"
 ADMIN_TOKEN_ENV = "SCHEDD_ADMIN_TOKEN"
 MIN_SECRET_CHARS = 16
@@ -76,6 +78,7 @@ class NodeConfig:
     node_id: str
     data_dir: Path
     log_level: str = "info"
+    log_format: str = "text"
     api_host: str = "127.0.0.1"
     api_port: int = 8701
     request_timeout_s: float = 5.0
@@ -204,6 +207,7 @@ def _build(
         node_id=_node_id(doc),
         data_dir=_resolve(base, _required_text(doc, "node.data_dir")),
         log_level=_log_level(doc),
+        log_format=_choice(doc, "log.format", "text", LOG_FORMATS),
         api_host=api_host,
         api_port=api_port,
         request_timeout_s=_seconds(doc, "api.request_timeout", 5_000, minimum_ms=1),
@@ -282,6 +286,15 @@ def _node_id(doc: Mapping[str, Mapping[str, object]]) -> str:
     if not _NODE_ID.fullmatch(node_id):
         raise ConfigError(f"node.id must be 1-64 of A-Z a-z 0-9 _ . -, got {node_id!r}")
     return node_id
+
+
+def _choice(
+    doc: Mapping[str, Mapping[str, object]], field: str, default: str, choices: tuple[str, ...]
+) -> str:
+    value = _text(doc, field, default)
+    if value not in choices:
+        raise ConfigError(f"{field} must be one of {', '.join(choices)}, got {value!r}")
+    return value
 
 
 def _log_level(doc: Mapping[str, Mapping[str, object]]) -> str:

@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import signal
 from pathlib import Path
 
 import click
 
-from schedd import __version__
+from schedd import __version__, logs
 from schedd.cli.devcluster import dev
 from schedd.cli.exits import run
 from schedd.config import NodeConfig, load_config
 from schedd.node import serve as serve_node
-
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -41,8 +38,7 @@ Examples:
 def serve(config_path: Path) -> None:
     """Run one node until SIGTERM or SIGINT; logs a `ready` line when it serves."""
     config = load_config(config_path)
-    logging.basicConfig(level=config.log_level.upper(), format=LOG_FORMAT)
-    logging.getLogger("pysyncobj").setLevel(logging.WARNING)
+    logs.configure(config.log_level, config.log_format)
     asyncio.run(_serve_until_signalled(config))
 
 
