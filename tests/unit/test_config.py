@@ -695,10 +695,10 @@ def test_shipped_cluster_reads_its_secrets_from_var(tmp_path: Path) -> None:
 
 
 def test_shipped_systemd_unit_runs_serve_hardened() -> None:
-    lines = set((CONFIG_DIR / "schedd.service").read_text().splitlines())
+    lines = set((CONFIG_DIR / "schedd@.service").read_text().splitlines())
     assert any(
         line.startswith("ExecStart=")
-        and line.endswith("schedd serve --config /etc/schedd/schedd.toml")
+        and line.endswith("schedd serve --config /etc/schedd/%i.toml")
         for line in lines
     )
     for expected in [
@@ -709,6 +709,18 @@ def test_shipped_systemd_unit_runs_serve_hardened() -> None:
         "LimitNOFILE=65536",
         "NoNewPrivileges=yes",
         "ProtectSystem=strict",
-        "ReadWritePaths=/var/lib/schedd",
+        "ReadWritePaths=/var/lib/schedd/%i",
+        "StateDirectory=schedd/%i",
     ]:
         assert expected in lines
+
+
+def test_shipped_vm_configs_form_one_three_node_cluster() -> None:
+    env = {"SCHEDD_RAFT_SECRET": SECRET, "SCHEDD_ADMIN_TOKEN": TOKEN}  # files live on the VMs
+    configs = [load_config(CONFIG_DIR / "vm" / f"node{n}.toml", env=env) for n in (1, 2, 3)]
+    listens = {cfg.raft_listen for cfg in configs}
+    assert len(listens) == 3
+    for cfg in configs:
+        assert set(cfg.raft_peers) == listens - {cfg.raft_listen}
+        assert cfg.data_dir == Path(f"/var/lib/schedd/{cfg.node_id}")
+        assert (cfg.partitions, cfg.log_format, cfg.allow_cidrs) == (256, "json", ())
