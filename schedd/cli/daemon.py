@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -13,6 +14,7 @@ from schedd.cli.devcluster import dev
 from schedd.cli.exits import run
 from schedd.config import NodeConfig, load_config
 from schedd.node import serve as serve_node
+from schedd.store.backup import restore_backup, write_backup
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -48,6 +50,52 @@ async def _serve_until_signalled(config: NodeConfig) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     await serve_node(config, stop_event=stop)
+
+
+def _config_option(command: Callable[..., None]) -> Callable[..., None]:
+    return click.option(
+        "--config",
+        "config_path",
+        required=True,
+        type=click.Path(dir_okay=False, path_type=Path),
+        help="The node's TOML file (its data_dir is what is read or written).",
+    )(command)
+
+
+@cli.command(
+    epilog="""\b
+Examples:
+  schedd backup --config /etc/schedd/node1.toml /backups/schedd-$(date +%F).db""",
+)
+@_config_option
+@click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
+def backup(config_path: Path, out: Path) -> None:
+    """Write a consistent copy of the node's database to OUT, while the node serves."""
+    config = load_config(config_path)
+    info = write_backup(config.data_dir, out)
+    click.echo(
+        f"backup {info.path}: applied_index={info.applied_index} jobs={info.jobs} "
+        f"bytes={info.size_bytes}"
+    )
+
+
+@cli.command(
+    epilog="""\b
+Disaster recovery: restore the same BACKUP on every node of the new cluster (all stopped),
+then start them. See docs/operations.md.""",
+)
+@_config_option
+@click.argument(
+    "backup_path", metavar="BACKUP", type=click.Path(dir_okay=False, exists=True, path_type=Path)
+)
+@click.option("--yes", is_flag=True, help="Replace the data the node has without asking.")
+def restore(config_path: Path, backup_path: Path, yes: bool) -> None:
+    """Make BACKUP the state of this (stopped) node, on a fresh Raft log."""
+    config = load_config(config_path)
+    if (config.data_dir / "state.db").exists() and not yes:
+        click.confirm(f"Replace the data in {config.data_dir} (its Raft log goes too)?", abort=True)
+    info = restore_backup(backup_path, config.data_dir)
+    click.echo(f"restored {backup_path} into {config.data_dir}: jobs={info.jobs}")
 
 
 cli.add_command(dev)
