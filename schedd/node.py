@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from aiohttp import web
+from prometheus_client import CollectorRegistry
 from pysyncobj import SyncObjConf
 
 from schedd.api.app import build_app
@@ -22,13 +23,14 @@ from schedd.delivery.caller import Caller
 from schedd.delivery.guard import TargetGuard
 from schedd.dispatch.service import DispatchService
 from schedd.errors import ConfigError, SchedError
+from schedd.metrics import NodeCollector
 from schedd.raft.proposer import Proposer, ThreadProposer
 from schedd.raft.replica import Replica
 from schedd.raft.snapshots import SnapshotHooks
 from schedd.sealing import PayloadKeys
 from schedd.store.apply import StateMachine
 from schedd.store.command import Command
-from schedd.store.db import Checkpointer, Database, ReadPool
+from schedd.store.db import Checkpointer, Database, ReadPool, connect
 
 log = logging.getLogger(__name__)
 HALT_EXIT_CODE = 70
@@ -110,6 +112,17 @@ class Node:
             else PayloadKeys.from_file(config.payload_keys_file)
         )
         self.queue_signal = QueueSignal()
+        self.metrics = CollectorRegistry(auto_describe=False)  # this node's scrape-time gauges
+        self.metrics.register(
+            NodeCollector(
+                node_id=config.node_id,
+                partitions=config.partitions,
+                connect=lambda: connect(self.db.path, readonly=True, cache_kib=1024),
+                status=self.status,
+                commit_index=lambda: 0 if self.replica is None else self.replica.commit_index(),
+                snapshot_path=config.data_dir / "raft.snapshot",
+            )
+        )
 
     def _on_applied(self, cmd: Command) -> None:
         """Runs on the tick thread after each applied command: keep caches and loops informed."""
@@ -154,7 +167,9 @@ class Node:
             secret_overlap_ms=self.config.secret_overlap_ms,
             payload_keys=self.payload_keys,
         )
-        self._runner = web.AppRunner(build_app(ctx), access_log=None, handler_cancellation=True)
+        self._runner = web.AppRunner(
+            build_app(ctx, node_metrics=self.metrics), access_log=None, handler_cancellation=True
+        )
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.config.api_host, self.config.api_port)
         await site.start()

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import secrets
 import uuid
 from typing import Any
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
 
+from schedd import metrics as node_metrics
 from schedd.api.context import CONTEXT, ApiContext, token_hash
 from schedd.api.http import (
     decode_cursor,
@@ -36,6 +38,7 @@ DEFAULT_DISPATCH_RATE = 5_000
 TENANT_BODY_LIMIT = 64 * 1024
 MAX_PREVIEW = 1_000
 routes = web.RouteTableDef()
+NODE_METRICS = web.AppKey("node_metrics", CollectorRegistry)
 
 
 async def _tenant_fields(
@@ -251,4 +254,6 @@ async def readyz(request: web.Request) -> web.Response:
 
 @routes.get("/metrics")
 async def metrics(request: web.Request) -> web.Response:
-    return web.Response(body=generate_latest(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+    # The node's gauges read SQLite: off the event loop.
+    body = await asyncio.to_thread(node_metrics.exposition, request.app.get(NODE_METRICS))
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})

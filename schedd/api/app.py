@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 from aiohttp import web
+from prometheus_client import CollectorRegistry
 
 from schedd.api import admin, deadletters, jobs, queues
 from schedd.api.context import CONTEXT, ApiContext
-from schedd.api.http import auth_middleware, errors_middleware
+from schedd.api.http import auth_middleware, errors_middleware, metrics_middleware
 
 
-def build_app(ctx: ApiContext) -> web.Application:
-    """The API of one node; `ctx` carries everything handlers share."""
+def build_app(ctx: ApiContext, *, node_metrics: CollectorRegistry | None = None) -> web.Application:
+    """The API of one node; `ctx` carries everything handlers share, `node_metrics` the
+    node's scrape-time gauges for /metrics."""
     app = web.Application(
-        middlewares=[errors_middleware, auth_middleware],
+        middlewares=[metrics_middleware, errors_middleware, auth_middleware],
         client_max_size=jobs.BATCH_BODY_LIMIT,
     )
     app[CONTEXT] = ctx
+    if node_metrics is not None:
+        app[admin.NODE_METRICS] = node_metrics
     app.add_routes(jobs.routes)
     app.add_routes(admin.routes)
     app.add_routes(queues.routes)

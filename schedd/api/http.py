@@ -5,15 +5,18 @@ Errors are translated here once: a SchedError class becomes its status and JSON 
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import logging
 import re
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
 
+from schedd import metrics
 from schedd.api.context import CONTEXT, ApiContext, Principal, authenticate
 from schedd.errors import (
     Conflict,
@@ -34,6 +37,8 @@ PRINCIPAL = "principal"
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
 _CURSOR = re.compile(r"[A-Za-z0-9_-]{1,400}")
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+CLIENT_GONE = 499  # the status label of a request cancelled because its client went away
 
 
 def json_response(data: Any, *, status: int = 200) -> web.Response:
@@ -48,6 +53,33 @@ def error_response(
     if retry_after_s is not None:
         response.headers["Retry-After"] = str(retry_after_s)
     return response
+
+
+@web.middleware
+async def metrics_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Observe each request's latency by route template (never the raw path), method, status."""
+    started, status = time.perf_counter(), 500
+    try:
+        response = await handler(request)
+        status = response.status
+        return response
+    except web.HTTPException as exc:
+        status = exc.status
+        raise
+    except asyncio.CancelledError:
+        status = CLIENT_GONE
+        raise
+    finally:
+        method = request.method if request.method in _METHODS else "other"
+        metrics.API_SECONDS.labels(route_label(request), method, str(status)).observe(
+            time.perf_counter() - started
+        )
+
+
+def route_label(request: web.Request) -> str:
+    """The matched route's template (`/v1/jobs/{job_id}`), or "(unmatched)": bounded labels."""
+    resource = request.match_info.route.resource
+    return "(unmatched)" if resource is None else resource.canonical
 
 
 @web.middleware

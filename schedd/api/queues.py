@@ -15,11 +15,12 @@ from typing import Any
 
 from aiohttp import web
 
+from schedd import metrics
 from schedd.api.context import CONTEXT
 from schedd.api.http import json_response, principal, propose, read_object, require
 from schedd.errors import InvalidRequest
 from schedd.jsonbody import JSONValue
-from schedd.timeformat import parse_duration
+from schedd.timeformat import parse_duration, parse_instant
 
 QUEUE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 BODY_LIMIT = 256 * 1024
@@ -94,8 +95,11 @@ async def receive(request: web.Request) -> web.Response:
                 "receipts": [secrets.token_urlsafe(18) for _ in range(count)],
             }
             messages = (await propose(ctx, "receive_messages", command))["messages"]
+            received_ms = ctx.clock_ms()
             for message in messages:
                 message["payload"] = ctx.payload_keys.open(message["payload"])
+                scheduled_ms = parse_instant(message["scheduled_at"], field="scheduled_at")
+                metrics.record_delivery("queue", message["attempt"], scheduled_ms, received_ms)
             if messages:
                 return json_response({"messages": messages})
         remaining = deadline - time.monotonic()
@@ -129,6 +133,7 @@ async def nack(request: web.Request) -> web.Response:
         return {"error": text[:4000]}
 
     result = await _settle(request, "nack_messages", {"error": error})
+    metrics.QUEUE_NACKS.inc(result["nacked"])
     return json_response({"nacked": result["nacked"]})
 
 

@@ -26,7 +26,7 @@ import aiohttp
 from prometheus_client import Counter as MetricCounter
 from prometheus_client import Histogram
 
-from schedd import __version__
+from schedd import __version__, metrics
 from schedd.delivery.guard import TargetGuard
 from schedd.delivery.outcome import Outcome, Verdict, classify, excerpt
 from schedd.delivery.signing import webhook_headers
@@ -196,6 +196,7 @@ class Caller:
         CALLBACK_SECONDS.labels(status_class=_status_class(outcome.status)).observe(
             (finished - started) / 1000
         )
+        metrics.record_delivery("http", call.attempt, call.scheduled_at_ms, started)
         record: dict[str, Any] = {
             "seq": call.seq,
             "attempt": call.attempt,

@@ -52,6 +52,10 @@ class Replica(SyncObj):  # type: ignore[misc]  # pysyncobj ships no types
         leader = self._getLeader()
         return None if leader is None else str(leader.id)
 
+    def commit_index(self) -> int:
+        """The highest log index this node knows to be committed."""
+        return int(self.raftCommitIndex)
+
     def is_leader(self) -> bool:
         """Whether pysyncobj thinks this node leads (may be stale: never use it as a lock)."""
         return bool(self._isLeader())

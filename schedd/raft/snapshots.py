@@ -17,6 +17,7 @@ from typing import Any
 
 from pysyncobj import SERIALIZER_STATE
 
+from schedd import metrics
 from schedd.store.db import Database
 from schedd.store.snapshot import SnapshotError, read_snapshot, restore_snapshot, write_snapshot
 
@@ -65,9 +66,11 @@ class SnapshotHooks:
             index = write_snapshot(self._db.path, self._scratch_path, raft_state)
         except Exception:
             log.exception("snapshot failed")
+            metrics.SNAPSHOT_FAILURES.inc()
             self._failed = True
             return
         self.last_duration_s = time.monotonic() - started
+        metrics.SNAPSHOT_SECONDS.observe(self.last_duration_s)
         log.info("snapshot written index=%d seconds=%.2f", index, self.last_duration_s)
 
     def check(self) -> int:

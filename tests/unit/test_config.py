@@ -697,8 +697,7 @@ def test_shipped_cluster_reads_its_secrets_from_var(tmp_path: Path) -> None:
 def test_shipped_systemd_unit_runs_serve_hardened() -> None:
     lines = set((CONFIG_DIR / "schedd@.service").read_text().splitlines())
     assert any(
-        line.startswith("ExecStart=")
-        and line.endswith("schedd serve --config /etc/schedd/%i.toml")
+        line.startswith("ExecStart=") and line.endswith("schedd serve --config /etc/schedd/%i.toml")
         for line in lines
     )
     for expected in [

@@ -1,0 +1,321 @@
+"""Prometheus metrics of a node: the event metrics the code observes, and the gauges read at
+scrape time from the node's SQLite and Raft state (docs/metrics.md lists them all).
+
+Observing must stay cheap (a counter or histogram update); nothing here writes state, and the
+scrape-time reads are short read-only queries over indexes, capped where a count could be large.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+log = logging.getLogger(__name__)
+
+LAG_BUCKETS_S = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
+APPLY_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1)
+REQUEST_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+SNAPSHOT_BUCKETS_S = (0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+CLAIM_RESULTS = (
+    "claimed",
+    "stale_lease",
+    "expired_lease",
+    "not_due",
+    "cancelled",
+    "stale_version",
+    "duplicate_run",
+)
+TARGETS = ("queue", "http")
+
+CLAIM_LAG = Histogram(
+    "schedd_claim_lag_seconds",
+    "Fire time to claim committed, per claim of this node's dispatcher",
+    buckets=LAG_BUCKETS_S,
+)
+DELIVERY_LAG = Histogram(
+    "schedd_delivery_lag_seconds",
+    "Scheduled time to the first delivery attempt (queue receive or HTTP call start)",
+    ["target"],
+    buckets=LAG_BUCKETS_S,
+)
+CLAIMS = Counter("schedd_claims", "Claims proposed by this node, by apply's verdict", ["result"])
+RETRIES = Counter("schedd_retries", "Delivery attempts after the first, by target", ["target"])
+QUEUE_NACKS = Counter("schedd_queue_nacks", "Queue messages nacked through this node's API")
+APPLY_SECONDS = Histogram(
+    "schedd_apply_seconds", "Time to apply one Raft log entry to SQLite", buckets=APPLY_BUCKETS_S
+)
+SNAPSHOT_SECONDS = Histogram(
+    "schedd_snapshot_seconds", "Time to write one Raft snapshot", buckets=SNAPSHOT_BUCKETS_S
+)
+SNAPSHOT_FAILURES = Counter("schedd_snapshot_failures", "Raft snapshots that failed")
+API_SECONDS = Histogram(
+    "schedd_api_request_seconds",
+    "API request latency by route template, method and status",
+    ["route", "method", "status"],
+    buckets=REQUEST_BUCKETS_S,
+)
+_CLAIMED = CLAIMS.labels(result="claimed")
+for _result in CLAIM_RESULTS:
+    CLAIMS.labels(result=_result)  # every verdict is exported from the start, at 0
+_LAG_BY_TARGET = {target: DELIVERY_LAG.labels(target=target) for target in TARGETS}
+_RETRIES_BY_TARGET = {target: RETRIES.labels(target=target) for target in TARGETS}
+
+
+def record_claims(result: Mapping[str, Any], fire_at_ms: Iterable[int], committed_ms: int) -> None:
+    """Count a committed claim_runs result and observe each claim's fire-to-commit lag."""
+    _CLAIMED.inc(int(result.get("claimed", 0)))
+    for reason, count in result.get("rejected", {}).items():
+        CLAIMS.labels(result=reason).inc(int(count))
+    for fire_at in fire_at_ms:
+        CLAIM_LAG.observe(max(committed_ms - fire_at, 0) / 1000)
+
+
+def record_delivery(target: str, attempt: int, scheduled_at_ms: int, at_ms: int) -> None:
+    """One delivery attempt handed out: the first one's lag, or a retry counted."""
+    if attempt <= 1:
+        _LAG_BY_TARGET[target].observe(max(at_ms - scheduled_at_ms, 0) / 1000)
+    else:
+        _RETRIES_BY_TARGET[target].inc()
+
+
+def exposition(node_registry: CollectorRegistry | None) -> bytes:
+    """The process-wide metrics followed by one node's scrape-time gauges (text format)."""
+    text = generate_latest(REGISTRY)
+    return text if node_registry is None else text + generate_latest(node_registry)
+
+
+# ---------------------------------------------------------------------- scrape-time gauges
+
+QUEUE_LABELS = 50  # queue names are tenant-chosen: export the deepest ones, fold the rest
+OTHER_QUEUES = "(other)"  # not a valid queue name, so it never collides with a real one
+QUEUE_STATES = ("ready", "in_flight", "delayed", "dead")
+BACKLOG_CAP = 1_000_000  # the due backlog gauge saturates here (one index row read per run)
+SPLIT_BUDGET = 200_000  # invisible messages read per scrape to tell in-flight from delayed
+DEAD_SCAN_CAP = 100_000  # dead letters read per scrape to attribute them to queues
+RAFT_ROLES = ("leader", "follower", "candidate", "starting")
+
+_PARTITIONS = "WITH RECURSIVE p(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM p WHERE n < ?) "
+_BACKLOG = (
+    _PARTITIONS + "SELECT COUNT(*) FROM (SELECT 1 FROM due WHERE partition IN p "
+    "AND fire_at_ms <= ? LIMIT ?)"
+)
+_OLDEST_DUE = (
+    _PARTITIONS + "SELECT MIN((SELECT MIN(fire_at_ms) FROM due WHERE partition = p.n)) FROM p"
+)
+_QUEUE_COUNTS = (
+    "SELECT tenant_id, queue, SUM(visible_at_ms <= ?), SUM(visible_at_ms > ?) "
+    "FROM messages INDEXED BY messages_ready GROUP BY tenant_id, queue"
+)
+_IN_FLIGHT = (
+    "SELECT COUNT(receipt) FROM (SELECT receipt FROM messages WHERE tenant_id = ? AND queue = ? "
+    "AND visible_at_ms > ? LIMIT ?)"
+)
+_DEAD_BY_QUEUE = (
+    "SELECT json_extract(target, '$.name'), COUNT(*) FROM (SELECT target FROM deadletters "
+    "LIMIT ?) WHERE json_extract(target, '$.type') = 'queue' GROUP BY 1"
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoreGauges:
+    """What one scrape read from the store."""
+
+    due_backlog: int
+    oldest_due_age_s: float
+    queues: dict[str, dict[str, int]]  # queue name (summed over tenants) -> state -> count
+    outbox: int
+    deadletters: int
+    partitions_owned: int
+
+
+def read_store(
+    conn: sqlite3.Connection, *, node_id: str, partitions: int, now_ms: int
+) -> StoreGauges:
+    """Read the store gauges in one read transaction (a consistent view)."""
+    conn.execute("BEGIN")
+    try:
+        backlog = conn.execute(_BACKLOG, (partitions - 1, now_ms, BACKLOG_CAP)).fetchone()[0]
+        oldest = conn.execute(_OLDEST_DUE, (partitions - 1,)).fetchone()[0]
+        owned = conn.execute(
+            "SELECT COUNT(*) FROM leases WHERE node_id = ? AND expires_at_ms > ?", (node_id, now_ms)
+        ).fetchone()[0]
+        return StoreGauges(
+            due_backlog=backlog,
+            oldest_due_age_s=0.0 if oldest is None else max(now_ms - oldest, 0) / 1000,
+            queues=queue_counts(conn, now_ms),
+            outbox=conn.execute("SELECT COUNT(*) FROM outbox").fetchone()[0],
+            deadletters=conn.execute("SELECT COUNT(*) FROM deadletters").fetchone()[0],
+            partitions_owned=owned,
+        )
+    finally:
+        conn.execute("COMMIT")
+
+
+def queue_counts(conn: sqlite3.Connection, now_ms: int) -> dict[str, dict[str, int]]:
+    """Messages per queue name and state. One pass over the (tenant, queue, visible_at) index;
+    invisible messages are then read by key to tell in-flight (held by a consumer) from delayed
+    (waiting out a retry backoff), up to SPLIT_BUDGET of them: past it they count as in flight."""
+    counts: dict[str, dict[str, int]] = {}
+    budget = SPLIT_BUDGET
+    for tenant_id, queue, ready, invisible in conn.execute(_QUEUE_COUNTS, (now_ms, now_ms)):
+        in_flight = invisible
+        if invisible and budget > 0:
+            in_flight = conn.execute(_IN_FLIGHT, (tenant_id, queue, now_ms, budget)).fetchone()[0]
+            in_flight += max(invisible - budget, 0)
+            budget -= invisible
+        row = counts.setdefault(queue, dict.fromkeys(QUEUE_STATES, 0))
+        row["ready"] += ready
+        row["in_flight"] += in_flight
+        row["delayed"] += invisible - in_flight
+    for queue, dead in conn.execute(_DEAD_BY_QUEUE, (DEAD_SCAN_CAP,)):
+        if isinstance(queue, str):
+            counts.setdefault(queue, dict.fromkeys(QUEUE_STATES, 0))["dead"] += dead
+    return counts
+
+
+def top_queues(
+    counts: Mapping[str, Mapping[str, int]], limit: int = QUEUE_LABELS
+) -> dict[str, dict[str, int]]:
+    """The `limit` deepest queues by name, and the rest summed under OTHER_QUEUES."""
+    ranked = sorted(counts.items(), key=lambda item: (-sum(item[1].values()), item[0]))
+    top = {name: dict(states) for name, states in ranked[:limit]}
+    if len(ranked) > limit:
+        other = top[OTHER_QUEUES] = dict.fromkeys(QUEUE_STATES, 0)
+        for _, states in ranked[limit:]:
+            for state, count in states.items():
+                other[state] += count
+    return top
+
+
+def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, doc, value=value)
+
+
+def store_metrics(gauges: StoreGauges, read_s: float) -> list[Metric]:
+    queues = GaugeMetricFamily(
+        "schedd_queue_messages",
+        f"Messages per queue and state (the {QUEUE_LABELS} deepest queues, the rest as "
+        f"{OTHER_QUEUES})",
+        labels=["queue", "state"],
+    )
+    for name, states in top_queues(gauges.queues).items():
+        for state in QUEUE_STATES:
+            queues.add_metric([name, state], states[state])
+    return [
+        _gauge(
+            "schedd_due_backlog",
+            "Runs whose fire time has passed, not yet claimed (capped)",
+            gauges.due_backlog,
+        ),
+        _gauge(
+            "schedd_due_oldest_age_seconds",
+            "Age of the oldest unclaimed due run past its fire time (0 when none is late)",
+            gauges.oldest_due_age_s,
+        ),
+        queues,
+        _gauge(
+            "schedd_queues",
+            "Distinct queue names holding messages or dead letters",
+            len(gauges.queues),
+        ),
+        _gauge("schedd_outbox_depth", "HTTP calls due or waiting for a retry", gauges.outbox),
+        _gauge("schedd_deadletters", "Dead letters held (queue and HTTP)", gauges.deadletters),
+        _gauge(
+            "schedd_partitions_owned",
+            "Partitions this node holds an unexpired lease on",
+            gauges.partitions_owned,
+        ),
+        _gauge(
+            "schedd_metrics_store_read_seconds", "Time this scrape spent reading the store", read_s
+        ),
+    ]
+
+
+def raft_metrics(status: Mapping[str, Any], commit_index: int) -> list[Metric]:
+    roles = GaugeMetricFamily(
+        "schedd_raft_role", "This node's Raft role (1 for the current one)", labels=["role"]
+    )
+    for role in RAFT_ROLES:
+        roles.add_metric([role], 1 if status.get("role") == role else 0)
+    return [
+        roles,
+        _gauge("schedd_raft_term", "Current Raft term", int(status.get("term") or 0)),
+        _gauge("schedd_raft_commit_index", "Highest log index known committed", commit_index),
+        _gauge(
+            "schedd_raft_applied_index",
+            "Highest log index applied to SQLite",
+            int(status.get("applied_index") or 0),
+        ),
+        _gauge(
+            "schedd_raft_leader_known",
+            "1 when this node knows a leader",
+            1 if status.get("leader") else 0,
+        ),
+    ]
+
+
+def snapshot_metrics(path: Path) -> list[Metric]:
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return []  # no snapshot yet
+    return [
+        _gauge("schedd_snapshot_bytes", "Size of the latest Raft snapshot", stat.st_size),
+        _gauge(
+            "schedd_snapshot_timestamp_seconds",
+            "When the latest Raft snapshot was installed (unix time)",
+            stat.st_mtime,
+        ),
+    ]
+
+
+class NodeCollector(Collector):
+    """Gauges computed at each scrape from this node's replica and Raft status."""
+
+    def __init__(
+        self,
+        *,
+        node_id: str,
+        partitions: int,
+        connect: Callable[[], sqlite3.Connection],
+        status: Callable[[], Mapping[str, Any]],
+        commit_index: Callable[[], int],
+        snapshot_path: Path,
+        clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+    ) -> None:
+        self._node_id = node_id
+        self._partitions = partitions
+        self._connect = connect
+        self._status = status
+        self._commit_index = commit_index
+        self._snapshot_path = snapshot_path
+        self._clock_ms = clock_ms
+
+    def collect(self) -> Iterator[Metric]:
+        yield from raft_metrics(self._status(), self._commit_index())
+        yield from snapshot_metrics(self._snapshot_path)
+        started = time.perf_counter()
+        try:
+            conn = self._connect()
+            try:
+                gauges = read_store(
+                    conn,
+                    node_id=self._node_id,
+                    partitions=self._partitions,
+                    now_ms=self._clock_ms(),
+                )
+            finally:
+                conn.close()
+        except sqlite3.Error as exc:  # a scrape never fails the node; the gauges are left out
+            log.warning("metrics: cannot read the store: %s", exc)
+            return
+        yield from store_metrics(gauges, time.perf_counter() - started)
