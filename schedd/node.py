@@ -30,6 +30,7 @@ from schedd.raft.snapshots import SnapshotHooks
 from schedd.sealing import PayloadKeys
 from schedd.store.apply import StateMachine
 from schedd.store.command import Command
+from schedd.store.datadir import DataDirBusy, DataDirLock
 from schedd.store.db import Checkpointer, Database, ReadPool, connect
 
 log = logging.getLogger(__name__)
@@ -92,6 +93,10 @@ class Node:
 
     def __init__(self, config: NodeConfig) -> None:
         self.config = config
+        try:  # two processes on one data directory would corrupt it: refuse the second
+            self._lock = DataDirLock(config.data_dir).acquire()
+        except DataDirBusy as exc:
+            raise ConfigError(f"{config.path}: node.data_dir {exc}") from None
         self.admin_token = admin_token_for(config)
         self.db = Database(config.data_dir / "state.db")
         self._check_partitions()
@@ -268,6 +273,7 @@ class Node:
         self.checkpointer.stop()
         self.reads.close()
         self.db.close()
+        self._lock.release()
 
 
 async def serve(config: NodeConfig, *, stop_event: asyncio.Event) -> None:

@@ -62,3 +62,20 @@ def test_restore_refuses_what_is_not_a_backup(tmp_path: Path) -> None:
     result = schedd("restore", "--config", str(node.config_path), str(junk), "--yes")
     assert result.returncode == 2 and "is not a schedd database" in result.stderr
     assert not (node.data_dir / "state.db").exists()
+
+
+def test_restore_and_a_second_process_refuse_a_running_nodes_data(tmp_path: Path) -> None:
+    with running(make_nodes(tmp_path, 1)) as [node]:
+        backup = tmp_path / "b.db"
+        assert schedd("backup", "--config", str(node.config_path), str(backup)).returncode == 0
+        result = schedd("restore", "--config", str(node.config_path), str(backup), "--yes")
+        assert result.returncode == 2 and "in use by a running node" in result.stderr
+        second = subprocess.run(
+            [SCHEDD, "serve", "--config", str(node.config_path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert second.returncode == 2 and "used by another schedd process" in second.stderr
+        status, _, _ = http("GET", f"{node.url}/readyz", token=None)
+        assert status == 200  # the running node was not disturbed
