@@ -328,8 +328,10 @@ def test_status_shows_nodes_roles_and_the_leader(ctl: Ctl, node: NodeProcess) ->
     assert {"node_id", "api", "raft", "role", "healthy", "applied_index"} <= set(only)
     assert (only["node_id"], only["raft"], only["role"]) == ("n1", node.raft, "leader")
     assert only["healthy"] is True and only["applied_index"] > 0
+    assert only["reachable"] is True and only["lag"] == 0 and only["partitions"] >= 0
+    assert only["term"] >= 1 and only["backlog"] >= 0 and cluster["ok"] is True
     table = admin("status")
-    assert table.returncode == 0 and "leader: n1" in table.stdout and node.raft in table.stdout
+    assert table.returncode == 0 and "leader: n1" in table.stdout and node.url in table.stdout
     assert_fails(ctl("status"), 1, "admin token")  # a tenant token: 403
 
 

@@ -9,6 +9,7 @@ import click
 from schedd.cli.ctl import render
 from schedd.cli.ctl.client import Client, all_pages
 from schedd.cli.ctl.render import json_option, page_options
+from schedd.cli.ctl.status import status
 
 
 @click.group()
@@ -85,19 +86,6 @@ def list_tenants(
 
     page = all_pages(fetch, "tenants", cursor) if is_all else fetch(cursor)
     render.show_tenants(page, as_json=as_json)
-
-
-@click.command(
-    epilog="""\b
-Examples:
-  SCHEDCTL_TOKEN=$(cat var/admin.token) schedctl status
-  schedctl --url http://10.0.0.1:8701,http://10.0.0.2:8701 status --json""",
-)
-@json_option('{"leader": ..., "nodes": [...]} from GET /v1/cluster')
-@click.pass_obj
-def status(client: Client, as_json: bool) -> None:
-    """Show the cluster: each node's role, health and applied index, and the leader."""
-    render.show_cluster(client.cluster(), as_json=as_json)
 
 
 COMMANDS = (tenants, status)

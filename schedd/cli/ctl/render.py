@@ -145,26 +145,6 @@ def show_credentials(answer: dict[str, Any], *, as_json: bool) -> None:
     _print_fields([(key, str(value)) for key, value in answer.items()])
 
 
-def show_cluster(cluster: dict[str, Any], *, as_json: bool) -> None:
-    if as_json:
-        print_json(cluster)
-        return
-    table = _table("NODE", "API", "RAFT", "ROLE", "HEALTHY", "APPLIED INDEX")
-    for node in cluster["nodes"]:
-        index = node.get("applied_index")
-        table.add_row(
-            Text(node["node_id"]),
-            Text(node.get("api") or "-"),
-            Text(node["raft"]),
-            Text(node["role"], style="bold" if node["role"] == "leader" else ""),
-            Text("yes", style="green") if node["healthy"] else Text("no", style="red"),
-            Text("-" if index is None else str(index)),
-        )
-    console = Console()
-    console.print(table)
-    console.print(Text(f"leader: {cluster.get('leader') or 'none'}"))
-
-
 def show_trigger(answer: dict[str, Any], *, as_json: bool) -> None:
     if as_json:
         print_json(answer)

@@ -1,0 +1,144 @@
+"""`schedctl status`: the cluster as the leader sees it, and each node as it sees itself.
+
+`GET /v1/cluster` (from any node) names the nodes, the leader and the partitions; each node's
+own `GET /metrics` adds its term, applied index, due backlog and claim lag. Exit 1 when there
+is no leader or a node is unhealthy or unreachable, so scripts and monitors can use it.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import urllib.error
+import urllib.request
+from typing import Any
+
+import click
+from prometheus_client.parser import text_string_to_metric_families
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from schedd.cli.ctl import render
+from schedd.cli.ctl.client import Client
+from schedd.cli.ctl.render import json_option
+
+
+def node_metrics(api: str, timeout_s: float) -> dict[str, Any]:
+    """The figures `status` shows from one node's /metrics (empty if it cannot be read)."""
+    try:
+        with urllib.request.urlopen(f"{api.rstrip('/')}/metrics", timeout=timeout_s) as answer:
+            text = answer.read().decode()
+    except (urllib.error.URLError, OSError, ValueError):
+        return {}
+    found: dict[str, Any] = {}
+    buckets: list[tuple[float, float]] = []
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "schedd_raft_term":
+                found["term"] = int(sample.value)
+            elif sample.name == "schedd_raft_applied_index":
+                found["applied_index"] = int(sample.value)
+            elif sample.name == "schedd_due_backlog":
+                found["backlog"] = int(sample.value)
+            elif sample.name == "schedd_claim_lag_seconds_bucket":
+                buckets.append((float(sample.labels["le"]), sample.value))
+    found["claim_lag_p99_s"] = _p99(buckets)
+    return found
+
+
+def _p99(buckets: list[tuple[float, float]]) -> float | None:
+    """The upper bound of the bucket holding the 99th percentile (None without samples)."""
+    buckets.sort()
+    total = buckets[-1][1] if buckets else 0.0
+    if total <= 0:
+        return None
+    bound = next(le for le, count in buckets if count >= 0.99 * total)
+    return None if math.isinf(bound) else bound
+
+
+def gather(client: Client) -> dict[str, Any]:
+    """GET /v1/cluster, each node's own metrics, and whether all is well."""
+    cluster: dict[str, Any] = client.cluster()
+    leader_index = 0
+    for node in cluster["nodes"]:
+        node["partitions"] = len(node.get("partitions") or [])
+        seen = node_metrics(node["api"], client.timeout_s) if node.get("api") else {}
+        node["reachable"] = bool(seen)
+        node.update({key: seen.get(key) for key in ("term", "backlog", "claim_lag_p99_s")})
+        if seen.get("applied_index") is not None:
+            node["applied_index"] = seen["applied_index"]
+        if node["role"] == "leader":
+            leader_index = node.get("applied_index") or 0
+    for node in cluster["nodes"]:
+        index = node.get("applied_index")
+        node["lag"] = None if index is None or not leader_index else max(0, leader_index - index)
+    cluster["ok"] = bool(cluster.get("leader")) and all(
+        node["healthy"] and node["reachable"] for node in cluster["nodes"]
+    )
+    return cluster
+
+
+@click.command(
+    epilog="""\b
+Examples:
+  SCHEDCTL_TOKEN=$(cat var/admin.token) schedctl status
+  schedctl --url http://10.0.0.1:8701,http://10.0.0.2:8701 status --json
+  schedctl status >/dev/null || alert "schedd cluster degraded"
+
+\b
+Exit 0 when there is a leader and every node is healthy and reachable; 1 otherwise.""",
+)
+@json_option(
+    'GET /v1/cluster\'s object, each node with term, lag, backlog, claim_lag_p99_s and "ok"'
+)
+@click.pass_obj
+def status(client: Client, as_json: bool) -> None:
+    """Show the cluster: each node's role, health, applied index, lag and backlog."""
+    cluster = gather(client)
+    if as_json:
+        render.print_json(cluster)
+    else:
+        _show(cluster)
+    if not cluster["ok"]:
+        sys.exit(1)
+
+
+def _show(cluster: dict[str, Any]) -> None:
+    table = Table(
+        "NODE",
+        "ROLE",
+        "HEALTHY",
+        "TERM",
+        "APPLIED",
+        "LAG",
+        "PARTITIONS",
+        "BACKLOG",
+        "CLAIM LAG P99",
+        "API",
+    )
+    for node in cluster["nodes"]:
+        healthy = node["healthy"] and node["reachable"]
+        why = "" if healthy else (" (unreachable)" if not node["reachable"] else "")
+        table.add_row(
+            node["node_id"],
+            Text(node["role"], style="bold" if node["role"] == "leader" else ""),
+            Text("yes", style="green") if healthy else Text("no" + why, style="red"),
+            _cell(node.get("term")),
+            _cell(node.get("applied_index")),
+            _cell(node.get("lag")),
+            str(node["partitions"]),
+            _cell(node.get("backlog")),
+            "-" if node.get("claim_lag_p99_s") is None else f"<= {node['claim_lag_p99_s']:g}s",
+            node.get("api") or "-",
+        )
+    console = Console()
+    console.print(table)
+    leader = cluster.get("leader")
+    console.print(
+        Text(f"leader: {leader}" if leader else "leader: none", style="" if leader else "red")
+    )
+
+
+def _cell(value: object) -> str:
+    return "-" if value is None else str(value)
