@@ -10,6 +10,7 @@ from schedd.cli.ctl import admin, jobs, queues
 from schedd.cli.ctl.client import DEFAULT_TIMEOUT_S, DEFAULT_URL, Client
 from schedd.cli.ctl.crontab import import_crontab
 from schedd.cli.ctl.preview import next_runs
+from schedd.cli.ctl.top import top
 from schedd.cli.ctl.work import work
 from schedd.cli.exits import run
 
@@ -58,6 +59,7 @@ for command in (*jobs.COMMANDS, next_runs, *admin.COMMANDS):
     cli.add_command(command)
 cli.add_command(work)
 cli.add_command(import_crontab)
+cli.add_command(top)
 for command in queues.COMMANDS:
     cli.add_command(command)
 
