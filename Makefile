@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint bench clean
+.PHONY: install run test lint bench dist clean
 
 install: $(STAMP)
 
@@ -33,5 +33,14 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_dispatch.py
 	@echo "(the 1,000,000-job benchmark takes minutes: $(BIN)/python benchmarks/bench_scale.py)"
 
+# Single-file zipapps for VMs without a Python set-up beyond python3 (same OS, CPU and Python
+# minor version as this machine: aiohttp and cryptography carry compiled parts).
+dist: $(STAMP)
+	$(BIN)/python -m pip install --quiet shiv
+	rm -rf dist && mkdir -p dist
+	$(BIN)/shiv --compressed --reproducible -c schedd -o dist/schedd.pyz .
+	$(BIN)/shiv --compressed --reproducible -c schedctl -o dist/schedctl.pyz .
+	@echo "built dist/schedd.pyz and dist/schedctl.pyz (docs/operations.md: running them)"
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf dist $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
