@@ -61,33 +61,30 @@ def setup(
     assert apply("create_jobs", {"tenant_id": "t1", "jobs": [item]})["results"][0]["created"]
 
 
-def claim(
-    apply: Applier,
+def claim_item(
     *,
-    node: str = "n1",
     epoch: int = 1,
     version: int = 1,
     run_ms: int = NOW_MS,
     next_ms: int | None = NOW_MS + MIN,
-    ts_ms: int = NOW_MS,
     trigger: bool = False,
 ) -> dict[str, Any]:
-    body = {
-        "node_id": node,
-        "claims": [
-            {
-                "partition": 3,
-                "epoch": epoch,
-                "job_id": "j1",
-                "scheduled_at_ms": run_ms,
-                "fire_at_ms": run_ms,
-                "is_trigger": trigger,
-                "version": version,
-                "next_run_at_ms": next_ms,
-                "next_fire_at_ms": next_ms,
-            }
-        ],
+    """One claim of job j1 (partition 3) as a dispatcher plans it."""
+    return {
+        "partition": 3,
+        "epoch": epoch,
+        "job_id": "j1",
+        "scheduled_at_ms": run_ms,
+        "fire_at_ms": run_ms,
+        "is_trigger": trigger,
+        "version": version,
+        "next_run_at_ms": next_ms,
+        "next_fire_at_ms": next_ms,
     }
+
+
+def claim(apply: Applier, *, node: str = "n1", ts_ms: int = NOW_MS, **item: Any) -> dict[str, Any]:
+    body = {"node_id": node, "claims": [claim_item(**item)]}
     return apply("claim_runs", body, ts_ms=ts_ms)
 
 
@@ -131,17 +128,7 @@ def test_one_batch_naming_a_job_several_times_acts_as_claims_one_by_one(
 
     def one(run_ms: int, version: int, *, trigger: bool = False) -> dict[str, Any]:
         next_ms = None if trigger else run_ms + MIN
-        return {
-            "partition": 3,
-            "epoch": 1,
-            "job_id": "j1",
-            "scheduled_at_ms": run_ms,
-            "fire_at_ms": run_ms,
-            "is_trigger": trigger,
-            "version": version,
-            "next_run_at_ms": next_ms,
-            "next_fire_at_ms": next_ms,
-        }
+        return claim_item(run_ms=run_ms, version=version, next_ms=next_ms, trigger=trigger)
 
     claims = [
         one(NOW_MS, 1),  # claimed: the job moves to NOW + MIN at version 2
