@@ -37,21 +37,63 @@ _COLUMNS = ", ".join(OutboxRow._fields)
 
 
 def record_callbacks(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
-    """Record HTTP attempts; returns how many runs succeeded, will retry, died, or were stale."""
+    """Record HTTP attempts; returns how many runs succeeded, will retry, died, or were stale.
+
+    Successes, the common case, are written set-based (one statement per table, in job order);
+    failures one by one, as each may retry, die or cancel its job."""
+    outcomes = cmd.body["outcomes"]
+    seqs = sorted({o["seq"] for o in outcomes})
+    marks = ",".join("?" * len(seqs))
+    rows = {
+        row[0]: OutboxRow._make(row)
+        for row in tx.execute(f"SELECT {_COLUMNS} FROM outbox WHERE seq IN ({marks})", seqs)
+    }
     fates: Counter[str] = Counter()
     dead: list[dict[str, Any]] = []
-    for outcome in cmd.body["outcomes"]:
-        row = tx.execute(
-            f"SELECT {_COLUMNS} FROM outbox WHERE seq = ?", (outcome["seq"],)
-        ).fetchone()
-        if row is None or row[4] != outcome["attempt"]:
+    successes: list[tuple[OutboxRow, dict[str, Any]]] = []
+    for outcome in outcomes:
+        row = rows.pop(outcome["seq"], None)  # a seq named twice: the second is stale
+        if row is None or row.attempt != outcome["attempt"]:
             fates["stale"] += 1
-            continue
-        fate = _record_one(tx, cmd, OutboxRow._make(row), outcome)
-        fates[fate] += 1
-        if fate == "dead":
-            dead.append({"job_id": row[2], "scheduled_at_ms": row[3], "tenant_id": row[1]})
-    return ok(**fates, dead_runs=dead)
+        elif outcome["verdict"] == SUCCEEDED:
+            successes.append((row, outcome))
+        elif _record_one(tx, cmd, row, outcome) == "dead":
+            fates["dead"] += 1
+            dead.append(
+                {
+                    "job_id": row.job_id,
+                    "scheduled_at_ms": row.scheduled_at_ms,
+                    "tenant_id": row.tenant_id,
+                }
+            )
+        else:
+            fates["retrying"] += 1
+    _record_successes(tx, successes)
+    fates["succeeded"] += len(successes)
+    return ok(**{fate: n for fate, n in fates.items() if n}, dead_runs=dead)
+
+
+def _record_successes(
+    tx: sqlite3.Connection, successes: list[tuple[OutboxRow, dict[str, Any]]]
+) -> None:
+    successes.sort(key=lambda pair: (pair[0].job_id, pair[0].scheduled_at_ms))
+    tx.executemany(
+        "INSERT OR REPLACE INTO attempts (job_id, scheduled_at_ms, attempt, started_at_ms, "
+        "finished_at_ms, outcome, error) VALUES (?, ?, ?, ?, ?, 'succeeded', NULL)",
+        [
+            (r.job_id, r.scheduled_at_ms, r.attempt, o["started_at_ms"], o["finished_at_ms"])
+            for r, o in successes
+        ],
+    )
+    tx.executemany("DELETE FROM outbox WHERE seq = ?", [(r.seq,) for r, _ in successes])
+    tx.executemany(
+        "UPDATE runs SET status = ?, attempt = ?, error = NULL, finished_at_ms = ? "
+        "WHERE job_id = ? AND scheduled_at_ms = ?",
+        [
+            (RunStatus.SUCCEEDED.value, r.attempt, o["finished_at_ms"], r.job_id, r.scheduled_at_ms)
+            for r, o in successes
+        ],
+    )
 
 
 def _record_one(
@@ -67,14 +109,10 @@ def _record_one(
             row.attempt,
             outcome["started_at_ms"],
             outcome["finished_at_ms"],
-            "succeeded" if verdict == SUCCEEDED else "failed",
+            "failed",
             error,
         ),
     )
-    if verdict == SUCCEEDED:
-        tx.execute("DELETE FROM outbox WHERE seq = ?", (row.seq,))
-        _set_run(tx, row, RunStatus.SUCCEEDED, None, finished_at_ms=outcome["finished_at_ms"])
-        return "succeeded"
     policy = parse_retry(json.loads(row.retry))
     if verdict == RETRY and has_attempts_left(policy, row.attempt):
         tx.execute(

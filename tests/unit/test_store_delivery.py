@@ -179,3 +179,20 @@ def test_rotation_keeps_the_old_secret_signing_for_the_overlap(
     assert tenant is not None
     assert tenant.signing_secrets(NOW_MS + 59_999) == ["s2", "s"]
     assert tenant.signing_secrets(NOW_MS + 60_000) == ["s2"]
+
+
+def test_one_command_naming_an_attempt_twice_records_it_once(
+    claimed: Applier, db: Database
+) -> None:
+    outcome = {
+        "seq": 1,
+        "attempt": 1,
+        "started_at_ms": NOW_MS + 100,
+        "finished_at_ms": NOW_MS + 200,
+        "verdict": "succeeded",
+        "error": None,
+        "retry_at_ms": None,
+    }
+    result = claimed("record_callbacks", {"node_id": "n1", "outcomes": [outcome, outcome]})
+    assert (result["succeeded"], result["stale"]) == (1, 1)
+    assert run_row(db) == ("succeeded", 1, None, NOW_MS + 200)
