@@ -34,9 +34,10 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 PRINCIPAL = "principal"
-PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/v1/openapi.json"})
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
 _CURSOR = re.compile(r"[A-Za-z0-9_-]{1,400}")
+_INT_CURSOR = re.compile(r"-?[0-9]{1,18}")
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 CLIENT_GONE = 499  # the status label of a request cancelled because its client went away
 
@@ -94,7 +95,10 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
         if exc.status < 400:
             raise
         code = _HTTP_CODES.get(exc.status, "http_error")
-        return error_response(exc.status, code, exc.reason or code)
+        response = error_response(exc.status, code, exc.reason or code)
+        if "Allow" in exc.headers:  # a 405 says which methods the resource has (RFC 9110)
+            response.headers["Allow"] = exc.headers["Allow"]
+        return response
     except Exception:
         log.exception("request failed method=%s path=%s", request.method, request.path)
         return error_response(500, "internal", "internal error; it has been logged")
@@ -156,7 +160,7 @@ def int_cursor(request: web.Request) -> int | None:
     text = decode_cursor(request)
     if text is None:
         return None
-    if not text.lstrip("-").isdigit() or len(text) > 20:
+    if not _INT_CURSOR.fullmatch(text):  # ASCII digits that fit SQLite's 64-bit integers
         raise InvalidRequest("cursor", "is not a cursor this API returned")
     return int(text)
 

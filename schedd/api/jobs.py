@@ -27,7 +27,7 @@ from schedd.api.http import (
     rejection_error,
 )
 from schedd.delivery.ssrf import BlockedTarget
-from schedd.errors import InvalidRequest, JobNotFound, SchedError, StaleState
+from schedd.errors import Conflict, InvalidRequest, JobNotFound, SchedError, StaleState
 from schedd.jobspec import JOB_FIELDS, JobSpec, job_to_json, parse_job, patch_job
 from schedd.model import JobStatus, partition_of
 from schedd.schedule import fire_time, first_run_at
@@ -117,6 +117,14 @@ def _stored_spec(ctx: ApiContext, spec: JobSpec) -> dict[str, Any]:
 def _opened(ctx: ApiContext, job: dict[str, Any]) -> dict[str, Any]:
     """A job as the tenant sees it: its payload opened."""
     return job | {"payload": ctx.payload_keys.open(job.get("payload"))}
+
+
+def _live(job: dict[str, Any]) -> dict[str, Any]:
+    """The job, if it can still change: a cancelled or completed job is a 409, whatever else
+    the request holds (checked before its schedule is validated against now)."""
+    if job["status"] in (JobStatus.CANCELLED, JobStatus.COMPLETED):
+        raise Conflict(f"job is {job['status']}; create a new job instead")
+    return job
 
 
 async def _read_job(ctx: ApiContext, tenant_id: str, job_id: str) -> dict[str, Any]:
@@ -252,7 +260,7 @@ async def resume_job(request: web.Request) -> web.Response:
     ctx, who = request.app[CONTEXT], principal(request)
     tenant_id, job_id = who.tenant(), request.match_info["job_id"]
     for _ in range(UPDATE_ATTEMPTS):
-        job = await _read_job(ctx, tenant_id, job_id)
+        job = _live(await _read_job(ctx, tenant_id, job_id))
         now = ctx.clock_ms()
         spec = parse_job(_spec_fields(job), now_ms=now, payload_limit=2**62)
         run_at, fire_at = _next_runs(job_id, spec, now)
@@ -278,7 +286,7 @@ async def update_job(request: web.Request) -> web.Response:
     tenant_id, job_id = who.tenant(), request.match_info["job_id"]
     changes = await read_object(request, limit_bytes=ctx.payload_limit + BODY_OVERHEAD)
     for _ in range(UPDATE_ATTEMPTS):
-        job = await _read_job(ctx, tenant_id, job_id)
+        job = _live(await _read_job(ctx, tenant_id, job_id))
         now = ctx.clock_ms()
         spec = patch_job(_spec_fields(job), changes, now_ms=now, payload_limit=ctx.payload_limit)
         [blocked] = await _guard_targets(ctx, tenant_id, [job_to_json(spec)])

@@ -241,6 +241,8 @@ def _ascii_host(raw: str) -> str:
     host = host.removesuffix(".")
     if not host or not set(host) <= _HOST_CHARS or ".." in host or host.startswith("."):
         raise BlockedTarget("invalid host name")
+    if len(host) > 253 or any(len(label) > 63 for label in host.split(".")):
+        raise BlockedTarget("invalid host name (a label over 63 or a name over 253 characters)")
     return host
 
 

@@ -19,3 +19,10 @@ def test_tenant_creates_and_reads_a_job(node: NodeProcess) -> None:
     assert job["next_run_at"].endswith("T02:30:00Z")
     status, again, _ = http("GET", f"{node.url}/v1/jobs/{job['job_id']}", token=token)
     assert status == 200 and again == job
+
+
+def test_a_405_names_the_methods_the_route_has(node: NodeProcess) -> None:
+    status, answer, headers = http("PUT", f"{node.url}/v1/jobs", {})
+    assert status == 405 and answer["error"]["code"] == "method_not_allowed"
+    allowed = {method.strip() for method in headers["Allow"].split(",")}
+    assert {"GET", "POST"} <= allowed

@@ -1,0 +1,1293 @@
+"""Build schedd's OpenAPI 3.1 document: schedd/api/openapi.json (served) and docs/openapi.json.
+
+Bounds, patterns and enums come from the modules that enforce them, so a changed limit shows up
+as a stale document. Run `.venv/bin/python tools/gen_openapi.py` after changing a route;
+`--check` exits 1 when the checked-in files differ (tests/integration/test_openapi.py runs it).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from schedd import __version__
+from schedd.api import admin, jobs, queues
+from schedd.jobspec import DEFAULT_PAYLOAD_LIMIT, HTTP_METHODS, MAX_WINDOW_MS
+from schedd.model import Backoff, JobStatus, MisfirePolicy, OverlapPolicy, RunStatus
+from schedd.schedule import MAX_AHEAD_MS, MIN_EVERY_MS
+
+ROOT = Path(__file__).resolve().parent.parent
+OUTPUTS = (ROOT / "schedd" / "api" / "openapi.json", ROOT / "docs" / "openapi.json")
+Schema = dict[str, Any]
+
+# --------------------------------------------------------------------------- small builders
+
+
+def ref(name: str) -> Schema:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def nullable(schema: Schema) -> Schema:
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+def obj(properties: dict[str, Schema], required: list[str] | None = None, **extra: Any) -> Schema:
+    """An object schema; `required` defaults to every property."""
+    needed = list(properties) if required is None else required
+    schema: Schema = {"type": "object", "properties": properties}
+    if needed:
+        schema["required"] = needed
+    return schema | extra
+
+
+def closed(properties: dict[str, Schema], required: list[str], **extra: Any) -> Schema:
+    """A request body object that refuses unknown fields (the handlers answer 400)."""
+    return obj(properties, required, additionalProperties=False, **extra)
+
+
+def values(enum: Any) -> list[str]:
+    return [member.value for member in enum]
+
+
+def page_of(key: str, item: str) -> Schema:
+    return obj({key: {"type": "array", "items": ref(item)}, "next_cursor": ref("NextCursor")})
+
+
+def duration(low_s: float, high_s: float, what: str) -> Schema:
+    """A duration field: text like "90s" or a number of seconds, within [low_s, high_s]."""
+    return {
+        "description": f'{what} A duration: "250ms", "90s", "10m", "2h", "1d", "1h30m" '
+        f"or a number of seconds; from {_seconds(low_s)} to {_seconds(high_s)}.",
+        "anyOf": [
+            ref("DurationText"),
+            {"type": "number", "minimum": low_s, "maximum": high_s},
+        ],
+    }
+
+
+def _seconds(value: float) -> str:
+    return f"{int(value):,} s" if value == int(value) else f"{value:g} s"
+
+
+# --------------------------------------------------------------------------- shared schemas
+
+RFC3339_INPUT = (
+    r"^(19[7-9][0-9]|2[0-9]{3})-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[Tt ]"
+    r"([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\.[0-9]{1,9})?)?"
+    r"([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$"
+)
+UTC_INSTANT = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{3})?Z$"
+SECONDS_TEXT = r"^\s*[0-9]{1,15}(\.[0-9]{1,9})?\s*$"  # timeformat: surrounding spaces allowed
+UNITS_TEXT = r"^([0-9]{1,15}(\.[0-9]{1,9})?(ms|s|m|h|d))+$"
+CRON_TEXT = r"^\s*(@[A-Za-z]+|\S+(\s+\S+){4})\s*$"
+ZONE_NAME = r"^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+){0,2}$"  # as schedule.check_timezone
+QUEUE_NAME = f"^{queues.QUEUE_NAME.pattern}$"
+PRINTABLE = r"^[^\u0000-\u001f\u007f]*$"
+SNAKE_CASE = r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$"
+
+
+def basic_schemas() -> dict[str, Schema]:
+    return {
+        "Error": obj(
+            {
+                "error": obj(
+                    {
+                        "code": {
+                            "type": "string",
+                            "pattern": SNAKE_CASE,
+                            "description": "Stable machine-readable code, e.g. invalid_request, "
+                            "invalid_schedule, unauthorized, forbidden, job_not_found, "
+                            "tenant_not_found, deadletter_not_found, not_found, conflict, "
+                            "stale_state, tenant_exists, payload_too_large, "
+                            "idempotency_mismatch, blocked_target, quota_exceeded, no_leader, "
+                            "outcome_unknown, cluster_unavailable.",
+                        },
+                        "message": {
+                            "type": "string",
+                            "minLength": 1,
+                            "description": "A human sentence naming the field and the value.",
+                        },
+                    }
+                )
+            },
+            description="Every error answer. A failed request changes nothing.",
+        ),
+        "Instant": {
+            "type": "string",
+            "format": "date-time",
+            "pattern": UTC_INSTANT,
+            "description": "RFC 3339 in UTC with a Z suffix; milliseconds only when non-zero.",
+            "examples": ["2026-10-12T02:30:00Z"],
+        },
+        "InstantInput": {
+            "type": "string",
+            "pattern": RFC3339_INPUT,
+            "description": "RFC 3339 with a UTC offset ('Z' or '+05:30'), from 1970 to 2999. "
+            "A time without an offset is refused.",
+            "examples": ["2026-10-12T08:00:00+05:30"],
+        },
+        "DurationText": {
+            "anyOf": [
+                {"type": "string", "pattern": SECONDS_TEXT},
+                {"type": "string", "maxLength": 64, "pattern": UNITS_TEXT},
+            ],
+            "examples": ["90s", "10m", "1h30m"],
+        },
+        "Duration": {
+            "type": "string",
+            "pattern": r"^[0-9]+(ms|s|m|h|d)$",
+            "description": "A duration as responses give it: the shortest exact unit.",
+            "examples": ["10m"],
+        },
+        "NextCursor": {
+            "type": ["string", "null"],
+            "description": "Pass as `cursor` for the next page; null on the last page.",
+        },
+        "Payload": {
+            "description": f"Any JSON value, at most the node's payload limit "
+            f"({DEFAULT_PAYLOAD_LIMIT // 1024} KiB by default) encoded. No NUL characters, "
+            "no lone surrogates, nesting at most 32 levels, integers within 64 bits."
+        },
+    }
+
+
+# --------------------------------------------------------------------------- job bodies
+
+
+def schedule_input() -> Schema:
+    bound = nullable(ref("InstantInput"))
+    ahead_s = MAX_AHEAD_MS // 1000
+    return {
+        "description": "Exactly one of run_at, delay, cron or every.",
+        "oneOf": [
+            closed({"run_at": ref("InstantInput")}, ["run_at"], title="run_at"),
+            closed(
+                {"delay": duration(0, ahead_s, "From the server's now.")}, ["delay"], title="delay"
+            ),
+            closed(
+                {
+                    "cron": {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": 1000,
+                        "pattern": CRON_TEXT,
+                        "description": "5 fields (minute hour day-of-month month day-of-week) "
+                        "or a macro like @daily; names like MON and JAN are allowed.",
+                        "examples": ["0 8 * * MON"],
+                    },
+                    "timezone": {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": 64,
+                        "pattern": ZONE_NAME,
+                        "description": "IANA zone name; default UTC.",
+                        "examples": ["Asia/Kolkata"],
+                    },
+                    "start_at": bound,
+                    "end_at": bound,
+                },
+                ["cron"],
+                title="cron",
+            ),
+            closed(
+                {
+                    "every": duration(MIN_EVERY_MS / 1000, 100 * 365 * 86400, "The interval."),
+                    "start_at": bound,
+                    "end_at": bound,
+                },
+                ["every"],
+                title="every",
+            ),
+        ],
+    }
+
+
+def target_input() -> Schema:
+    queue = closed(
+        {"type": {"const": "queue"}, "name": {"type": "string", "pattern": QUEUE_NAME}},
+        ["type", "name"],
+        title="queue",
+    )
+    http = closed(
+        {
+            "type": {"const": "http"},
+            "url": {
+                "type": "string",
+                "maxLength": 2048,
+                "pattern": r"^[Hh][Tt][Tt][Pp][Ss]?://[^\u0000-\u0020\u007f]+$",
+                "description": "http(s) URL with a host and no credentials. The SSRF guard "
+                "refuses private, loopback and link-local addresses and hosts outside the "
+                "tenant's allowed_hosts (422).",
+            },
+            "method": {"enum": list(HTTP_METHODS), "default": "POST"},
+            "headers": {
+                "type": "object",
+                "maxProperties": 32,
+                "propertyNames": {"pattern": r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$"},
+                "additionalProperties": {"type": "string", "maxLength": 4096, "pattern": PRINTABLE},
+                "description": "Sent as given. Host, Content-Length, Content-Type, "
+                "Transfer-Encoding, Connection, Idempotency-Key and webhook-* are refused.",
+            },
+            "timeout": duration(1, 60, "Per attempt; default 10s."),
+        },
+        ["type", "url"],
+        title="http",
+    )
+    return {"oneOf": [queue, http]}
+
+
+def retry_input() -> Schema:
+    return closed(
+        {
+            "max_attempts": {"type": "integer", "minimum": 1, "maximum": 100, "default": 3},
+            "backoff": {"enum": values(Backoff), "default": "exponential"},
+            "initial_delay": duration(0, 86400, "Default 1s."),
+            "max_delay": duration(0, 86400, "Default 5m; at least initial_delay."),
+        },
+        [],
+    )
+
+
+def job_fields(*, creating: bool) -> dict[str, Schema]:
+    window = duration(0, MAX_WINDOW_MS / 1000, "Runs fire at an offset in [0, window).")
+    fields: dict[str, Schema] = {
+        "name": {"type": ["string", "null"], "maxLength": 200, "pattern": PRINTABLE},
+        "schedule": ref("ScheduleInput"),
+        "window": nullable(window),
+        "target": ref("TargetInput"),
+        "payload": ref("Payload"),
+        "retry": nullable(ref("RetryInput")),
+        "misfire_policy": {"enum": [*values(MisfirePolicy), None], "default": "run_once"},
+        "overlap_policy": {
+            "enum": [*values(OverlapPolicy), None],
+            "default": "allow",
+            "description": "Recurring schedules only: a one-time job accepts only allow.",
+        },
+    }
+    if not creating:
+        fields["name"]["description"] = "null clears the name."
+    return fields
+
+
+JOB_EXAMPLE = {
+    "name": "weekly-digest",
+    "schedule": {"cron": "0 8 * * MON", "timezone": "Asia/Kolkata"},
+    "window": "5m",
+    "target": {"type": "queue", "name": "digest-jobs"},
+    "payload": {"user_id": 42, "week": "2026-W41"},
+    "retry": {"max_attempts": 5, "backoff": "exponential", "initial_delay": "1s"},
+}
+
+
+def job_schemas() -> dict[str, Schema]:
+    batch_item = job_fields(creating=True) | {
+        "idempotency_key": {
+            "type": "string",
+            "pattern": r"^[\x21-\x7e]{1,255}$",
+            "description": "This item's Idempotency-Key.",
+        }
+    }
+    return {
+        "ScheduleInput": schedule_input(),
+        "TargetInput": target_input(),
+        "RetryInput": retry_input(),
+        "JobCreate": closed(
+            job_fields(creating=True), ["schedule", "target"], examples=[JOB_EXAMPLE]
+        ),
+        "JobPatch": closed(
+            job_fields(creating=False),
+            [],
+            description="Only the fields given change; a new schedule or window recomputes "
+            "next_run_at. The result is validated as a whole.",
+        ),
+        "BatchCreate": closed(
+            {
+                "jobs": {
+                    "type": "array",
+                    "minItems": 1,
+                    "maxItems": jobs.MAX_BATCH,
+                    "items": closed(batch_item, ["schedule", "target"]),
+                }
+            },
+            ["jobs"],
+        ),
+        "BatchResults": obj(
+            {
+                "results": {
+                    "type": "array",
+                    "description": "One per item, in order.",
+                    "items": {
+                        "oneOf": [
+                            obj(
+                                {
+                                    "job_id": {"type": "string"},
+                                    "next_run_at": nullable(ref("Instant")),
+                                },
+                                description="Created; an idempotent replay gives the first "
+                                "job_id and next_run_at null.",
+                            ),
+                            ref("Error"),
+                        ]
+                    },
+                }
+            }
+        ),
+        **job_output_schemas(),
+    }
+
+
+def job_output_schemas() -> dict[str, Schema]:
+    bounds = {"start_at": ref("Instant"), "end_at": ref("Instant")}
+    schedule = {
+        "description": "The normalised schedule: delay becomes run_at, instants are UTC.",
+        "oneOf": [
+            closed({"run_at": ref("Instant")}, ["run_at"]),
+            closed(
+                {"cron": {"type": "string"}, "timezone": {"type": "string"}, **bounds},
+                ["cron", "timezone"],
+            ),
+            closed({"every": ref("Duration"), **bounds}, ["every", "start_at"]),
+        ],
+    }
+    target = {
+        "oneOf": [
+            obj({"type": {"const": "queue"}, "name": {"type": "string"}}),
+            obj(
+                {
+                    "type": {"const": "http"},
+                    "url": {"type": "string"},
+                    "method": {"enum": list(HTTP_METHODS)},
+                    "headers": {"type": "object", "additionalProperties": {"type": "string"}},
+                    "timeout": ref("Duration"),
+                }
+            ),
+        ]
+    }
+    retry = obj(
+        {
+            "max_attempts": {"type": "integer", "minimum": 1},
+            "backoff": {"enum": values(Backoff)},
+            "initial_delay": ref("Duration"),
+            "max_delay": ref("Duration"),
+        }
+    )
+    job = obj(
+        {
+            "job_id": {"type": "string", "pattern": "^job_[0-9a-f]+$"},
+            "tenant_id": {"type": "string"},
+            "name": {"type": ["string", "null"]},
+            "schedule": ref("Schedule"),
+            "window": nullable(ref("Duration")),
+            "target": ref("Target"),
+            "payload": ref("Payload"),
+            "retry": ref("Retry"),
+            "misfire_policy": {"enum": values(MisfirePolicy)},
+            "overlap_policy": {"enum": values(OverlapPolicy)},
+            "status": {"enum": values(JobStatus)},
+            "next_run_at": nullable(ref("Instant")),
+            "version": {"type": "integer", "minimum": 1},
+            "created_at": ref("Instant"),
+            "updated_at": ref("Instant"),
+        }
+    )
+    return {
+        "Schedule": schedule,
+        "Target": target,
+        "Retry": retry,
+        "Job": job,
+        "JobList": page_of("jobs", "Job"),
+        "Triggered": obj({"job_id": {"type": "string"}, "scheduled_at": ref("Instant")}),
+        "Run": run_schema(),
+        "RunList": page_of("runs", "Run"),
+    }
+
+
+def run_schema() -> Schema:
+    attempt = obj(
+        {
+            "attempt": {"type": "integer", "minimum": 1},
+            "started_at": ref("Instant"),
+            "finished_at": nullable(ref("Instant")),
+            "outcome": {"type": ["string", "null"]},
+            "error": {"type": ["string", "null"]},
+        }
+    )
+    return obj(
+        {
+            "job_id": {"type": "string"},
+            "scheduled_at": ref("Instant"),
+            "fire_at": ref("Instant"),
+            "status": {"enum": values(RunStatus)},
+            "attempt": {"type": "integer", "minimum": 0},
+            "attempts": {"type": "array", "items": attempt},
+            "dispatched_at": nullable(ref("Instant")),
+            "finished_at": nullable(ref("Instant")),
+            "error": {"type": ["string", "null"]},
+        },
+        description="One logical run of a job, identified by (job_id, scheduled_at).",
+    )
+
+
+# --------------------------------------------------------------------------- other bodies
+
+
+def preview_schemas() -> dict[str, Schema]:
+    return {
+        "PreviewRequest": closed(
+            {
+                "schedule": ref("ScheduleInput"),
+                "after": nullable(ref("InstantInput")),
+                "count": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": admin.MAX_PREVIEW,
+                    "default": 10,
+                },
+            },
+            ["schedule"],
+        ),
+        "PreviewResult": obj({"runs": {"type": "array", "items": ref("Instant")}}),
+    }
+
+
+def queue_schemas() -> dict[str, Schema]:
+    receipts = {
+        "type": "array",
+        "minItems": 1,
+        "maxItems": queues.MAX_RECEIPTS,
+        "items": {"type": "string", "minLength": 1, "maxLength": 100},
+    }
+    visibility = duration(
+        1, queues.MAX_VISIBILITY_MS / 1000, "How long the messages stay hidden; default 30s."
+    )
+    message = obj(
+        {
+            "receipt": {"type": "string"},
+            "job_id": {"type": "string"},
+            "scheduled_at": ref("Instant"),
+            "attempt": {"type": "integer", "minimum": 1},
+            "idempotency_key": {"type": "string", "description": "<job_id>:<scheduled_at>"},
+            "payload": ref("Payload"),
+        }
+    )
+    counts = {key: {"type": "integer", "minimum": 0} for key in ("ready", "in_flight", "delayed")}
+    return {
+        "ReceiveRequest": closed(
+            {
+                "max": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": queues.MAX_RECEIVE,
+                    "default": 10,
+                },
+                "wait": duration(
+                    0, queues.MAX_WAIT_MS / 1000, "Long-poll up to this long; default 0s."
+                ),
+                "visibility_timeout": visibility,
+            },
+            [],
+        ),
+        "Messages": obj({"messages": {"type": "array", "items": message}}),
+        "AckRequest": closed({"receipts": receipts}, ["receipts"]),
+        "NackRequest": closed(
+            {
+                "receipts": receipts,
+                "error": {"type": "string", "description": "Kept (first 4,000 characters)."},
+            },
+            ["receipts"],
+        ),
+        "ExtendRequest": closed(
+            {"receipts": receipts, "visibility_timeout": visibility}, ["receipts"]
+        ),
+        "Acked": obj({"acked": {"type": "integer", "minimum": 0}}),
+        "Nacked": obj({"nacked": {"type": "integer", "minimum": 0}}),
+        "Extended": obj({"extended": {"type": "integer", "minimum": 0}}),
+        "QueueList": obj(
+            {
+                "queues": {
+                    "type": "array",
+                    "items": obj(
+                        {
+                            "name": {"type": "string"},
+                            **counts,
+                            "dead": {"type": "integer", "minimum": 0},
+                        }
+                    ),
+                }
+            }
+        ),
+    }
+
+
+def deadletter_schemas() -> dict[str, Schema]:
+    deadletter = obj(
+        {
+            "id": {"type": "string"},
+            "job_id": {"type": "string"},
+            "scheduled_at": ref("Instant"),
+            "attempts": {"type": "integer", "minimum": 0},
+            "error": {"type": ["string", "null"]},
+            "created_at": ref("Instant"),
+            "target": ref("Target"),
+        }
+    )
+    return {
+        "DeadLetter": deadletter,
+        "DeadLetterList": page_of("deadletters", "DeadLetter"),
+        "Redriven": obj({"id": {"type": "string"}, "status": {"const": "redriven"}}),
+    }
+
+
+def tenant_schemas() -> dict[str, Schema]:
+    limit = {"type": "integer", "minimum": 0, "maximum": 10**12}
+    settings: dict[str, Schema] = {
+        "name": {"type": "string", "minLength": 1, "maxLength": 200, "pattern": r"\S"},
+        "max_active_jobs": limit | {"default": admin.DEFAULT_MAX_ACTIVE_JOBS},
+        "dispatch_rate": limit
+        | {
+            "default": admin.DEFAULT_DISPATCH_RATE,
+            "description": "Runs per second on each node; 0 = no limit.",
+        },
+        "allowed_hosts": {
+            "type": "array",
+            "maxItems": 100,
+            "items": {"type": "string", "minLength": 1, "maxLength": 253},
+            "description": "Host patterns (api.x or *.x) HTTP targets must match; empty = any.",
+        },
+        "alert_url": {
+            "type": ["string", "null"],
+            "minLength": 1,
+            "maxLength": 2048,
+            "pattern": r"^[Hh][Tt][Tt][Pp][Ss]?://[^/?#]",
+            "description": "Where run.dead alerts are POSTed (signed); checked by the SSRF "
+            "guard (422).",
+        },
+    }
+    tenant = obj(
+        {
+            "tenant_id": {"type": "string"},
+            "name": {"type": "string"},
+            "max_active_jobs": {"type": "integer"},
+            "dispatch_rate": {"type": "integer"},
+            "allowed_hosts": {"type": "array", "items": {"type": "string"}},
+            "alert_url": {"type": ["string", "null"]},
+            "active_jobs": {"type": "integer", "minimum": 0},
+            "created_at": ref("Instant"),
+            "updated_at": ref("Instant"),
+        }
+    )
+    credentials = obj(
+        {
+            "tenant_id": {"type": "string"},
+            "token": {"type": "string", "description": "The tenant's bearer token."},
+            "signing_secret": {
+                "type": "string",
+                "pattern": "^whsec_",
+                "description": "Signs callbacks (Standard Webhooks).",
+            },
+        },
+        description="Shown only in this answer: the store keeps the token's hash.",
+    )
+    return {
+        "TenantCreate": closed(settings, ["name"]),
+        "TenantPatch": closed(settings, []),
+        "Tenant": tenant,
+        "TenantList": page_of("tenants", "Tenant"),
+        "TenantCredentials": credentials,
+    }
+
+
+def node_schemas() -> dict[str, Schema]:
+    node = obj(
+        {
+            "node_id": {"type": "string"},
+            "api": {"type": ["string", "null"]},
+            "raft": {"type": "string"},
+            "role": {"enum": ["leader", "follower"]},
+            "healthy": {"type": "boolean"},
+            "partitions": {"type": "array", "items": {"type": "integer", "minimum": 0}},
+            "applied_index": {"type": ["integer", "null"]},
+        }
+    )
+    audit = obj(
+        {
+            "seq": {"type": "integer", "minimum": 1},
+            "at": ref("Instant"),
+            "tenant_id": {"type": ["string", "null"]},
+            "actor": {"type": "string", "description": "admin, tenant:<id>, or the system."},
+            "action": {"type": "string"},
+            "job_id": {"type": ["string", "null"]},
+            "detail": {"description": "Any JSON value or null."},
+        }
+    )
+    return {
+        "Cluster": obj(
+            {"leader": {"type": ["string", "null"]}, "nodes": {"type": "array", "items": node}}
+        ),
+        "AdminState": obj(
+            {
+                "node_id": {"type": "string"},
+                "role": {"enum": ["leader", "follower", "candidate", "starting"]},
+                "leader": {"type": ["string", "null"]},
+                "term": {"type": "integer", "minimum": 0},
+                "applied_index": {"type": "integer", "minimum": 0},
+                "digest": {
+                    "type": "string",
+                    "description": "Hash of the replicated tables at applied_index.",
+                },
+            }
+        ),
+        "AuditList": page_of("audit", "AuditRecord"),
+        "AuditRecord": audit,
+        "Health": obj({"status": {"const": "ok"}, "node_id": {"type": "string"}}),
+        "Readiness": obj(
+            {"status": {"enum": ["ready", "not ready"]}, "node_id": {"type": "string"}}
+        ),
+    }
+
+
+# --------------------------------------------------------------------------- parameters
+
+
+def parameters() -> dict[str, Schema]:
+    def path(name: str, schema: Schema, description: str) -> Schema:
+        return {
+            "name": name,
+            "in": "path",
+            "required": True,
+            "schema": schema,
+            "description": description,
+        }
+
+    return {
+        "XTenant": {
+            "name": "X-Tenant",
+            "in": "header",
+            "required": False,
+            "schema": {"type": "string"},
+            "description": "With the admin token: the tenant_id to act for (1-64 ASCII "
+            "characters, else 400; required on tenant routes; an unknown tenant is 404). "
+            "Ignored with a tenant token.",
+        },
+        "IdempotencyKey": {
+            "name": "Idempotency-Key",
+            "in": "header",
+            "required": False,
+            "schema": {"type": "string", "pattern": r"^[\x21-\x7e]{1,255}$"},
+            "description": "Scoped per tenant, kept at least 24 h. The same key and body "
+            "answer the first job again (201, same job_id); the same key with another body "
+            "is 422 idempotency_mismatch.",
+        },
+        "Limit": {
+            "name": "limit",
+            "in": "query",
+            "required": False,
+            "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100},
+        },
+        "Cursor": {
+            "name": "cursor",
+            "in": "query",
+            "required": False,
+            "schema": {"type": "string", "pattern": "^[A-Za-z0-9_-]{0,400}$"},
+            "description": "Opaque: the next_cursor of the previous page, absent or empty "
+            "for the first page. A malformed cursor is 400.",
+        },
+        "JobId": path("job_id", {"type": "string", "minLength": 1}, "A job_id (job_...)."),
+        "TenantId": path("tenant_id", {"type": "string", "minLength": 1}, "A tenant_id."),
+        "QueueName": path("name", {"type": "string", "pattern": QUEUE_NAME}, "A queue name."),
+        "DeadLetterId": path("id", {"type": "string", "minLength": 1}, "A dead letter's id."),
+    }
+
+
+# --------------------------------------------------------------------------- responses
+
+ERRORS = {
+    "400": ("BadRequest", "Malformed JSON, an unknown field, a wrong type or an invalid value."),
+    "401": ("Unauthorized", "Missing or unknown bearer token."),
+    "403": (
+        "Forbidden",
+        "Valid token, not allowed here (a tenant on an admin route, or the "
+        "admin without X-Tenant on a tenant route).",
+    ),
+    "404": (
+        "NotFound",
+        "No such object for this tenant (another tenant's id looks the same), "
+        "or X-Tenant names no tenant.",
+    ),
+    "409": ("Conflict", "State conflict (e.g. resume a cancelled job, a tenant name in use)."),
+    "413": ("PayloadTooLarge", "Body or payload over its limit."),
+    "422": (
+        "Unprocessable",
+        "Idempotency-Key reused with a different body, or a target url the SSRF guard refuses.",
+    ),
+    "429": ("TooManyRequests", "Tenant quota (max_active_jobs) reached."),
+    "503": (
+        "Unavailable",
+        "No Raft leader reachable, or the write's outcome is unknown; "
+        "retry later. Never hangs past the request timeout (5 s by default).",
+    ),
+}
+RETRY_AFTER = {
+    "Retry-After": {
+        "description": "Seconds to wait before retrying.",
+        "schema": {"type": "integer", "minimum": 0},
+    }
+}
+
+
+def responses() -> dict[str, Schema]:
+    out = {}
+    for status, (name, description) in ERRORS.items():
+        response: Schema = {
+            "description": description,
+            "content": {"application/json": {"schema": ref("Error")}},
+        }
+        if status in ("429", "503"):
+            response["headers"] = RETRY_AFTER
+        out[name] = response
+    return out
+
+
+def ok(status: str, schema: str | None, description: str, **extra: Any) -> dict[str, Schema]:
+    answer: Schema = {"description": description}
+    if schema is not None:
+        answer["content"] = {"application/json": {"schema": ref(schema)}}
+    return {status: answer | extra}
+
+
+def errors(*statuses: int) -> dict[str, Schema]:
+    return {
+        str(s): {"$ref": f"#/components/responses/{ERRORS[str(s)][0]}"} for s in sorted(statuses)
+    }
+
+
+# --------------------------------------------------------------------------- operations
+
+TENANT: list[Schema] = [{"tenantToken": []}, {"adminToken": []}]
+ADMIN: list[Schema] = [{"adminToken": []}]
+TENANT_ERRORS = (400, 401, 403, 404, 503)  # X-Tenant alone can give 400 and 404
+ADMIN_ERRORS = (401, 403, 503)
+
+
+def param(name: str) -> Schema:
+    return {"$ref": f"#/components/parameters/{name}"}
+
+
+def operation(
+    op_id: str,
+    tag: str,
+    summary: str,
+    answers: dict[str, Schema],
+    *,
+    security: list[Schema],
+    params: tuple[str, ...] | list[str] = (),
+    body: str | None = None,
+    description: str | None = None,
+) -> Schema:
+    op: Schema = {"operationId": op_id, "tags": [tag], "summary": summary}
+    if description:
+        op["description"] = description
+    op["security"] = security
+    if security == TENANT:
+        params = [*params, "XTenant"]
+    if params:
+        op["parameters"] = [param(p) for p in params]
+    if body is not None:
+        op["requestBody"] = {
+            "required": True,
+            "content": {"application/json": {"schema": ref(body)}},
+        }
+    op["responses"] = answers
+    return op
+
+
+def tenant_op(
+    op_id: str, tag: str, summary: str, answers: dict[str, Schema], *more: int, **kwargs: Any
+) -> Schema:
+    return operation(
+        op_id, tag, summary, answers | errors(*TENANT_ERRORS, *more), security=TENANT, **kwargs
+    )
+
+
+def admin_op(
+    op_id: str,
+    summary: str,
+    answers: dict[str, Schema],
+    *more: int,
+    tag: str = "tenants",
+    **kwargs: Any,
+) -> Schema:
+    return operation(
+        op_id, tag, summary, answers | errors(*ADMIN_ERRORS, *more), security=ADMIN, **kwargs
+    )
+
+
+JOB_LINKS = {
+    "GetJob": {"operationId": "getJob", "parameters": {"job_id": "$response.body#/job_id"}},
+    "UpdateJob": {"operationId": "updateJob", "parameters": {"job_id": "$response.body#/job_id"}},
+    "PauseJob": {"operationId": "pauseJob", "parameters": {"job_id": "$response.body#/job_id"}},
+    "ResumeJob": {"operationId": "resumeJob", "parameters": {"job_id": "$response.body#/job_id"}},
+    "TriggerJob": {
+        "operationId": "triggerJob",
+        "parameters": {"job_id": "$response.body#/job_id"},
+    },
+    "ListRuns": {"operationId": "listRuns", "parameters": {"job_id": "$response.body#/job_id"}},
+    "CancelJob": {"operationId": "cancelJob", "parameters": {"job_id": "$response.body#/job_id"}},
+}
+
+
+def job_paths() -> dict[str, Schema]:
+    job = ["JobId"]
+    return {
+        "/v1/jobs": {
+            "post": tenant_op(
+                "createJob",
+                "jobs",
+                "Create a job",
+                ok(
+                    "201",
+                    "Job",
+                    "The job (or, for a replayed Idempotency-Key, the first one as it is now).",
+                    links=JOB_LINKS,
+                ),
+                413,
+                422,
+                429,
+                params=["IdempotencyKey"],
+                body="JobCreate",
+                description="A run_at in the past runs at once; one more than 10 years ahead "
+                "is 400.",
+            ),
+            "get": tenant_op(
+                "listJobs",
+                "jobs",
+                "List the tenant's jobs (job_id order)",
+                ok("200", "JobList", "A page of jobs."),
+                params=["JobStatus", "Cursor", "Limit"],
+            ),
+        },
+        "/v1/jobs:batch": {
+            "post": tenant_op(
+                "createJobsBatch",
+                "jobs",
+                "Create up to 1,000 jobs",
+                ok(
+                    "200",
+                    "BatchResults",
+                    "One result per item, in order: the valid items "
+                    "are created even if others fail.",
+                ),
+                413,
+                body="BatchCreate",
+            ),
+        },
+        "/v1/jobs/{job_id}": {
+            "get": tenant_op(
+                "getJob", "jobs", "Get a job", ok("200", "Job", "The job."), params=job
+            ),
+            "patch": tenant_op(
+                "updateJob",
+                "jobs",
+                "Change a job",
+                ok("200", "Job", "The job as changed."),
+                409,
+                413,
+                422,
+                params=job,
+                body="JobPatch",
+            ),
+            "delete": tenant_op(
+                "cancelJob",
+                "jobs",
+                "Cancel a job's future runs",
+                ok("204", None, "Cancelled (again: still 204)."),
+                params=job,
+            ),
+        },
+        "/v1/jobs/{job_id}/pause": {
+            "post": tenant_op(
+                "pauseJob", "jobs", "Pause a job", ok("200", "Job", "The job."), 409, params=job
+            ),
+        },
+        "/v1/jobs/{job_id}/resume": {
+            "post": tenant_op(
+                "resumeJob",
+                "jobs",
+                "Resume a paused job",
+                ok("200", "Job", "The job, with its next run from now."),
+                409,
+                params=job,
+            ),
+        },
+        "/v1/jobs/{job_id}/trigger": {
+            "post": tenant_op(
+                "triggerJob",
+                "jobs",
+                "Add one extra run now",
+                ok("202", "Triggered", "The extra run is due now."),
+                409,
+                params=job,
+            ),
+        },
+        "/v1/jobs/{job_id}/runs": {
+            "get": tenant_op(
+                "listRuns",
+                "jobs",
+                "A job's runs, newest first",
+                ok("200", "RunList", "A page of runs."),
+                params=[*job, "Cursor", "Limit"],
+            ),
+        },
+        "/v1/schedules:preview": {
+            "post": operation(
+                "previewSchedule",
+                "jobs",
+                "The next runs of a schedule",
+                ok("200", "PreviewResult", "Up to count instants after `after` (default now).")
+                | errors(400, 401, 404, 413, 503),
+                security=TENANT,
+                body="PreviewRequest",
+                description="Any valid token (the admin needs no X-Tenant); the same engine "
+                "as dispatch.",
+            ),
+        },
+    }
+
+
+def queue_paths() -> dict[str, Schema]:
+    name = ["QueueName"]
+
+    def settle(op_id: str, summary: str, body: str, answer: str) -> Schema:
+        return tenant_op(
+            op_id,
+            "queues",
+            summary,
+            ok("200", answer, "How many receipts matched a message still held."),
+            413,
+            params=name,
+            body=body,
+        )
+
+    return {
+        "/v1/queues": {
+            "get": tenant_op(
+                "listQueues",
+                "queues",
+                "The tenant's queues and their counts",
+                ok("200", "QueueList", "Every queue with messages or dead letters."),
+            ),
+        },
+        "/v1/queues/{name}/receive": {
+            "post": tenant_op(
+                "receiveMessages",
+                "queues",
+                "Receive messages (long poll)",
+                ok(
+                    "200",
+                    "Messages",
+                    "Up to max messages, hidden for visibility_timeout; "
+                    "empty when none came within wait.",
+                ),
+                413,
+                params=name,
+                body="ReceiveRequest",
+            ),
+        },
+        "/v1/queues/{name}/ack": {
+            "post": settle(
+                "ackMessages", "Acknowledge messages: their runs succeeded", "AckRequest", "Acked"
+            ),
+        },
+        "/v1/queues/{name}/nack": {
+            "post": settle(
+                "nackMessages",
+                "Fail messages: retried per the job's policy, then dead",
+                "NackRequest",
+                "Nacked",
+            ),
+        },
+        "/v1/queues/{name}/extend": {
+            "post": settle(
+                "extendMessages", "Extend messages' visibility timeout", "ExtendRequest", "Extended"
+            ),
+        },
+    }
+
+
+def deadletter_paths() -> dict[str, Schema]:
+    dl = ["DeadLetterId"]
+    return {
+        "/v1/deadletters": {
+            "get": tenant_op(
+                "listDeadLetters",
+                "deadletters",
+                "List dead letters",
+                ok("200", "DeadLetterList", "A page of dead letters."),
+                params=["Cursor", "Limit"],
+            ),
+        },
+        "/v1/deadletters/{id}": {
+            "get": tenant_op(
+                "getDeadLetter",
+                "deadletters",
+                "Get a dead letter",
+                ok("200", "DeadLetter", "The dead letter."),
+                params=dl,
+            ),
+            "delete": tenant_op(
+                "deleteDeadLetter",
+                "deadletters",
+                "Delete a dead letter",
+                ok("204", None, "Deleted."),
+                params=dl,
+            ),
+        },
+        "/v1/deadletters/{id}/redrive": {
+            "post": tenant_op(
+                "redriveDeadLetter",
+                "deadletters",
+                "Give a dead run one more attempt",
+                ok("202", "Redriven", "One new attempt is queued."),
+                params=dl,
+            ),
+        },
+    }
+
+
+def admin_paths() -> dict[str, Schema]:
+    tid = ["TenantId"]
+    tenant_links = {
+        "GetTenant": {
+            "operationId": "getTenant",
+            "parameters": {"tenant_id": "$response.body#/tenant_id"},
+        },
+    }
+    return {
+        "/v1/tenants": {
+            "post": admin_op(
+                "createTenant",
+                "Create a tenant",
+                ok("201", "TenantCredentials", "The new tenant's credentials.", links=tenant_links),
+                400,
+                409,
+                413,
+                422,
+                body="TenantCreate",
+            ),
+            "get": admin_op(
+                "listTenants",
+                "List tenants (tenant_id order)",
+                ok("200", "TenantList", "A page of tenants."),
+                400,
+                params=["Cursor", "Limit"],
+            ),
+        },
+        "/v1/tenants/{tenant_id}": {
+            "get": admin_op(
+                "getTenant", "Get a tenant", ok("200", "Tenant", "The tenant."), 404, params=tid
+            ),
+            "patch": admin_op(
+                "updateTenant",
+                "Change a tenant's settings",
+                ok("200", "Tenant", "The tenant as changed."),
+                400,
+                404,
+                409,
+                413,
+                422,
+                params=tid,
+                body="TenantPatch",
+            ),
+        },
+        "/v1/tenants/{tenant_id}/rotate": {
+            "post": admin_op(
+                "rotateTenant",
+                "New token and signing secret",
+                ok(
+                    "200",
+                    "TenantCredentials",
+                    "The new credentials; the old token stops "
+                    "working, the old secret keeps signing beside the new one for the overlap.",
+                ),
+                404,
+                params=tid,
+            ),
+        },
+        "/v1/cluster": {
+            "get": admin_op(
+                "getCluster",
+                "The cluster's nodes as this node sees them",
+                ok("200", "Cluster", "Leader and nodes."),
+                tag="cluster",
+            ),
+        },
+        "/v1/admin/state": {
+            "get": admin_op(
+                "getAdminState",
+                "This node's Raft state and state digest",
+                ok("200", "AdminState", "Equal digests at equal applied_index on every replica."),
+                tag="cluster",
+            ),
+        },
+        "/v1/audit": {
+            "get": operation(
+                "listAudit",
+                "cluster",
+                "Audit records (sequence order)",
+                ok("200", "AuditList", "A page of audit records.") | errors(400, 401, 404, 503),
+                security=TENANT,
+                params=["Cursor", "Limit"],
+                description="The admin sees every tenant's records (or one tenant's with "
+                "X-Tenant); a tenant sees its own.",
+            ),
+        },
+    }
+
+
+def node_paths() -> dict[str, Schema]:
+    text = {"text/plain": {"schema": {"type": "string"}}}
+    unavailable = {
+        "description": "Not ready: no leader, or still catching up.",
+        "headers": RETRY_AFTER,
+        "content": {"application/json": {"schema": ref("Readiness")}},
+    }
+    return {
+        "/healthz": {
+            "get": operation(
+                "healthz", "node", "The process is up", ok("200", "Health", "Up."), security=[]
+            ),
+        },
+        "/readyz": {
+            "get": operation(
+                "readyz",
+                "node",
+                "Has a leader and has caught up",
+                ok("200", "Readiness", "Ready.") | {"503": unavailable},
+                security=[],
+            ),
+        },
+        "/metrics": {
+            "get": operation(
+                "metrics",
+                "node",
+                "Prometheus metrics (text format)",
+                {"200": {"description": "docs/metrics.md lists them.", "content": text}},
+                security=[],
+            ),
+        },
+        "/v1/openapi.json": {
+            "get": operation(
+                "getOpenApi",
+                "node",
+                "This document",
+                {
+                    "200": {
+                        "description": "OpenAPI 3.1.",
+                        "content": {"application/json": {"schema": {"type": "object"}}},
+                    }
+                },
+                security=[],
+            ),
+        },
+    }
+
+
+# --------------------------------------------------------------------------- the document
+
+DESCRIPTION = """\
+The HTTP API of a schedd node (any node of the cluster answers; writes go through the Raft
+leader). JSON everywhere, UTF-8; instants are RFC 3339, answered in UTC with a `Z`.
+
+**Auth**: `Authorization: Bearer <token>`. The admin token (node config) manages tenants and
+reads cluster state; on tenant routes it must name a tenant with `X-Tenant: <tenant_id>`. A
+tenant token (returned once by `POST /v1/tenants`) sees only its own jobs, runs, queues and dead
+letters: another tenant's id answers 404, exactly like an id that does not exist.
+
+**Errors**: every error is `{"error": {"code": "<snake_case>", "message": "..."}}`; a failed
+request changes nothing. 429 and 503 carry `Retry-After`.
+
+**Paging**: list routes take `limit` (1-1000, default 100) and `cursor`, and answer
+`next_cursor` (null on the last page).
+"""
+
+
+def document() -> Schema:
+    schemas: dict[str, Schema] = {}
+    for part in (
+        basic_schemas,
+        job_schemas,
+        preview_schemas,
+        queue_schemas,
+        deadletter_schemas,
+        tenant_schemas,
+        node_schemas,
+    ):
+        schemas |= part()
+    params = parameters() | {
+        "JobStatus": {
+            "name": "status",
+            "in": "query",
+            "required": False,
+            "schema": {"enum": values(JobStatus)},
+        }
+    }
+    paths: dict[str, Schema] = {}
+    for group in (job_paths, queue_paths, deadletter_paths, admin_paths, node_paths):
+        paths |= group()
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "schedd",
+            "version": __version__,
+            "description": DESCRIPTION,
+            "license": {"name": "Apache-2.0", "identifier": "Apache-2.0"},
+        },
+        "tags": [
+            {"name": "jobs", "description": "Jobs, their runs, schedule preview."},
+            {"name": "queues", "description": "The built-in queue (target type queue)."},
+            {"name": "deadletters", "description": "Runs whose last attempt failed."},
+            {"name": "tenants", "description": "Tenants (admin token)."},
+            {"name": "cluster", "description": "Cluster state (admin token) and audit."},
+            {"name": "node", "description": "Health, readiness, metrics, this document."},
+        ],
+        "paths": paths,
+        "components": {
+            "schemas": schemas,
+            "parameters": params,
+            "responses": responses(),
+            "securitySchemes": {
+                "adminToken": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "The node's admin token ([auth] admin_token).",
+                },
+                "tenantToken": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "A tenant token from POST /v1/tenants or its rotate.",
+                },
+            },
+        },
+    }
+
+
+def rendered() -> str:
+    return json.dumps(document(), indent=2, ensure_ascii=False) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    text = rendered()
+    if "--check" in argv:
+        stale = [p for p in OUTPUTS if not p.exists() or p.read_text() != text]
+        for path in stale:
+            sys.stderr.write(f"{path.relative_to(ROOT)} is stale: run tools/gen_openapi.py\n")
+        return 1 if stale else 0
+    for path in OUTPUTS:
+        path.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
