@@ -199,6 +199,8 @@ class Caller:
         metrics.record_delivery("http", call.attempt, call.scheduled_at_ms, started)
         record: dict[str, Any] = {
             "seq": call.seq,
+            "job_id": call.job_id,  # apply checks the run too, not just the row's seq
+            "scheduled_at_ms": call.scheduled_at_ms,
             "attempt": call.attempt,
             "started_at_ms": started,
             "finished_at_ms": finished,

@@ -53,7 +53,7 @@ def record_callbacks(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
     successes: list[tuple[OutboxRow, dict[str, Any]]] = []
     for outcome in outcomes:
         row = rows.pop(outcome["seq"], None)  # a seq named twice: the second is stale
-        if row is None or row.attempt != outcome["attempt"]:
+        if row is None or not _is_for(row, outcome):
             fates["stale"] += 1
         elif outcome["verdict"] == SUCCEEDED:
             successes.append((row, outcome))
@@ -71,6 +71,15 @@ def record_callbacks(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
     _record_successes(tx, successes)
     fates["succeeded"] += len(successes)
     return ok(**{fate: n for fate, n in fates.items() if n}, dead_runs=dead)
+
+
+def _is_for(row: OutboxRow, outcome: dict[str, Any]) -> bool:
+    """Does the outcome belong to this row's current attempt (of this very run)?"""
+    return (
+        row.attempt == outcome["attempt"]
+        and row.job_id == outcome.get("job_id", row.job_id)
+        and row.scheduled_at_ms == outcome.get("scheduled_at_ms", row.scheduled_at_ms)
+    )
 
 
 def _record_successes(

@@ -225,4 +225,29 @@ MIGRATIONS: tuple[str, ...] = (
     -- Where to tell the tenant that a run became a dead letter (optional, signed like callbacks).
     ALTER TABLE tenants ADD COLUMN alert_url TEXT;
     """,
+    # 6: outbox seqs are never reused (chaos seeds 101-103, 200): with a plain rowid, the claim
+    # after a finished call took the highest deleted seq, and a late outcome of the old call
+    # (from a node that lost its lease mid-call) was recorded against the new run.
+    """
+    CREATE TABLE outbox_v6 (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        partition INTEGER NOT NULL,
+        tenant_id TEXT NOT NULL,
+        job_id TEXT NOT NULL,
+        scheduled_at_ms INTEGER NOT NULL,
+        attempt INTEGER NOT NULL,
+        due_at_ms INTEGER NOT NULL,
+        target TEXT NOT NULL DEFAULT '{}',
+        payload TEXT NOT NULL DEFAULT 'null',
+        retry TEXT NOT NULL DEFAULT '{}'
+    );
+    INSERT INTO outbox_v6 (seq, partition, tenant_id, job_id, scheduled_at_ms, attempt,
+        due_at_ms, target, payload, retry)
+        SELECT seq, partition, tenant_id, job_id, scheduled_at_ms, attempt, due_at_ms, target,
+            payload, retry FROM outbox;
+    DROP TABLE outbox;
+    ALTER TABLE outbox_v6 RENAME TO outbox;
+    CREATE INDEX outbox_due ON outbox (partition, due_at_ms);
+    CREATE INDEX outbox_by_tenant ON outbox (tenant_id, due_at_ms);
+    """,
 )
