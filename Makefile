@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint bench dist clean
+.PHONY: install run test lint bench chaos dist clean
 
 install: $(STAMP)
 
@@ -32,6 +32,10 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_api.py
 	$(BIN)/python benchmarks/bench_dispatch.py
 	@echo "(the 1,000,000-job benchmark takes minutes: $(BIN)/python benchmarks/bench_scale.py)"
+
+# The fault-injection campaign (docs/reliability.md): about ten minutes; SEED=N to start there.
+chaos: $(STAMP)
+	$(BIN)/python -m tests.chaos $(if $(SEED),--seed $(SEED)) --duration 600 --report chaos-report.json
 
 # Single-file zipapps for VMs without a Python set-up beyond python3 (same OS, CPU and Python
 # minor version as this machine: aiohttp and cryptography carry compiled parts).

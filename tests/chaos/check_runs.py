@@ -1,0 +1,245 @@
+"""The run check: a job's run rows against the occurrences its schedule produces, segment by
+segment (before and after a reschedule, up to a cancel), with the documented policies that may
+leave an occurrence out or mark it skipped. Pure functions over data the checker collected.
+
+What the policies allow (docs/dispatch.md):
+- misfire: a run claimed more than `misfire_threshold` after its fire time may be followed by
+  the first occurrence after its claim instead of the next one (`run_once`, and `skip`, whose
+  late run is recorded `skipped`); `run_all` never leaves one out;
+- overlap `skip`: the run is recorded `skipped` (still a row); overlap `delay`: claimed late;
+- cancel or reschedule: the runs not yet claimed when it committed never happen. Occurrences
+  that fired more than LATE_BOUND before it and were never claimed are still reported missing:
+  dispatch lagging that far behind is itself a failure.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+from schedd.model import AtSchedule, Schedule
+from schedd.schedule import fire_time, first_run_at, next_after
+from schedd.timeformat import format_instant
+
+LATE_BOUND_MS = 30_000  # the published late-claim bound during failovers
+EARLY_TOLERANCE_MS = 100  # nothing is claimed or delivered earlier than fire time minus this
+APPLY_LAG_MS = 6_000  # a change's command may be proposed this long after its request began
+MAX_LISTED = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    kind: str
+    job_id: str | None
+    detail: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobTimeline:
+    """What the checker knows about one job: its final object and runs, its schedules, and when
+    (audit clock) a reschedule or cancel was applied and (client clock) acknowledged."""
+
+    job_id: str
+    job: dict[str, Any]
+    runs: list[dict[str, Any]]
+    created_ms: int
+    first_schedule: Schedule
+    final_schedule: Schedule
+    update_ms: int | None
+    cancel_ms: int | None
+    update_acked_ms: int | None
+    cancel_acked_ms: int | None
+    window_ms: int
+    misfire: str
+    overlap: str
+    threshold_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """Runs that must follow one schedule from a first occurrence in [first_lo, first_hi] until
+    `stop_ms` (None: until the schedule ran out)."""
+
+    schedule: Schedule
+    first_lo: int | None
+    first_hi: int | None
+    stop_ms: int | None
+
+
+def ms_of(run: dict[str, Any], key: str) -> int:
+    value: int = run[f"{key}_ms"]
+    return value
+
+
+def check_job(t: JobTimeline) -> list[Violation]:
+    """Every violation of the run rules for one job."""
+    found = _run_rows(t) + _claims_after_acks(t)
+    if t.job["status"] in ("active", "paused"):
+        return [*found, Violation("not_quiescent", t.job_id, f"still {t.job['status']}")]
+    stop = t.cancel_ms
+    if t.update_ms is None:
+        first = first_run_at(t.final_schedule, t.created_ms)
+        return found + _walk(t, t.runs, Segment(t.final_schedule, first, first, stop))
+    first0 = first_run_at(t.first_schedule, t.created_ms)
+    before = Segment(t.first_schedule, first0, first0, t.update_ms)
+    lo = first_run_at(t.final_schedule, t.update_ms - APPLY_LAG_MS)
+    hi = first_run_at(t.final_schedule, t.update_ms)
+    after = Segment(t.final_schedule, lo, hi, stop)
+    # Which runs belong to the old schedule is decided by commit order, which the rows do not
+    # show: accept any split that explains both parts; else report the natural split.
+    for k in range(len(t.runs), -1, -1):
+        if not _walk(t, t.runs[:k], before) and not _walk(t, t.runs[k:], after):
+            return found
+    k = sum(1 for r in t.runs if lo is None or r["scheduled_at_ms"] < lo)
+    return found + _walk(t, t.runs[:k], before) + _walk(t, t.runs[k:], after)
+
+
+def _is_occurrence(schedule: Schedule, at_ms: int) -> bool:
+    return next_after(schedule, at_ms - 1) == at_ms
+
+
+def _late(t: JobTimeline, run: dict[str, Any]) -> bool:
+    """Claimed past the misfire threshold (the claimer's clock is read just before it)."""
+    return ms_of(run, "dispatched_at") - ms_of(run, "fire_at") > t.threshold_ms
+
+
+def _may_skip_after(t: JobTimeline, schedule: Schedule, run: dict[str, Any]) -> bool:
+    return t.misfire != "run_all" and not isinstance(schedule, AtSchedule) and _late(t, run)
+
+
+def _walk(t: JobTimeline, runs: list[dict[str, Any]], seg: Segment) -> list[Violation]:
+    found: list[Violation] = []
+    s = seg.schedule
+    if not runs:
+        return _missing_tail(t, seg, seg.first_hi, "first run")
+    first = runs[0]["scheduled_at_ms"]
+    if seg.first_lo is None or not (seg.first_lo <= first <= (seg.first_hi or first)):
+        found.append(
+            Violation(
+                "extra_run",
+                t.job_id,
+                f"first run {runs[0]['scheduled_at']} is not "
+                f"the schedule's first ({_fmt(seg.first_lo)}..{_fmt(seg.first_hi)})",
+            )
+        )
+    for a, b in itertools.pairwise(runs):
+        sa, sb = a["scheduled_at_ms"], b["scheduled_at_ms"]
+        expected = next_after(s, sa)
+        if sb == expected:
+            continue
+        if sb == sa:
+            found.append(Violation("duplicate_run", t.job_id, f"two runs at {b['scheduled_at']}"))
+        elif not _is_occurrence(s, sb) or expected is None:
+            found.append(Violation("extra_run", t.job_id, f"{b['scheduled_at']} is not due"))
+        elif _may_skip_after(t, s, a) and sb <= (next_after(s, ms_of(a, "dispatched_at")) or sb):
+            continue  # misfire policy: one catch-up run, then the next future occurrence
+        else:
+            gap = _between(s, sa, sb)
+            found.append(
+                Violation(
+                    "missing_run",
+                    t.job_id,
+                    f"{len(gap)} occurrence(s) between "
+                    f"{a['scheduled_at']} and {b['scheduled_at']}: {gap[:MAX_LISTED]}",
+                )
+            )
+    last = runs[-1]
+    after = (
+        ms_of(last, "dispatched_at") if _may_skip_after(t, s, last) else ms_of(last, "scheduled_at")
+    )
+    return found + _missing_tail(t, seg, next_after(s, after), "next run")
+
+
+def _missing_tail(t: JobTimeline, seg: Segment, nxt: int | None, what: str) -> list[Violation]:
+    """The occurrence after the last run: fine if none is left, or if the segment was stopped
+    (cancel, reschedule) before it was due plus LATE_BOUND."""
+    if nxt is None:
+        return []
+    fire = fire_time(t.job_id, nxt, t.window_ms)
+    if seg.stop_ms is None:
+        detail = f"{what} {_fmt(nxt)} never claimed, job {t.job['status']}"
+        return [Violation("missing_run", t.job_id, detail)]
+    if fire < seg.stop_ms - LATE_BOUND_MS:
+        detail = (
+            f"{what} {_fmt(nxt)} (fires {_fmt(fire)}) never claimed, and the job was only "
+            f"stopped at {_fmt(seg.stop_ms)}"
+        )
+        return [Violation("missing_run", t.job_id, detail)]
+    return []
+
+
+def _between(schedule: Schedule, after_ms: int, before_ms: int) -> list[str]:
+    gap: list[str] = []
+    cursor = after_ms
+    while len(gap) < 1000:
+        nxt = next_after(schedule, cursor)
+        if nxt is None or nxt >= before_ms:
+            return gap
+        gap.append(_fmt(nxt))
+        cursor = nxt
+    return gap
+
+
+def _run_rows(t: JobTimeline) -> list[Violation]:
+    """Each row on its own: fire time, claim time, and a skip with a documented reason."""
+    found: list[Violation] = []
+    for run in t.runs:
+        key = f"{t.job_id}@{run['scheduled_at']}"
+        scheduled, fired = run["scheduled_at_ms"], ms_of(run, "fire_at")
+        if fired != fire_time(t.job_id, scheduled, t.window_ms):
+            found.append(Violation("wrong_fire_time", t.job_id, f"{key} fires {run['fire_at']}"))
+        claimed = ms_of(run, "dispatched_at")
+        if claimed < fired - EARLY_TOLERANCE_MS:
+            found.append(
+                Violation(
+                    "early_claim",
+                    t.job_id,
+                    f"{key} claimed {fired - claimed} ms before its fire time",
+                )
+            )
+        if claimed - fired > LATE_BOUND_MS and t.overlap != "delay":
+            found.append(
+                Violation(
+                    "late_claim", t.job_id, f"{key} claimed {(claimed - fired) / 1000:.1f}s late"
+                )
+            )
+        if run["status"] == "skipped":
+            found += _skip_reason(t, run, key)
+    return found
+
+
+def _skip_reason(t: JobTimeline, run: dict[str, Any], key: str) -> list[Violation]:
+    error = run.get("error") or ""
+    if "misfire_policy skip" in error and t.misfire == "skip" and _late(t, run):
+        return []
+    if "still in flight" in error and t.overlap == "skip":
+        return []
+    return [Violation("unexplained_skip", t.job_id, f"{key} skipped: {error!r}")]
+
+
+def _claims_after_acks(t: JobTimeline) -> list[Violation]:
+    """No run claimed after a cancel returned 2xx; no run of the old schedule claimed after a
+    reschedule returned 2xx (a claim's dispatched_at is its proposer's clock, before commit)."""
+    found = []
+    for run in t.runs:
+        claimed = ms_of(run, "dispatched_at")
+        key = f"{t.job_id}@{run['scheduled_at']}"
+        if t.cancel_acked_ms is not None and claimed > t.cancel_acked_ms:
+            detail = (
+                f"{key} claimed at {_fmt(claimed)}, cancel acknowledged {_fmt(t.cancel_acked_ms)}"
+            )
+            found.append(Violation("claimed_after_cancel", t.job_id, detail))
+        if (
+            t.update_acked_ms is not None
+            and claimed > t.update_acked_ms
+            and _is_occurrence(t.first_schedule, run["scheduled_at_ms"])
+            and not _is_occurrence(t.final_schedule, run["scheduled_at_ms"])
+        ):
+            detail = f"{key} (old schedule) claimed after the reschedule was acknowledged"
+            found.append(Violation("claimed_after_reschedule", t.job_id, detail))
+    return found
+
+
+def _fmt(ms: int | None) -> str:
+    return "none" if ms is None else format_instant(ms)

@@ -1,0 +1,209 @@
+"""The checker finds what it must on made-up histories (and nothing on correct ones): missing,
+extra and duplicated runs, claims after a cancel or a reschedule, unexplained skips, undelivered
+or early deliveries, lost or phantom creates. Runs in milliseconds, no cluster."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from schedd.model import AtSchedule, EverySchedule, Schedule
+from schedd.timeformat import format_instant
+from tests.chaos.check_deliveries import check_deliveries
+from tests.chaos.check_runs import LATE_BOUND_MS, JobTimeline, check_job
+from tests.chaos.checker import Claim, _creates
+from tests.chaos.collect import NodeView
+from tests.chaos.history import Op, QueueDelivery
+
+T0 = 1_790_000_000_000
+EVERY_2S = EverySchedule(interval_ms=2_000, start_at_ms=T0, end_at_ms=T0 + 20_000)
+
+
+def run(
+    at_ms: int,
+    *,
+    claimed_ms: int | None = None,
+    status: str = "succeeded",
+    error: str | None = None,
+) -> dict[str, Any]:
+    claimed = at_ms + 5 if claimed_ms is None else claimed_ms
+    return {
+        "scheduled_at": format_instant(at_ms),
+        "fire_at": format_instant(at_ms),
+        "scheduled_at_ms": at_ms,
+        "fire_at_ms": at_ms,
+        "dispatched_at_ms": claimed,
+        "status": status,
+        "error": error,
+        "dispatched_at": format_instant(claimed),
+        "attempts": [{"attempt": 1, "started_at_ms": claimed + 10}],
+    }
+
+
+def timeline(
+    runs: list[dict[str, Any]],
+    *,
+    status: str = "completed",
+    schedule: Schedule = EVERY_2S,
+    first: Schedule | None = None,
+    misfire: str = "run_once",
+    overlap: str = "allow",
+    **times: int | None,
+) -> JobTimeline:
+    return JobTimeline(
+        job_id="job_x",
+        job={"job_id": "job_x", "status": status},
+        runs=runs,
+        created_ms=T0,
+        first_schedule=first or schedule,
+        final_schedule=schedule,
+        update_ms=times.get("update_ms"),
+        cancel_ms=times.get("cancel_ms"),
+        update_acked_ms=times.get("update_acked_ms"),
+        cancel_acked_ms=times.get("cancel_acked_ms"),
+        window_ms=0,
+        misfire=misfire,
+        overlap=overlap,
+        threshold_ms=10_000,
+    )
+
+
+def every_2s(first: int = 1, last: int = 10) -> list[dict[str, Any]]:
+    return [run(T0 + k * 2_000) for k in range(first, last + 1)]
+
+
+def kinds(t: JobTimeline) -> list[str]:
+    return [v.kind for v in check_job(t)]
+
+
+def test_a_complete_recurring_history_passes() -> None:
+    assert kinds(timeline(every_2s())) == []
+
+
+def test_a_run_missing_in_the_middle_is_found() -> None:
+    runs = every_2s()
+    del runs[4]
+    assert kinds(timeline(runs)) == ["missing_run"]
+
+
+def test_a_completed_job_whose_schedule_had_runs_left_is_missing_its_tail() -> None:
+    assert kinds(timeline(every_2s(last=8))) == ["missing_run"]
+
+
+def test_a_run_off_the_schedule_is_extra() -> None:
+    runs = sorted([*every_2s(), run(T0 + 5_000)], key=lambda r: r["scheduled_at_ms"])
+    assert "extra_run" in kinds(timeline(runs))
+
+
+def test_a_run_twice_is_a_duplicate() -> None:
+    runs = every_2s()
+    runs.insert(3, dict(runs[3]))
+    assert "duplicate_run" in kinds(timeline(runs))
+
+
+def test_a_gap_after_a_late_claim_is_the_misfire_policy_unless_run_all() -> None:
+    runs = every_2s()
+    late = run(T0 + 4_000, claimed_ms=T0 + 4_000 + 11_000)  # past the 10 s threshold
+    caught_up = [r for r in runs if r["scheduled_at_ms"] > T0 + 15_000]
+    history = [runs[0], late, *caught_up]
+    assert kinds(timeline(history)) == []
+    assert "missing_run" in kinds(timeline(history, misfire="run_all"))
+
+
+def test_a_gap_after_an_on_time_claim_is_missing() -> None:
+    runs = every_2s()
+    history = [runs[0], runs[1], *runs[6:]]
+    assert kinds(timeline(history)) == ["missing_run"]
+
+
+def test_cancel_stops_the_runs_but_not_runs_due_long_before_it() -> None:
+    runs = every_2s(last=4)
+    assert kinds(timeline(runs, status="cancelled", cancel_ms=T0 + 9_000)) == []
+    late_cancel = T0 + 10_000 + LATE_BOUND_MS + 1_000
+    assert kinds(timeline(runs, status="cancelled", cancel_ms=late_cancel)) == ["missing_run"]
+
+
+def test_a_run_claimed_after_the_cancel_answered_is_a_violation() -> None:
+    runs = every_2s(last=4)
+    found = kinds(timeline(runs, status="cancelled", cancel_ms=T0, cancel_acked_ms=T0 + 7_000))
+    assert found == ["claimed_after_cancel"]
+
+
+def test_a_reschedule_splits_the_history_between_two_schedules() -> None:
+    new = EverySchedule(interval_ms=3_000, start_at_ms=T0 + 9_500, end_at_ms=T0 + 16_000)
+    runs = every_2s(last=4) + [run(T0 + 9_500 + k * 3_000) for k in range(3)]
+    t = timeline(runs, first=EVERY_2S, schedule=new, update_ms=T0 + 9_000)
+    assert kinds(t) == []
+    claimed_late = [*runs[:3], run(T0 + 8_000, claimed_ms=T0 + 9_600), *runs[4:]]
+    t = timeline(
+        claimed_late, first=EVERY_2S, schedule=new, update_ms=T0 + 9_000, update_acked_ms=T0 + 9_100
+    )
+    assert kinds(t) == ["claimed_after_reschedule"]
+
+
+def test_skips_need_their_documented_reason() -> None:
+    once = AtSchedule(at_ms=T0 + 1_000)
+    skipped = run(
+        T0 + 1_000,
+        status="skipped",
+        error="skipped: missed while dispatch was down (misfire_policy skip)",
+    )
+    assert kinds(timeline([skipped], schedule=once)) == ["unexplained_skip"]
+    late = dict(skipped, dispatched_at_ms=T0 + 12_000)
+    assert kinds(timeline([late], schedule=once, misfire="skip")) == []
+
+
+def test_deliveries_must_cover_every_claimed_run_on_time() -> None:
+    view = NodeView(
+        "n1",
+        jobs={"job_x": {"job_id": "job_x", "tenant_id": "t"}},
+        runs={"job_x": every_2s(last=3)},
+    )
+    runs = view.runs["job_x"]
+
+    def got(r: dict[str, Any], at_ms: int, attempt: int = 1) -> QueueDelivery:
+        key = f"job_x:{r['scheduled_at']}"
+        return QueueDelivery(at_ms, "t0", "q0", "n1", "job_x", r["scheduled_at"], attempt, key)
+
+    fine = [got(r, r["fire_at_ms"] + 50) for r in runs]
+    assert check_deliveries(fine, [], [], view)[1] == []
+    early = [got(runs[0], runs[0]["fire_at_ms"] - 500), *fine[1:]]
+    assert [v.kind for v in check_deliveries(early, [], [], view)[1]] == ["early_delivery"]
+    lost = fine[1:]
+    assert [v.kind for v in check_deliveries(lost, [], [], view)[1]] == ["undelivered_run"]
+    twice = [*fine, got(runs[1], runs[1]["fire_at_ms"] + 900)]
+    assert [v.kind for v in check_deliveries(twice, [], [], view)[1]] == ["queue_attempt_twice"]
+
+
+def op(outcome: str, name: str, job_id: str | None) -> Op:
+    response = {"job_id": job_id} if job_id else {}
+    return Op(1, "w", "create", "t0", "n1", T0, T0 + 5, outcome, 201, {"name": name}, response)  # type: ignore[arg-type]
+
+
+def test_creates_acked_lost_failed_applied_and_duplicated_are_found() -> None:
+    view = NodeView(
+        "n1",
+        jobs={"j1": {"name": "a"}, "j2": {"name": "b"}, "j3": {"name": "c"}, "j4": {"name": "c"}},
+    )
+    claims = {
+        "a": [Claim("ok", "j1", op("ok", "a", "j1"), {})],
+        "b": [Claim("failed", None, op("failed", "b", None), {})],
+        "c": [Claim("unknown", None, op("unknown", "c", None), {})],
+        "d": [Claim("ok", "j9", op("ok", "d", "j9"), {})],
+    }
+    found = sorted(v.kind for v in _creates(claims, {"n1": view}))
+    assert found == ["acked_create_lost", "duplicate_job", "failed_request_applied"]
+
+
+def test_an_attempt_dated_before_its_runs_claim_is_misattributed() -> None:
+    runs = every_2s(last=1)
+    runs[0]["attempts"] = [{"attempt": 1, "started_at_ms": runs[0]["dispatched_at_ms"] - 400}]
+    view = NodeView(
+        "n1", jobs={"job_x": {"job_id": "job_x", "tenant_id": "t"}}, runs={"job_x": runs}
+    )
+    key = f"job_x:{runs[0]['scheduled_at']}"
+    seen = [
+        QueueDelivery(
+            runs[0]["fire_at_ms"] + 9, "t0", "q0", "n1", "job_x", runs[0]["scheduled_at"], 1, key
+        )
+    ]
+    assert [v.kind for v in check_deliveries(seen, [], [], view)[1]] == ["attempt_before_claim"]

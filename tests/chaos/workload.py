@@ -1,0 +1,311 @@
+"""The client workload: per tenant, a worker that creates one-time, recurring and cron jobs
+(single and batched), cancels and reschedules some, each call recorded in the history. Every
+schedule ends before the workload does, so the cluster goes quiet on its own afterwards."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from schedd.timeformat import format_instant
+from tests.chaos.client import Reply, call, now_ms
+from tests.chaos.history import History
+from tests.receiver import Answer, Receiver
+from tests.servers import ADMIN_TOKEN
+
+QUEUES = ("q0", "q1")
+RETRY = {"max_attempts": 20, "backoff": "fixed", "initial_delay": "1s", "max_delay": "1s"}
+TAIL_MS = 3_000  # no run is scheduled later than this before the workload's end
+MIN_LEFT_MS = 6_000  # with less time left, a worker only cancels
+CRONS_PER_TENANT = 2
+ZONES = ("UTC", "Asia/Kolkata", "America/New_York")
+
+
+@dataclass(frozen=True, slots=True)
+class Tenant:
+    name: str
+    tenant_id: str
+    token: str
+    signing_secret: str
+
+
+@dataclass(slots=True)
+class KnownJob:
+    """A job a create acknowledged: what later cancels and reschedules may pick."""
+
+    job_id: str
+    name: str
+    form: str  # once | every | cron
+    is_rescheduled: bool = False
+    is_cancel_tried: bool = False
+
+
+def create_tenants(url: str, seed: int, count: int) -> list[Tenant]:
+    tenants = []
+    for i in range(count):
+        body = {"name": f"chaos-{seed}-t{i}", "max_active_jobs": 1_000_000, "dispatch_rate": 0}
+        for _ in range(20):  # the cluster is healthy here; retry only a transient 503
+            reply = call(url, "POST", "/v1/tenants", body, token=ADMIN_TOKEN)
+            if reply.status == 201:
+                break
+            time.sleep(0.5)
+        else:
+            raise RuntimeError(f"could not create a tenant: {reply}")
+        tenants.append(Tenant(f"t{i}", **reply.body))
+    return tenants
+
+
+class TenantWorker(threading.Thread):
+    """One tenant's client: random operations until the workload's end."""
+
+    def __init__(
+        self,
+        tenant: Tenant,
+        urls: dict[str, str],
+        history: History,
+        receiver: Receiver,
+        seed: int,
+        end_ms: int,
+    ) -> None:
+        super().__init__(name=f"worker-{tenant.name}", daemon=True)
+        self.tenant, self.urls, self.history, self.receiver = tenant, urls, history, receiver
+        self.rng = random.Random(f"workload-{seed}-{tenant.name}")
+        self.end_ms = end_ms
+        self.last_run_ms = end_ms - TAIL_MS
+        self.jobs: list[KnownJob] = []
+        self._names = 0
+        self._crons = 0
+        self.stop = threading.Event()
+        self.errors: list[str] = []
+
+    def run(self) -> None:
+        try:
+            while not self.stop.is_set() and now_ms() < self.end_ms:
+                self.step()
+                self.stop.wait(self.rng.uniform(0.1, 0.4))
+        except Exception as exc:  # a harness bug: the runner reports it as a violation
+            self.errors.append(repr(exc))
+
+    def step(self) -> None:
+        left = self.last_run_ms - now_ms()
+        if left < MIN_LEFT_MS:
+            self.cancel()
+            return
+        action = self.rng.choices(
+            ("once", "recurring", "cron", "batch", "cancel", "reschedule"),
+            weights=(30, 15, 3, 10, 12, 10),
+        )[0]
+        if action == "cron" and (self._crons >= CRONS_PER_TENANT or left < 65_000):
+            action = "once"
+        if action == "cancel":
+            self.cancel()
+        elif action == "reschedule":
+            self.reschedule()
+        elif action == "batch":
+            self.batch()
+        else:
+            self.create(action)
+
+    # ------------------------------------------------------------------ bodies
+
+    def _new_name(self) -> str:
+        self._names += 1
+        return f"{self.tenant.name}-{self._names}"
+
+    def _node(self) -> tuple[str, str]:
+        node_id = self.rng.choice(sorted(self.urls))
+        return node_id, self.urls[node_id]
+
+    def _once_schedule(self) -> dict[str, Any]:
+        now = now_ms()
+        at = now + self.rng.randint(2_000, max(2_000, self.last_run_ms - now - 2_000))
+        if self.rng.random() < 0.5:
+            return {"run_at": format_instant(at)}
+        return {"delay": f"{(at - now) // 1000}s"}
+
+    def _every_schedule(self) -> dict[str, Any]:
+        now = now_ms()
+        every_ms = self.rng.choice((2, 3, 5)) * 1000
+        start = now + self.rng.randint(500, 4_000)
+        if start + every_ms + 2_000 > self.last_run_ms:
+            return self._once_schedule()
+        end = self.rng.randint(start + every_ms + 2_000, self.last_run_ms)
+        schedule = {"every": f"{every_ms // 1000}s", "end_at": format_instant(end)}
+        if self.rng.random() < 0.5:
+            schedule["start_at"] = format_instant(start)
+        return schedule
+
+    def _cron_schedule(self) -> dict[str, Any]:
+        self._crons += 1
+        zone = self.rng.choice(ZONES)
+        return {"cron": "* * * * *", "timezone": zone, "end_at": format_instant(self.last_run_ms)}
+
+    def _body(self, form: str, name: str) -> dict[str, Any]:
+        schedules = {"once": self._once_schedule, "every": self._every_schedule}
+        schedule = self._cron_schedule() if form == "cron" else schedules[form]()
+        body: dict[str, Any] = {
+            "name": name,
+            "schedule": schedule,
+            "target": self._target_for(name),
+            "payload": {"name": name},
+            "retry": RETRY,
+            "misfire_policy": self.rng.choice(("run_once", "run_once", "skip", "run_all")),
+        }
+        if form != "once":
+            body["overlap_policy"] = self.rng.choice(("allow", "allow", "allow", "skip", "delay"))
+        if self.rng.random() < 0.3 and form != "cron":
+            body["window"] = "2s"
+        return body
+
+    def _target_for(self, name: str) -> dict[str, Any]:
+        if self.rng.random() < 0.7:
+            return {"type": "queue", "name": self.rng.choice(QUEUES)}
+        path = f"cb/{name}"
+        draw = self.rng.random()
+        if draw < 0.2:  # the first call fails, its retry succeeds
+            self.receiver.script(path, Answer(status=500), Answer())
+        elif draw < 0.3:  # the first call outlasts the target's timeout
+            self.receiver.script(path, Answer(delay_s=3.0), Answer())
+        return {"type": "http", "url": self.receiver.url(path), "timeout": "2s"}
+
+    # ------------------------------------------------------------------ operations
+
+    def create(self, action: str) -> None:
+        form = "every" if action == "recurring" else action
+        name = self._new_name()
+        body = self._body(form, name)
+        key = f"key-{name}" if self.rng.random() < 0.4 else None
+        reply = self._create_once(body, key, form, retry_of=None)
+        if reply.outcome == "unknown" and key is not None:
+            self._create_once(body, key, form, retry_of=name)  # same key: at most one job
+
+    def _create_once(
+        self, body: dict[str, Any], key: str | None, form: str, retry_of: str | None
+    ) -> Reply:
+        node_id, url = self._node()
+        headers = {"Idempotency-Key": key} if key else None
+        reply = call(url, "POST", "/v1/jobs", body, token=self.tenant.token, headers=headers)
+        request = {"name": body["name"], "body": body, "idempotency_key": key, "form": form}
+        if retry_of is not None:
+            request["retry_of"] = retry_of
+        response = {}
+        if reply.status == 201:
+            job = reply.body
+            response = {k: job.get(k) for k in ("job_id", "next_run_at", "schedule", "created_at")}
+            self._know(job["job_id"], body["name"], form)
+        self.history.record(
+            self.name, "create", self.tenant.name, node_id, reply, request, response
+        )
+        return reply
+
+    def _know(self, job_id: str, name: str, form: str) -> None:
+        if all(j.job_id != job_id for j in self.jobs):
+            self.jobs.append(KnownJob(job_id, name, form))
+
+    def batch(self) -> None:
+        forms = [self.rng.choice(("once", "once", "every")) for _ in range(self.rng.randint(2, 8))]
+        names = [self._new_name() for _ in forms]
+        bodies = [self._body(form, name) for form, name in zip(forms, names, strict=True)]
+        node_id, url = self._node()
+        reply = call(url, "POST", "/v1/jobs:batch", {"jobs": bodies}, token=self.tenant.token)
+        response: dict[str, Any] = {}
+        if reply.status == 200:
+            results = reply.body["results"]
+            response = {"results": results}
+            for name, form, result in zip(names, forms, results, strict=True):
+                if "job_id" in result:
+                    self._know(result["job_id"], name, form)
+        request = {"names": names, "bodies": bodies, "forms": forms}
+        self.history.record(self.name, "batch", self.tenant.name, node_id, reply, request, response)
+
+    def _choose(self, candidates: list[KnownJob]) -> KnownJob | None:
+        return self.rng.choice(candidates) if candidates else None
+
+    def cancel(self) -> None:
+        job = self._choose([j for j in self.jobs if not j.is_cancel_tried or j.form != "once"])
+        if job is None:
+            return
+        job.is_cancel_tried = True
+        node_id, url = self._node()
+        reply = call(url, "DELETE", f"/v1/jobs/{job.job_id}", token=self.tenant.token)
+        request = {"job_id": job.job_id, "name": job.name}
+        self.history.record(self.name, "cancel", self.tenant.name, node_id, reply, request)
+
+    def reschedule(self) -> None:
+        candidates = [
+            j
+            for j in self.jobs
+            if not j.is_rescheduled and not j.is_cancel_tried and j.form != "cron"
+        ]
+        job = self._choose(candidates)
+        if job is None:
+            return
+        job.is_rescheduled = True
+        schedule = self._new_schedule()
+        node_id, url = self._node()
+        reply = call(
+            url, "PATCH", f"/v1/jobs/{job.job_id}", {"schedule": schedule}, token=self.tenant.token
+        )
+        request = {"job_id": job.job_id, "name": job.name, "schedule": schedule}
+        response = {}
+        if reply.status == 200:
+            response = {k: reply.body.get(k) for k in ("schedule", "next_run_at", "version")}
+        self.history.record(
+            self.name, "reschedule", self.tenant.name, node_id, reply, request, response
+        )
+
+    def _new_schedule(self) -> dict[str, Any]:
+        """Explicit instants only (no `delay`, no default start), so the new schedule is the
+        same whenever the change is applied."""
+        now = now_ms()
+        if self.rng.random() < 0.5:
+            at = now + self.rng.randint(3_000, max(3_000, self.last_run_ms - now - 1_000))
+            return {"run_at": format_instant(min(at, self.last_run_ms))}
+        every_s = self.rng.choice((2, 4))
+        start = now + 3_000
+        if start + every_s * 1000 > self.last_run_ms:
+            return {"run_at": format_instant(self.last_run_ms)}
+        return {
+            "every": f"{every_s}s",
+            "start_at": format_instant(start),
+            "end_at": format_instant(self.last_run_ms),
+        }
+
+
+class Prober:
+    """Writes aimed at one node on demand (the nemesis probes a partitioned node with them):
+    each `fire` is one create on its own thread, recorded like any other create."""
+
+    def __init__(self, tenant: Tenant, urls: dict[str, str], history: History) -> None:
+        self.tenant, self.urls, self.history = tenant, urls, history
+        self._count = 0
+        self._threads: list[threading.Thread] = []
+
+    def fire(self, node_id: str) -> None:
+        self._count += 1
+        name = f"probe-{self._count}"
+        thread = threading.Thread(target=self._create, args=(node_id, name), daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    def _create(self, node_id: str, name: str) -> None:
+        body = {
+            "name": name,
+            "schedule": {"delay": "3s"},
+            "target": {"type": "queue", "name": QUEUES[0]},
+            "payload": {"name": name},
+            "retry": RETRY,
+        }
+        reply = call(self.urls[node_id], "POST", "/v1/jobs", body, token=self.tenant.token)
+        response = {}
+        if reply.status == 201:
+            response = {k: reply.body.get(k) for k in ("job_id", "next_run_at", "created_at")}
+        request = {"name": name, "body": body, "idempotency_key": None, "form": "once"}
+        self.history.record("prober", "create", self.tenant.name, node_id, reply, request, response)
+
+    def join(self, timeout_s: float) -> None:
+        for thread in self._threads:
+            thread.join(timeout=timeout_s)
