@@ -75,11 +75,8 @@ def record_callbacks(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
 
 def _is_for(row: OutboxRow, outcome: dict[str, Any]) -> bool:
     """Does the outcome belong to this row's current attempt (of this very run)?"""
-    return (
-        row.attempt == outcome["attempt"]
-        and row.job_id == outcome.get("job_id", row.job_id)
-        and row.scheduled_at_ms == outcome.get("scheduled_at_ms", row.scheduled_at_ms)
-    )
+    named = (outcome.get("job_id", row.job_id), outcome.get("scheduled_at_ms", row.scheduled_at_ms))
+    return row.attempt == outcome["attempt"] and named == (row.job_id, row.scheduled_at_ms)
 
 
 def _record_successes(
