@@ -148,7 +148,9 @@ def test_kill_9_of_the_delivering_node_mid_flight_delivers_again_with_the_same_k
         by_node[holder_of(held, job_id)].append(job_id)
     victim = leader if role == "leader" else next(n for n in cluster if n not in (leader, watcher))
     in_flight = by_node[victim.node_id]
-    assert len(in_flight) >= 3, by_node
+    # Which node holds a job's partition is a hash: 30 jobs give the victim about 10, and
+    # fewer than one only once in ~200,000 runs (3 was asked before: 2% of runs failed).
+    assert in_flight, by_node
     victim.kill()
     try:
         killed_at = time.time()
