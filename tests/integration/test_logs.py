@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.servers import make_nodes, running
+from tests.servers import make_nodes, running, wait_for
 
 
 def test_a_json_logging_node_writes_only_json_lines(
@@ -16,6 +16,8 @@ def test_a_json_logging_node_writes_only_json_lines(
     base: Path = tmp_path_factory.mktemp("jsonlog")
     with running(make_nodes(base, 1, extra_sections='[log]\nformat = "json"\n')) as nodes:
         node = nodes[0]
+        # /readyz can answer a moment before the node logs its own `ready` line.
+        wait_for(lambda: "ready node=n1" in node.log_path.read_text() or None, 10, "ready")
     lines = [line for line in node.log_path.read_text().splitlines() if line.strip()]
     entries = [json.loads(line) for line in lines]  # every line, or this fails
     messages = [entry["message"] for entry in entries]
