@@ -7,14 +7,10 @@ is no leader or a node is unhealthy or unreachable, so scripts and monitors can 
 
 from __future__ import annotations
 
-import math
 import sys
-import urllib.error
-import urllib.request
 from typing import Any
 
 import click
-from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -22,39 +18,21 @@ from rich.text import Text
 from schedd.cli.ctl import render
 from schedd.cli.ctl.client import Client
 from schedd.cli.ctl.render import json_option
+from schedd.cli.ctl.top import scrape, window_p99
 
 
 def node_metrics(api: str, timeout_s: float) -> dict[str, Any]:
     """The figures `status` shows from one node's /metrics (empty if it cannot be read)."""
-    try:
-        with urllib.request.urlopen(f"{api.rstrip('/')}/metrics", timeout=timeout_s) as answer:
-            text = answer.read().decode()
-    except (urllib.error.URLError, OSError, ValueError):
+    sample = scrape(api, timeout_s)
+    if sample is None:
         return {}
-    found: dict[str, Any] = {}
-    buckets: list[tuple[float, float]] = []
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == "schedd_raft_term":
-                found["term"] = int(sample.value)
-            elif sample.name == "schedd_raft_applied_index":
-                found["applied_index"] = int(sample.value)
-            elif sample.name == "schedd_due_backlog":
-                found["backlog"] = int(sample.value)
-            elif sample.name == "schedd_claim_lag_seconds_bucket":
-                buckets.append((float(sample.labels["le"]), sample.value))
-    found["claim_lag_p99_s"] = _p99(buckets)
-    return found
-
-
-def _p99(buckets: list[tuple[float, float]]) -> float | None:
-    """The upper bound of the bucket holding the 99th percentile (None without samples)."""
-    buckets.sort()
-    total = buckets[-1][1] if buckets else 0.0
-    if total <= 0:
-        return None
-    bound = next(le for le, count in buckets if count >= 0.99 * total)
-    return None if math.isinf(bound) else bound
+    return {
+        "term": int(sample.get("schedd_raft_term")),
+        "applied_index": int(sample.get("schedd_raft_applied_index")),
+        "backlog": int(sample.get("schedd_due_backlog")),
+        # Since the node started: the window from an empty "before" to now.
+        "claim_lag_p99_s": window_p99({}, {api: sample}, "schedd_claim_lag_seconds"),
+    }
 
 
 def gather(client: Client) -> dict[str, Any]:
