@@ -44,7 +44,7 @@ SCHEMA: Mapping[str, tuple[str, ...]] = {
         "tenant_concurrency",
         "secret_overlap",
     ),
-    "dispatch": ("lease_ttl", "misfire_threshold"),
+    "dispatch": ("lease_ttl", "misfire_threshold", "max_clock_offset"),
     "encryption": ("payload_keys_file",),
     "log": ("format",),
     "retention": ("runs",),
@@ -100,6 +100,7 @@ class NodeConfig:
     retention_runs_ms: int = DEFAULT_RETENTION_RUNS_MS
     lease_ttl_ms: int = 5_000
     misfire_threshold_ms: int = 60_000
+    max_clock_offset_ms: int = 500
 
     def __post_init__(self) -> None:
         _check_cluster_shape(self)
@@ -233,6 +234,7 @@ def _build(
         misfire_threshold_ms=_duration_ms(
             doc, "dispatch.misfire_threshold", 60_000, minimum_ms=1_000
         ),
+        max_clock_offset_ms=_duration_ms(doc, "dispatch.max_clock_offset", 500, minimum_ms=50),
     )
 
 

@@ -240,6 +240,25 @@ def store_metrics(gauges: StoreGauges, read_s: float) -> list[Metric]:
     ]
 
 
+def clock_metrics(trusted: bool, offset_ms: float | None) -> list[Metric]:
+    gauges: list[Metric] = [
+        _gauge(
+            "schedd_clock_trusted",
+            "1 while this node's wall clock agrees with its peers' (0: it dispatches nothing)",
+            1 if trusted else 0,
+        )
+    ]
+    if offset_ms is not None:
+        gauges.append(
+            _gauge(
+                "schedd_clock_offset_seconds",
+                "Median of the peers' clocks minus this node's, at the last probe",
+                offset_ms / 1000,
+            )
+        )
+    return gauges
+
+
 def raft_metrics(status: Mapping[str, Any], commit_index: int) -> list[Metric]:
     roles = GaugeMetricFamily(
         "schedd_raft_role", "This node's Raft role (1 for the current one)", labels=["role"]
@@ -291,7 +310,9 @@ class NodeCollector(Collector):
         commit_index: Callable[[], int],
         snapshot_path: Path,
         clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+        clock_state: Callable[[], tuple[bool, float | None]] = lambda: (True, None),
     ) -> None:
+        self._clock_state = clock_state  # (trusted, median peer offset ms) from dispatch/clock.py
         self._node_id = node_id
         self._partitions = partitions
         self._connect = connect
@@ -303,6 +324,7 @@ class NodeCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         yield from raft_metrics(self._status(), self._commit_index())
         yield from snapshot_metrics(self._snapshot_path)
+        yield from clock_metrics(*self._clock_state())
         started = time.perf_counter()
         try:
             conn = self._connect()

@@ -21,6 +21,7 @@ from schedd.api.context import ApiContext, QueueSignal, TokenCache
 from schedd.config import NodeConfig
 from schedd.delivery.caller import Caller
 from schedd.delivery.guard import TargetGuard
+from schedd.dispatch.clock import ClockGuard
 from schedd.dispatch.service import DispatchService
 from schedd.errors import ConfigError, SchedError
 from schedd.metrics import NodeCollector
@@ -111,6 +112,7 @@ class Node:
         self.dispatch: DispatchService | None = None
         self.caller: Caller | None = None
         self.guard = TargetGuard(config.allow_cidrs)
+        self.clock = ClockGuard(config.max_clock_offset_ms)
         self.payload_keys = (
             PayloadKeys()
             if config.payload_keys_file is None
@@ -126,6 +128,7 @@ class Node:
                 status=self.status,
                 commit_index=lambda: 0 if self.replica is None else self.replica.commit_index(),
                 snapshot_path=config.data_dir / "raft.snapshot",
+                clock_state=lambda: (self.clock.is_trusted(), self.clock.offset_ms),
             )
         )
 
@@ -186,7 +189,10 @@ class Node:
             self.config.partitions,
             self.db.path,
             self.replica.is_leader,
+            self.replica.leader_address,
+            self.replica.step_down,
             ThreadProposer(proposer, loop),
+            self.clock,
             lease_ttl_ms=self.config.lease_ttl_ms,
             misfire_threshold_ms=self.config.misfire_threshold_ms,
         )
@@ -226,6 +232,10 @@ class Node:
         """Has a leader and has applied what it knew committed at start-up."""
         replica = self.replica
         return bool(replica is not None and replica.isReady() and replica.leader_address())
+
+    def clock_problem(self) -> str | None:
+        """Why this node's clock is not trusted to fire runs, or None (dispatch/clock.py)."""
+        return None if self.clock.is_trusted() else self.clock.reason
 
     def status(self) -> dict[str, Any]:
         """This node's view of the Raft group (for /v1/cluster and /v1/admin/state)."""

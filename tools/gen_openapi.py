@@ -641,9 +641,26 @@ def node_schemas() -> dict[str, Schema]:
         ),
         "AuditList": page_of("audit", "AuditRecord"),
         "AuditRecord": audit,
-        "Health": obj({"status": {"const": "ok"}, "node_id": {"type": "string"}}),
+        "Health": obj(
+            {
+                "status": {"const": "ok"},
+                "node_id": {"type": "string"},
+                "now_ms": {
+                    "type": "integer",
+                    "description": "The node's wall clock, epoch ms (peers compare clocks by it).",
+                },
+            }
+        ),
         "Readiness": obj(
-            {"status": {"enum": ["ready", "not ready"]}, "node_id": {"type": "string"}}
+            {
+                "status": {"enum": ["ready", "not ready"]},
+                "node_id": {"type": "string"},
+                "reason": {
+                    "type": "string",
+                    "description": "Why not ready: no leader, catching up, or a distrusted clock.",
+                },
+            },
+            ["status", "node_id"],
         ),
     }
 
@@ -1149,7 +1166,8 @@ def admin_paths() -> dict[str, Schema]:
 def node_paths() -> dict[str, Schema]:
     text = {"text/plain": {"schema": {"type": "string"}}}
     unavailable = {
-        "description": "Not ready: no leader, or still catching up.",
+        "description": "Not ready: no leader, still catching up, or its clock disagrees "
+        "with its peers' (it dispatches nothing meanwhile).",
         "headers": RETRY_AFTER,
         "content": {"application/json": {"schema": ref("Readiness")}},
     }

@@ -239,14 +239,18 @@ async def preview(request: web.Request) -> web.Response:
 
 @routes.get("/healthz")
 async def healthz(request: web.Request) -> web.Response:
-    return json_response({"status": "ok", "node_id": request.app[CONTEXT].node_id})
+    ctx = request.app[CONTEXT]  # now_ms: peers compare clocks with it (dispatch/clock.py)
+    return json_response({"status": "ok", "node_id": ctx.node_id, "now_ms": ctx.clock_ms()})
 
 
 @routes.get("/readyz")
 async def readyz(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
-    if not ctx.raft.is_ready():
-        response = json_response({"status": "not ready", "node_id": ctx.node_id}, status=503)
+    problem = None if ctx.raft.is_ready() else "no leader, or catching up"
+    problem = problem or ctx.raft.clock_problem()
+    if problem is not None:
+        body = {"status": "not ready", "node_id": ctx.node_id, "reason": problem}
+        response = json_response(body, status=503)
         response.headers["Retry-After"] = "1"
         return response
     return json_response({"status": "ready", "node_id": ctx.node_id})

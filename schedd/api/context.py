@@ -38,6 +38,8 @@ class RaftStatus(Protocol):
 
     def is_ready(self) -> bool: ...
 
+    def clock_problem(self) -> str | None: ...
+
 
 class TokenCache:
     """Token hash -> tenant id, so most requests authenticate without touching SQLite.

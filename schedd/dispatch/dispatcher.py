@@ -33,6 +33,7 @@ CLAIM_BATCHES_IN_FLIGHT = 3  # per dispatcher; more only queue up in the propose
 MAX_CLAIMS_PER_TICK = 20_000
 HOLD_RETRY_MS = 1_000
 PARKED_RECHECK_S = 0.05  # how often runs over their tenant's rate look for fresh tokens
+CLOCK_RECHECK_S = 0.1  # while the clock is distrusted (dispatch/clock.py)
 IN_FLIGHT = ("dispatched", "delivered", "retrying")
 
 Submit = Callable[[str, Mapping[str, Any]], "Future[dict[str, Any]]"]
@@ -68,8 +69,10 @@ class Dispatcher(Loop):
         submit: Submit,
         *,
         misfire_threshold_ms: int = MISFIRE_THRESHOLD_MS,
+        is_clock_trusted: Callable[[], bool] = lambda: True,
     ) -> None:
         super().__init__("dispatcher")
+        self._is_clock_trusted = is_clock_trusted
         self.misfire_threshold_ms = misfire_threshold_ms
         self.node_id = node_id
         self.partitions = partitions
@@ -101,6 +104,8 @@ class Dispatcher(Loop):
         self.wake()
 
     def tick(self, now_ms: int) -> float:
+        if not self._is_clock_trusted():  # now_ms may be wrong: fire nothing by it
+            return CLOCK_RECHECK_S
         conn = self._connection()
         self._refresh_leases(conn, now_ms)
         if now_ms >= self._next_preload_ms:

@@ -7,6 +7,7 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
+from schedd.dispatch.clock import ClockGuard, ClockProbe
 from schedd.dispatch.dispatcher import Dispatcher
 from schedd.dispatch.leases import Heartbeat, LeaseManager
 from schedd.raft.proposer import ThreadProposer
@@ -25,7 +26,10 @@ class DispatchService:
         partitions: int,
         db_path: Path,
         is_leader: Callable[[], bool],
+        leader_address: Callable[[], str | None],
+        step_down: Callable[[], None],
         proposer: ThreadProposer,
+        clock: ClockGuard,
         *,
         lease_ttl_ms: int,
         misfire_threshold_ms: int,
@@ -33,12 +37,26 @@ class DispatchService:
         def reader() -> sqlite3.Connection:
             return connect(db_path, readonly=True)
 
+        trusted = clock.is_trusted
         self.dispatcher = Dispatcher(
-            node_id, partitions, reader, proposer.submit, misfire_threshold_ms=misfire_threshold_ms
+            node_id,
+            partitions,
+            reader,
+            proposer.submit,
+            misfire_threshold_ms=misfire_threshold_ms,
+            is_clock_trusted=trusted,
         )
         self._loops = [
-            Heartbeat(node_id, proposer.propose, ttl_ms=lease_ttl_ms),
-            LeaseManager(partitions, reader, is_leader, proposer.propose, ttl_ms=lease_ttl_ms),
+            ClockProbe(node_id, clock, reader, leader_address, step_down),
+            Heartbeat(node_id, proposer.propose, ttl_ms=lease_ttl_ms, is_clock_trusted=trusted),
+            LeaseManager(
+                partitions,
+                reader,
+                is_leader,
+                proposer.propose,
+                ttl_ms=lease_ttl_ms,
+                is_clock_trusted=trusted,
+            ),
             self.dispatcher,
         ]
 

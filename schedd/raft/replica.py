@@ -32,6 +32,7 @@ class Replica(SyncObj):  # type: ignore[misc]  # pysyncobj ships no types
         # State must be ready before SyncObj.__init__: it starts replaying almost at once.
         self._state_machine = state_machine
         self._halt = halt
+        self._is_step_down_asked = False
         super().__init__(self_address, peers, conf)
 
     @replicated  # type: ignore[untyped-decorator]
@@ -55,6 +56,19 @@ class Replica(SyncObj):  # type: ignore[misc]  # pysyncobj ships no types
     def commit_index(self) -> int:
         """The highest log index this node knows to be committed."""
         return int(self.raftCommitIndex)
+
+    def step_down(self) -> None:
+        """Ask (from any thread) that leadership pass to the most caught-up connected follower;
+        done on pysyncobj's own thread at its next tick, best effort (a follower that lags is
+        refused: ask again later)."""
+        self._is_step_down_asked = True
+
+    def _onTick(self, timeToWait: float = 0.0) -> None:  # pysyncobj's tick hook, its names
+        if self._is_step_down_asked:
+            self._is_step_down_asked = False
+            if self._isLeader():
+                self.transferLeadership()
+        super()._onTick(timeToWait)
 
     def is_leader(self) -> bool:
         """Whether pysyncobj thinks this node leads (may be stale: never use it as a lock)."""

@@ -1,0 +1,190 @@
+"""Clock trust: a node fires runs by its own wall clock, so it stops dispatching while that clock
+cannot be trusted (docs/reliability.md, "Clocks").
+
+Two checks feed one `ClockGuard`:
+- a jump check on every call: wall-clock progress that differs from monotonic progress by more
+  than the allowed offset (an NTP step, a VM resumed, an operator's `date -s`) distrusts the clock
+  at once, before the dispatcher fires anything by it;
+- `ClockProbe`, every few seconds, reads each peer's clock from its `/healthz` and compares
+  (Cristian's method: the round trip bounds the error). The node trusts its clock when more of
+  the answering nodes agree with it than disagree, counting itself; on a tie the leader's clock
+  decides. A jump is forgiven only by a probe round begun after it.
+
+While distrusted, the node proposes no claims, no heartbeats (its leases expire and move to
+nodes whose clocks agree) and no lease moves, a leader hands its leadership to a follower, and
+`/readyz` answers 503.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import statistics
+import threading
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from schedd.loop import Loop
+
+log = logging.getLogger(__name__)
+PROBE_EVERY_S = 2.0
+PROBE_TIMEOUT_S = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class PeerReading:
+    """A peer's clock minus ours (ms), within +- `error_ms` (half the round trip)."""
+
+    offset_ms: float
+    error_ms: float
+
+
+def is_trusted_by(
+    self_id: str,
+    readings: Mapping[str, PeerReading],
+    leader_id: str | None,
+    max_offset_ms: int,
+) -> bool:
+    """The verdict of one probe round. A peer disagrees only when its offset exceeds the
+    allowed one by more than the reading's error; peers that did not answer abstain."""
+    disagree = {n for n, r in readings.items() if abs(r.offset_ms) - r.error_ms > max_offset_ms}
+    agree = 1 + len(readings) - len(disagree)  # this node agrees with itself
+    if agree != len(disagree):
+        return agree > len(disagree)
+    if leader_id is None or leader_id == self_id:
+        return leader_id == self_id
+    return leader_id in readings and leader_id not in disagree
+
+
+class ClockGuard:
+    """Whether this node's wall clock may fire runs; shared by the dispatch loops."""
+
+    def __init__(
+        self,
+        max_offset_ms: int,
+        *,
+        wall_ms: Callable[[], float] = lambda: time.time() * 1000,
+        monotonic_ms: Callable[[], float] = lambda: time.monotonic() * 1000,
+    ) -> None:
+        self.max_offset_ms = max_offset_ms
+        self._wall_ms, self._monotonic_ms = wall_ms, monotonic_ms
+        self._lock = threading.Lock()
+        self._last = (wall_ms(), monotonic_ms())
+        self._jumped_at_ms: float | None = None  # monotonic time of the last unforgiven jump
+        self._probe_says_trusted = True
+        self.offset_ms: float | None = None  # median peer offset from the last round
+        self.reason = ""
+        self.on_jump: Callable[[], None] = lambda: None  # the probe wakes up to re-check
+
+    def is_trusted(self) -> bool:
+        """Checks for a jump since the last call (any thread), then gives the verdict."""
+        before, wall, mono = self._monotonic_ms(), self._wall_ms(), self._monotonic_ms()
+        jumped = False
+        with self._lock:
+            last_wall, last_mono = self._last
+            self._last = (wall, mono)
+            drift = (wall - last_wall) - (mono - last_mono)
+            # A thread descheduled between the two reads is not a jump: only a tight pair counts.
+            if abs(drift) > self.max_offset_ms and mono - before < self.max_offset_ms / 4:
+                self._jumped_at_ms, jumped = mono, True
+                self.reason = f"wall clock jumped {drift / 1000:+.3f}s"
+            trusted = self._jumped_at_ms is None and self._probe_says_trusted
+        if jumped:
+            log.error("clock distrusted: %s; dispatch paused until peers agree", self.reason)
+            self.on_jump()
+        return trusted
+
+    def probe_started(self) -> float:
+        """Mark the start of a probe round (its verdict may forgive jumps before this)."""
+        self.is_trusted()  # a jump before the round started is one the round can judge
+        return self._monotonic_ms()
+
+    def record_round(
+        self, started_ms: float, readings: Mapping[str, PeerReading], trusted: bool
+    ) -> None:
+        with self._lock:
+            was = self._jumped_at_ms is None and self._probe_says_trusted
+            self._probe_says_trusted = trusted
+            if readings:
+                self.offset_ms = statistics.median(r.offset_ms for r in readings.values())
+            if trusted and self._jumped_at_ms is not None and self._jumped_at_ms <= started_ms:
+                self._jumped_at_ms = None
+            if not trusted:
+                offsets = ", ".join(f"{n} {r.offset_ms / 1000:+.3f}s" for n, r in readings.items())
+                self.reason = f"clock disagrees with the cluster (peer offsets: {offsets})"
+            now = self._jumped_at_ms is None and self._probe_says_trusted
+        if was != now:
+            if now:
+                log.warning("clock trusted again: peers agree; dispatch resumes")
+            else:
+                log.error("clock distrusted: %s; dispatch paused", self.reason)
+
+
+class ClockProbe(Loop):
+    """Reads every registered peer's clock each PROBE_EVERY_S (at once after a jump)."""
+
+    def __init__(
+        self,
+        node_id: str,
+        guard: ClockGuard,
+        connect: Callable[[], sqlite3.Connection],
+        leader_address: Callable[[], str | None],
+        step_down: Callable[[], None],
+    ) -> None:
+        super().__init__("clock-probe")
+        self._step_down = step_down
+        self._node_id, self._guard = node_id, guard
+        self._connect = connect
+        self._conn: sqlite3.Connection | None = None
+        self._leader_address = leader_address
+        self._pool = ThreadPoolExecutor(4, thread_name_prefix="clock-probe")
+        guard.on_jump = self.wake
+
+    def tick(self, now_ms: int) -> float:
+        if self._conn is None:
+            self._conn = self._connect()
+        rows = self._conn.execute("SELECT node_id, api, raft FROM nodes").fetchall()
+        peers = {n: peer_api_url(api, raft) for n, api, raft in rows if n != self._node_id}
+        leader_raft = self._leader_address()
+        leader_id = next((n for n, _, raft in rows if raft == leader_raft), None)
+        started = self._guard.probe_started()
+        answers = dict(zip(peers, self._pool.map(read_peer_clock, peers.values()), strict=True))
+        readings = {n: r for n, r in answers.items() if r is not None}
+        trusted = is_trusted_by(self._node_id, readings, leader_id, self._guard.max_offset_ms)
+        self._guard.record_round(started, readings, trusted)
+        if not trusted and leader_id == self._node_id:
+            self._step_down()  # lease moves need a leader whose clock the cluster shares
+        return PROBE_EVERY_S
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        super().stop(timeout_s)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def peer_api_url(api_url: str, raft_address: str) -> str:
+    """A peer's API as reachable from here: a wildcard listen address (0.0.0.0, ::) is
+    replaced by the host of its Raft address, which peers reach by definition."""
+    parts = urllib.parse.urlsplit(api_url)
+    if parts.hostname not in ("0.0.0.0", "::"):
+        return api_url
+    host = raft_address.rsplit(":", 1)[0]
+    return f"{parts.scheme}://{host}:{parts.port}"
+
+
+def read_peer_clock(api_url: str) -> PeerReading | None:
+    """One reading of a peer's clock from its `/healthz`, or None when it does not answer."""
+    sent_wall, sent_mono = time.time() * 1000, time.monotonic()
+    try:
+        with urllib.request.urlopen(f"{api_url}/healthz", timeout=PROBE_TIMEOUT_S) as response:
+            peer_ms = json.load(response)["now_ms"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    round_trip_ms = (time.monotonic() - sent_mono) * 1000
+    if not isinstance(peer_ms, int | float):
+        return None
+    return PeerReading(peer_ms - (sent_wall + round_trip_ms / 2), round_trip_ms / 2)
