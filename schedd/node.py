@@ -159,7 +159,9 @@ class Node:
         peers = list(self.config.raft_peers)
         conf = raft_conf(self.config, self.snapshots)
         self.replica = Replica(self.config.raft_listen, peers, conf, self.machine, halt_process)
-        proposer = Proposer(self.replica, timeout_s=self.config.request_timeout_s)
+        proposer = Proposer(
+            self.replica, timeout_s=self.config.request_timeout_s, refusal=self.clock_problem
+        )
         ctx = ApiContext(
             node_id=self.config.node_id,
             proposer=proposer,

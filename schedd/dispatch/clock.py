@@ -10,9 +10,10 @@ Two checks feed one `ClockGuard`:
   the answering nodes agree with it than disagree, counting itself; on a tie the leader's clock
   decides. A jump is forgiven only by a probe round begun after it.
 
-While distrusted, the node proposes no claims, no heartbeats (its leases expire and move to
-nodes whose clocks agree) and no lease moves, a leader hands its leadership to a follower, and
-`/readyz` answers 503.
+While distrusted, the node proposes nothing (every command carries its proposer's clock as its
+time): no claims, no heartbeats (its leases expire and move to nodes whose clocks agree), no
+lease moves, and API writes answer 503 `cluster_unavailable`; a leader hands its leadership to a
+follower, and `/readyz` answers 503.
 """
 
 from __future__ import annotations

@@ -81,23 +81,13 @@ def _move(partition: int, node: str, leases: Mapping[int, Lease]) -> dict[str, A
 class Heartbeat(Loop):
     """Tells the cluster this node is alive; the commit renews every lease it holds."""
 
-    def __init__(
-        self,
-        node_id: str,
-        propose: Propose,
-        *,
-        ttl_ms: int = LEASE_TTL_MS,
-        is_clock_trusted: Callable[[], bool] = lambda: True,
-    ) -> None:
+    def __init__(self, node_id: str, propose: Propose, *, ttl_ms: int = LEASE_TTL_MS) -> None:
         super().__init__("heartbeat")
         self._node_id = node_id
         self._propose = propose
         self._ttl_ms = ttl_ms
-        self._is_clock_trusted = is_clock_trusted
 
     def tick(self, now_ms: int) -> float:
-        if not self._is_clock_trusted():  # silent: the leases expire and move elsewhere
-            return HEARTBEAT_EVERY_S
         try:
             self._propose("node_heartbeat", {"node_id": self._node_id, "ttl_ms": self._ttl_ms})
         except ClusterUnavailable as exc:
@@ -117,10 +107,8 @@ class LeaseManager(Loop):
         propose: Propose,
         *,
         ttl_ms: int = LEASE_TTL_MS,
-        is_clock_trusted: Callable[[], bool] = lambda: True,
     ) -> None:
         super().__init__("lease-manager", first_wait_s=PLAN_EVERY_S)
-        self._is_clock_trusted = is_clock_trusted
         self._partitions = partitions
         self._ttl_ms = ttl_ms
         self._connect = connect
@@ -129,7 +117,7 @@ class LeaseManager(Loop):
         self._propose = propose
 
     def tick(self, now_ms: int) -> float:
-        if not self._is_leader() or not self._is_clock_trusted():
+        if not self._is_leader():
             return PLAN_EVERY_S
         if self._conn is None:
             self._conn = self._connect()

@@ -37,26 +37,20 @@ class DispatchService:
         def reader() -> sqlite3.Connection:
             return connect(db_path, readonly=True)
 
-        trusted = clock.is_trusted
         self.dispatcher = Dispatcher(
             node_id,
             partitions,
             reader,
             proposer.submit,
             misfire_threshold_ms=misfire_threshold_ms,
-            is_clock_trusted=trusted,
+            is_clock_trusted=clock.is_trusted,
         )
         self._loops = [
             ClockProbe(node_id, clock, reader, leader_address, step_down),
-            Heartbeat(node_id, proposer.propose, ttl_ms=lease_ttl_ms, is_clock_trusted=trusted),
-            LeaseManager(
-                partitions,
-                reader,
-                is_leader,
-                proposer.propose,
-                ttl_ms=lease_ttl_ms,
-                is_clock_trusted=trusted,
-            ),
+            # Their proposals are refused while the clock is distrusted (Proposer's refusal):
+            # no heartbeat, so this node's leases expire and move; no lease moves.
+            Heartbeat(node_id, proposer.propose, ttl_ms=lease_ttl_ms),
+            LeaseManager(partitions, reader, is_leader, proposer.propose, ttl_ms=lease_ttl_ms),
             self.dispatcher,
         ]
 

@@ -13,7 +13,7 @@ import concurrent.futures
 import logging
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -59,9 +59,16 @@ class _Proposal:
 class Proposer:
     """Turns pysyncobj's callback API into awaitable, deadline-bound, batched proposals."""
 
-    def __init__(self, replica: Submitter, *, timeout_s: float) -> None:
+    def __init__(
+        self,
+        replica: Submitter,
+        *,
+        timeout_s: float,
+        refusal: Callable[[], str | None] = lambda: None,
+    ) -> None:
         self._replica = replica
         self.timeout_s = timeout_s
+        self._refusal = refusal  # why this node must not propose now (its clock), or None
         self._pending: list[_Proposal] = []
         self._in_flight = 0
 
@@ -73,6 +80,9 @@ class Proposer:
         Raises NoLeader when nothing was applied within the deadline, OutcomeUnknown when the
         command may have been applied; both are 503s that the client may retry.
         """
+        refusal = self._refusal()
+        if refusal is not None:  # every command carries this node's clock as its time
+            raise ClusterUnavailable(f"this node takes no writes now ({refusal}); use another")
         cmd = Command(
             type=type_,
             id=uuid.uuid4().hex,

@@ -115,6 +115,10 @@ def jump_and_check(cluster: dict[str, Any], victim: NodeProcess) -> None:
         )
         assert "clock" in body["reason"], body
         assert metric(victim, "schedd_clock_trusted") == 0
+        body = {"schedule": {"delay": "10s"}, "target": {"type": "queue", "name": "q"}}
+        status, refused, _ = http("POST", f"{victim.url}/v1/jobs", body, token=tenant.token)
+        assert (status, refused["error"]["code"]) == (503, "cluster_unavailable"), refused
+        assert "clock" in refused["error"]["message"]
         wait_for(lambda: role_of(victim) == "follower", 15, "leadership to leave the victim")
         wait_for(lambda: not partitions_of(others[0], victim.node_id), 15, "partitions to move")
         wait_for(lambda: len(receiver.arrived) >= JOBS, 45, "every run to arrive")

@@ -3,9 +3,14 @@ that fires nothing while its clock is distrusted."""
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 import pytest
 
 from schedd.dispatch.clock import ClockGuard, PeerReading, is_trusted_by, peer_api_url
+from schedd.errors import ClusterUnavailable
+from schedd.raft.proposer import Proposer
 from schedd.store.db import Database
 from tests.conftest import Applier
 from tests.unit.test_dispatcher import Cluster, ms
@@ -135,3 +140,16 @@ def test_dispatcher_fires_nothing_while_the_clock_is_distrusted(
     trusted[0] = True
     cluster.run_until(start + 22_000)
     assert cluster.runs("job_a") == [("2026-06-01T00:00:05Z", "dispatched")]
+
+
+def test_a_proposer_whose_clock_is_distrusted_refuses_before_sending() -> None:
+    sent: list[bytes] = []
+
+    class Replica:
+        def apply_entry(self, blob: bytes, *, callback: Any) -> None:
+            sent.append(blob)
+
+    proposer = Proposer(Replica(), timeout_s=1, refusal=lambda: "wall clock jumped +30.000s")
+    with pytest.raises(ClusterUnavailable, match="clock jumped"):
+        asyncio.run(proposer.propose("node_heartbeat", {"node_id": "n1", "ttl_ms": 2000}))
+    assert sent == []
