@@ -159,6 +159,7 @@ class ClockProbe(Loop):
         trusted = is_trusted_by(self._node_id, readings, leader_id, self._guard.max_offset_ms)
         self._guard.record_round(started, readings, trusted)
         if not trusted and leader_id == self._node_id:
+            log.warning("leading with a distrusted clock: asking a caught-up follower to lead")
             self._step_down()  # lease moves need a leader whose clock the cluster shares
         return PROBE_EVERY_S
 

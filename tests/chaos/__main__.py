@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.chaos", description=__doc__)
     parser.add_argument("--seed", type=int, default=None, help="first seed (default: random)")
     parser.add_argument("--duration", type=float, default=600.0, help="campaign budget, s")
-    parser.add_argument("--round", type=float, default=100.0, help="workload per round, s")
+    parser.add_argument("--round", type=float, default=120.0, help="workload per round, s")
     parser.add_argument("--report", type=Path, default=Path("chaos-report.json"))
     parser.add_argument(
         "--netns",

@@ -20,6 +20,7 @@ from typing import Any
 
 import schedd
 from tests.chaos.client import call, read_json
+from tests.faketime import ClockShift
 from tests.servers import ADMIN_TOKEN, RAFT_SECRET, NodeProcess, make_nodes
 
 PARTITIONS = 256
@@ -70,6 +71,11 @@ class ChaosCluster:
         self.nodes = nodes
         self.paused: set[str] = set()
         self.mode = "loopback"
+        self.clocks: dict[str, ClockShift] = {}  # node_id -> its wall-clock offset (faketime)
+        for node in nodes:
+            shift = ClockShift(node.config_path.with_suffix(".faketime"))
+            node.extra_env = node.extra_env | shift.env()
+            self.clocks[node.node_id] = shift
 
     @classmethod
     def on_loopback(cls, base: Path, code_dir: Path) -> ChaosCluster:
@@ -123,7 +129,11 @@ class ChaosCluster:
         self.paused.discard(node.node_id)
 
     def heal(self) -> None:
-        """Every node running and resumed (network faults are healed by their own owner)."""
+        """Every node running, resumed and on the real time (network faults are healed by their
+        own owner)."""
+        for shift in self.clocks.values():
+            if shift.offset_s:
+                shift.shift(0)
         for node in self.nodes:
             if node.node_id in self.paused:
                 self.resume(node)

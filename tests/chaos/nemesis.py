@@ -19,6 +19,8 @@ from tests.servers import ADMIN_TOKEN, NodeProcess
 
 PROCESS_KINDS = ("kill", "kill_all", "pause", "cpu_restart")
 NETWORK_KINDS = ("partition",)
+CLOCK_KINDS = ("clock_jump",)
+JUMP_S = (20, 60)  # a wall-clock jump's size, either way
 FIRST_FAULT_S = 6.0
 QUIET_TAIL_S = 15.0  # no fault starts this close to the end of the workload
 WATCH_LIMIT_S = 20.0
@@ -28,6 +30,7 @@ ROLES = {
     "pause": ("leader", "follower"),
     "cpu_restart": ("leader", "follower", "any"),
     "partition": ("leader", "follower"),
+    "clock_jump": ("leader", "follower"),
 }
 COVERAGE = (  # every round starts with these, shuffled
     ("pause", "leader"),
@@ -37,6 +40,8 @@ COVERAGE = (  # every round starts with these, shuffled
     ("cpu_restart", "any"),
     ("partition", "leader"),
     ("partition", "follower"),
+    ("clock_jump", "leader"),
+    ("clock_jump", "follower"),
 )  # a fault is held at most this much longer, to see its failover
 HEALTHY_TIMEOUT_S = 45.0
 
@@ -47,6 +52,7 @@ class PlannedFault:
     kind: str
     role: str  # leader | follower | any | all
     hold_s: float
+    jump_s: int = 0  # clock_jump: seconds added to the victim's wall clock
 
 
 class Partitioner(Protocol):
@@ -72,7 +78,8 @@ def plan_faults(seed: int, workload_s: float, kinds: tuple[str, ...]) -> list[Pl
             kind = rng.choice(kinds)
             role = rng.choice(ROLES[kind])
         hold = _hold_s(rng, kind)
-        plan.append(PlannedFault(round(at, 1), kind, role, round(hold, 1)))
+        jump = rng.choice((-1, 1)) * rng.randint(*JUMP_S) if kind == "clock_jump" else 0
+        plan.append(PlannedFault(round(at, 1), kind, role, round(hold, 1), jump))
         at += hold + rng.uniform(4.0, 7.0)  # recovery, then a quiet gap
     return plan
 
@@ -86,6 +93,8 @@ def _hold_s(rng: random.Random, kind: str) -> float:
         return LEASE_TTL_S + rng.uniform(1.0, 4.0)
     if kind == "cpu_restart":
         return rng.uniform(4.0, 7.0)
+    if kind == "clock_jump":  # libfaketime takes up to 2 s to see a change
+        return rng.uniform(6.0, 10.0)
     return rng.uniform(7.0, 11.0)  # partitions: long enough for probes to be answered
 
 
@@ -169,6 +178,9 @@ class Nemesis(threading.Thread):
             elif fault.kind == "partition" and self.partitioner is not None:
                 self.partitioner.isolate(node.node_id)
                 self._hold(event, node, role, fault.hold_s, probe=self.probe)
+            elif fault.kind == "clock_jump":
+                self.cluster.clocks[node.node_id].shift(fault.jump_s)
+                self._hold(event, node, role, fault.hold_s)
         finally:
             if fault.kind == "partition" and self.partitioner is not None:
                 self.partitioner.reconnect(node.node_id)

@@ -21,7 +21,14 @@ from tests.chaos.cluster import LEASE_TTL_S, MISFIRE_THRESHOLD_S, ChaosCluster, 
 from tests.chaos.collect import catch_digests, read_view, wait_quiet
 from tests.chaos.consumer import QueueConsumer
 from tests.chaos.history import History
-from tests.chaos.nemesis import NETWORK_KINDS, PROCESS_KINDS, Nemesis, Partitioner, plan_faults
+from tests.chaos.nemesis import (
+    CLOCK_KINDS,
+    NETWORK_KINDS,
+    PROCESS_KINDS,
+    Nemesis,
+    Partitioner,
+    plan_faults,
+)
 from tests.chaos.workload import QUEUES, Prober, TenantWorker, create_tenants
 from tests.receiver import Receiver
 
@@ -64,7 +71,7 @@ def run_round(
     seed: int, workload_s: float, base: Path, *, use_netns: bool = False
 ) -> dict[str, Any]:
     """Run one seeded round and return its report (violations included)."""
-    kinds = PROCESS_KINDS + (NETWORK_KINDS if use_netns else ())
+    kinds = PROCESS_KINDS + CLOCK_KINDS + (NETWORK_KINDS if use_netns else ())
     plan = plan_faults(seed, workload_s, kinds)
     say(
         f"seed={seed} workload={workload_s:g}s mode={'netns' if use_netns else 'loopback'} "
@@ -75,8 +82,7 @@ def run_round(
         "seed": seed,
         "workload_s": workload_s,
         "mode": "netns" if use_netns else "loopback (process faults only; no partitions)",
-        "skipped": ["clock jumps: faketime is not installed"]
-        + ([] if use_netns else ["network partitions: run with --netns (root, ip netns)"]),
+        "skipped": [] if use_netns else ["network partitions: run with --netns (root, ip netns)"],
         "settings": {
             "lease_ttl_s": LEASE_TTL_S,
             "misfire_threshold_s": MISFIRE_THRESHOLD_S,
