@@ -10,7 +10,7 @@ import logging
 import os
 import secrets
 import time
-from typing import Any
+from typing import Any, Literal
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
@@ -23,8 +23,9 @@ from schedd.delivery.caller import Caller
 from schedd.delivery.guard import TargetGuard
 from schedd.dispatch.clock import ClockGuard
 from schedd.dispatch.service import DispatchService
-from schedd.errors import ConfigError, SchedError
+from schedd.errors import ClusterUnavailable, ConfigError, SchedError
 from schedd.metrics import NodeCollector
+from schedd.raft.membership import change_membership
 from schedd.raft.proposer import Proposer, ThreadProposer
 from schedd.raft.replica import Replica
 from schedd.raft.snapshots import SnapshotHooks
@@ -85,7 +86,7 @@ def raft_conf(config: NodeConfig, snapshots: SnapshotHooks) -> SyncObjConf:
         logCompactionMinEntries=config.compaction_min_entries,
         logCompactionMinTime=config.compaction_min_time_s,
         logCompactionSplit=True,
-        dynamicMembershipChange=False,
+        dynamicMembershipChange=True,  # schedctl cluster add-node / remove-node
     )
 
 
@@ -234,6 +235,21 @@ class Node:
         """Has a leader and has applied what it knew committed at start-up."""
         replica = self.replica
         return bool(replica is not None and replica.isReady() and replica.leader_address())
+
+    def members(self) -> list[str]:
+        """Raft addresses of the group's members as this node knows them."""
+        return [self.config.raft_listen] if self.replica is None else self.replica.members()
+
+    async def change_membership(self, kind: Literal["add", "remove"], address: str) -> None:
+        if self.replica is None:
+            raise ClusterUnavailable("the node is starting")
+        await change_membership(
+            self.replica, kind, address, timeout_s=self.config.request_timeout_s
+        )
+
+    def step_down(self) -> None:
+        if self.replica is not None:
+            self.replica.step_down()
 
     def clock_problem(self) -> str | None:
         """Why this node's clock is not trusted to fire runs, or None (dispatch/clock.py)."""

@@ -624,8 +624,37 @@ def node_schemas() -> dict[str, Schema]:
     )
     return {
         "Cluster": obj(
-            {"leader": {"type": ["string", "null"]}, "nodes": {"type": "array", "items": node}}
+            {
+                "leader": {"type": ["string", "null"]},
+                "members": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": "Raft addresses of the group's members, as this node knows "
+                    "them (dynamic membership: its journal, not its config).",
+                },
+                "nodes": {"type": "array", "items": node},
+            }
         ),
+        "NodeToAdd": closed(
+            {
+                "raft": {
+                    "type": "string",
+                    "description": "The new node's Raft address, host:port (IPv6 in brackets).",
+                }
+            },
+            ["raft"],
+        ),
+        "NodeAdded": obj(
+            {"added": {"type": "string"}, "members": {"type": "array", "items": {"type": "string"}}}
+        ),
+        "NodeRemoved": obj(
+            {
+                "removed": {"type": "string"},
+                "node_id": {"type": ["string", "null"]},
+                "members": {"type": "array", "items": {"type": "string"}},
+            }
+        ),
+        "SteppedDown": obj({"leader": {"type": "string"}}),
         "AdminState": obj(
             {
                 "node_id": {"type": "string"},
@@ -679,6 +708,11 @@ def parameters() -> dict[str, Schema]:
         }
 
     return {
+        "NodeName": path(
+            "node",
+            {"type": "string", "minLength": 1},
+            "A member's node id (n3) or Raft address (10.0.0.3:9701).",
+        ),
         "XTenant": {
             "name": "X-Tenant",
             "in": "header",
@@ -1137,6 +1171,37 @@ def admin_paths() -> dict[str, Schema]:
                 "getCluster",
                 "The cluster's nodes as this node sees them",
                 ok("200", "Cluster", "Leader and nodes."),
+                tag="cluster",
+            ),
+        },
+        "/v1/cluster/nodes": {
+            "post": admin_op(
+                "addNode",
+                "Add a node to the Raft group (one change at a time)",
+                ok("200", "NodeAdded", "Committed: the node is a member and catches up."),
+                400,
+                409,
+                tag="cluster",
+                body="NodeToAdd",
+            ),
+        },
+        "/v1/cluster/nodes/{node}": {
+            "delete": admin_op(
+                "removeNode",
+                "Remove a member (not this node, not the leader: step it down first)",
+                ok("200", "NodeRemoved", "Committed: the node is no longer a member."),
+                404,
+                409,
+                tag="cluster",
+                params=["NodeName"],
+            ),
+        },
+        "/v1/cluster/leader/step-down": {
+            "post": admin_op(
+                "stepDown",
+                "Sent to the leader: hand leadership to a caught-up follower",
+                ok("200", "SteppedDown", "Another node leads (its Raft address)."),
+                409,
                 tag="cluster",
             ),
         },

@@ -174,7 +174,8 @@ async def cluster(request: web.Request) -> web.Response:
     if status["self"] not in names:  # not registered yet: show this node anyway
         nodes.append(_node_json(status, ctx.node_id, None, status["self"]))
     leader = status["leader"]
-    return json_response({"leader": names.get(leader, leader), "nodes": nodes})
+    members = ctx.raft.members()  # Raft addresses, as this node's journal has them
+    return json_response({"leader": names.get(leader, leader), "members": members, "nodes": nodes})
 
 
 def _node_json(status: dict[str, Any], node_id: str, api: str | None, raft: str) -> dict[str, Any]:

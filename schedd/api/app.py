@@ -5,7 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from schedd.api import admin, deadletters, jobs, openapi, queues
+from schedd.api import admin, deadletters, jobs, membership, openapi, queues
 from schedd.api.context import CONTEXT, ApiContext
 from schedd.api.http import auth_middleware, errors_middleware, metrics_middleware
 
@@ -22,6 +22,7 @@ def build_app(ctx: ApiContext, *, node_metrics: CollectorRegistry | None = None)
         app[admin.NODE_METRICS] = node_metrics
     app.add_routes(jobs.routes)
     app.add_routes(admin.routes)
+    app.add_routes(membership.routes)
     app.add_routes(queues.routes)
     app.add_routes(deadletters.routes)
     app.add_routes(openapi.routes)

@@ -12,7 +12,7 @@ import hmac
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from aiohttp import web
 
@@ -39,6 +39,12 @@ class RaftStatus(Protocol):
     def is_ready(self) -> bool: ...
 
     def clock_problem(self) -> str | None: ...
+
+    def members(self) -> list[str]: ...
+
+    async def change_membership(self, kind: Literal["add", "remove"], address: str) -> None: ...
+
+    def step_down(self) -> None: ...
 
 
 class TokenCache:

@@ -24,12 +24,12 @@ import sqlite3
 import statistics
 import threading
 import time
-import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from schedd.addresses import reachable_api_url
 from schedd.loop import Loop
 
 log = logging.getLogger(__name__)
@@ -150,7 +150,7 @@ class ClockProbe(Loop):
         if self._conn is None:
             self._conn = self._connect()
         rows = self._conn.execute("SELECT node_id, api, raft FROM nodes").fetchall()
-        peers = {n: peer_api_url(api, raft) for n, api, raft in rows if n != self._node_id}
+        peers = {n: reachable_api_url(api, raft) for n, api, raft in rows if n != self._node_id}
         leader_raft = self._leader_address()
         leader_id = next((n for n, _, raft in rows if raft == leader_raft), None)
         started = self._guard.probe_started()
@@ -166,16 +166,6 @@ class ClockProbe(Loop):
     def stop(self, timeout_s: float = 10.0) -> None:
         super().stop(timeout_s)
         self._pool.shutdown(wait=False, cancel_futures=True)
-
-
-def peer_api_url(api_url: str, raft_address: str) -> str:
-    """A peer's API as reachable from here: a wildcard listen address (0.0.0.0, ::) is
-    replaced by the host of its Raft address, which peers reach by definition."""
-    parts = urllib.parse.urlsplit(api_url)
-    if parts.hostname not in ("0.0.0.0", "::"):
-        return api_url
-    host = raft_address.rsplit(":", 1)[0]
-    return f"{parts.scheme}://{host}:{parts.port}"
 
 
 def read_peer_clock(api_url: str) -> PeerReading | None:

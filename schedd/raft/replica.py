@@ -53,6 +53,10 @@ class Replica(SyncObj):  # type: ignore[misc]  # pysyncobj ships no types
         leader = self._getLeader()
         return None if leader is None else str(leader.id)
 
+    def members(self) -> list[str]:
+        """Raft addresses of every member, this node included, as this node knows them."""
+        return sorted([self.selfNode.address, *(node.address for node in self.otherNodes)])
+
     def commit_index(self) -> int:
         """The highest log index this node knows to be committed."""
         return int(self.raftCommitIndex)

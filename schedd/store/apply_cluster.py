@@ -20,9 +20,20 @@ def register_node(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
     return ok()
 
 
+def deregister_node(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
+    """Forget a node removed from the Raft group. Its leases are left to expire: the leader then
+    moves them like a dead node's (a removed node can commit nothing to claim with meanwhile)."""
+    deleted = tx.execute("DELETE FROM nodes WHERE node_id = ?", (cmd.body["node_id"],)).rowcount
+    return ok(deregistered=deleted)
+
+
 def barrier(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
     """Does nothing: once applied on a node, that node holds everything committed before it."""
     return ok()
 
 
-HANDLERS = {"register_node": register_node, "barrier": barrier}
+HANDLERS = {
+    "register_node": register_node,
+    "deregister_node": deregister_node,
+    "barrier": barrier,
+}

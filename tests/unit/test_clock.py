@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from schedd.dispatch.clock import ClockGuard, PeerReading, is_trusted_by, peer_api_url
+from schedd.addresses import reachable_api_url
+from schedd.dispatch.clock import ClockGuard, PeerReading, is_trusted_by
 from schedd.errors import ClusterUnavailable
 from schedd.raft.proposer import Proposer
 from schedd.store.db import Database
@@ -120,10 +121,10 @@ def test_a_thread_paused_between_its_two_readings_is_not_a_jump() -> None:
     assert guard.is_trusted()
 
 
-def test_peer_api_url_replaces_a_wildcard_host_with_the_raft_host() -> None:
-    assert peer_api_url("http://10.0.0.2:8701", "10.0.0.2:9701") == "http://10.0.0.2:8701"
-    assert peer_api_url("http://0.0.0.0:8701", "10.0.0.2:9701") == "http://10.0.0.2:8701"
-    assert peer_api_url("http://[::]:8701", "[fd00::2]:9701") == "http://[fd00::2]:8701"
+def test_reachable_api_url_replaces_a_wildcard_host_with_the_raft_host() -> None:
+    assert reachable_api_url("http://10.0.0.2:8701", "10.0.0.2:9701") == "http://10.0.0.2:8701"
+    assert reachable_api_url("http://0.0.0.0:8701", "10.0.0.2:9701") == "http://10.0.0.2:8701"
+    assert reachable_api_url("http://[::]:8701", "[fd00::2]:9701") == "http://[fd00::2]:8701"
 
 
 def test_dispatcher_fires_nothing_while_the_clock_is_distrusted(

@@ -8,6 +8,7 @@ from click.shell_completion import get_completion_class
 from schedd import __version__
 from schedd.cli.ctl import admin, jobs, queues
 from schedd.cli.ctl.client import DEFAULT_TIMEOUT_S, DEFAULT_URL, Client
+from schedd.cli.ctl.cluster import cluster
 from schedd.cli.ctl.crontab import import_crontab
 from schedd.cli.ctl.preview import next_runs
 from schedd.cli.ctl.top import top
@@ -60,6 +61,7 @@ for command in (*jobs.COMMANDS, next_runs, *admin.COMMANDS):
 cli.add_command(work)
 cli.add_command(import_crontab)
 cli.add_command(top)
+cli.add_command(cluster)
 for command in queues.COMMANDS:
     cli.add_command(command)
 

@@ -1,0 +1,106 @@
+"""`schedctl cluster add-node|remove-node|step-down`: Raft membership, one node at a time
+(admin token; docs/operations.md walks through adding, removing and replacing a node)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import click
+
+from schedd.addresses import reachable_api_url
+from schedd.cli.ctl import render
+from schedd.cli.ctl.client import Client
+from schedd.cli.ctl.render import json_option
+from schedd.errors import ClusterUnavailable, NotFound
+
+HANDOVER_TIMEOUT_S = 15.0
+
+
+@click.group()
+def cluster() -> None:
+    """Change the cluster's members (admin token), one node at a time."""
+
+
+@cluster.command(
+    "add-node",
+    epilog="""\b
+Start the new node first, its [raft] peers listing the current members, with the same
+raft secret and [cluster] partitions. Then:
+  schedctl cluster add-node 10.0.0.4:9701
+It catches up from the leader; `schedctl status` shows its lag. Add the next one only after.""",
+)
+@click.argument("raft_address")
+@json_option('{"added": ..., "members": [...]}')
+@click.pass_obj
+def add_node(client: Client, raft_address: str, as_json: bool) -> None:
+    """Add the node listening for Raft on RAFT_ADDRESS (host:port) to the cluster."""
+    result = client.request("POST", "/v1/cluster/nodes", {"raft": raft_address})
+    if as_json:
+        render.print_json(result)
+        return
+    click.echo(f"added {result['added']}; members now: {', '.join(result['members'])}")
+    click.echo("it catches up from the leader now: watch its lag with `schedctl status`")
+
+
+@cluster.command(
+    "remove-node",
+    epilog="""\b
+NODE is a node id (n3) or a Raft address (10.0.0.3:9701); a dead node can be removed.
+A leader is first asked to hand leadership over. Afterwards stop the node and drop it
+from the other nodes' [raft] peers (their journals already know the change).""",
+)
+@click.argument("node")
+@json_option('{"removed": ..., "node_id": ..., "members": [...]}')
+@click.pass_obj
+def remove_node(client: Client, node: str, as_json: bool) -> None:
+    """Remove NODE from the cluster, through one of the other members."""
+    view = client.request("GET", "/v1/cluster")
+    target = next((n for n in view["nodes"] if node in (n["node_id"], n["raft"])), None)
+    others = [n for n in view["nodes"] if n is not target and n["api"]]
+    if target is not None and target["role"] == "leader":
+        _hand_over(client, target, others)
+    through = _client_for(client, others) if others else client
+    result = through.request("DELETE", f"/v1/cluster/nodes/{node}")
+    if as_json:
+        render.print_json(result)
+        return
+    name = result["node_id"] or result["removed"]
+    click.echo(f"removed {name} ({result['removed']}); members now: {', '.join(result['members'])}")
+    click.echo(f"stop {name} now, and drop it from the other nodes' [raft] peers")
+
+
+@cluster.command("step-down")
+@json_option('{"leader": ...}')
+@click.pass_obj
+def step_down(client: Client, as_json: bool) -> None:
+    """Ask the leader to hand leadership to a caught-up follower (before maintenance)."""
+    view = client.request("GET", "/v1/cluster")
+    leader = next((n for n in view["nodes"] if n["role"] == "leader" and n["api"]), None)
+    if leader is None:
+        raise ClusterUnavailable("no leader known: nothing to step down")
+    result = _client_for(client, [leader]).request("POST", "/v1/cluster/leader/step-down")
+    if as_json:
+        render.print_json(result)
+    else:
+        click.echo(f"{leader['node_id']} stepped down; the leader is now {result['leader']}")
+
+
+def _client_for(client: Client, nodes: list[dict[str, Any]]) -> Client:
+    """The same credentials, aimed at these nodes' APIs."""
+    urls = ",".join(reachable_api_url(n["api"], n["raft"]) for n in nodes)
+    return Client(urls, token=client.token, tenant=client.tenant, timeout_s=client.timeout_s)
+
+
+def _hand_over(client: Client, leader: dict[str, Any], others: list[dict[str, Any]]) -> None:
+    """Make the leader step down and wait until another node leads."""
+    _client_for(client, [leader]).request("POST", "/v1/cluster/leader/step-down")
+    if not others:
+        raise NotFound("no other member with an API to send the removal to")
+    deadline = time.monotonic() + HANDOVER_TIMEOUT_S
+    while time.monotonic() < deadline:
+        view = _client_for(client, others).request("GET", "/v1/cluster")
+        if view["leader"] not in (None, leader["node_id"], leader["raft"]):
+            return
+        time.sleep(0.3)
+    raise ClusterUnavailable(f"no other node took over within {HANDOVER_TIMEOUT_S:g}s")
