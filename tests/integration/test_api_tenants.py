@@ -19,7 +19,7 @@ from tests.integration.api_helpers import (
     raw_json,
     state,
 )
-from tests.servers import ADMIN_TOKEN, NodeProcess, http
+from tests.servers import ADMIN_TOKEN, NodeProcess, http, now_ms
 
 TENANT_FIELDS = {
     "tenant_id",
@@ -335,8 +335,11 @@ def test_audit_pages_without_gaps(node: NodeProcess) -> None:
 
 
 def test_healthz_and_readyz_answer_without_a_token(node: NodeProcess) -> None:
+    before = now_ms()
     status, body, _ = http("GET", f"{node.url}/healthz", token=None)
+    clock = body.pop("now_ms")  # peers compare clocks with it (dispatch/clock.py)
     assert (status, body) == (200, {"status": "ok", "node_id": node.node_id})
+    assert before <= clock <= now_ms()
     status, body, _ = http("GET", f"{node.url}/readyz", token=None)
     assert (status, body) == (200, {"status": "ready", "node_id": node.node_id})
     status, body, _ = http("GET", f"{node.url}/healthz", token="garbage")
