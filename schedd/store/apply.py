@@ -23,7 +23,7 @@ from schedd.store import (
     apply_queue,
     apply_tenants,
 )
-from schedd.store.command import BATCH, Command, compact_json, decode, ok, rejected, unbatch
+from schedd.store.command import BATCH, Command, canonical_json, decode, ok, rejected, unbatch
 from schedd.store.db import Database
 
 log = logging.getLogger(__name__)
@@ -101,7 +101,7 @@ class StateMachine:
         tx.execute(
             "INSERT INTO applied_commands (command_id, applied_index, at_ms, result) "
             "VALUES (?, ?, ?, ?)",
-            (cmd.id, index, cmd.ts_ms, compact_json(result)),
+            (cmd.id, index, cmd.ts_ms, canonical_json(result)),
         )
         return result
 

@@ -27,11 +27,18 @@ class Command:
 
 
 _COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+_CANONICAL = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, sort_keys=True)
 
 
 def compact_json(value: Any) -> str:
     """JSON text without spaces; one shared encoder (json.dumps with options builds one a call)."""
     return _COMPACT.encode(value)
+
+
+def canonical_json(value: Any) -> str:
+    """Compact JSON with sorted keys: the same text from any code version that builds the same
+    value, so replicas' digests agree across a rolling upgrade."""
+    return _CANONICAL.encode(value)
 
 
 def envelope(cmd: Command) -> dict[str, Any]:

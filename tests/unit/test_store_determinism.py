@@ -116,3 +116,38 @@ def test_same_commands_give_same_digest_fresh_and_after_replay(
         cut = data.draw(st.integers(0, len(blobs)))
         apply_all(Path(tmp) / "c.db", blobs[:cut])
         assert apply_all(Path(tmp) / "c.db", blobs) == first
+
+
+def test_stored_results_do_not_depend_on_key_order(tmp_path: Path, monkeypatch: Any) -> None:
+    """Two code versions that build the same result with keys in another order store the same
+    text, so their digests agree mid rolling upgrade."""
+    import schedd.store.apply as apply_module
+
+    real = apply_module.HANDLERS["create_tenant"]
+
+    def reordered(tx: Any, cmd: Command) -> dict[str, Any]:
+        result = real(tx, cmd) | {"extra": 1, "another": 2}
+        return dict(reversed(list(result.items())))
+
+    body = {
+        "tenant_id": "t1",
+        "name": "t1",
+        "token_hash": "h",
+        "signing_secret": "s",
+        "max_active_jobs": 5,
+        "dispatch_rate": 10,
+        "allowed_hosts": [],
+    }
+    digests = []
+    for name, handler in (
+        ("a", lambda tx, cmd: real(tx, cmd) | {"another": 2, "extra": 1}),
+        ("b", reordered),
+    ):
+        monkeypatch.setitem(apply_module.HANDLERS, "create_tenant", handler)
+        db = Database(tmp_path / f"{name}.db")
+        StateMachine(db).apply(
+            encode(Command(type="create_tenant", id="c1", ts_ms=1_790_000_000_000, body=body)),
+            index=1,
+        )
+        digests.append(state_digest(db.conn))
+    assert digests[0] == digests[1]
