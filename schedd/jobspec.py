@@ -64,7 +64,11 @@ class JobSpec:
 
 
 def parse_job(
-    body: Mapping[str, Any], *, now_ms: int, payload_limit: int = DEFAULT_PAYLOAD_LIMIT
+    body: Mapping[str, Any],
+    *,
+    now_ms: int,
+    payload_limit: int = DEFAULT_PAYLOAD_LIMIT,
+    is_new_schedule: bool = True,
 ) -> JobSpec:
     """Validate a job body (POST /v1/jobs); every error names the field and the bad value."""
     if not isinstance(body, Mapping):
@@ -74,7 +78,7 @@ def parse_job(
         raise InvalidRequest("schedule", "is required")
     if "target" not in body:
         raise InvalidRequest("target", "is required")
-    schedule = parse_schedule(body["schedule"], now_ms=now_ms)
+    schedule = parse_schedule(body["schedule"], now_ms=now_ms, needs_a_run_left=is_new_schedule)
     spec = JobSpec(
         name=_parse_name(body.get("name")),
         schedule=schedule,
@@ -102,7 +106,11 @@ def patch_job(
         raise InvalidRequest("body", "must be a JSON object")
     _reject_unknown(changes, JOB_FIELDS, prefix="")
     merged = {**current, **changes}
-    return parse_job(merged, now_ms=now_ms, payload_limit=payload_limit)
+    # An unchanged schedule is not judged again: a paused job whose schedule has ended can
+    # still get a new payload or target (and then a new schedule, before it is resumed).
+    return parse_job(
+        merged, now_ms=now_ms, payload_limit=payload_limit, is_new_schedule="schedule" in changes
+    )
 
 
 def job_to_json(spec: JobSpec) -> dict[str, Any]:

@@ -58,8 +58,10 @@ _KEYS = {
 # ---------------------------------------------------------------- parsing and JSON
 
 
-def parse_schedule(spec: object, *, now_ms: int) -> Schedule:
-    """Turn the API's schedule object into a Schedule; `delay` is resolved against now_ms."""
+def parse_schedule(spec: object, *, now_ms: int, needs_a_run_left: bool = True) -> Schedule:
+    """Turn the API's schedule object into a Schedule; `delay` is resolved against now_ms.
+    A new schedule must have a run left after now; a stored one (`needs_a_run_left=False`,
+    re-read when other fields of its job change) may have ended."""
     if not isinstance(spec, Mapping):
         raise InvalidSchedule("schedule", f"must be an object, got {type(spec).__name__}")
     forms = [form for form in _FORMS if form in spec]
@@ -90,7 +92,7 @@ def parse_schedule(spec: object, *, now_ms: int) -> Schedule:
             start_at_ms=now_ms if start_ms is None else start_ms,
             end_at_ms=end_ms,
         )
-    if next_after(schedule, now_ms) is None:
+    if needs_a_run_left and next_after(schedule, now_ms) is None:
         raise InvalidSchedule("schedule", "has no run left after now (see start_at and end_at)")
     return schedule
 

@@ -6,6 +6,7 @@ Also tenant isolation, Idempotency-Key, the payload limit and the audit of every
 from __future__ import annotations
 
 import json
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -338,6 +339,29 @@ def test_pause_and_resume(node: NodeProcess) -> None:
     status, again, _ = http("POST", f"{url}/resume", token=tenant.token)
     assert (status, again) == (200, resumed)
     assert get_job(node, tenant.token, job["job_id"]) == resumed
+
+
+def test_a_paused_job_whose_schedule_ended_takes_a_new_payload_then_a_new_schedule(
+    node: NodeProcess,
+) -> None:
+    tenant = new_tenant(node)
+    schedule = {"every": "1h", "start_at": _in(seconds=2), "end_at": _in(seconds=3)}
+    job = create_job(node, tenant.token, job_body(schedule=schedule))
+    url = f"{node.url}/v1/jobs/{job['job_id']}"
+    status, paused, _ = http("POST", f"{url}/pause", token=tenant.token)
+    assert status == 200, paused
+    time.sleep(4)  # the schedule's only run (and its end) pass while the job is paused
+    status, patched, _ = http("PATCH", url, {"payload": {"v": 2}}, token=tenant.token)
+    assert status == 200, patched
+    assert (patched["payload"], patched["status"]) == ({"v": 2}, "paused")
+    status, body, _ = http("PATCH", url, {"schedule": schedule}, token=tenant.token)
+    assert_error(status, body, 400, "invalid_schedule")  # a new schedule must still have a run
+    status, body, _ = http("POST", f"{url}/resume", token=tenant.token)
+    assert_error(status, body, 400, "invalid_schedule")
+    status, patched, _ = http("PATCH", url, {"schedule": {"every": "1h"}}, token=tenant.token)
+    assert status == 200, patched
+    status, resumed, _ = http("POST", f"{url}/resume", token=tenant.token)
+    assert (status, resumed["status"]) == (200, "active"), resumed
 
 
 def test_resume_or_pause_of_a_cancelled_job_is_409_and_changes_nothing(node: NodeProcess) -> None:
