@@ -19,6 +19,7 @@ from tests.servers import (
     NodeProcess,
     http,
     make_nodes,
+    running,
     wait_for,
     wait_ready,
     write_config,
@@ -49,18 +50,15 @@ def nodes(tmp_path: Path) -> Iterator[list[NodeProcess]]:
     first = made[:3]
     for node in first:
         write_config(node, [n.raft for n in first if n is not node], extra_sections=DISPATCH)
-    try:
-        for node in first:
-            node.start()
-        wait_ready(first)
-        yield made
-    except BaseException:
-        for node in made:
-            sys.stderr.write(f"--- log of {node.node_id}\n{node.log_tail()}\n")
-        raise
-    finally:
-        for node in made:
-            node.stop()
+    joining = made[3]
+    with running(first):
+        try:
+            yield made
+        except BaseException:
+            sys.stderr.write(f"--- log of {joining.node_id}\n{joining.log_tail()}\n")
+            raise
+        finally:
+            joining.stop()
 
 
 def answers(node: NodeProcess, path: str) -> int | None:
