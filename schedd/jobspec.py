@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from schedd.errors import InvalidRequest, PayloadTooLarge
+from schedd.jsonbody import as_integer
 from schedd.model import (
     AtSchedule,
     Backoff,
@@ -179,9 +180,10 @@ def parse_retry(value: object) -> RetryPolicy:
         raise InvalidRequest("retry", "must be an object")
     _reject_unknown(value, {"max_attempts", "backoff", "initial_delay", "max_delay"}, "retry.")
     policy = RetryPolicy()
-    attempts = value.get("max_attempts", policy.max_attempts)
-    if isinstance(attempts, bool) or not isinstance(attempts, int) or not 1 <= attempts <= 100:
-        raise InvalidRequest("retry.max_attempts", f"must be an integer 1-100, got {attempts!r}")
+    given = value.get("max_attempts", policy.max_attempts)
+    attempts = as_integer(given, 1, 100)
+    if attempts is None:
+        raise InvalidRequest("retry.max_attempts", f"must be an integer 1-100, got {given!r}")
     initial = _bounded_duration(
         value.get("initial_delay", "1s"), "retry.initial_delay", 0, 86_400_000
     )

@@ -76,6 +76,16 @@ def dumps(value: JSONValue) -> str:
     return _ENCODER.encode(value)
 
 
+def as_integer(value: object, low: int, high: int) -> int | None:
+    """`value` as an int in [low, high], or None. Like JSON Schema's "integer", 5.0 counts as 5
+    (some encoders write every number as a float); true and false never count."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        return None
+    return value
+
+
 def check_value(value: object, *, field: str) -> JSONValue:
     """Check an already-decoded value by the same rules as loads_strict and return it."""
     try:

@@ -27,7 +27,7 @@ from schedd.api.http import (
 from schedd.delivery.guard import TargetGuard
 from schedd.delivery.ssrf import BlockedTarget
 from schedd.errors import InvalidRequest, TenantNotFound
-from schedd.jsonbody import JSONValue
+from schedd.jsonbody import JSONValue, as_integer
 from schedd.schedule import occurrences, parse_schedule
 from schedd.store import queries
 from schedd.store.digest import state_digest
@@ -57,9 +57,9 @@ async def _tenant_fields(
         ("dispatch_rate", DEFAULT_DISPATCH_RATE),
     ):
         if key in body or creating:
-            value = body.get(key, default)
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 10**12:
-                raise InvalidRequest(key, f"must be a non-negative integer, got {value!r}")
+            value = as_integer(body.get(key, default), 0, 10**12)
+            if value is None:
+                raise InvalidRequest(key, f"must be a non-negative integer, got {body[key]!r}")
             fields[key] = value
     if "allowed_hosts" in body or creating:
         hosts = body.get("allowed_hosts", [])
@@ -230,8 +230,8 @@ async def preview(request: web.Request) -> web.Response:
     require(body, {"schedule", "after", "count"})
     now = ctx.clock_ms()
     after = now if body.get("after") is None else parse_instant(body["after"], field="after")
-    count = body.get("count", 10)
-    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_PREVIEW:
+    count = as_integer(body.get("count", 10), 1, MAX_PREVIEW)
+    if count is None:
         raise InvalidRequest("count", f"must be an integer from 1 to {MAX_PREVIEW}")
     schedule = parse_schedule(body.get("schedule"), now_ms=min(now, after))
     runs = occurrences(schedule, after, 2**62, count)

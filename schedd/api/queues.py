@@ -19,7 +19,7 @@ from schedd import metrics
 from schedd.api.context import CONTEXT
 from schedd.api.http import json_response, principal, propose, read_object, require
 from schedd.errors import InvalidRequest
-from schedd.jsonbody import JSONValue
+from schedd.jsonbody import JSONValue, as_integer
 from schedd.timeformat import parse_duration, parse_instant
 
 QUEUE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
@@ -40,8 +40,8 @@ def _queue(request: web.Request) -> str:
 
 
 def _int(body: dict[str, JSONValue], key: str, default: int, high: int) -> int:
-    value = body.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
+    value = as_integer(body.get(key, default), 1, high)
+    if value is None:
         raise InvalidRequest(key, f"must be an integer from 1 to {high}")
     return value
 

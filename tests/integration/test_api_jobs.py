@@ -96,6 +96,15 @@ def test_cron_job_next_run_is_in_utc(node: NodeProcess) -> None:
     assert datetime.now(UTC) < next_run <= datetime.now(UTC) + timedelta(days=7)
 
 
+def test_integral_floats_count_as_integers(node: NodeProcess) -> None:
+    tenant = new_tenant(node)
+    retry = {"max_attempts": 3.0, "backoff": "fixed", "initial_delay": "1s", "max_delay": "1s"}
+    job = create_job(node, tenant.token, job_body(retry=retry))
+    assert job["retry"]["max_attempts"] == 3 and isinstance(job["retry"]["max_attempts"], int)
+    status, raw, _ = http("GET", f"{node.url}/v1/jobs/{job['job_id']}", token=tenant.token)
+    assert status == 200 and json.dumps(raw["retry"]["max_attempts"]) == "3"
+
+
 def test_http_target_is_kept_with_its_defaults(node: NodeProcess) -> None:
     tenant = new_tenant(node)
     target = {"type": "http", "url": "https://hooks.example/x", "headers": {"X-A": "b"}}

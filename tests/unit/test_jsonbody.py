@@ -14,6 +14,7 @@ from schedd.errors import InvalidRequest
 from schedd.jsonbody import (
     MAX_DEPTH,
     JSONValue,
+    as_integer,
     check_value,
     dumps,
     loads_object,
@@ -447,3 +448,27 @@ def bodies(draw: st.DrawFn) -> bytes:
 @given(bodies())
 def test_loads_strict_agrees_with_the_slow_reference(raw: bytes) -> None:
     assert outcome(loads_strict, raw) == outcome(reference, raw)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (5, 5),
+        (5.0, 5),  # JSON Schema's integer: some encoders write every number as a float
+        (1, 1),
+        (10, 10),
+        (0, None),
+        (11, None),
+        (5.5, None),
+        (True, None),
+        (False, None),
+        ("5", None),
+        (None, None),
+        (float("inf"), None),
+        (float("nan"), None),
+        (1e300, None),
+    ],
+)
+def test_as_integer(value: object, expected: int | None) -> None:
+    result = as_integer(value, 1, 10)
+    assert result == expected and (result is None or type(result) is int)
