@@ -7,9 +7,12 @@ What the policies allow (docs/dispatch.md):
   the first occurrence after its claim instead of the next one (`run_once`, and `skip`, whose
   late run is recorded `skipped`); `run_all` never leaves one out;
 - overlap `skip`: the run is recorded `skipped` (still a row); overlap `delay`: claimed late;
-- cancel or reschedule: the runs not yet claimed when it committed never happen. Occurrences
-  that fired more than LATE_BOUND before it and were never claimed are still reported missing:
-  dispatch lagging that far behind is itself a failure.
+- cancel, reschedule or pause: the runs not yet claimed when it committed never happen.
+  Occurrences that fired more than LATE_BOUND before it and were never claimed are still
+  reported missing: dispatch lagging that far behind is itself a failure. A resume starts again
+  at the schedule's first occurrence after it (like a reschedule to the same schedule);
+- trigger: one extra run at the instant the trigger answered, fired then (no window), outside
+  the schedule; it happens unless the job was cancelled before it fired.
 """
 
 from __future__ import annotations
@@ -48,8 +51,12 @@ class JobTimeline:
     final_schedule: Schedule
     update_ms: int | None
     cancel_ms: int | None
+    pause_ms: int | None
+    resume_ms: int | None
+    triggers: frozenset[int]  # scheduled_at of the trigger runs (from the audit trail)
     update_acked_ms: int | None
     cancel_acked_ms: int | None
+    pause_acked_ms: int | None
     window_ms: int
     misfire: str
     overlap: str
@@ -74,25 +81,41 @@ def ms_of(run: dict[str, Any], key: str) -> int:
 
 def check_job(t: JobTimeline) -> list[Violation]:
     """Every violation of the run rules for one job."""
-    found = _run_rows(t) + _claims_after_acks(t)
-    if t.job["status"] in ("active", "paused"):
+    scheduled = [r for r in t.runs if r["scheduled_at_ms"] not in t.triggers]
+    found = _run_rows(t) + _claims_after_acks(t, scheduled) + _triggered(t)
+    is_left_paused = t.pause_ms is not None and t.resume_ms is None
+    if t.job["status"] == "active" or (t.job["status"] == "paused" and not is_left_paused):
         return [*found, Violation("not_quiescent", t.job_id, f"still {t.job['status']}")]
     stop = t.cancel_ms
-    if t.update_ms is None:
+    change_ms = t.update_ms if t.update_ms is not None else t.pause_ms
+    if change_ms is None:
         first = first_run_at(t.final_schedule, t.created_ms)
-        return found + _walk(t, t.runs, Segment(t.final_schedule, first, first, stop))
+        return found + _walk(t, scheduled, Segment(t.final_schedule, first, first, stop))
     first0 = first_run_at(t.first_schedule, t.created_ms)
-    before = Segment(t.first_schedule, first0, first0, t.update_ms)
-    lo = first_run_at(t.final_schedule, t.update_ms - APPLY_LAG_MS)
-    hi = first_run_at(t.final_schedule, t.update_ms)
+    before = Segment(t.first_schedule, first0, first0, change_ms)
+    restart_ms = t.update_ms if t.update_ms is not None else t.resume_ms
+    if restart_ms is None:  # paused for good: every run belongs before the pause
+        return found + _walk(t, scheduled, before)
+    lo = first_run_at(t.final_schedule, restart_ms - APPLY_LAG_MS)
+    hi = first_run_at(t.final_schedule, restart_ms)
     after = Segment(t.final_schedule, lo, hi, stop)
-    # Which runs belong to the old schedule is decided by commit order, which the rows do not
+    # Which runs come before the change is decided by commit order, which the rows do not
     # show: accept any split that explains both parts; else report the natural split.
-    for k in range(len(t.runs), -1, -1):
-        if not _walk(t, t.runs[:k], before) and not _walk(t, t.runs[k:], after):
+    for k in range(len(scheduled), -1, -1):
+        if not _walk(t, scheduled[:k], before) and not _walk(t, scheduled[k:], after):
             return found
-    k = sum(1 for r in t.runs if lo is None or r["scheduled_at_ms"] < lo)
-    return found + _walk(t, t.runs[:k], before) + _walk(t, t.runs[k:], after)
+    k = sum(1 for r in scheduled if lo is None or r["scheduled_at_ms"] < lo)
+    return found + _walk(t, scheduled[:k], before) + _walk(t, scheduled[k:], after)
+
+
+def _triggered(t: JobTimeline) -> list[Violation]:
+    """A committed trigger's run exists, unless a cancel committed before it could fire."""
+    have = {r["scheduled_at_ms"] for r in t.runs}
+    return [
+        Violation("missing_trigger_run", t.job_id, f"trigger at {_fmt(at)} never claimed")
+        for at in sorted(t.triggers)
+        if at not in have and (t.cancel_ms is None or t.cancel_ms > at + LATE_BOUND_MS)
+    ]
 
 
 def _is_occurrence(schedule: Schedule, at_ms: int) -> bool:
@@ -187,7 +210,8 @@ def _run_rows(t: JobTimeline) -> list[Violation]:
     for run in t.runs:
         key = f"{t.job_id}@{run['scheduled_at']}"
         scheduled, fired = run["scheduled_at_ms"], ms_of(run, "fire_at")
-        if fired != fire_time(t.job_id, scheduled, t.window_ms):
+        window = 0 if scheduled in t.triggers else t.window_ms  # a trigger fires at once
+        if fired != fire_time(t.job_id, scheduled, window):
             found.append(Violation("wrong_fire_time", t.job_id, f"{key} fires {run['fire_at']}"))
         claimed = ms_of(run, "dispatched_at")
         if claimed < fired - EARLY_TOLERANCE_MS:
@@ -218,13 +242,21 @@ def _skip_reason(t: JobTimeline, run: dict[str, Any], key: str) -> list[Violatio
     return [Violation("unexplained_skip", t.job_id, f"{key} skipped: {error!r}")]
 
 
-def _claims_after_acks(t: JobTimeline) -> list[Violation]:
+def _claims_after_acks(t: JobTimeline, scheduled: list[dict[str, Any]]) -> list[Violation]:
     """No run claimed after a cancel returned 2xx; no run of the old schedule claimed after a
-    reschedule returned 2xx (a claim's dispatched_at is its proposer's clock, before commit)."""
+    reschedule returned 2xx; no scheduled run claimed while paused, from the pause's 2xx to the
+    resume (a claim's dispatched_at is its proposer's clock, before commit)."""
     found = []
     for run in t.runs:
         claimed = ms_of(run, "dispatched_at")
         key = f"{t.job_id}@{run['scheduled_at']}"
+        if (
+            run in scheduled
+            and t.pause_acked_ms is not None
+            and t.pause_acked_ms < claimed < (t.resume_ms or claimed + 1)
+        ):
+            detail = f"{key} claimed at {_fmt(claimed)}, paused {_fmt(t.pause_acked_ms)}"
+            found.append(Violation("claimed_while_paused", t.job_id, detail))
         if t.cancel_acked_ms is not None and claimed > t.cancel_acked_ms:
             detail = (
                 f"{key} claimed at {_fmt(claimed)}, cancel acknowledged {_fmt(t.cancel_acked_ms)}"

@@ -22,7 +22,26 @@ from tests.chaos.history import FaultEvent, Op, QueueDelivery
 from tests.chaos.workload import Tenant
 from tests.receiver import Received
 
-WRITES = frozenset({"create", "batch", "cancel", "reschedule", "receive", "ack", "nack"})
+WRITES = frozenset(
+    {
+        "create",
+        "batch",
+        "cancel",
+        "reschedule",
+        "pause",
+        "resume",
+        "trigger",
+        "receive",
+        "ack",
+        "nack",
+    }
+)
+CHANGES = (  # audit action -> the workload's operation
+    ("cancel_job", "cancel"),
+    ("update_job", "reschedule"),
+    ("pause_job", "pause"),
+    ("resume_job", "resume"),
+)
 MINORITY_GRACE_MS = 200
 
 
@@ -178,10 +197,11 @@ def _audit_by_job(ref: NodeView) -> dict[str, list[dict[str, Any]]]:
 
 
 def _changes(ops: list[Op], ref: NodeView) -> list[Violation]:
-    """An acknowledged cancel or reschedule took effect; a failed one changed nothing."""
+    """An acknowledged change (cancel, reschedule, pause, resume, trigger) took effect; a failed
+    one changed nothing."""
     audit = _audit_by_job(ref)
-    found = []
-    for action, kind in (("cancel_job", "cancel"), ("update_job", "reschedule")):
+    found = _triggers(ops, audit)
+    for action, kind in CHANGES:
         by_job: dict[str, list[Op]] = defaultdict(list)
         for op in ops:
             if op.kind == kind:
@@ -205,6 +225,25 @@ def _changes(ops: list[Op], ref: NodeView) -> list[Violation]:
     return found
 
 
+def _triggers(ops: list[Op], audit: dict[str, list[dict[str, Any]]]) -> list[Violation]:
+    """Each acknowledged trigger is in the audit trail with the instant it answered."""
+    found = []
+    for op in ops:
+        if op.kind != "trigger" or op.outcome != "ok":
+            continue
+        job_id = op.request["job_id"]
+        at = ms(op.response["scheduled_at"])
+        recorded = [_trigger_ms(r) for r in audit.get(job_id, []) if r["action"] == "trigger_job"]
+        if at not in recorded:
+            found.append(Violation("acked_trigger_lost", job_id, op.response["scheduled_at"]))
+    return found
+
+
+def _trigger_ms(record: dict[str, Any]) -> int:
+    at: int = record["detail"]["scheduled_at_ms"]
+    return at
+
+
 # ------------------------------------------------------------------ runs
 
 
@@ -212,7 +251,7 @@ def _jobs(obs: Observed, ref: NodeView, claims: dict[str, list[Claim]]) -> list[
     audit = _audit_by_job(ref)
     acked_end: dict[tuple[str, str], int] = {}
     for op in obs.ops:
-        if op.kind in ("cancel", "reschedule") and op.outcome == "ok":
+        if op.kind in ("cancel", "reschedule", "pause") and op.outcome == "ok":
             key = (op.kind, op.request["job_id"])
             acked_end[key] = min(acked_end.get(key, op.end_ms), op.end_ms)
     found = []
@@ -237,6 +276,8 @@ def _timeline(
     final = load_schedule(job["schedule"])
     updates = [ms(r["at"]) for r in audit if r["action"] == "update_job"]
     cancels = [ms(r["at"]) for r in audit if r["action"] == "cancel_job"]
+    pauses = [ms(r["at"]) for r in audit if r["action"] == "pause_job"]
+    resumes = [ms(r["at"]) for r in audit if r["action"] == "resume_job"]
     return JobTimeline(
         job_id=job_id,
         job=job,
@@ -246,8 +287,12 @@ def _timeline(
         final_schedule=final,
         update_ms=updates[0] if updates else None,
         cancel_ms=cancels[0] if cancels else None,
+        pause_ms=pauses[0] if pauses else None,
+        resume_ms=resumes[0] if resumes else None,
+        triggers=frozenset(_trigger_ms(r) for r in audit if r["action"] == "trigger_job"),
         update_acked_ms=acked_end.get(("reschedule", job_id)),
         cancel_acked_ms=acked_end.get(("cancel", job_id)),
+        pause_acked_ms=acked_end.get(("pause", job_id)),
         window_ms=0 if job.get("window") is None else parse_duration(job["window"], field="w"),
         misfire=job["misfire_policy"],
         overlap=job.get("overlap_policy") or "allow",

@@ -110,8 +110,8 @@ def fingerprint(runs: dict[str, list[dict[str, Any]]]) -> tuple[Any, ...]:
 
 
 def wait_quiet(url: str, tenants: list[Tenant], timeout_s: float) -> tuple[float | None, list[str]]:
-    """Until no job is active or paused and every run is finished and unchanged over two reads
-    two seconds apart. Returns (seconds waited or None, what was still moving at the end)."""
+    """Until no job is active and every run is finished and unchanged over two reads two
+    seconds apart (a job the workload paused may stay paused). Returns (seconds waited or None, what was still moving at the end)."""
     start = time.monotonic()
     tokens = {t.name: t.token for t in tenants}
     last: tuple[Any, ...] | None = None
@@ -123,7 +123,7 @@ def wait_quiet(url: str, tenants: list[Tenant], timeout_s: float) -> tuple[float
             moving = ["reads failed"]
             time.sleep(1.0)
             continue
-        live = [j for j, job in jobs.items() if job["status"] in ("active", "paused")]
+        live = [j for j, job in jobs.items() if job["status"] == "active"]
         open_runs = [
             f"{j}@{r['scheduled_at']}:{r['status']}"
             for j, rs in runs.items()

@@ -47,6 +47,7 @@ def timeline(
     first: Schedule | None = None,
     misfire: str = "run_once",
     overlap: str = "allow",
+    triggers: frozenset[int] = frozenset(),
     **times: int | None,
 ) -> JobTimeline:
     return JobTimeline(
@@ -58,8 +59,12 @@ def timeline(
         final_schedule=schedule,
         update_ms=times.get("update_ms"),
         cancel_ms=times.get("cancel_ms"),
+        pause_ms=times.get("pause_ms"),
+        resume_ms=times.get("resume_ms"),
+        triggers=triggers,
         update_acked_ms=times.get("update_acked_ms"),
         cancel_acked_ms=times.get("cancel_acked_ms"),
+        pause_acked_ms=times.get("pause_acked_ms"),
         window_ms=0,
         misfire=misfire,
         overlap=overlap,
@@ -138,6 +143,28 @@ def test_a_reschedule_splits_the_history_between_two_schedules() -> None:
         claimed_late, first=EVERY_2S, schedule=new, update_ms=T0 + 9_000, update_acked_ms=T0 + 9_100
     )
     assert kinds(t) == ["claimed_after_reschedule"]
+
+
+def test_a_pause_stops_the_runs_and_a_resume_starts_at_the_next_occurrence() -> None:
+    paused = {"pause_ms": T0 + 6_500, "pause_acked_ms": T0 + 6_600}
+    before = every_2s(1, 3)  # 2, 4, 6 s; the pause at 6.5 s drops 8-12 s
+    after = every_2s(7, 10)  # the resume at 13 s: next occurrence 14 s
+    ok = timeline(before + after, **paused, resume_ms=T0 + 13_000)
+    assert kinds(ok) == []
+    assert kinds(timeline(before, status="paused", **paused)) == []  # never resumed: fine
+    inside = timeline(before + every_2s(5, 10), **paused, resume_ms=T0 + 13_000)
+    assert kinds(inside) == ["claimed_while_paused"] * 2  # 10 and 12 s fell inside the pause
+    assert "not_quiescent" in kinds(timeline(before, status="paused"))  # paused by nobody
+
+
+def test_a_trigger_adds_one_run_outside_the_schedule() -> None:
+    trigger = T0 + 5_123
+    runs = sorted([*every_2s(), run(trigger)], key=lambda r: r["scheduled_at_ms"])
+    assert kinds(timeline(runs, triggers=frozenset({trigger}))) == []
+    assert kinds(timeline(runs)) == ["extra_run"]  # no trigger committed
+    assert kinds(timeline(every_2s(), triggers=frozenset({trigger}))) == ["missing_trigger_run"]
+    cancelled = timeline(every_2s(), triggers=frozenset({trigger}), cancel_ms=trigger + 1)
+    assert "missing_trigger_run" not in kinds(cancelled)
 
 
 def test_skips_need_their_documented_reason() -> None:

@@ -1,6 +1,7 @@
 """The client workload: per tenant, a worker that creates one-time, recurring and cron jobs
-(single and batched), cancels and reschedules some, each call recorded in the history. Every
-schedule ends before the workload does, so the cluster goes quiet on its own afterwards."""
+(single and batched), cancels, reschedules, pauses and resumes, and triggers some, each call
+recorded in the history. Every schedule ends before the workload does, so the cluster goes
+quiet on its own afterwards."""
 
 from __future__ import annotations
 
@@ -39,8 +40,9 @@ class KnownJob:
     job_id: str
     name: str
     form: str  # once | every | cron
-    is_rescheduled: bool = False
+    is_rescheduled: bool = False  # rescheduled or paused: one change of course per job
     is_cancel_tried: bool = False
+    resume_at_ms: int | None = None  # paused: when to resume it
 
 
 def create_tenants(url: str, seed: int, count: int) -> list[Tenant]:
@@ -91,12 +93,16 @@ class TenantWorker(threading.Thread):
 
     def step(self) -> None:
         left = self.last_run_ms - now_ms()
+        due = [j for j in self.jobs if j.resume_at_ms is not None and j.resume_at_ms <= now_ms()]
+        if due:
+            self.resume(due[0])
+            return
         if left < MIN_LEFT_MS:
             self.cancel()
             return
         action = self.rng.choices(
-            ("once", "recurring", "cron", "batch", "cancel", "reschedule"),
-            weights=(30, 15, 3, 10, 12, 10),
+            ("once", "recurring", "cron", "batch", "cancel", "reschedule", "pause", "trigger"),
+            weights=(30, 15, 3, 10, 12, 10, 5, 4),
         )[0]
         if action == "cron" and (self._crons >= CRONS_PER_TENANT or left < 65_000):
             action = "once"
@@ -104,6 +110,10 @@ class TenantWorker(threading.Thread):
             self.cancel()
         elif action == "reschedule":
             self.reschedule()
+        elif action == "pause":
+            self.pause()
+        elif action == "trigger":
+            self.trigger()
         elif action == "batch":
             self.batch()
         else:
@@ -255,6 +265,45 @@ class TenantWorker(threading.Thread):
             response = {k: reply.body.get(k) for k in ("schedule", "next_run_at", "version")}
         self.history.record(
             self.name, "reschedule", self.tenant.name, node_id, reply, request, response
+        )
+
+    def pause(self) -> None:
+        """Pause a recurring job (never rescheduled); it is resumed 2-8 s later, or stays
+        paused if the workload ends first."""
+        candidates = [
+            j
+            for j in self.jobs
+            if not j.is_rescheduled and not j.is_cancel_tried and j.form != "once"
+        ]
+        job = self._choose(candidates)
+        if job is None:
+            return
+        job.is_rescheduled = True
+        node_id, url = self._node()
+        reply = call(url, "POST", f"/v1/jobs/{job.job_id}/pause", token=self.tenant.token)
+        request = {"job_id": job.job_id, "name": job.name}
+        self.history.record(self.name, "pause", self.tenant.name, node_id, reply, request)
+        if reply.outcome != "failed":
+            job.resume_at_ms = now_ms() + self.rng.randint(2_000, 8_000)
+
+    def resume(self, job: KnownJob) -> None:
+        job.resume_at_ms = None  # one attempt: a failed resume leaves the job paused
+        node_id, url = self._node()
+        reply = call(url, "POST", f"/v1/jobs/{job.job_id}/resume", token=self.tenant.token)
+        request = {"job_id": job.job_id, "name": job.name}
+        self.history.record(self.name, "resume", self.tenant.name, node_id, reply, request)
+
+    def trigger(self) -> None:
+        """One extra run now, outside the schedule, of a job not yet cancelled."""
+        job = self._choose([j for j in self.jobs if not j.is_cancel_tried])
+        if job is None:
+            return
+        node_id, url = self._node()
+        reply = call(url, "POST", f"/v1/jobs/{job.job_id}/trigger", token=self.tenant.token)
+        request = {"job_id": job.job_id, "name": job.name}
+        response = {"scheduled_at": reply.body.get("scheduled_at")} if reply.status == 202 else {}
+        self.history.record(
+            self.name, "trigger", self.tenant.name, node_id, reply, request, response
         )
 
     def _new_schedule(self) -> dict[str, Any]:
