@@ -111,7 +111,8 @@ def fingerprint(runs: dict[str, list[dict[str, Any]]]) -> tuple[Any, ...]:
 
 def wait_quiet(url: str, tenants: list[Tenant], timeout_s: float) -> tuple[float | None, list[str]]:
     """Until no job is active and every run is finished and unchanged over two reads two
-    seconds apart (a job the workload paused may stay paused). Returns (seconds waited or None, what was still moving at the end)."""
+    seconds apart (a job the workload paused may stay paused). Returns (seconds waited or
+    None, what was still moving at the end)."""
     start = time.monotonic()
     tokens = {t.name: t.token for t in tenants}
     last: tuple[Any, ...] | None = None
