@@ -207,9 +207,12 @@ def _changes(ops: list[Op], ref: NodeView) -> list[Violation]:
             if op.kind == kind:
                 by_job[op.request["job_id"]].append(op)
         for job_id, job_ops in by_job.items():
-            applied = any(r["action"] == action for r in audit.get(job_id, []))
+            actions = {r["action"] for r in audit.get(job_id, [])}
+            applied = action in actions
             outcomes = {op.outcome for op in job_ops}
-            if "ok" in outcomes and not applied:
+            # Resuming a job that is not paused answers 200 and changes nothing (no record).
+            is_noop = kind == "resume" and "pause_job" not in actions
+            if "ok" in outcomes and not applied and not is_noop:
                 found.append(Violation(f"acked_{kind}_lost", job_id, "no audit record"))
             if outcomes == {"failed"} and applied:
                 found.append(Violation("failed_request_applied", job_id, f"{kind} failed"))

@@ -10,7 +10,7 @@ from schedd.model import AtSchedule, EverySchedule, Schedule
 from schedd.timeformat import format_instant
 from tests.chaos.check_deliveries import check_deliveries
 from tests.chaos.check_runs import LATE_BOUND_MS, JobTimeline, check_job
-from tests.chaos.checker import Claim, _creates
+from tests.chaos.checker import Claim, _changes, _creates
 from tests.chaos.collect import NodeView
 from tests.chaos.history import Op, QueueDelivery
 
@@ -234,3 +234,28 @@ def test_an_attempt_dated_before_its_runs_claim_is_misattributed() -> None:
         )
     ]
     assert [v.kind for v in check_deliveries(seen, [], [], view)[1]] == ["attempt_before_claim"]
+
+
+def test_a_resume_of_a_job_not_paused_is_a_no_op_not_a_lost_write() -> None:
+    def op(kind: str, outcome: str) -> Op:
+        return Op(
+            op_id=1,
+            process="w",
+            kind=kind,
+            tenant="t0",
+            node="n1",
+            start_ms=T0,
+            end_ms=T0 + 5,
+            outcome=outcome,
+            status=200 if outcome == "ok" else None,
+            request={"job_id": "job_x"},
+        )
+
+    created = {"action": "create_jobs", "job_id": "job_x", "at": format_instant(T0)}
+    view = NodeView(node_id="n1", audit=[created])
+    # the pause's outcome was unknown and it never committed; the resume then found it active
+    assert _changes([op("pause", "unknown"), op("resume", "ok")], view) == []
+    paused = {"action": "pause_job", "job_id": "job_x", "at": format_instant(T0 + 1)}
+    view = NodeView(node_id="n1", audit=[created, paused])
+    lost = _changes([op("pause", "ok"), op("resume", "ok")], view)
+    assert [v.kind for v in lost] == ["acked_resume_lost"]
