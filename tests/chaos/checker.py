@@ -201,31 +201,55 @@ def _changes(ops: list[Op], ref: NodeView) -> list[Violation]:
     one changed nothing."""
     audit = _audit_by_job(ref)
     found = _triggers(ops, audit)
+    paused_by = _first_acks(ops, "pause")
     for action, kind in CHANGES:
         by_job: dict[str, list[Op]] = defaultdict(list)
         for op in ops:
             if op.kind == kind:
                 by_job[op.request["job_id"]].append(op)
         for job_id, job_ops in by_job.items():
-            actions = {r["action"] for r in audit.get(job_id, [])}
-            applied = action in actions
+            applied = any(r["action"] == action for r in audit.get(job_id, []))
             outcomes = {op.outcome for op in job_ops}
-            # Resuming a job that is not paused answers 200 and changes nothing (no record).
-            is_noop = kind == "resume" and "pause_job" not in actions
+            is_noop = kind == "resume" and not _was_paused(job_ops, paused_by.get(job_id))
             if "ok" in outcomes and not applied and not is_noop:
                 found.append(Violation(f"acked_{kind}_lost", job_id, "no audit record"))
             if outcomes == {"failed"} and applied:
                 found.append(Violation("failed_request_applied", job_id, f"{kind} failed"))
-        for job_id, job_ops in by_job.items():
-            job = ref.jobs.get(job_id)
-            is_acked = any(op.outcome == "ok" for op in job_ops)
-            if kind == "cancel" and job and is_acked and job["status"] != "cancelled":
-                found.append(Violation("acked_cancel_lost", job_id, job["status"]))
-            if kind == "reschedule" and job:
-                acked = [op for op in job_ops if op.outcome == "ok"]
-                if acked and acked[0].response.get("schedule") != job["schedule"]:
-                    found.append(Violation("acked_reschedule_lost", job_id, str(job["schedule"])))
+            found += _job_shows(kind, job_id, ref.jobs.get(job_id), job_ops)
     return found
+
+
+def _first_acks(ops: list[Op], kind: str) -> dict[str, int]:
+    """job -> when its first acknowledged `kind` operation was answered."""
+    first: dict[str, int] = {}
+    for op in ops:
+        if op.kind == kind and op.outcome == "ok":
+            job_id = op.request["job_id"]
+            first[job_id] = min(first.get(job_id, op.end_ms), op.end_ms)
+    return first
+
+
+def _was_paused(resumes: list[Op], paused_ms: int | None) -> bool:
+    """Resuming a job that is not paused answers 200 and records nothing. Unless a pause was
+    acknowledged before an acknowledged resume began, the job may not have been paused yet (a
+    pause whose outcome was unknown can commit later: seed 1021)."""
+    return paused_ms is not None and any(
+        op.outcome == "ok" and paused_ms < op.start_ms for op in resumes
+    )
+
+
+def _job_shows(
+    kind: str, job_id: str, job: dict[str, Any] | None, job_ops: list[Op]
+) -> list[Violation]:
+    """The final job object shows an acknowledged cancel or reschedule."""
+    acked = [op for op in job_ops if op.outcome == "ok"]
+    if job is None or not acked:
+        return []
+    if kind == "cancel" and job["status"] != "cancelled":
+        return [Violation("acked_cancel_lost", job_id, job["status"])]
+    if kind == "reschedule" and acked[0].response.get("schedule") != job["schedule"]:
+        return [Violation("acked_reschedule_lost", job_id, str(job["schedule"]))]
+    return []
 
 
 def _triggers(ops: list[Op], audit: dict[str, list[dict[str, Any]]]) -> list[Violation]:
@@ -252,11 +276,11 @@ def _trigger_ms(record: dict[str, Any]) -> int:
 
 def _jobs(obs: Observed, ref: NodeView, claims: dict[str, list[Claim]]) -> list[Violation]:
     audit = _audit_by_job(ref)
-    acked_end: dict[tuple[str, str], int] = {}
-    for op in obs.ops:
-        if op.kind in ("cancel", "reschedule", "pause") and op.outcome == "ok":
-            key = (op.kind, op.request["job_id"])
-            acked_end[key] = min(acked_end.get(key, op.end_ms), op.end_ms)
+    acked_end = {
+        (kind, job_id): at
+        for kind in ("cancel", "reschedule", "pause")
+        for job_id, at in _first_acks(obs.ops, kind).items()
+    }
     found = []
     for job_id, job in ref.jobs.items():
         attempts = claims.get(job.get("name") or "", [])

@@ -237,15 +237,15 @@ def test_an_attempt_dated_before_its_runs_claim_is_misattributed() -> None:
 
 
 def test_a_resume_of_a_job_not_paused_is_a_no_op_not_a_lost_write() -> None:
-    def op(kind: str, outcome: str) -> Op:
+    def op(kind: str, outcome: str, at: int = 0) -> Op:
         return Op(
             op_id=1,
             process="w",
             kind=kind,
             tenant="t0",
             node="n1",
-            start_ms=T0,
-            end_ms=T0 + 5,
+            start_ms=T0 + at,
+            end_ms=T0 + at + 5,
             outcome=outcome,
             status=200 if outcome == "ok" else None,
             request={"job_id": "job_x"},
@@ -254,8 +254,10 @@ def test_a_resume_of_a_job_not_paused_is_a_no_op_not_a_lost_write() -> None:
     created = {"action": "create_jobs", "job_id": "job_x", "at": format_instant(T0)}
     view = NodeView(node_id="n1", audit=[created])
     # the pause's outcome was unknown and it never committed; the resume then found it active
-    assert _changes([op("pause", "unknown"), op("resume", "ok")], view) == []
+    assert _changes([op("pause", "unknown"), op("resume", "ok", 100)], view) == []
     paused = {"action": "pause_job", "job_id": "job_x", "at": format_instant(T0 + 1)}
     view = NodeView(node_id="n1", audit=[created, paused])
-    lost = _changes([op("pause", "ok"), op("resume", "ok")], view)
+    # ... or it committed only after the resume had found the job active (seed 1021)
+    assert _changes([op("pause", "unknown"), op("resume", "ok", 100)], view) == []
+    lost = _changes([op("pause", "ok"), op("resume", "ok", 100)], view)
     assert [v.kind for v in lost] == ["acked_resume_lost"]
