@@ -14,7 +14,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pysyncobj import FAIL_REASON
@@ -53,7 +53,6 @@ class Submitter(Protocol):
 class _Proposal:
     blob: bytes
     future: asyncio.Future[dict[str, Any]]
-    is_sent: bool = field(default=False)
 
 
 class Proposer:
@@ -95,10 +94,11 @@ class Proposer:
         try:
             return await asyncio.wait_for(asyncio.shield(proposal.future), self.timeout_s)
         except TimeoutError:
-            if proposal in self._pending:
+            is_sent = proposal not in self._pending  # taken into a group: it goes out anyway
+            if not is_sent:
                 self._pending.remove(proposal)
             proposal.future.cancel()  # nobody waits for its outcome any more
-            raise _gave_up(proposal.is_sent) from None
+            raise _gave_up(is_sent) from None
 
     def _flush(self) -> None:
         while self._pending and self._in_flight < MAX_IN_FLIGHT:
@@ -113,8 +113,6 @@ class Proposer:
             asyncio.get_running_loop().create_task(self._send(group))
 
     async def _send(self, group: list[_Proposal]) -> None:
-        for proposal in group:
-            proposal.is_sent = True
         try:
             results: list[dict[str, Any] | Exception]
             if len(group) == 1:

@@ -1,0 +1,60 @@
+"""The proposer's promise about failures: `no_leader` only for a write that never left this
+node (safe to retry), `outcome_unknown` for one that may still be applied."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from schedd.errors import NoLeader, OutcomeUnknown
+from schedd.raft.proposer import Proposer
+
+
+class Silent:
+    """A replica that takes every entry and never answers (a node cut off from its leader)."""
+
+    def apply_entry(self, blob: bytes, *, callback: Any) -> None:
+        pass
+
+
+class HandedOver(Proposer):
+    """Groups are taken from the queue, but their send never gets going (a busy event loop
+    between the hand-over and the send task's first step)."""
+
+    async def _send(self, group: list[Any]) -> None:
+        await asyncio.Event().wait()
+
+
+def test_a_proposal_taken_into_a_group_times_out_as_unknown_not_no_leader() -> None:
+    # seed 1040: a create answered no_leader was applied; it had left the queue for a group
+    # whose send started just after its deadline
+    async def main() -> None:
+        proposer = HandedOver(Silent(), timeout_s=0.05)
+        with pytest.raises(OutcomeUnknown):
+            await proposer.propose("barrier", {})
+
+    asyncio.run(main())
+
+
+def test_a_proposal_still_queued_behind_another_times_out_as_no_leader() -> None:
+    async def main() -> None:
+        proposer = HandedOver(Silent(), timeout_s=0.05)
+        first = asyncio.ensure_future(proposer.propose("barrier", {"n": 1}))
+        await asyncio.sleep(0)  # the first takes the only in-flight slot
+        with pytest.raises(NoLeader):
+            await proposer.propose("barrier", {"n": 2})
+        with pytest.raises(OutcomeUnknown):
+            await first
+
+    asyncio.run(main())
+
+
+def test_a_silent_cluster_is_unknown_once_sent() -> None:
+    async def main() -> None:
+        proposer = Proposer(Silent(), timeout_s=0.05)
+        with pytest.raises(OutcomeUnknown):
+            await proposer.propose("barrier", {})
+
+    asyncio.run(main())
