@@ -24,13 +24,16 @@ from schedd.store.command import Command, encode, encode_batch
 
 log = logging.getLogger(__name__)
 
-# Not applied: safe to send again. Anything else but SUCCESS may or may not have been applied.
+# Not applied: it never left this node, or a node that does not lead refused it. Anything else
+# but SUCCESS may or may not have been applied: `no_leader` promises a client that retrying
+# cannot duplicate, so it is kept for these. DISCARDED (another entry at the index this node
+# waited on) is a verdict from this node's own log, which pysyncobj's followers sometimes
+# rewrite after applying it ("truncating already-applied log entries"): not proof enough.
 NOT_APPLIED = frozenset(
     {
         FAIL_REASON.QUEUE_FULL,
         FAIL_REASON.MISSING_LEADER,
         FAIL_REASON.NOT_LEADER,
-        FAIL_REASON.DISCARDED,
     }
 )
 RETRY_PAUSE_S = 0.05

@@ -7,6 +7,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from pysyncobj import FAIL_REASON
 
 from schedd.errors import NoLeader, OutcomeUnknown
 from schedd.raft.proposer import Proposer
@@ -56,5 +57,36 @@ def test_a_silent_cluster_is_unknown_once_sent() -> None:
         proposer = Proposer(Silent(), timeout_s=0.05)
         with pytest.raises(OutcomeUnknown):
             await proposer.propose("barrier", {})
+
+    asyncio.run(main())
+
+
+class Answering:
+    """A replica that answers every entry at once with one failure reason."""
+
+    def __init__(self, reason: int) -> None:
+        self.reason = reason
+
+    def apply_entry(self, blob: bytes, *, callback: Any) -> None:
+        callback(None, self.reason)
+
+
+@pytest.mark.parametrize(
+    ("reason", "error"),
+    [
+        (FAIL_REASON.QUEUE_FULL, NoLeader),  # never left this node
+        (FAIL_REASON.NOT_LEADER, NoLeader),  # refused by a node that does not lead
+        (FAIL_REASON.DISCARDED, OutcomeUnknown),  # this node's log said so: not proof
+        (FAIL_REASON.LEADER_CHANGED, OutcomeUnknown),
+        (FAIL_REASON.UNKNOWN_OUTCOME, OutcomeUnknown),
+    ],
+)
+def test_only_certain_failures_answer_no_leader(reason: int, error: type[Exception]) -> None:
+    """What a group's submit concludes when every attempt failed alike until its deadline
+    (chaos seed 1040: a create answered no_leader, through this path, had been applied)."""
+
+    async def main() -> None:
+        with pytest.raises(error):
+            await Proposer(Answering(reason), timeout_s=0.2).submit(b"{}")
 
     asyncio.run(main())
