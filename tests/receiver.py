@@ -37,7 +37,8 @@ class Received:
 class Receiver:
     """Start with `with receiving() as receiver:`; URLs via `receiver.url(path)`."""
 
-    def __init__(self) -> None:
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        self.host = host  # the chaos suite's namespaced nodes reach it on a host address
         self.requests: list[Received] = []
         self._scripts: dict[str, list[Answer]] = {}
         self._lock = threading.Lock()
@@ -48,7 +49,7 @@ class Receiver:
         self.port = 0
 
     def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.port}/{path.lstrip('/')}"
+        return f"http://{self.host}:{self.port}/{path.lstrip('/')}"
 
     def script(self, path: str, *answers: Answer) -> None:
         """Answer requests to `path` with these, in order; the last one repeats."""
@@ -110,7 +111,7 @@ class Receiver:
         app.router.add_route("*", "/{tail:.*}", self._handle)
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
         await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
+        site = web.TCPSite(runner, self.host, 0)
         await site.start()
         server: Any = site._server  # the bound port (0 asked the OS for a free one)
         self.port = server.sockets[0].getsockname()[1]

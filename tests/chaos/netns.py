@@ -12,7 +12,6 @@ namespace reaches over its own API link.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
@@ -20,9 +19,6 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from aiohttp import web
 
 from tests.chaos.cluster import SECTIONS, ChaosCluster, ChaosNode
 from tests.receiver import Receiver
@@ -67,34 +63,6 @@ class NetnsNode(ChaosNode):
     @property
     def raft(self) -> str:
         return f"{self.raft_host}:{self.raft_port}"
-
-
-class HostReceiver(Receiver):
-    """tests/receiver.py's recorder, listening on one host address instead of loopback."""
-
-    def __init__(self, host: str) -> None:
-        super().__init__()
-        self.host = host
-
-    def url(self, path: str) -> str:
-        return f"http://{self.host}:{self.port}/{path.lstrip('/')}"
-
-    async def _main(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._stop = asyncio.Event()
-        app = web.Application()
-        app.router.add_route("*", "/{tail:.*}", self._handle)
-        runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
-        await runner.setup()
-        site = web.TCPSite(runner, self.host, 0)
-        await site.start()
-        server: Any = site._server
-        self.port = server.sockets[0].getsockname()[1]
-        self._ready.set()
-        try:
-            await self._stop.wait()
-        finally:
-            await runner.cleanup()
 
 
 @dataclass
@@ -175,7 +143,7 @@ class NetnsLab:
         return cluster
 
     def receiver(self) -> Receiver:
-        return HostReceiver(f"10.{self.octet}.65.1")
+        return Receiver(f"10.{self.octet}.65.1")
 
     def isolate(self, node_id: str) -> None:
         _ip("link", "set", self._names(int(node_id[1:]))[1], "down")

@@ -234,6 +234,20 @@ class TenantWorker(threading.Thread):
     def _choose(self, candidates: list[KnownJob]) -> KnownJob | None:
         return self.rng.choice(candidates) if candidates else None
 
+    def _take_unchanged(self, *, but_not: str) -> KnownJob | None:
+        """A job not yet rescheduled, paused or cancelled (and not of form `but_not`), now
+        marked as changed: one change of course per job."""
+        job = self._choose(
+            [
+                j
+                for j in self.jobs
+                if not j.is_rescheduled and not j.is_cancel_tried and j.form != but_not
+            ]
+        )
+        if job is not None:
+            job.is_rescheduled = True
+        return job
+
     def cancel(self) -> None:
         job = self._choose([j for j in self.jobs if not j.is_cancel_tried or j.form != "once"])
         if job is None:
@@ -245,15 +259,9 @@ class TenantWorker(threading.Thread):
         self.history.record(self.name, "cancel", self.tenant.name, node_id, reply, request)
 
     def reschedule(self) -> None:
-        candidates = [
-            j
-            for j in self.jobs
-            if not j.is_rescheduled and not j.is_cancel_tried and j.form != "cron"
-        ]
-        job = self._choose(candidates)
+        job = self._take_unchanged(but_not="cron")
         if job is None:
             return
-        job.is_rescheduled = True
         schedule = self._new_schedule()
         node_id, url = self._node()
         reply = call(
@@ -270,15 +278,9 @@ class TenantWorker(threading.Thread):
     def pause(self) -> None:
         """Pause a recurring job (never rescheduled); it is resumed 2-8 s later, or stays
         paused if the workload ends first."""
-        candidates = [
-            j
-            for j in self.jobs
-            if not j.is_rescheduled and not j.is_cancel_tried and j.form != "once"
-        ]
-        job = self._choose(candidates)
+        job = self._take_unchanged(but_not="once")
         if job is None:
             return
-        job.is_rescheduled = True
         node_id, url = self._node()
         reply = call(url, "POST", f"/v1/jobs/{job.job_id}/pause", token=self.tenant.token)
         request = {"job_id": job.job_id, "name": job.name}
