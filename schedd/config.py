@@ -24,7 +24,7 @@ _T = TypeVar("_T")
 
 SCHEMA: Mapping[str, tuple[str, ...]] = {
     "node": ("id", "data_dir", "log_level"),
-    "api": ("listen", "request_timeout"),
+    "api": ("listen", "request_timeout", "tls_cert", "tls_key", "tls_ca"),
     "raft": (
         "listen",
         "peers",
@@ -82,6 +82,9 @@ class NodeConfig:
     api_host: str = "127.0.0.1"
     api_port: int = 8701
     request_timeout_s: float = 5.0
+    tls_cert: Path | None = None  # with tls_key: HTTPS only (schedd/tls.py)
+    tls_key: Path | None = None
+    tls_ca: Path | None = None  # verifies the peers' API certificates
     raft_listen: str = DEFAULT_RAFT_LISTEN
     raft_peers: tuple[str, ...] = ()
     raft_secret: str | None = dataclasses.field(default=None, repr=False)
@@ -114,6 +117,16 @@ class NodeConfig:
     def api_listen(self) -> str:
         """The API address as "host:port" ("[::1]:8701" for IPv6)."""
         return join_listen(self.api_host, self.api_port)
+
+    @property
+    def is_tls(self) -> bool:
+        """True when the API serves HTTPS only."""
+        return self.tls_cert is not None
+
+    @property
+    def api_url(self) -> str:
+        """The API's base URL as this node registers it: "https://host:port" with TLS."""
+        return f"{'https' if self.is_tls else 'http'}://{self.api_listen}"
 
 
 def _check_cluster_shape(cfg: NodeConfig) -> None:
@@ -203,6 +216,7 @@ def _build(
     raft_listen = join_listen(
         *parse_listen(_text(doc, "raft.listen", DEFAULT_RAFT_LISTEN), field="raft.listen")
     )
+    tls_cert, tls_key = _tls_pair(base, doc)
     return NodeConfig(
         path=path.absolute(),
         node_id=_node_id(doc),
@@ -212,6 +226,9 @@ def _build(
         api_host=api_host,
         api_port=api_port,
         request_timeout_s=_seconds(doc, "api.request_timeout", 5_000, minimum_ms=1),
+        tls_cert=tls_cert,
+        tls_key=tls_key,
+        tls_ca=_optional_path(base, doc, "api.tls_ca"),
         raft_listen=raft_listen,
         raft_peers=_peers(doc),
         raft_secret=_secret(doc, "raft.secret", base, env, RAFT_SECRET_ENV),
@@ -309,6 +326,27 @@ def _log_level(doc: Mapping[str, Mapping[str, object]]) -> str:
 def _optional_path(base: Path, doc: Mapping[str, Mapping[str, object]], field: str) -> Path | None:
     text = _optional_text(doc, field)
     return None if text is None else _resolve(base, text)
+
+
+def _tls_pair(
+    base: Path, doc: Mapping[str, Mapping[str, object]]
+) -> tuple[Path, Path] | tuple[None, None]:
+    """api.tls_cert and api.tls_key: both (HTTPS) or neither (HTTP)."""
+    cert = _optional_path(base, doc, "api.tls_cert")
+    key = _optional_path(base, doc, "api.tls_key")
+    if cert is not None and key is not None:
+        return cert, key
+    if cert is None and key is None:
+        return None, None
+    given, missing, path = (
+        ("api.tls_cert", "api.tls_key", cert)
+        if key is None
+        else ("api.tls_key", "api.tls_cert", key)
+    )
+    raise ConfigError(
+        f"{given} {str(path)!r} is set but {missing} is not: give both for HTTPS, "
+        f"or neither for plain HTTP"
+    )
 
 
 def _resolve(base: Path, name: str) -> Path:

@@ -34,6 +34,7 @@ from schedd.store.apply import StateMachine
 from schedd.store.command import Command
 from schedd.store.datadir import DataDirBusy, DataDirLock
 from schedd.store.db import Checkpointer, Database, ReadPool, connect
+from schedd.tls import node_contexts
 
 log = logging.getLogger(__name__)
 HALT_EXIT_CODE = 70
@@ -95,6 +96,7 @@ class Node:
 
     def __init__(self, config: NodeConfig) -> None:
         self.config = config
+        self.tls_server, self.tls_peers = node_contexts(config)  # a bad certificate stops here
         try:  # two processes on one data directory would corrupt it: refuse the second
             self._lock = DataDirLock(config.data_dir).acquire()
         except DataDirBusy as exc:
@@ -182,7 +184,9 @@ class Node:
             build_app(ctx, node_metrics=self.metrics), access_log=None, handler_cancellation=True
         )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.config.api_host, self.config.api_port)
+        site = web.TCPSite(
+            self._runner, self.config.api_host, self.config.api_port, ssl_context=self.tls_server
+        )
         await site.start()
         self._register_task = asyncio.create_task(self._register(proposer))
         loop = asyncio.get_running_loop()
@@ -198,6 +202,7 @@ class Node:
             self.clock,
             lease_ttl_ms=self.config.lease_ttl_ms,
             misfire_threshold_ms=self.config.misfire_threshold_ms,
+            peer_tls=self.tls_peers,
         )
         self.dispatch.start()
         self.caller = Caller(
@@ -215,7 +220,7 @@ class Node:
         """Publish this node's addresses through the log once a leader exists."""
         body = {
             "node_id": self.config.node_id,
-            "api": f"http://{self.config.api_listen}",
+            "api": self.config.api_url,
             "raft": self.config.raft_listen,
         }
         while True:
@@ -318,7 +323,7 @@ async def serve(config: NodeConfig, *, stop_event: asyncio.Event) -> None:
             log.info(
                 "ready node=%s api=%s raft=%s role=%s seconds=%.2f",
                 config.node_id,
-                config.api_listen,
+                config.api_url,
                 config.raft_listen,
                 status["role"],
                 time.monotonic() - started,

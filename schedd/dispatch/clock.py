@@ -21,9 +21,11 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
+import ssl
 import statistics
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -136,8 +138,12 @@ class ClockProbe(Loop):
         connect: Callable[[], sqlite3.Connection],
         leader_address: Callable[[], str | None],
         step_down: Callable[[], None],
+        *,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         super().__init__("clock-probe")
+        self._tls = tls  # verifies https peers (schedd/tls.py peer_context)
+        self._refused: set[str] = set()  # peers whose certificate failed: warned once
         self._step_down = step_down
         self._node_id, self._guard = node_id, guard
         self._connect = connect
@@ -154,7 +160,7 @@ class ClockProbe(Loop):
         leader_raft = self._leader_address()
         leader_id = next((n for n, _, raft in rows if raft == leader_raft), None)
         started = self._guard.probe_started()
-        answers = dict(zip(peers, self._pool.map(read_peer_clock, peers.values()), strict=True))
+        answers = dict(zip(peers, self._pool.map(self._read, peers.values()), strict=True))
         readings = {n: r for n, r in answers.items() if r is not None}
         trusted = is_trusted_by(self._node_id, readings, leader_id, self._guard.max_offset_ms)
         self._guard.record_round(started, readings, trusted)
@@ -163,17 +169,40 @@ class ClockProbe(Loop):
             self._step_down()  # lease moves need a leader whose clock the cluster shares
         return PROBE_EVERY_S
 
+    def _read(self, api_url: str) -> PeerReading | None:
+        """A peer's reading; a certificate it cannot trust is logged once, and it abstains."""
+        try:
+            reading = read_peer_clock(api_url, context=self._tls)
+        except ssl.SSLCertVerificationError as exc:
+            if api_url not in self._refused:
+                self._refused.add(api_url)
+                log.warning(
+                    "clock probe cannot verify peer api=%s: %s; set [api] tls_ca to the CA "
+                    "that signed the peers' certificates",
+                    api_url,
+                    exc.verify_message or exc.reason,
+                )
+            return None
+        self._refused.discard(api_url)
+        return reading
+
     def stop(self, timeout_s: float = 10.0) -> None:
         super().stop(timeout_s)
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
-def read_peer_clock(api_url: str) -> PeerReading | None:
-    """One reading of a peer's clock from its `/healthz`, or None when it does not answer."""
+def read_peer_clock(api_url: str, *, context: ssl.SSLContext | None = None) -> PeerReading | None:
+    """One reading of a peer's clock from its `/healthz`, or None when it does not answer;
+    raises ssl.SSLCertVerificationError for a certificate it cannot trust (an operator's fix)."""
+    url = f"{api_url}/healthz"
     sent_wall, sent_mono = time.time() * 1000, time.monotonic()
     try:
-        with urllib.request.urlopen(f"{api_url}/healthz", timeout=PROBE_TIMEOUT_S) as response:
+        with urllib.request.urlopen(url, timeout=PROBE_TIMEOUT_S, context=context) as response:
             peer_ms = json.load(response)["now_ms"]
+    except urllib.error.URLError as exc:
+        if isinstance(exc.reason, ssl.SSLCertVerificationError):
+            raise exc.reason from None
+        return None
     except (OSError, ValueError, KeyError, TypeError):
         return None
     round_trip_ms = (time.monotonic() - sent_mono) * 1000

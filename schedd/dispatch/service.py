@@ -4,6 +4,7 @@ together, and told about committed commands that add due runs."""
 from __future__ import annotations
 
 import sqlite3
+import ssl
 from collections.abc import Callable
 from pathlib import Path
 
@@ -33,6 +34,7 @@ class DispatchService:
         *,
         lease_ttl_ms: int,
         misfire_threshold_ms: int,
+        peer_tls: ssl.SSLContext | None = None,
     ) -> None:
         def reader() -> sqlite3.Connection:
             return connect(db_path, readonly=True)
@@ -46,7 +48,7 @@ class DispatchService:
             is_clock_trusted=clock.is_trusted,
         )
         self._loops = [
-            ClockProbe(node_id, clock, reader, leader_address, step_down),
+            ClockProbe(node_id, clock, reader, leader_address, step_down, tls=peer_tls),
             # Their proposals are refused while the clock is distrusted (Proposer's refusal):
             # no heartbeat, so this node's leases expire and move; no lease moves.
             Heartbeat(node_id, proposer.propose, ttl_ms=lease_ttl_ms),
