@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -55,10 +56,11 @@ class NodeProcess:
     log_path: Path
     process: subprocess.Popen[bytes] | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
+    tls: ssl.SSLContext | None = None  # set when the node serves HTTPS: verifies its certificate
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.api_port}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.api_port}"
 
     @property
     def raft(self) -> str:
@@ -112,15 +114,19 @@ class NodeProcess:
 
 
 def write_config(
-    node: NodeProcess, peers: list[str], extra: str = "", extra_sections: str = ""
+    node: NodeProcess,
+    peers: list[str],
+    extra: str = "",
+    extra_sections: str = "",
+    api_extra: str = "",
 ) -> None:
-    """Write the node's TOML: `extra` lines go inside [raft], `extra_sections` (whole sections,
-    such as a [dispatch] table) after it."""
+    """Write the node's TOML: `extra` lines go inside [raft], `api_extra` lines inside [api],
+    `extra_sections` (whole sections, such as a [dispatch] table) after them."""
     peer_list = ", ".join(json.dumps(p) for p in peers)
     sections = f"\n{extra_sections}" if extra_sections else ""
     node.config_path.write_text(
         f'[node]\nid = "{node.node_id}"\ndata_dir = "{node.data_dir}"\nlog_level = "info"\n\n'
-        f'[api]\nlisten = "127.0.0.1:{node.api_port}"\n\n'
+        f'[api]\nlisten = "127.0.0.1:{node.api_port}"\n{api_extra}\n'
         f'[raft]\nlisten = "{node.raft}"\npeers = [{peer_list}]\n'
         'election_timeout_min = "1s"\nelection_timeout_max = "2.5s"\n'
         f"{extra}"
@@ -129,7 +135,7 @@ def write_config(
 
 
 def make_nodes(
-    base: Path, count: int, raft_extra: str = "", extra_sections: str = ""
+    base: Path, count: int, raft_extra: str = "", extra_sections: str = "", api_extra: str = ""
 ) -> list[NodeProcess]:
     """`count` nodes with configs under `base`, not started yet."""
     ports = free_ports(2 * count)
@@ -145,7 +151,8 @@ def make_nodes(
         for i in range(count)
     ]
     for node in nodes:
-        write_config(node, [n.raft for n in nodes if n is not node], raft_extra, extra_sections)
+        peers = [n.raft for n in nodes if n is not node]
+        write_config(node, peers, raft_extra, extra_sections, api_extra)
     return nodes
 
 
@@ -158,6 +165,7 @@ def http(
     headers: dict[str, str] | None = None,
     raw: bytes | None = None,
     timeout_s: float = 15.0,
+    context: ssl.SSLContext | None = None,
 ) -> tuple[int, Any, dict[str, str]]:
     """(status, decoded JSON or None, headers) of one request; HTTP errors are returned."""
     data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
@@ -167,7 +175,7 @@ def http(
     for key, value in (headers or {}).items():
         request.add_header(key, value)
     try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+        with urllib.request.urlopen(request, timeout=timeout_s, context=context) as response:
             payload = response.read()
             status, response_headers = response.status, dict(response.headers)
     except urllib.error.HTTPError as exc:
@@ -184,9 +192,13 @@ def wait_ready(nodes: list[NodeProcess], timeout_s: float = READY_TIMEOUT_S) -> 
             if not node.is_running():
                 raise AssertionError(f"{node.node_id} exited:\n{node.log_tail()}")
             with contextlib.suppress(OSError):
-                status, _, _ = http("GET", f"{node.url}/readyz", token=None, timeout_s=2)
+                status, _, _ = http(
+                    "GET", f"{node.url}/readyz", token=None, timeout_s=2, context=node.tls
+                )
                 if status == 200:
-                    _, state, _ = http("GET", f"{node.url}/v1/admin/state", timeout_s=5)
+                    _, state, _ = http(
+                        "GET", f"{node.url}/v1/admin/state", timeout_s=5, context=node.tls
+                    )
                     leaders.add(state["leader"])
                     continue
             leaders.add(None)

@@ -723,3 +723,52 @@ def test_shipped_vm_configs_form_one_three_node_cluster() -> None:
         assert set(cfg.raft_peers) == listens - {cfg.raft_listen}
         assert cfg.data_dir == Path(f"/var/lib/schedd/{cfg.node_id}")
         assert (cfg.partitions, cfg.log_format, cfg.allow_cidrs) == (256, "json", ())
+
+
+# -- TLS for the API ----------------------------------------------------------------------------
+
+
+def test_tls_is_off_by_default(tmp_path: Path) -> None:
+    cfg = load(tmp_path)
+    assert (cfg.tls_cert, cfg.tls_key, cfg.tls_ca) == (None, None, None)
+    assert not cfg.is_tls and cfg.api_url == "http://127.0.0.1:8701"
+
+
+def test_tls_paths_resolve_against_the_config_folder(tmp_path: Path) -> None:
+    cfg = load(
+        tmp_path,
+        '[api]\nlisten = "10.0.0.11:8701"\n'
+        'tls_cert = "tls/node.crt"\ntls_key = "tls/node.key"\ntls_ca = "/etc/schedd/ca.crt"\n',
+    )
+    assert cfg.tls_cert == (tmp_path / "tls" / "node.crt").resolve()
+    assert cfg.tls_key == (tmp_path / "tls" / "node.key").resolve()
+    assert cfg.tls_ca == Path("/etc/schedd/ca.crt")
+    assert cfg.is_tls and cfg.api_url == "https://10.0.0.11:8701"
+
+
+def test_ipv6_api_url_keeps_its_brackets(tmp_path: Path) -> None:
+    cfg = load(tmp_path, '[api]\nlisten = "[::1]:8701"\ntls_cert = "a.crt"\ntls_key = "a.key"\n')
+    assert cfg.api_url == "https://[::1]:8701"
+
+
+@pytest.mark.parametrize(
+    ("given", "missing"), [("tls_cert", "api.tls_key"), ("tls_key", "api.tls_cert")]
+)
+def test_tls_cert_and_key_come_together(tmp_path: Path, given: str, missing: str) -> None:
+    message = error(tmp_path, f'[api]\n{given} = "node.pem"\n')
+    assert message.startswith(f"api.{given} '{(tmp_path / 'node.pem').resolve()}' is set but ")
+    assert f"but {missing} is not" in message
+
+
+def test_tls_ca_alone_is_allowed(tmp_path: Path) -> None:
+    # A node still on HTTP can verify peers that already serve HTTPS (a rolling switch).
+    cfg = load(tmp_path, '[api]\ntls_ca = "ca.crt"\n')
+    assert cfg.tls_ca == (tmp_path / "ca.crt").resolve() and not cfg.is_tls
+
+
+def test_tls_keys_must_be_strings(tmp_path: Path) -> None:
+    assert error(tmp_path, "[api]\ntls_ca = 1\n") == "api.tls_ca must be a string, got 1"
+
+
+def test_a_misspelt_tls_key_hints_at_the_right_one(tmp_path: Path) -> None:
+    assert "did you mean 'api.tls_cert'" in error(tmp_path, '[api]\ntls_crt = "a"\n')

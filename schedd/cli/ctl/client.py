@@ -6,14 +6,17 @@ requests that are safe to repeat. It never imports the store, raft or the node.
 
 from __future__ import annotations
 
+import functools
 import json
 import socket
+import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
 from email.message import Message
 from http.client import HTTPException
+from pathlib import Path
 from typing import Any
 
 from schedd import __version__
@@ -31,6 +34,7 @@ from schedd.errors import (
     Unauthorized,
 )
 from schedd.model import JSONValue
+from schedd.tls import client_context
 
 DEFAULT_URL = "http://127.0.0.1:8701"
 DEFAULT_TIMEOUT_S = 10.0
@@ -80,11 +84,17 @@ class Client:
         token: str | None = None,
         tenant: str | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
+        cacert: str | None = None,
     ) -> None:
         self.url = url  # parsed on first use, so `schedctl next` never needs a valid one
         self.token = token
         self.tenant = tenant
         self.timeout_s = timeout_s
+        self.cacert = cacert
+
+    def tls_for(self, url: str) -> ssl.SSLContext | None:
+        """The context that verifies an https:// node (the --cacert CAs, else the system's)."""
+        return _tls_context(self.cacert) if url.startswith("https://") else None
 
     def request(
         self,
@@ -123,7 +133,10 @@ class Client:
             request.add_header(key, value)
         base = _base(url)
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+            context = self.tls_for(url)
+            with urllib.request.urlopen(
+                request, timeout=self.timeout_s, context=context
+            ) as response:
                 return _decode(response.read(), base, response.status)
         except urllib.error.HTTPError as exc:
             error = _http_error(exc.code, exc.read(), exc.headers, base)
@@ -131,6 +144,8 @@ class Client:
                 error.args = (f"{error}: give a token with --token or SCHEDCTL_TOKEN",)
             raise error from None
         except urllib.error.URLError as exc:
+            if isinstance(exc.reason, ssl.SSLError):  # the handshake failed: nothing was sent
+                raise _Unreachable(_tls_failure(base, exc.reason), is_sent=False) from None
             # Refused or unresolvable: the request never left, so any request may go elsewhere.
             is_unsent = isinstance(exc.reason, ConnectionRefusedError | socket.gaierror)
             message = f"cannot reach {base}: {_reason(exc.reason)}"
@@ -141,6 +156,8 @@ class Client:
             ) from None
         except (OSError, HTTPException) as exc:
             message = f"connection to {base} failed: {_reason(exc)}"
+            if base.startswith("http://"):  # what a TLS-only node does to a plain request
+                message += " (if the node serves HTTPS, use an https:// URL)"
             raise _Unreachable(message, is_sent=True) from None
 
     def _headers(self) -> dict[str, str]:
@@ -207,6 +224,22 @@ def all_pages(fetch: Page, key: str, cursor: str | None = None) -> dict[str, Any
         cursor = page.get("next_cursor")
         if not cursor:
             return {key: items, "next_cursor": None}
+
+
+@functools.cache
+def _tls_context(cacert: str | None) -> ssl.SSLContext:
+    return client_context(None if cacert is None else Path(cacert))
+
+
+def _tls_failure(base: str, exc: ssl.SSLError) -> str:
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return (
+            f"cannot verify the TLS certificate of {base}: {exc.verify_message}; give the CA "
+            f"certificate that signed it with --cacert FILE or SCHEDCTL_CACERT"
+        )
+    if exc.reason == "WRONG_VERSION_NUMBER":
+        return f"TLS handshake with {base} failed: it does not speak TLS (use an http:// URL?)"
+    return f"TLS handshake with {base} failed: {(exc.reason or str(exc)).lower()}"
 
 
 def _query_string(query: Query) -> str:

@@ -89,7 +89,13 @@ def step_down(client: Client, as_json: bool) -> None:
 def _client_for(client: Client, nodes: list[dict[str, Any]]) -> Client:
     """The same credentials, aimed at these nodes' APIs."""
     urls = ",".join(reachable_api_url(n["api"], n["raft"]) for n in nodes)
-    return Client(urls, token=client.token, tenant=client.tenant, timeout_s=client.timeout_s)
+    return Client(
+        urls,
+        token=client.token,
+        tenant=client.tenant,
+        timeout_s=client.timeout_s,
+        cacert=client.cacert,
+    )
 
 
 def _hand_over(client: Client, leader: dict[str, Any], others: list[dict[str, Any]]) -> None:

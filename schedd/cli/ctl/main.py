@@ -18,9 +18,9 @@ from schedd.cli.exits import run
 
 @click.group(
     context_settings={"auto_envvar_prefix": "SCHEDCTL", "help_option_names": ["-h", "--help"]},
-    epilog="Environment: SCHEDCTL_URL, SCHEDCTL_TOKEN and SCHEDCTL_TENANT stand in for --url, "
-    "--token and --tenant. Exit codes: 0 ok, 1 not found or conflict, 2 invalid input, "
-    "3 cluster unavailable.",
+    epilog="Environment: SCHEDCTL_URL, SCHEDCTL_TOKEN, SCHEDCTL_TENANT and SCHEDCTL_CACERT stand "
+    "in for --url, --token, --tenant and --cacert. Exit codes: 0 ok, 1 not found or conflict, "
+    "2 invalid input, 3 cluster unavailable.",
 )
 @click.option(
     "--url",
@@ -45,15 +45,28 @@ from schedd.cli.exits import run
     metavar="SECONDS",
     help="Give up on a node after this long.",
 )
+@click.option(
+    "--cacert",
+    envvar="SCHEDCTL_CACERT",
+    type=click.Path(exists=True, dir_okay=False),
+    metavar="FILE",
+    help="Verify https:// nodes with the CA certificate(s) in FILE (PEM).",
+)
 @click.option("--debug", is_flag=True, help="Show tracebacks on errors.")
 @click.version_option(__version__, prog_name="schedctl")
 @click.pass_context
 def cli(
-    ctx: click.Context, url: str, token: str | None, tenant: str | None, timeout: float, debug: bool
+    ctx: click.Context,
+    url: str,
+    token: str | None,
+    tenant: str | None,
+    timeout: float,
+    cacert: str | None,
+    debug: bool,
 ) -> None:
     """Manage schedd jobs, runs and queues from the shell."""
     ctx.meta["debug"] = debug
-    ctx.obj = Client(url, token=token, tenant=tenant, timeout_s=timeout)
+    ctx.obj = Client(url, token=token, tenant=tenant, timeout_s=timeout, cacert=cacert)
 
 
 for command in (*jobs.COMMANDS, next_runs, *admin.COMMANDS):

@@ -8,6 +8,7 @@ that interval. Gauges of the replicated state (backlog, queues) come from the le
 from __future__ import annotations
 
 import math
+import ssl
 import time
 import urllib.error
 import urllib.request
@@ -41,9 +42,10 @@ class Sample:
         return {labels: v for (n, labels), v in self.values.items() if n == name}
 
 
-def scrape(api: str, timeout_s: float) -> Sample | None:
+def scrape(api: str, timeout_s: float, context: ssl.SSLContext | None = None) -> Sample | None:
+    url = f"{api.rstrip('/')}/metrics"
     try:
-        with urllib.request.urlopen(f"{api.rstrip('/')}/metrics", timeout=timeout_s) as answer:
+        with urllib.request.urlopen(url, timeout=timeout_s, context=context) as answer:
             text = answer.read().decode()
     except (urllib.error.URLError, OSError, ValueError):
         return None
@@ -168,12 +170,12 @@ Examples:
 @click.pass_obj
 def top(client: Client, interval: float, is_once: bool) -> None:
     """A live view: runs/s, lag, backlog, callbacks, queues and top tenants (admin token)."""
-    before = _scrape_all(client.cluster(), client.timeout_s)
+    before = _scrape_all(client.cluster(), client)
     console = Console()
     if is_once:
         time.sleep(interval)
         cluster = client.cluster()
-        after = _scrape_all(cluster, client.timeout_s)
+        after = _scrape_all(cluster, client)
         console.print(frame(cluster, before, after, _tenants(client), is_live=False))
         return
     with Live(console=console, auto_refresh=False, screen=False) as live:
@@ -181,17 +183,18 @@ def top(client: Client, interval: float, is_once: bool) -> None:
             while True:
                 time.sleep(interval)
                 cluster = client.cluster()
-                after = _scrape_all(cluster, client.timeout_s)
+                after = _scrape_all(cluster, client)
                 live.update(frame(cluster, before, after, _tenants(client)), refresh=True)
                 before = after
         except KeyboardInterrupt:
             return
 
 
-def _scrape_all(cluster: dict[str, Any], timeout_s: float) -> dict[str, Sample]:
+def _scrape_all(cluster: dict[str, Any], client: Client) -> dict[str, Sample]:
     samples = {}
     for node in cluster["nodes"]:
-        sample = scrape(node["api"], timeout_s) if node.get("api") else None
+        api = node.get("api")
+        sample = scrape(api, client.timeout_s, client.tls_for(api)) if api else None
         if sample is not None:
             samples[node["node_id"]] = sample
     return samples

@@ -125,6 +125,7 @@ class Nodes:
                 token=self._client.token,
                 tenant=self._client.tenant,
                 timeout_s=self._client.timeout_s + extra_timeout_s,
+                cacert=self._client.cacert,
             )
             try:
                 return node.request(method, path, body, is_safe=True)
