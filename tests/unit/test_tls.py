@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import sqlite3
 import ssl
 import threading
+import warnings
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -213,3 +215,24 @@ def test_clock_probe_warns_once_and_abstains_while_a_peer_is_untrusted(
         assert len(warnings) == 1 and "tls_ca" in warnings[0].getMessage()
     finally:
         probe.stop(timeout_s=1)
+
+
+@pytest.mark.parametrize("version", [ssl.TLSVersion.TLSv1, ssl.TLSVersion.TLSv1_1])
+def test_the_server_context_refuses_tls_1_1_and_below(
+    https_peer: str, node_cert: NodeCert, version: ssl.TLSVersion
+) -> None:
+    client = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    client.load_verify_locations(node_cert.ca)
+    with warnings.catch_warnings():  # TLS 1.0/1.1 are deprecated: that is the point
+        warnings.simplefilter("ignore", DeprecationWarning)
+        client.minimum_version = client.maximum_version = version
+    client.set_ciphers("DEFAULT:@SECLEVEL=0")  # let this client offer them at all
+    port = int(https_peer.rsplit(":", 1)[1])
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=5) as raw,
+        pytest.raises(ssl.SSLError) as info,
+    ):
+        client.wrap_socket(raw, server_hostname="127.0.0.1")
+    if info.value.reason == "NO_PROTOCOLS_AVAILABLE":
+        pytest.skip(f"this OpenSSL cannot offer {version.name} at all")
+    assert info.value.reason == "TLSV1_ALERT_PROTOCOL_VERSION"
