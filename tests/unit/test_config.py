@@ -772,3 +772,20 @@ def test_tls_keys_must_be_strings(tmp_path: Path) -> None:
 
 def test_a_misspelt_tls_key_hints_at_the_right_one(tmp_path: Path) -> None:
     assert "did you mean 'api.tls_cert'" in error(tmp_path, '[api]\ntls_crt = "a"\n')
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_shipped_vm_configs_serve_https_once_the_tls_lines_are_uncommented(
+    tmp_path: Path, n: int
+) -> None:
+    text = (CONFIG_DIR / "vm" / f"node{n}.toml").read_text()
+    uncommented = re.sub(r"^# (tls_\w+ = )", r"\1", text, flags=re.MULTILINE)
+    assert uncommented.count("\ntls_") == 3
+    env = {"SCHEDD_RAFT_SECRET": SECRET, "SCHEDD_ADMIN_TOKEN": TOKEN}
+    cfg = load_config(write(tmp_path, uncommented), env=env)
+    assert cfg.api_url == f"https://10.0.0.1{n}:8701"
+    assert (cfg.tls_cert, cfg.tls_key, cfg.tls_ca) == (
+        Path("/etc/schedd/tls.crt"),
+        Path("/etc/schedd/tls.key"),
+        Path("/etc/schedd/ca.crt"),
+    )
