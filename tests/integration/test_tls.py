@@ -139,6 +139,13 @@ def test_schedctl_with_cacert_works_for_requests_and_metrics(
     assert node["reachable"] is True and node["term"] is not None  # /metrics over HTTPS too
 
 
+def test_schedctl_top_reads_metrics_over_https(tls_node: NodeProcess, pki: NodeCert) -> None:
+    env = {"SCHEDCTL_URL": tls_node.url, "SCHEDCTL_CACERT": str(pki.ca)}
+    result = schedctl("top", "--once", "--interval", "0.5", env=env)
+    assert result.returncode == 0, result.stderr
+    assert "nodes 1/1 healthy" in result.stdout  # its /metrics was read
+
+
 def test_schedctl_reads_the_ca_from_schedctl_cacert(tls_node: NodeProcess, pki: NodeCert) -> None:
     env = {"SCHEDCTL_URL": tls_node.url, "SCHEDCTL_CACERT": str(pki.ca)}
     result = schedctl("tenants", "ls", "--json", env=env)

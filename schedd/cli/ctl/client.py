@@ -15,7 +15,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
 from email.message import Message
-from http.client import HTTPException
+from http.client import BadStatusLine, HTTPException
 from pathlib import Path
 from typing import Any
 
@@ -156,7 +156,8 @@ class Client:
             ) from None
         except (OSError, HTTPException) as exc:
             message = f"connection to {base} failed: {_reason(exc)}"
-            if base.startswith("http://"):  # what a TLS-only node does to a plain request
+            if base.startswith("http://") and isinstance(exc, BadStatusLine):
+                # what a TLS-only node does to a plain request: close without a word
                 message += " (if the node serves HTTPS, use an https:// URL)"
             raise _Unreachable(message, is_sent=True) from None
 
