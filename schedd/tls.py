@@ -10,11 +10,13 @@ import logging
 import ssl
 from datetime import UTC, datetime
 from pathlib import Path
-
-from cryptography import x509
+from typing import TYPE_CHECKING
 
 from schedd.config import NodeConfig
 from schedd.errors import ConfigError
+
+if TYPE_CHECKING:
+    from cryptography import x509
 
 log = logging.getLogger(__name__)
 MIN_VERSION = ssl.TLSVersion.TLSv1_2
@@ -43,6 +45,8 @@ def server_context(cert: Path, key: Path, *, now: datetime | None = None) -> ssl
 
 def _leaf_certificate(cert: Path) -> x509.Certificate:
     """The first certificate of a PEM chain file (the node's own)."""
+    from cryptography import x509  # here: schedctl imports this module and needs no parsing
+
     _check_readable(cert, "api.tls_cert")
     try:
         return x509.load_pem_x509_certificates(cert.read_bytes())[0]
