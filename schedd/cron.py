@@ -163,17 +163,22 @@ def _parse_item(item: str, spec: _Field) -> range:
 
 
 def _parse_step(text: str, item: str, spec: _Field) -> int:
-    if not text.isdigit() or not 1 <= int(text) <= spec.high - spec.low + 1:
+    # A step past the field's range is what Vixie and Debian cron accept: it selects the
+    # range's first value. Only ASCII digits: int() would also read '٣' or '²'.
+    if not _is_ascii_number(text) or int(text) < 1:
         raise InvalidSchedule(
-            "cron",
-            f"{spec.name} step in {item!r} must be a whole number from 1 to "
-            f"{spec.high - spec.low + 1}",
+            "cron", f"{spec.name} step in {item!r} must be a whole number from 1 up"
         )
     return int(text)
 
 
+def _is_ascii_number(text: str) -> bool:
+    """Plain ASCII digits (the whole expression is at most 1,000 characters: int() is cheap)."""
+    return text.isascii() and text.isdigit()
+
+
 def _parse_value(text: str, spec: _Field) -> int:
-    if text.isascii() and text.isdigit():
+    if _is_ascii_number(text):
         value = int(text)
         if not spec.low <= value <= spec.high:
             raise InvalidSchedule(

@@ -106,7 +106,9 @@ class Node:
         self._check_partitions()
         self.tokens = TokenCache()
         self.machine = StateMachine(self.db, on_applied=self._on_applied)
-        self.snapshots = SnapshotHooks(self.db, config.data_dir / "raft.snapshot")
+        self.snapshots = SnapshotHooks(
+            self.db, config.data_dir / "raft.snapshot", on_restore=self._on_restored
+        )
         self.replica: Replica | None = None
         self.reads = ReadPool(self.db.path)
         self.checkpointer = Checkpointer(self.db.path)
@@ -144,6 +146,17 @@ class Node:
         if cmd.type in QUEUE_FEEDERS:
             self.queue_signal.pulse_threadsafe()
         if cmd.type in OUTBOX_FEEDERS and self.caller is not None:
+            self.caller.wake_threadsafe()
+
+    def _on_restored(self) -> None:
+        """Runs on the tick thread after a snapshot replaced the whole state (a lagging node
+        installed the leader's): every cache and loop that follows applied commands starts over,
+        since no command told them what changed."""
+        self.tokens.clear()
+        if self.dispatch is not None:
+            self.dispatch.on_restored()
+        self.queue_signal.pulse_threadsafe()
+        if self.caller is not None:
             self.caller.wake_threadsafe()
 
     def _check_partitions(self) -> None:

@@ -4,7 +4,10 @@ When an operator configures keys, the API seals each payload before proposing it
 log, the snapshots and every SQLite replica hold only ciphertext; the payload is opened where it
 leaves the cluster (API answers, queue receives, HTTP callbacks). A sealed payload is a JSON
 string `"schedd:sealed:v1:<key id>:<base64(nonce + ciphertext)>"`; the key id is also the
-associated data, so a ciphertext cannot be passed off under another key.
+associated data, so a ciphertext cannot be passed off under another key. A tenant's own string
+that starts with that prefix is stored with an empty key id, `"schedd:sealed:v1::<string>"`
+(verbatim), so it can never pass for ciphertext; no key id is empty, and nothing readable was
+ever stored in that form, so old data reads as it did.
 
 Key file: one key per line, `<key id> <base64 of 32 bytes>`; the first line seals, every line
 opens (see docs/operations: adding a key, promoting it, retiring the old one).
@@ -27,6 +30,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from schedd.errors import ConfigError, SchedError
 
 PREFIX = "schedd:sealed:v1:"
+VERBATIM = PREFIX + ":"  # the empty key id: a plain string that starts with PREFIX
 NONCE_BYTES = 12
 KEY_BYTES = 32
 _KEY_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
@@ -71,7 +75,7 @@ class PayloadKeys:
     def seal(self, payload: Any) -> Any:
         """The payload as stored: sealed with the current key, or as it is without keys."""
         if self._current is None:
-            return payload
+            return _verbatim(payload)
         plain = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
         nonce = os.urandom(NONCE_BYTES)
         sealed = self._ciphers[self._current].encrypt(nonce, plain, self._current.encode())
@@ -81,7 +85,12 @@ class PayloadKeys:
         """The payload as the tenant sent it (unsealed values pass through)."""
         if not isinstance(stored, str) or not stored.startswith(PREFIX):
             return stored
-        key_id, _, text = stored[len(PREFIX) :].partition(":")
+        if stored.startswith(VERBATIM):
+            return stored[len(VERBATIM) :]
+        key_id, has_separator, text = stored[len(PREFIX) :].partition(":")
+        if not has_separator or not _KEY_ID.fullmatch(key_id):
+            # seal() never wrote this: a tenant's string stored raw before VERBATIM existed.
+            return stored
         cipher = self._ciphers.get(key_id)
         if cipher is None:
             raise PayloadUnreadable(f"the payload was sealed with key {key_id!r}, not configured")
@@ -96,7 +105,18 @@ class PayloadKeys:
         """`open` for a payload kept as JSON text (queue messages, outbox rows)."""
         if not stored_json.startswith('"' + PREFIX):
             return stored_json
-        return json.dumps(self.open(json.loads(stored_json)), separators=(",", ":"))
+        stored = json.loads(stored_json)
+        opened = self.open(stored)
+        if opened is stored:
+            return stored_json
+        return json.dumps(opened, separators=(",", ":"), ensure_ascii=False)
+
+
+def _verbatim(payload: Any) -> Any:
+    """A plain payload as stored: a string in the sealed form's namespace is marked verbatim."""
+    if isinstance(payload, str) and payload.startswith(PREFIX):
+        return VERBATIM + payload
+    return payload
 
 
 def _parse_key_line(path: Path, number: int, line: str) -> tuple[str, bytes]:

@@ -12,9 +12,10 @@ from datetime import UTC, datetime, timedelta
 
 from schedd.errors import InvalidRequest
 
-_RFC3339 = re.compile(
-    r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?([Zz]|[+-]\d{2}:\d{2})"
+_RFC3339 = re.compile(  # ASCII: \d would also match '٣', which int() reads as 3
+    r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?([Zz]|[+-]\d{2}:\d{2})", re.ASCII
 )
+_NAIVE = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ][\d:.]+", re.ASCII)
 _DURATION_PART = re.compile(r"([0-9]{1,15}(?:\.[0-9]{1,9})?)(ms|s|m|h|d)", re.ASCII)
 _SECONDS = re.compile(r"[0-9]{1,15}(?:\.[0-9]{1,9})?", re.ASCII)
 _UNIT_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
@@ -31,7 +32,7 @@ def parse_instant(value: object, *, field: str) -> int:
     if not isinstance(value, str):
         raise InvalidRequest(field, f"must be an RFC 3339 string, got {_shown(value)}")
     if not _RFC3339.fullmatch(value):
-        if re.fullmatch(r"\d{4}-\d{2}-\d{2}[Tt ][\d:.]+", value):
+        if _NAIVE.fullmatch(value):
             raise InvalidRequest(
                 field, f"{_shown(value)} has no UTC offset: add 'Z' or one like '+05:30'"
             )
@@ -43,7 +44,7 @@ def parse_instant(value: object, *, field: str) -> int:
     if text.endswith("Z"):
         text = text[:-1] + "+00:00"
     # fromisoformat takes at most 6 fractional digits: truncate nanoseconds.
-    text = re.sub(r"(\.\d{6})\d+", r"\1", text)
+    text = re.sub(r"(\.\d{6})\d+", r"\1", text, flags=re.ASCII)
     try:
         ms = to_ms(datetime.fromisoformat(text))
     except (ValueError, OverflowError) as exc:

@@ -86,6 +86,7 @@ class Dispatcher(Loop):
         self._owned: dict[int, int] = {}  # partition -> lease epoch
         self._inbox: deque[DueRun] = deque()
         self._next_preload_ms = 0
+        self._is_forget_asked = False  # set from the tick thread, acted on by this loop
         self._buckets = TenantBuckets()
         self.claimed = 0
         self.rejected: Counter[str] = Counter()
@@ -103,7 +104,16 @@ class Dispatcher(Loop):
         self._inbox.append(run)
         self.wake()
 
+    def forget(self) -> None:
+        """The store's content was replaced (a snapshot installed): drop every run read from
+        it and read the due runs again at the next tick. Safe from any thread."""
+        self._is_forget_asked = True
+        self.wake()
+
     def tick(self, now_ms: int) -> float:
+        if self._is_forget_asked:
+            self._is_forget_asked = False
+            self._drop_preloaded()
         if not self._is_clock_trusted():  # now_ms may be wrong: fire nothing by it
             return CLOCK_RECHECK_S
         conn = self._connection()
@@ -116,6 +126,15 @@ class Dispatcher(Loop):
         if due:
             self._claim(conn, due, now_ms)
         return self._wait_s(now_ms)
+
+    def _drop_preloaded(self) -> None:
+        # Claims are fenced in apply, so a stale run would only be refused; but a run the
+        # snapshot added would wait for the next preload, and a parked one would hold its place.
+        self._heap.clear()
+        self._known.clear()
+        self._held.clear()
+        self._parked.clear()
+        self._next_preload_ms = 0
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:

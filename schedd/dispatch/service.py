@@ -66,6 +66,10 @@ class DispatchService:
         for loop in reversed(self._loops):
             loop.stop(timeout_s=STOP_WAIT_S)
 
+    def on_restored(self) -> None:
+        """A snapshot replaced the store's content (tick thread): the dispatcher reads it anew."""
+        self.dispatcher.forget()
+
     def on_applied(self, cmd: Command) -> None:
         """A command was applied (tick thread): pass new due runs to the dispatcher."""
         b = cmd.body

@@ -14,7 +14,7 @@ from pysyncobj import FAIL_REASON
 
 from schedd.errors import Conflict, InvalidRequest, NoLeader, OutcomeUnknown
 
-ADDRESS = re.compile(r"(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):(?P<port>\d{1,5})")
+ADDRESS = re.compile(r"(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):(?P<port>\d{1,5})", re.ASCII)
 NOT_APPLIED = frozenset({FAIL_REASON.MISSING_LEADER, FAIL_REASON.QUEUE_FULL})
 
 

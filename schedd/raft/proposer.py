@@ -119,7 +119,7 @@ class Proposer:
         try:
             results: list[dict[str, Any] | Exception]
             if len(group) == 1:
-                results = [await self.submit(group[0].blob)]
+                results = [_one(await self.submit(group[0].blob))]
             else:
                 blob = encode_batch(
                     [p.blob for p in group], id=uuid.uuid4().hex, ts_ms=int(time.time() * 1000)
@@ -162,6 +162,13 @@ class Proposer:
 
         self._replica.apply_entry(blob, callback=done)
         return await future
+
+
+def _one(result: dict[str, Any]) -> dict[str, Any] | Exception:
+    """A single command's result; "replayed" (its kept result was gone) is no answer."""
+    if result.get("status") == "replayed":
+        return OutcomeUnknown("the write was applied, but its result was not kept")
+    return result
 
 
 def _unpack(result: dict[str, Any], count: int) -> list[dict[str, Any] | Exception]:

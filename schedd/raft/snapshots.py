@@ -19,6 +19,7 @@ from pysyncobj import SERIALIZER_STATE
 
 from schedd import metrics
 from schedd.store.db import Database
+from schedd.store.files import durable_replace
 from schedd.store.snapshot import SnapshotError, read_snapshot, restore_snapshot, write_snapshot
 
 log = logging.getLogger(__name__)
@@ -82,7 +83,8 @@ class SnapshotHooks:
         self._state = NOT_SERIALIZING
         if self._failed:
             return FAILED
-        os.replace(self._scratch_path, self._dump_path)
+        # write_snapshot fsynced the file on the worker: only the rename and its directory here.
+        durable_replace(self._scratch_path, self._dump_path, is_source_synced=True)
         return SUCCESS
 
     def deserialize(self, path: str) -> Any:

@@ -52,6 +52,9 @@ class StateMachine:
     ) -> None:
         self.db = db
         self._on_applied = on_applied
+        # The last index this machine applied itself (or found at start-up). The store can be
+        # ahead of it only when a snapshot restore replaced its content.
+        self._applied_here = db.applied_index
 
     def apply(self, blob: bytes, *, index: int) -> dict[str, Any]:
         """Apply the entry at `index`; returns the result that the proposer receives.
@@ -60,7 +63,7 @@ class StateMachine:
         savepoint of its own, and returns {"status": "ok", "results": [...]} in order.
         """
         if index <= self.db.applied_index:
-            return REPLAYED  # already in SQLite: a replay after restart or snapshot install
+            return self._replayed(blob, index)
         cmd = decode(blob, index=index)
         commands = unbatch(cmd, index=index) if cmd.type == BATCH else [cmd]
         handlers = [_handler(sub, index) for sub in commands]
@@ -73,20 +76,33 @@ class StateMachine:
             if index % PRUNE_EVERY == 0:
                 _prune(tx, cmd.ts_ms)
         metrics.APPLY_SECONDS.observe(time.perf_counter() - started)
+        self._applied_here = index
         if self._on_applied is not None:
             for sub, result in zip(commands, results, strict=True):
                 if result.get("status") == "ok":
                     self._on_applied(sub)
         return ok(results=results) if cmd.type == BATCH else results[0]
 
+    def _replayed(self, blob: bytes, index: int) -> dict[str, Any]:
+        """An entry the store already holds. At a restart nobody waits for it: skip it. After
+        a snapshot install, the snapshot (copied while apply went on) may hold entries past the
+        index pysyncobj restarts from, and this node's proposer may be waiting for one of them:
+        answer what the first application answered, kept by command id in applied_commands."""
+        if self.db.applied_index <= self._applied_here:
+            return REPLAYED  # a restart's replay: this machine applied it, or found it applied
+        cmd = decode(blob, index=index)
+        commands = unbatch(cmd, index=index) if cmd.type == BATCH else [cmd]
+        kept = (_kept_result(self.db.conn, sub.id) for sub in commands)
+        results = [result for result in kept if result is not None]
+        if len(results) != len(commands):
+            return REPLAYED  # its results were pruned: the proposer answers outcome_unknown
+        return ok(results=results) if cmd.type == BATCH else results[0]
+
     def _apply_one(
         self, tx: sqlite3.Connection, handler: Handler, cmd: Command, index: int
     ) -> dict[str, Any]:
-        row = tx.execute(
-            "SELECT result FROM applied_commands WHERE command_id = ?", (cmd.id,)
-        ).fetchone()
-        if row is not None:
-            seen: dict[str, Any] = json.loads(row[0])
+        seen = _kept_result(tx, cmd.id)
+        if seen is not None:
             return seen
         tx.execute("SAVEPOINT command")
         try:
@@ -115,6 +131,14 @@ class StateMachine:
         log.exception("apply failed; recorded as rejected index=%d type=%s", index, cmd.type)
         tx.execute("ROLLBACK TO command")
         return rejected("internal", f"{cmd.type} could not be applied: {exc}")
+
+
+def _kept_result(conn: sqlite3.Connection, command_id: str) -> dict[str, Any] | None:
+    """The result a command's first application returned (kept for an hour), if any."""
+    row = conn.execute(
+        "SELECT result FROM applied_commands WHERE command_id = ?", (command_id,)
+    ).fetchone()
+    return None if row is None else dict(json.loads(row[0]))
 
 
 def _handler(cmd: Command, index: int) -> Handler:

@@ -8,7 +8,6 @@ the new log apply on top of the restored tables.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +15,7 @@ from pathlib import Path
 from schedd.errors import InvalidRequest
 from schedd.store.datadir import DataDirBusy, DataDirLock
 from schedd.store.db import connect
+from schedd.store.files import durable_replace
 
 STATE_DB = "state.db"
 RAFT_FILES = ("raft.journal", "raft.snapshot")  # and whatever pysyncobj puts beside them
@@ -47,7 +47,7 @@ def write_backup(data_dir: Path, out_path: Path) -> BackupInfo:
         copy.execute("PRAGMA journal_mode = DELETE")  # one self-contained file
     finally:
         copy.close()
-    os.replace(partial, out_path)
+    durable_replace(partial, out_path)
     return BackupInfo(out_path, info[0], info[1], out_path.stat().st_size)
 
 
@@ -70,7 +70,7 @@ def restore_backup(backup_path: Path, data_dir: Path) -> BackupInfo:
     for stale in (*_raft_files(data_dir), data_dir / (STATE_DB + "-wal")):
         stale.unlink(missing_ok=True)
     (data_dir / (STATE_DB + "-shm")).unlink(missing_ok=True)
-    os.replace(partial, target)
+    durable_replace(partial, target)
     return BackupInfo(target, applied_index, jobs, target.stat().st_size)
 
 

@@ -10,6 +10,7 @@ import sqlite3
 from pathlib import Path
 
 from schedd.store.db import Database, connect
+from schedd.store.files import sync_file
 
 
 class SnapshotError(Exception):
@@ -19,7 +20,8 @@ class SnapshotError(Exception):
 def write_snapshot(db_path: Path, out_path: Path, raft_state: bytes) -> int:
     """Copy the live database at `db_path` into `out_path`; returns the copy's applied index.
 
-    Runs beside the writer: VACUUM INTO reads one consistent version of the WAL database.
+    Runs beside the writer: VACUUM INTO reads one consistent version of the WAL database. The
+    copy is fsynced here, off the tick thread, before anyone renames it into place.
     """
     out_path.unlink(missing_ok=True)
     source = connect(db_path)
@@ -35,6 +37,7 @@ def write_snapshot(db_path: Path, out_path: Path, raft_state: bytes) -> int:
         row = copy.execute("SELECT value FROM meta WHERE key = 'applied_index'").fetchone()
     finally:
         copy.close()
+    sync_file(out_path)
     return 0 if row is None else int(row[0])
 
 

@@ -213,6 +213,8 @@ SCHEDULES: dict[str, Any] = {
     "run-at-unix-seconds": {"run_at": "1790000000"},
     "run-at-11-years-ahead": {"run_at": _in_years(11)},
     "run-at-year-9999": {"run_at": "9999-12-31T23:59:59Z"},
+    "run-at-arabic-digit-in-nanoseconds": {"run_at": "2030-10-12T08:00:00.123456\u0667Z"},
+    "run-at-arabic-digit-year": {"run_at": "\u0662\u0660\u0663\u0660-10-12T08:00:00Z"},
     "delay-words": {"delay": "abc"},
     "delay-negative": {"delay": -5},
     "delay-negative-text": {"delay": "-1m"},
@@ -239,6 +241,8 @@ SCHEDULES: dict[str, Any] = {
     "cron-never-fires": {"cron": "0 0 31 2 *"},
     "cron-hash-extension": {"cron": "0 8 * * MON#2"},
     "cron-step-zero": {"cron": "*/0 * * * *"},
+    "cron-superscript-step": {"cron": "*/\u00b2 * * * *"},
+    "cron-arabic-digit-step": {"cron": "*/\u0663 * * * *"},
     "cron-words": {"cron": "every day"},
     "cron-bool": {"cron": True},
     "cron-end-at-in-the-past": {"cron": "* * * * *", "end_at": "2020-01-01T00:00:00Z"},
@@ -790,3 +794,13 @@ def test_instants_before_1970_or_from_3000_are_refused(node: NodeProcess) -> Non
         status, _, raw = raw_http(node, "POST", "/v1/schedules:preview", body)
         assert status == 400, raw
         assert "between 1970 and 2999" in raw_json(raw)["error"]["message"]
+
+
+@pytest.mark.parametrize("step", ["\u00b2", "\u0663", "\uff15"])
+def test_a_non_ascii_cron_step_is_400_naming_the_field(
+    node: NodeProcess, tenant: Tenant, step: str
+) -> None:
+    body = job_json(schedule={"cron": f"*/{step} * * * *"})
+    status, _, raw = raw_http(node, "POST", "/v1/jobs", body, token=tenant.token)
+    error = assert_error(status, raw_json(raw), 400, "invalid_schedule")
+    assert "minute step" in error["message"], error

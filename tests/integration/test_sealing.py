@@ -3,13 +3,14 @@ plain payloads in every answer, the queue and HTTP callbacks."""
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from schedd.sealing import new_key_line
+from schedd.sealing import PREFIX, VERBATIM, new_key_line
 from tests.integration.api_helpers import Tenant, new_tenant
 from tests.receiver import receiving
 from tests.servers import NodeProcess, http, make_nodes, running
@@ -17,18 +18,24 @@ from tests.servers import NodeProcess, http, make_nodes, running
 MARKER = "payload-marker-7f3a9c"
 
 
-@pytest.fixture(scope="module")
-def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
-    base: Path = tmp_path_factory.mktemp("sealing")
-    keys = base / "payload.keys"
-    keys.write_text(new_key_line("k2") + "\n" + new_key_line("k1") + "\n")
-    extra = (
-        f'[encryption]\npayload_keys_file = "{keys}"\n'
-        '[delivery]\nallow_cidrs = ["127.0.0.0/8"]\n'
-        '[dispatch]\nlease_ttl = "2s"\n'
-    )
+def _serve(base: Path, *, has_keys: bool) -> Iterator[NodeProcess]:
+    extra = '[delivery]\nallow_cidrs = ["127.0.0.0/8"]\n[dispatch]\nlease_ttl = "2s"\n'
+    if has_keys:
+        keys = base / "payload.keys"
+        keys.write_text(new_key_line("k2") + "\n" + new_key_line("k1") + "\n")
+        extra = f'[encryption]\npayload_keys_file = "{keys}"\n' + extra
     with running(make_nodes(base, 1, extra_sections=extra)) as nodes:
         yield nodes[0]
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
+    yield from _serve(tmp_path_factory.mktemp("sealing"), has_keys=True)
+
+
+@pytest.fixture(scope="module")
+def keyless_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
+    yield from _serve(tmp_path_factory.mktemp("keyless"), has_keys=False)
 
 
 @pytest.fixture(scope="module")
@@ -84,3 +91,36 @@ def test_a_changed_payload_is_sealed_again(node: NodeProcess, tenant: Tenant) ->
     assert status == 200 and changed["payload"] == {"new": MARKER}
     for path in files_under(node.data_dir):
         assert MARKER.encode() not in path.read_bytes(), path
+
+
+# Strings a tenant may send that look like sealed payloads (k2 is a key id of `node`).
+LOOKALIKES = [
+    PREFIX + "junk",
+    PREFIX + "k2:" + base64.b64encode(bytes(40)).decode(),
+    VERBATIM + "x",
+]
+
+
+@pytest.mark.parametrize("payload", LOOKALIKES)
+@pytest.mark.parametrize("has_keys", [False, True], ids=["without-keys", "with-keys"])
+def test_a_string_like_a_sealed_payload_round_trips_through_answers_and_delivery(
+    request: pytest.FixtureRequest, has_keys: bool, payload: str
+) -> None:
+    server: NodeProcess = request.getfixturevalue("node" if has_keys else "keyless_node")
+    tenant = new_tenant(server)
+    queue = f"lookalike-{LOOKALIKES.index(payload)}"
+    with receiving() as receiver:
+        targets = [{"type": "queue", "name": queue}, {"type": "http", "url": receiver.url("h")}]
+        for target in targets:
+            body = {"schedule": {"delay": "0s"}, "target": target, "payload": payload}
+            status, job, _ = http("POST", f"{server.url}/v1/jobs", body, token=tenant.token)
+            assert status == 201 and job["payload"] == payload, job
+            url = f"{server.url}/v1/jobs/{job['job_id']}"
+            status, again, _ = http("GET", url, token=tenant.token)
+            assert status == 200 and again["payload"] == payload, again
+        [callback] = receiver.wait_for(1, "h")
+        assert json.loads(callback.body)["payload"] == payload
+    receive = {"max": 1, "wait": "10s", "visibility_timeout": "30s"}
+    url = f"{server.url}/v1/queues/{queue}/receive"
+    status, got, _ = http("POST", url, receive, token=tenant.token, timeout_s=30)
+    assert status == 200 and [m["payload"] for m in got["messages"]] == [payload], got

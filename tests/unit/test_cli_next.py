@@ -104,3 +104,17 @@ def test_debug_shows_the_traceback() -> None:
     result = schedctl("--debug", "next", "0 24 * * *")
     assert result.returncode == 2
     assert "Traceback" in result.stderr
+
+
+def test_a_step_past_the_range_runs_on_the_first_value_as_import_crontab_takes_it() -> None:
+    result = schedctl(
+        "next", "0 0 */100 * *", "--after", "2026-01-01T00:00:00Z", "-n", "2", "--json"
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {"runs": ["2026-02-01T00:00:00Z", "2026-03-01T00:00:00Z"]}
+
+
+def test_a_non_ascii_step_is_a_usage_error_naming_the_field() -> None:
+    result = schedctl("next", "*/\u00b2 * * * *", "--json")
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert "minute step" in result.stderr

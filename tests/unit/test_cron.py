@@ -87,6 +87,16 @@ def test_ranges_are_inclusive() -> None:
         ("0 0 * * */2", "weekdays", (0, 2, 4, 6)),
         ("0 0 * * MON-FRI/2", "weekdays", (1, 3, 5)),
         ("0 0 1 jan-dec/4 *", "months", (1, 5, 9)),
+        # A step past the field's range selects the range's first value (Vixie, Debian cron).
+        ("*/60 * * * *", "minutes", (0,)),
+        ("*/1000 * * * *", "minutes", (0,)),
+        ("0 */24 * * *", "hours", (0,)),
+        ("0 0 */100 * *", "days", (1,)),
+        ("0 0 5-20/100 * *", "days", (5,)),
+        ("0 0 1 */13 *", "months", (1,)),
+        ("0 0 * * */7", "weekdays", (0,)),
+        ("0 0 * * 1-5/9", "weekdays", (1,)),
+        ("*/0100 * * * *", "minutes", (0,)),
     ],
 )
 def test_steps_apply_to_star_and_to_ranges(expr: str, attribute: str, expected: tuple[int]) -> None:
@@ -328,6 +338,16 @@ def test_february_29_is_valid_and_fires_on_leap_days() -> None:
         ("*/0 * * * *", ["minute", "'*/0'", "step"]),
         ("0 0-23/0 * * *", ["hour", "'0-23/0'", "step"]),
         ("*/x * * * *", ["minute", "'*/x'", "step"]),
+        ("*/\u00b2 * * * *", ["minute", "'*/\u00b2'", "step"]),
+        ("*/\u0663 * * * *", ["minute", "'*/\u0663'", "step"]),
+        ("0 */\u0661\u0662 * * *", ["hour", "step"]),
+        ("0 0 1-31/\uff15 * *", ["day-of-month", "step"]),
+        ("0 0 * * */-1", ["day-of-week", "step"]),
+        ("0 0 * * */+1", ["day-of-week", "step"]),
+        ("0 0 * * */ 1", ["5 fields"]),
+        ("*/ * * * *", ["minute", "step"]),
+        ("\u00b9 * * * *", ["minute", "'\u00b9'"]),
+        ("0 0 \u0661-5 * *", ["day-of-month", "'\u0661'"]),
         ("1,,2 * * * *", ["minute", "'1,,2'", "empty list item"]),
         (",1 * * * *", ["minute", "empty list item"]),
         ("0 0 * * MON,", ["day-of-week", "'MON,'", "empty list item"]),
@@ -375,3 +395,17 @@ def test_never_firing_rejection_names_the_expression() -> None:
 @pytest.mark.parametrize("expr", ["0 0 31 */2 *", "0 0 31 1-12 *", "0 0 28-31 2 *", "0 0 30 1,2 *"])
 def test_day_that_exists_in_some_listed_month_is_accepted(expr: str) -> None:
     assert parse_cron(expr).text == expr
+
+
+@pytest.mark.parametrize(
+    ("expr", "after", "expected"),
+    [
+        ("0 0 */100 * *", JAN_1_2026, ["2026-02-01T00:00:00Z", "2026-03-01T00:00:00Z"]),
+        ("*/90 * * * *", JAN_1_2026, ["2026-01-01T01:00:00Z", "2026-01-01T02:00:00Z"]),
+        ("0 0 1 */13 *", JAN_1_2026, ["2027-01-01T00:00:00Z", "2028-01-01T00:00:00Z"]),
+    ],
+)
+def test_step_past_the_range_fires_on_the_first_value_like_cron(
+    expr: str, after: str, expected: list[str]
+) -> None:
+    assert _next_runs(expr, after, len(expected)) == expected

@@ -75,3 +75,10 @@ def test_the_idempotency_key_follows_the_line_zone_and_queue() -> None:
     body = entry.body("q")
     assert body["schedule"] == {"cron": "0 8 * * *", "timezone": "UTC"}
     assert body["payload"] == {"command": "run"} and body["misfire_policy"] == "skip"
+
+
+def test_a_step_past_the_range_imports_and_a_non_ascii_step_is_skipped() -> None:
+    crontab = parse_crontab("0 0 */100 * * monthly\n*/\u00b2 * * * * squared\n", timezone="UTC")
+    assert crontab.entries == [Entry(1, "0 0 */100 * *", "UTC", "monthly")]
+    [skipped] = crontab.skipped
+    assert skipped.line == 2 and "minute step" in skipped.reason

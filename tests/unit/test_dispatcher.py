@@ -229,3 +229,17 @@ def test_trigger_and_cancel(cluster: Cluster, db: Database) -> None:
     cluster.apply("cancel_job", {"tenant_id": "t1", "job_id": "job_t"}, ts_ms=cluster.now)
     cluster.run_until(start + 2 * 3_600_000, step_ms=60_000)
     assert len(cluster.runs("job_t")) == 1
+
+
+def test_after_a_snapshot_install_the_dispatcher_reads_its_due_runs_again_at_once(
+    cluster: Cluster,
+) -> None:
+    start = ms("2026-06-01T12:00:00Z")
+    cluster.dispatcher.tick(start)  # preloaded: the next preload is 5 s away
+    # A run the state gained without a command this node applied (a snapshot brought it).
+    cluster.add_job("job_from_snapshot", {"schedule": {"run_at": "2026-06-01T12:00:01Z"}}, start)
+    cluster.dispatcher.tick(start + 1_500)
+    assert cluster.runs("job_from_snapshot") == []  # unknown until the next preload
+    cluster.dispatcher.forget()
+    cluster.dispatcher.tick(start + 1_600)
+    assert cluster.runs("job_from_snapshot") == [("2026-06-01T12:00:01Z", "dispatched")]

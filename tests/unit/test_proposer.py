@@ -90,3 +90,19 @@ def test_only_certain_failures_answer_no_leader(reason: int, error: type[Excepti
             await Proposer(Answering(reason), timeout_s=0.2).submit(b"{}")
 
     asyncio.run(main())
+
+
+class Replayed:
+    """A replica whose node applied the entry as part of an installed snapshot, its result
+    no longer kept."""
+
+    def apply_entry(self, blob: bytes, *, callback: Any) -> None:
+        callback({"status": "replayed"}, FAIL_REASON.SUCCESS)
+
+
+def test_a_single_proposal_answered_replayed_is_unknown_not_a_result() -> None:
+    async def main() -> None:
+        with pytest.raises(OutcomeUnknown):
+            await Proposer(Replayed(), timeout_s=0.2).propose("create_jobs", {})
+
+    asyncio.run(main())

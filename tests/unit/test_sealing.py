@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from schedd.errors import ConfigError
-from schedd.sealing import PREFIX, PayloadKeys, PayloadUnreadable, new_key_line
+from schedd.sealing import PREFIX, VERBATIM, PayloadKeys, PayloadUnreadable, new_key_line
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text() | st.floats(allow_nan=False),
@@ -94,3 +94,54 @@ def test_a_key_file_reads_comments_and_refuses_bad_lines(tmp_path: Path) -> None
         assert secret_part not in str(caught.value)
     with pytest.raises(ConfigError, match="cannot read"):
         PayloadKeys.from_file(tmp_path / "missing.keys")
+
+
+LOOKALIKES = [
+    PREFIX + "junk",
+    PREFIX + "k1:" + base64.b64encode(bytes(40)).decode(),  # the shape of a real sealed payload
+    PREFIX + "k1:not base64!",
+    PREFIX,
+    VERBATIM + "x",
+    VERBATIM,
+    "schedd:sealed:v2:k1:abc",
+]
+
+
+@pytest.mark.parametrize("payload", LOOKALIKES)
+@pytest.mark.parametrize("keys", [PayloadKeys(), PayloadKeys([key("k1", 1)])], ids=["none", "k1"])
+def test_a_tenant_string_like_a_sealed_payload_round_trips_exactly(
+    keys: PayloadKeys, payload: str
+) -> None:
+    stored = keys.seal(payload)
+    assert keys.open(stored) == payload
+    assert json.loads(keys.open_text(json.dumps(stored))) == payload
+    assert keys.open({"nested": stored}) == {"nested": stored}  # only the top level is sealed
+
+
+def test_a_plain_lookalike_is_never_stored_as_ciphertext_without_keys() -> None:
+    stored = PayloadKeys().seal(PREFIX + "k1:AAAA")
+    assert stored == VERBATIM + PREFIX + "k1:AAAA"
+    # A node that has key k1 reads it as the tenant's string too, not as a sealed payload.
+    assert PayloadKeys([key("k1", 1)]).open(stored) == PREFIX + "k1:AAAA"
+
+
+def test_what_older_versions_stored_reads_as_before() -> None:
+    keys = PayloadKeys([key("k1", 1)])
+    sealed = keys.seal({"n": 1})  # the sealed form is unchanged
+    assert keys.open(sealed) == {"n": 1}
+    assert PayloadKeys().open("plain") == "plain"
+    # A tenant's string stored raw without keys: seal() never writes a key id without a ':'
+    # after it, so it cannot be ciphertext and reads as the string it was.
+    assert PayloadKeys().open(PREFIX + "junk") == PREFIX + "junk"
+    assert keys.open_text(json.dumps(PREFIX + "junk")) == json.dumps(PREFIX + "junk")
+    # One shaped like ciphertext stays unreadable, as it always was: it cannot be told apart.
+    with pytest.raises(PayloadUnreadable):
+        PayloadKeys().open(PREFIX + "k9:AAAA")
+
+
+@given(st.text())
+def test_without_keys_every_string_round_trips(text: str) -> None:
+    keys = PayloadKeys()
+    for payload in (text, PREFIX + text, VERBATIM + text):
+        assert keys.open(keys.seal(payload)) == payload
+        assert json.loads(keys.open_text(json.dumps(keys.seal(payload)))) == payload

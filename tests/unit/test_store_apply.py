@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from schedd.store.apply import StateMachine
 from schedd.store.command import Command, encode, encode_batch
 from schedd.store.db import Database
 from schedd.store.digest import state_digest
+from schedd.store.snapshot import restore_snapshot, write_snapshot
 from tests.conftest import NOW_MS, Applier
 
 SPEC = {
@@ -318,3 +320,37 @@ def test_batch_entry_applies_each_command_in_its_own_savepoint(
         result["results"][2]["results"],
     ]
     assert db.conn.execute("SELECT COUNT(*) FROM jobs").fetchone() == (2,)
+
+
+def test_an_entry_an_installed_snapshot_holds_answers_its_first_result(
+    apply: Applier, db: Database, tmp_path: Path
+) -> None:
+    """pysyncobj re-applies the entries after the index it compacted at; the snapshot's copy,
+    taken while apply went on, may hold some of them, and this node may wait for one."""
+    follower = StateMachine(Database(tmp_path / "follower" / "state.db"))
+    try:
+        tenant(apply)
+        single = encode(_create_cmd("single", "a"))
+        batch = encode_batch(
+            [encode(_create_cmd("in-batch-1", "b")), encode(_create_cmd("in-batch-2", "a"))],
+            id="batch",
+            ts_ms=NOW_MS,
+        )
+        first = [apply.blob(single), apply.blob(batch)]
+        write_snapshot(db.path, tmp_path / "snapshot", b"raft state")
+        restore_snapshot(follower.db, tmp_path / "snapshot")
+        again = [follower.apply(single, index=2), follower.apply(batch, index=3)]
+        assert again == first
+        # Even the batch's Idempotency-Key replay answers as it first did (job a, not created).
+        assert first[1]["results"][1]["results"][0]["created"] is False
+    finally:
+        follower.db.close()
+
+
+def _create_cmd(command_id: str, job_id: str) -> Command:
+    return Command(
+        type="create_jobs",
+        id=command_id,
+        ts_ms=NOW_MS,
+        body={"tenant_id": "t1", "jobs": [job_item(job_id, key=f"key-{job_id}")]},
+    )

@@ -1,0 +1,92 @@
+"""pysyncobj's snapshot hooks (raft/snapshots.py): restoring a newer snapshot replaces the store
+and tells the node, which forgets what it cached of the old state (its tenant tokens)."""
+
+from __future__ import annotations
+
+import asyncio
+import pickle
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from schedd.api.context import token_hash
+from schedd.config import load_config
+from schedd.node import Node
+from schedd.raft.snapshots import SnapshotHooks
+from schedd.store.apply import StateMachine
+from schedd.store.db import Database
+from schedd.store.snapshot import write_snapshot
+from tests.conftest import Applier
+
+OLD_TOKEN, NEW_TOKEN = "sk_old_token", "sk_new_token"
+
+
+def _create_tenant(apply: Applier) -> None:
+    assert apply("create_tenant", _tenant_body())["status"] == "ok"
+
+
+def _rotate(apply: Applier) -> None:
+    body = {"tenant_id": "t1", "token_hash": token_hash(NEW_TOKEN), "signing_secret": "whsec_y"}
+    assert apply("rotate_tenant", body)["status"] == "ok"
+
+
+@pytest.fixture
+def leader_snapshot(tmp_path: Path) -> Iterator[Path]:
+    """A snapshot of a store where the tenant was created, then its token rotated."""
+    leader = Database(tmp_path / "leader" / "state.db")
+    try:
+        apply = Applier(StateMachine(leader))
+        _create_tenant(apply)
+        _rotate(apply)
+        path = tmp_path / "leader.snapshot"
+        write_snapshot(leader.path, path, pickle.dumps({"raft": "state"}))
+        yield path
+    finally:
+        leader.close()
+
+
+def _token_hash_in(db: Database) -> str:
+    row = db.conn.execute("SELECT token_hash FROM tenants WHERE tenant_id = 't1'").fetchone()
+    return str(row[0])
+
+
+def test_a_newer_snapshot_replaces_the_store_and_calls_on_restore(
+    db: Database, apply: Applier, leader_snapshot: Path, tmp_path: Path
+) -> None:
+    _create_tenant(apply)  # this node lagged: it never applied the rotation
+    restored: list[bool] = []
+    hooks = SnapshotHooks(db, tmp_path / "raft.snapshot", on_restore=lambda: restored.append(True))
+    assert hooks.deserialize(str(leader_snapshot)) == {"raft": "state"}
+    assert restored == [True]
+    assert _token_hash_in(db) == token_hash(NEW_TOKEN)
+    hooks.deserialize(str(leader_snapshot))  # not newer than the live store any more: kept
+    assert restored == [True]
+
+
+def test_a_node_forgets_its_cached_tokens_when_it_installs_a_snapshot(
+    tmp_path: Path, leader_snapshot: Path
+) -> None:
+    config_path = tmp_path / "node.toml"
+    config_path.write_text(f'[node]\nid = "n1"\ndata_dir = "{tmp_path / "n1"}"\n')
+    node = Node(load_config(config_path, env={"SCHEDD_ADMIN_TOKEN": "adm_" + "x" * 24}))
+    try:
+        _create_tenant(Applier(node.machine))
+        node.tokens.put(token_hash(OLD_TOKEN), "t1", generation=node.tokens.generation)
+        node.snapshots.deserialize(str(leader_snapshot))
+        assert node.tokens.get(token_hash(OLD_TOKEN)) is None
+    finally:
+        asyncio.run(node.stop())
+
+
+def _tenant_body() -> dict[str, Any]:
+    return {
+        "tenant_id": "t1",
+        "name": "acme",
+        "token_hash": token_hash(OLD_TOKEN),
+        "signing_secret": "whsec_x",
+        "max_active_jobs": 10,
+        "dispatch_rate": 100,
+        "allowed_hosts": [],
+    }
