@@ -38,7 +38,6 @@ from schedd.store.db import Checkpointer, Database, ReadPool, connect
 log = logging.getLogger(__name__)
 HALT_EXIT_CODE = 70
 REGISTER_RETRY_S = 1.0
-QUEUE_FEEDERS = frozenset({"claim_runs", "nack_messages", "redrive_deadletter"})
 OUTBOX_FEEDERS = frozenset({"claim_runs", "redrive_deadletter"})
 
 
@@ -103,7 +102,11 @@ class Node:
         self.db = Database(config.data_dir / "state.db")
         self._check_partitions()
         self.tokens = TokenCache()
-        self.machine = StateMachine(self.db, on_applied=self._on_applied)
+        self.machine = StateMachine(
+            self.db,
+            on_applied=self._on_applied,
+            on_fed=lambda queues: self.queue_signal.pulse_threadsafe(queues),
+        )
         self.snapshots = SnapshotHooks(self.db, config.data_dir / "raft.snapshot")
         self.replica: Replica | None = None
         self.reads = ReadPool(self.db.path)
@@ -139,8 +142,6 @@ class Node:
             self.tokens.clear()
         if self.dispatch is not None:
             self.dispatch.on_applied(cmd)
-        if cmd.type in QUEUE_FEEDERS:
-            self.queue_signal.pulse_threadsafe()
         if cmd.type in OUTBOX_FEEDERS and self.caller is not None:
             self.caller.wake_threadsafe()
 

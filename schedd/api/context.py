@@ -6,11 +6,10 @@ Also the one place a bearer token becomes a Principal (admin, or a tenant).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import hmac
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -76,27 +75,48 @@ class TokenCache:
 
 
 class QueueSignal:
-    """Wakes long-polling receives when messages may have appeared (any queue: they re-check)."""
+    """Wakes the long-polling receives of one (tenant, queue) when apply put messages in it.
+
+    Keyed, so a claim that feeds one queue wakes only that queue's receives, not every one."""
 
     def __init__(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._event = asyncio.Event()
+        self._events: dict[tuple[str, str], tuple[asyncio.Event, int]] = {}  # event, waiters
+        self.wakeups = 0  # receives woken by a pulse (tests count them)
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
 
-    def pulse_threadsafe(self) -> None:
+    def pulse_threadsafe(self, queues: Iterable[tuple[str, str]]) -> None:
+        """Wake the receives waiting on these (tenant_id, queue) pairs (any thread)."""
         if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._pulse)
+            self._loop.call_soon_threadsafe(self._pulse, frozenset(queues))
 
-    def _pulse(self) -> None:
-        self._event.set()
-        self._event = asyncio.Event()
+    def _pulse(self, queues: frozenset[tuple[str, str]]) -> None:
+        for key in queues:
+            entry = self._events.pop(key, None)
+            if entry is not None:
+                entry[0].set()
+                self.wakeups += entry[1]
 
-    async def wait(self, timeout_s: float) -> None:
-        """Until the next pulse or the timeout, whichever comes first."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._event.wait(), timeout_s)
+    async def wait(self, tenant_id: str, queue: str, timeout_s: float) -> bool:
+        """Until this queue's next pulse (True) or the timeout (False)."""
+        key = (tenant_id, queue)
+        event, waiters = self._events.get(key, (asyncio.Event(), 0))
+        self._events[key] = (event, waiters + 1)
+        try:
+            async with asyncio.timeout(timeout_s):
+                await event.wait()
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            current = self._events.get(key)
+            if current is not None and current[0] is event:  # not pulsed: leave the count
+                if current[1] <= 1:
+                    del self._events[key]
+                else:
+                    self._events[key] = (event, current[1] - 1)
 
 
 def wall_clock_ms() -> int:

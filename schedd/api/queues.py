@@ -105,7 +105,7 @@ async def receive(request: web.Request) -> web.Response:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return json_response({"messages": []})
-        await ctx.queue_signal.wait(min(remaining, RECHECK_S))
+        await ctx.queue_signal.wait(tenant_id, queue, min(remaining, RECHECK_S))
 
 
 async def _settle(request: web.Request, type_: str, extra: dict[str, Any]) -> dict[str, Any]:
