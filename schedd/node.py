@@ -16,9 +16,11 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 from pysyncobj import SyncObjConf
 
-from schedd.api.app import build_app
+from schedd.api.admin import MetricsAccess
+from schedd.api.app import build_app, start_metrics_site
 from schedd.api.context import ApiContext, QueueSignal, TokenCache
-from schedd.config import NodeConfig
+from schedd.api.limits import ServerLimits
+from schedd.config import NodeConfig, parse_listen
 from schedd.delivery.caller import Caller
 from schedd.delivery.guard import TargetGuard
 from schedd.dispatch.clock import ClockGuard
@@ -112,6 +114,7 @@ class Node:
         self.reads = ReadPool(self.db.path)
         self.checkpointer = Checkpointer(self.db.path)
         self._runner: web.AppRunner | None = None
+        self._metrics_runner: web.AppRunner | None = None
         self._register_task: asyncio.Task[None] | None = None
         self.dispatch: DispatchService | None = None
         self.caller: Caller | None = None
@@ -178,13 +181,23 @@ class Node:
             guard=self.guard,
             secret_overlap_ms=self.config.secret_overlap_ms,
             payload_keys=self.payload_keys,
+            limits=self._limits(),
         )
         self._runner = web.AppRunner(
-            build_app(ctx, node_metrics=self.metrics), access_log=None, handler_cancellation=True
+            build_app(ctx, node_metrics=self.metrics, metrics_access=self._metrics_access()),
+            access_log=None,
+            handler_cancellation=True,
+            **ctx.limits.runner_options(),
         )
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.config.api_host, self.config.api_port)
         await site.start()
+        if self.config.metrics_listen is not None:
+            host, port = parse_listen(self.config.metrics_listen, field="metrics.listen")
+            access = MetricsAccess(
+                tokens=self._metrics_access().tokens, is_open=self.config.metrics_token is None
+            )
+            self._metrics_runner = await start_metrics_site(self.metrics, access, host, port)
         self._register_task = asyncio.create_task(self._register(proposer))
         loop = asyncio.get_running_loop()
         self.queue_signal.bind(loop)
@@ -211,6 +224,23 @@ class Node:
             tenant_concurrency=self.config.tenant_concurrency,
         )
         self.caller.start()
+
+    def _limits(self) -> ServerLimits:
+        cfg = self.config
+        return ServerLimits(
+            header_timeout_s=cfg.api_header_timeout_s,
+            body_timeout_s=cfg.api_body_timeout_s,
+            max_body_reads=cfg.api_max_body_reads,
+            long_polls_per_tenant=cfg.api_long_polls_per_tenant,
+        )
+
+    def _metrics_access(self) -> MetricsAccess:
+        """On the API port: the admin token or the metrics token; nobody if it has its own."""
+        token = self.config.metrics_token
+        return MetricsAccess(
+            tokens=() if token is None else (token,),
+            is_served=self.config.metrics_listen is None,
+        )
 
     async def _register(self, proposer: Proposer) -> None:
         """Publish this node's addresses through the log once a leader exists."""
@@ -296,6 +326,8 @@ class Node:
             await asyncio.to_thread(self.dispatch.stop)
         if self._runner is not None:
             await self._runner.cleanup()
+        if self._metrics_runner is not None:
+            await self._metrics_runner.cleanup()
         if self.replica is not None:
             replica = self.replica
             await asyncio.to_thread(replica.destroy_synchronous)

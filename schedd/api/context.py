@@ -15,6 +15,7 @@ from typing import Any, Literal, Protocol
 
 from aiohttp import web
 
+from schedd.api.limits import BodyGate, LongPolls, ServerLimits
 from schedd.delivery.guard import TargetGuard
 from schedd.errors import Forbidden, InvalidRequest, TenantNotFound, Unauthorized
 from schedd.sealing import PayloadKeys
@@ -141,7 +142,14 @@ class ApiContext:
     guard: TargetGuard = field(default_factory=TargetGuard)
     secret_overlap_ms: int = 86_400_000
     payload_keys: PayloadKeys = field(default_factory=PayloadKeys)
+    limits: ServerLimits = field(default_factory=ServerLimits)
+    body_gate: BodyGate = field(init=False)
+    long_polls: LongPolls = field(init=False)
     _barrier: asyncio.Task[dict[str, Any]] | None = None
+
+    def __post_init__(self) -> None:
+        self.body_gate = BodyGate(self.limits.max_body_reads, self.limits.body_wait_s)
+        self.long_polls = LongPolls(self.limits.long_polls_per_tenant)
 
     async def catch_up(self) -> None:
         """Wait until this node has applied everything committed before now.

@@ -18,6 +18,9 @@ BATCH = "batch"  # a group commit: body {"commands": [envelope, ...]}
 # (it wakes those queues' long polls), not a result: apply takes it out before the result is
 # stored or answered, so results and digests stay what they were.
 FED_QUEUES = "fed_queues"
+# The largest encoded command (one log entry) a proposer sends: well under pysyncobj's
+# appendEntriesBatchSizeBytes (4 MiB, node.py), past which entries take a path that misbehaves.
+MAX_COMMAND_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

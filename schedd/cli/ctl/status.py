@@ -21,9 +21,9 @@ from schedd.cli.ctl.render import json_option
 from schedd.cli.ctl.top import scrape, window_p99
 
 
-def node_metrics(api: str, timeout_s: float) -> dict[str, Any]:
+def node_metrics(api: str, timeout_s: float, token: str | None = None) -> dict[str, Any]:
     """The figures `status` shows from one node's /metrics (empty if it cannot be read)."""
-    sample = scrape(api, timeout_s)
+    sample = scrape(api, timeout_s, token)
     if sample is None:
         return {}
     return {
@@ -41,7 +41,7 @@ def gather(client: Client) -> dict[str, Any]:
     leader_index = 0
     for node in cluster["nodes"]:
         node["partitions"] = len(node.get("partitions") or [])
-        seen = node_metrics(node["api"], client.timeout_s) if node.get("api") else {}
+        seen = node_metrics(node["api"], client.timeout_s, client.token) if node.get("api") else {}
         node["reachable"] = bool(seen)
         node.update({key: seen.get(key) for key in ("term", "backlog", "claim_lag_p99_s")})
         if seen.get("applied_index") is not None:

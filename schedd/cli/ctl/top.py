@@ -41,9 +41,13 @@ class Sample:
         return {labels: v for (n, labels), v in self.values.items() if n == name}
 
 
-def scrape(api: str, timeout_s: float) -> Sample | None:
+def scrape(api: str, timeout_s: float, token: str | None = None) -> Sample | None:
+    """One node's /metrics (the admin token opens it on the API port), or None."""
+    request = urllib.request.Request(f"{api.rstrip('/')}/metrics")
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
     try:
-        with urllib.request.urlopen(f"{api.rstrip('/')}/metrics", timeout=timeout_s) as answer:
+        with urllib.request.urlopen(request, timeout=timeout_s) as answer:
             text = answer.read().decode()
     except (urllib.error.URLError, OSError, ValueError):
         return None
@@ -168,12 +172,12 @@ Examples:
 @click.pass_obj
 def top(client: Client, interval: float, is_once: bool) -> None:
     """A live view: runs/s, lag, backlog, callbacks, queues and top tenants (admin token)."""
-    before = _scrape_all(client.cluster(), client.timeout_s)
+    before = _scrape_all(client.cluster(), client.timeout_s, client.token)
     console = Console()
     if is_once:
         time.sleep(interval)
         cluster = client.cluster()
-        after = _scrape_all(cluster, client.timeout_s)
+        after = _scrape_all(cluster, client.timeout_s, client.token)
         console.print(frame(cluster, before, after, _tenants(client), is_live=False))
         return
     with Live(console=console, auto_refresh=False, screen=False) as live:
@@ -181,17 +185,19 @@ def top(client: Client, interval: float, is_once: bool) -> None:
             while True:
                 time.sleep(interval)
                 cluster = client.cluster()
-                after = _scrape_all(cluster, client.timeout_s)
+                after = _scrape_all(cluster, client.timeout_s, client.token)
                 live.update(frame(cluster, before, after, _tenants(client)), refresh=True)
                 before = after
         except KeyboardInterrupt:
             return
 
 
-def _scrape_all(cluster: dict[str, Any], timeout_s: float) -> dict[str, Sample]:
+def _scrape_all(
+    cluster: dict[str, Any], timeout_s: float, token: str | None = None
+) -> dict[str, Sample]:
     samples = {}
     for node in cluster["nodes"]:
-        sample = scrape(node["api"], timeout_s) if node.get("api") else None
+        sample = scrape(node["api"], timeout_s, token) if node.get("api") else None
         if sample is not None:
             samples[node["node_id"]] = sample
     return samples
