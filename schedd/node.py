@@ -278,6 +278,20 @@ class Node:
             self.replica, kind, address, timeout_s=self.config.request_timeout_s
         )
 
+    def commit_view(self) -> tuple[int, int, bool] | None:
+        """(the leader's commit index as this node knows it, the last index this node applied,
+        is it the leader), or None without a leader. A follower learns the leader's commit
+        index with each append-entries message, so it may be one heartbeat old."""
+        replica = self.replica
+        if replica is None or not replica.leader_address():
+            return None
+        raw = replica.getStatus()
+        is_leader = replica.is_leader()
+        commit = raw.get("commit_idx") if is_leader else raw.get("leader_commit_idx")
+        if commit is None:
+            return None
+        return int(commit), int(raw.get("last_applied") or 0), is_leader
+
     def step_down(self) -> None:
         if self.replica is not None:
             self.replica.step_down()

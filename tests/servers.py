@@ -112,15 +112,19 @@ class NodeProcess:
 
 
 def write_config(
-    node: NodeProcess, peers: list[str], extra: str = "", extra_sections: str = ""
+    node: NodeProcess,
+    peers: list[str],
+    extra: str = "",
+    extra_sections: str = "",
+    api_extra: str = "",
 ) -> None:
-    """Write the node's TOML: `extra` lines go inside [raft], `extra_sections` (whole sections,
-    such as a [dispatch] table) after it."""
+    """Write the node's TOML: `extra` lines go inside [raft], `api_extra` inside [api],
+    `extra_sections` (whole sections, such as a [dispatch] table) after them."""
     peer_list = ", ".join(json.dumps(p) for p in peers)
     sections = f"\n{extra_sections}" if extra_sections else ""
     node.config_path.write_text(
         f'[node]\nid = "{node.node_id}"\ndata_dir = "{node.data_dir}"\nlog_level = "info"\n\n'
-        f'[api]\nlisten = "127.0.0.1:{node.api_port}"\n\n'
+        f'[api]\nlisten = "127.0.0.1:{node.api_port}"\n{api_extra}\n'
         f'[raft]\nlisten = "{node.raft}"\npeers = [{peer_list}]\n'
         'election_timeout_min = "1s"\nelection_timeout_max = "2.5s"\n'
         f"{extra}"
@@ -129,7 +133,7 @@ def write_config(
 
 
 def make_nodes(
-    base: Path, count: int, raft_extra: str = "", extra_sections: str = ""
+    base: Path, count: int, raft_extra: str = "", extra_sections: str = "", api_extra: str = ""
 ) -> list[NodeProcess]:
     """`count` nodes with configs under `base`, not started yet."""
     ports = free_ports(2 * count)
@@ -145,7 +149,8 @@ def make_nodes(
         for i in range(count)
     ]
     for node in nodes:
-        write_config(node, [n.raft for n in nodes if n is not node], raft_extra, extra_sections)
+        peers = [n.raft for n in nodes if n is not node]
+        write_config(node, peers, raft_extra, extra_sections, api_extra)
     return nodes
 
 

@@ -15,9 +15,15 @@ from typing import Any, Literal, Protocol
 
 from aiohttp import web
 
-from schedd.api.limits import BodyGate, LongPolls, ServerLimits
+from schedd.api.limits import AddressBudget, BodyGate, LongPolls, ServerLimits
 from schedd.delivery.guard import TargetGuard
-from schedd.errors import Forbidden, InvalidRequest, TenantNotFound, Unauthorized
+from schedd.errors import (
+    ClusterUnavailable,
+    Forbidden,
+    InvalidRequest,
+    TenantNotFound,
+    Unauthorized,
+)
 from schedd.sealing import PayloadKeys
 from schedd.store import queries
 from schedd.store.db import ReadPool
@@ -41,6 +47,11 @@ class RaftStatus(Protocol):
     def clock_problem(self) -> str | None: ...
 
     def members(self) -> list[str]: ...
+
+    def commit_view(self) -> tuple[int, int, bool] | None:
+        """(the leader's commit index as this node knows it, this node's last applied index,
+        is this node the leader), or None without a leader."""
+        ...
 
     async def change_membership(self, kind: Literal["add", "remove"], address: str) -> None: ...
 
@@ -120,6 +131,12 @@ class QueueSignal:
                     self._events[key] = (event, current[1] - 1)
 
 
+BARRIERS_PER_S = 2.0  # barrier entries one client address may cause, a second...
+BARRIER_BURST = 4  # ...and at once
+HEARTBEAT_WAIT_S = 0.25  # over 2 append-entries periods (0.1 s, node.py): a fresh commit index
+CATCH_UP_POLL_S = 0.01
+
+
 def wall_clock_ms() -> int:
     return int(time.time() * 1000)
 
@@ -145,20 +162,46 @@ class ApiContext:
     limits: ServerLimits = field(default_factory=ServerLimits)
     body_gate: BodyGate = field(init=False)
     long_polls: LongPolls = field(init=False)
+    barriers: AddressBudget = field(
+        default_factory=lambda: AddressBudget(BARRIERS_PER_S, BARRIER_BURST)
+    )
     _barrier: asyncio.Task[dict[str, Any]] | None = None
 
     def __post_init__(self) -> None:
         self.body_gate = BodyGate(self.limits.max_body_reads, self.limits.body_wait_s)
         self.long_polls = LongPolls(self.limits.long_polls_per_tenant)
 
-    async def catch_up(self) -> None:
+    async def catch_up(self, address: str | None = None) -> None:
         """Wait until this node has applied everything committed before now.
 
-        A committed no-op proposed from here is applied here after all earlier entries. Callers
-        share one barrier in flight, so unknown tokens cannot multiply Raft traffic."""
+        A committed no-op (a barrier) proposed from here is applied here after all earlier
+        entries: exact, but a log entry. Each client address gets a few of those a second;
+        past that, this node waits for the leader's commit index as it knows it (one heartbeat
+        later on a follower) to be applied: no entry, so unknown tokens cannot fill the log."""
+        if self.barriers.allow(address or "", time.monotonic()):
+            await self._barrier_entry()
+        else:
+            await self._applied_leader_commit()
+
+    async def _barrier_entry(self) -> None:
+        # Callers share one barrier in flight.
         if self._barrier is None or self._barrier.done():
             self._barrier = asyncio.ensure_future(self.proposer.propose("barrier", {}))
         await asyncio.shield(self._barrier)
+
+    async def _applied_leader_commit(self) -> None:
+        view = self.raft.commit_view()
+        if view is None:
+            return await self._barrier_entry()  # no leader: the barrier answers 503 as before
+        if not view[2]:  # a follower: let a heartbeat sent after this request arrive first
+            await asyncio.sleep(HEARTBEAT_WAIT_S)
+            view = self.raft.commit_view() or view
+        deadline = time.monotonic() + self.request_timeout_s
+        while (now := self.raft.commit_view()) is None or now[1] < view[0]:
+            if time.monotonic() > deadline:
+                raise ClusterUnavailable("this node is catching up with the leader; retry")
+            await asyncio.sleep(CATCH_UP_POLL_S)
+        return None
 
 
 CONTEXT = web.AppKey("context", ApiContext)
@@ -210,7 +253,7 @@ async def authenticate(request: web.Request, ctx: ApiContext) -> Principal:
         generation = ctx.tokens.generation
         tenant = await ctx.reads.read(lambda conn: queries.tenant_by_token_hash(conn, hashed))
         if tenant is None:  # maybe created on another node a moment ago: catch up, look again
-            await ctx.catch_up()
+            await ctx.catch_up(request.remote)
             tenant = await ctx.reads.read(lambda conn: queries.tenant_by_token_hash(conn, hashed))
         if tenant is None:
             raise Unauthorized("unknown token")
@@ -226,7 +269,7 @@ async def _named_tenant(request: web.Request, ctx: ApiContext) -> str | None:
     if not 1 <= len(tenant_id) <= 64 or not tenant_id.isascii():
         raise InvalidRequest("X-Tenant", "must be a tenant id")
     if await ctx.reads.read(lambda conn: queries.get_tenant(conn, tenant_id)) is None:
-        await ctx.catch_up()  # it may have been created on another node a moment ago
+        await ctx.catch_up(request.remote)  # it may have been created on another node just now
         if await ctx.reads.read(lambda conn: queries.get_tenant(conn, tenant_id)) is None:
             raise TenantNotFound(tenant_id)
     return tenant_id

@@ -59,6 +59,29 @@ class BodyGate:
             self._slots.release()
 
 
+class AddressBudget:
+    """A token bucket per client address: `burst` at once, then `per_s` a second. Bounds what
+    one address can make the node do (Raft barrier entries for unknown tokens)."""
+
+    MAX_ADDRESSES = 10_000  # past this the buckets start over: memory stays bounded
+
+    def __init__(self, per_s: float, burst: int) -> None:
+        self.per_s = per_s
+        self.burst = burst
+        self._buckets: dict[str, tuple[float, float]] = {}  # address -> (tokens, at_s)
+
+    def allow(self, address: str, now_s: float) -> bool:
+        tokens, at_s = self._buckets.get(address, (float(self.burst), now_s))
+        tokens = min(float(self.burst), tokens + (now_s - at_s) * self.per_s)
+        if len(self._buckets) >= self.MAX_ADDRESSES and address not in self._buckets:
+            self._buckets.clear()
+        if tokens < 1.0:
+            self._buckets[address] = (tokens, now_s)
+            return False
+        self._buckets[address] = (tokens - 1.0, now_s)
+        return True
+
+
 class LongPolls:
     """Counts each tenant's long polls in progress; one over the limit is a 429."""
 
