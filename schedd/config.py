@@ -24,7 +24,17 @@ _T = TypeVar("_T")
 
 SCHEMA: Mapping[str, tuple[str, ...]] = {
     "node": ("id", "data_dir", "log_level"),
-    "api": ("listen", "request_timeout", "tls_cert", "tls_key", "tls_ca"),
+    "api": (
+        "listen",
+        "request_timeout",
+        "header_timeout",
+        "body_timeout",
+        "max_body_reads",
+        "long_polls_per_tenant",
+        "tls_cert",
+        "tls_key",
+        "tls_ca",
+    ),
     "raft": (
         "listen",
         "peers",
@@ -47,6 +57,7 @@ SCHEMA: Mapping[str, tuple[str, ...]] = {
     "dispatch": ("lease_ttl", "misfire_threshold", "max_clock_offset"),
     "encryption": ("payload_keys_file",),
     "log": ("format",),
+    "metrics": ("listen", "token", "token_file"),
     "retention": ("runs",),
 }
 KEYS = tuple(f"{section}.{key}" for section, keys in SCHEMA.items() for key in keys)
@@ -54,9 +65,10 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("text", "json")
 RAFT_SECRET_ENV = "SCHEDD_RAFT_SECRET"
 ADMIN_TOKEN_ENV = "SCHEDD_ADMIN_TOKEN"
+METRICS_TOKEN_ENV = "SCHEDD_METRICS_TOKEN"
 MIN_SECRET_CHARS = 16
 MIN_PAYLOAD_BYTES = 1024
-MAX_PAYLOAD_BYTES = 16 * 1024 * 1024
+MAX_PAYLOAD_BYTES = 512 * 1024  # sealed and in its job, it must fit one 1 MiB Raft command
 MAX_PARTITIONS = 65_536
 DEFAULT_API_LISTEN = "127.0.0.1:8701"
 DEFAULT_RAFT_LISTEN = "127.0.0.1:9701"
@@ -104,6 +116,12 @@ class NodeConfig:
     lease_ttl_ms: int = 5_000
     misfire_threshold_ms: int = 60_000
     max_clock_offset_ms: int = 500
+    api_header_timeout_s: float = 15.0
+    api_body_timeout_s: float = 30.0
+    api_max_body_reads: int = 64
+    api_long_polls_per_tenant: int = 32
+    metrics_listen: str | None = None  # "host:port" of a /metrics-only listener
+    metrics_token: str | None = dataclasses.field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         _check_cluster_shape(self)
@@ -146,12 +164,38 @@ def _check_cluster_shape(cfg: NodeConfig) -> None:
         raise ConfigError(f"raft.peers lists {duplicates[0]!r} more than once")
     if cfg.api_listen == cfg.raft_listen:
         raise ConfigError(f"api.listen and raft.listen must differ, both are {cfg.raft_listen!r}")
+    _check_metrics_listen(cfg)
     if cfg.raft_peers and cfg.raft_secret is None:
         raise ConfigError(
             f"raft.peers lists {len(cfg.raft_peers)} peer(s) but there is no raft.secret, "
             f"raft.secret_file or {RAFT_SECRET_ENV}: a multi-node node refuses to start "
             f"without one"
         )
+
+
+def _check_metrics_listen(cfg: NodeConfig) -> None:
+    if cfg.metrics_listen is None:
+        return
+    if cfg.metrics_listen in (cfg.api_listen, cfg.raft_listen):
+        raise ConfigError(
+            f"metrics.listen must differ from api.listen and raft.listen, got "
+            f"{cfg.metrics_listen!r}"
+        )
+    host = cfg.metrics_listen.rpartition(":")[0].strip("[]")
+    if not _is_loopback(host) and cfg.metrics_token is None:
+        raise ConfigError(
+            f"metrics.listen {cfg.metrics_listen!r} is not a loopback address: give "
+            f"metrics.token or metrics.token_file, or listen on 127.0.0.1"
+        )
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def load_config(path: Path | str, env: Mapping[str, str] | None = None) -> NodeConfig:
@@ -252,6 +296,12 @@ def _build(
             doc, "dispatch.misfire_threshold", 60_000, minimum_ms=1_000
         ),
         max_clock_offset_ms=_duration_ms(doc, "dispatch.max_clock_offset", 500, minimum_ms=50),
+        api_header_timeout_s=_seconds(doc, "api.header_timeout", 15_000, minimum_ms=100),
+        api_body_timeout_s=_seconds(doc, "api.body_timeout", 30_000, minimum_ms=100),
+        api_max_body_reads=_integer(doc, "api.max_body_reads", 64, 1, 100_000),
+        api_long_polls_per_tenant=_integer(doc, "api.long_polls_per_tenant", 32, 1, 100_000),
+        metrics_listen=_metrics_listen(doc),
+        metrics_token=_secret(doc, "metrics.token", base, env, METRICS_TOKEN_ENV),
     )
 
 
@@ -422,8 +472,15 @@ def _payload_limit(doc: Mapping[str, Mapping[str, object]]) -> int:
             f"got {value!r}"
         )
     if not MIN_PAYLOAD_BYTES <= size <= MAX_PAYLOAD_BYTES:
-        raise ConfigError(f"{field} must be 1KiB..16MiB, got {value!r}")
+        raise ConfigError(
+            f"{field} must be 1KiB..512KiB (a job must fit one Raft command), got {value!r}"
+        )
     return size
+
+
+def _metrics_listen(doc: Mapping[str, Mapping[str, object]]) -> str | None:
+    text = _optional_text(doc, "metrics.listen")
+    return None if text is None else join_listen(*parse_listen(text, field="metrics.listen"))
 
 
 def _duration_ms(

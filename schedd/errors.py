@@ -47,6 +47,19 @@ class PayloadTooLarge(InvalidRequest):
     http_status = 413
 
 
+class CommandTooLarge(PayloadTooLarge):
+    """A write whose Raft command would be over the per-command cap."""
+
+    def __init__(self, type_: str, size: int, limit: int) -> None:
+        super().__init__(
+            "body",
+            f"makes a {type_} command of {size} bytes, over the {limit}-byte limit of one "
+            f"Raft command ({limit // 1024} KiB); send less per request",
+        )
+        self.size = size
+        self.limit = limit
+
+
 class Unauthorized(SchedError):
     """No token, or a token nobody issued."""
 
@@ -127,6 +140,19 @@ class ClusterUnavailable(SchedError):
 
 class NoLeader(ClusterUnavailable):
     code = "no_leader"
+
+
+class ServerBusy(ClusterUnavailable):
+    """This node is at one of its server limits (bodies read at once); retry shortly."""
+
+    code = "server_busy"
+
+
+class RequestTimeout(InvalidRequest):
+    """The client sent its request body too slowly."""
+
+    code = "request_timeout"
+    http_status = 408
 
 
 class OutcomeUnknown(ClusterUnavailable):

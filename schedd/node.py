@@ -16,9 +16,11 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 from pysyncobj import SyncObjConf
 
-from schedd.api.app import build_app
+from schedd.api.admin import MetricsAccess
+from schedd.api.app import build_app, start_metrics_site
 from schedd.api.context import ApiContext, QueueSignal, TokenCache
-from schedd.config import NodeConfig
+from schedd.api.limits import ServerLimits
+from schedd.config import NodeConfig, parse_listen
 from schedd.delivery.caller import Caller
 from schedd.delivery.guard import TargetGuard
 from schedd.dispatch.clock import ClockGuard
@@ -39,7 +41,6 @@ from schedd.tls import node_contexts
 log = logging.getLogger(__name__)
 HALT_EXIT_CODE = 70
 REGISTER_RETRY_S = 1.0
-QUEUE_FEEDERS = frozenset({"claim_runs", "nack_messages", "redrive_deadletter"})
 OUTBOX_FEEDERS = frozenset({"claim_runs", "redrive_deadletter"})
 
 
@@ -105,7 +106,11 @@ class Node:
         self.db = Database(config.data_dir / "state.db")
         self._check_partitions()
         self.tokens = TokenCache()
-        self.machine = StateMachine(self.db, on_applied=self._on_applied)
+        self.machine = StateMachine(
+            self.db,
+            on_applied=self._on_applied,
+            on_fed=lambda queues: self.queue_signal.pulse_threadsafe(queues),
+        )
         self.snapshots = SnapshotHooks(
             self.db, config.data_dir / "raft.snapshot", on_restore=self._on_restored
         )
@@ -113,6 +118,7 @@ class Node:
         self.reads = ReadPool(self.db.path)
         self.checkpointer = Checkpointer(self.db.path)
         self._runner: web.AppRunner | None = None
+        self._metrics_runner: web.AppRunner | None = None
         self._register_task: asyncio.Task[None] | None = None
         self.dispatch: DispatchService | None = None
         self.caller: Caller | None = None
@@ -143,8 +149,6 @@ class Node:
             self.tokens.clear()
         if self.dispatch is not None:
             self.dispatch.on_applied(cmd)
-        if cmd.type in QUEUE_FEEDERS:
-            self.queue_signal.pulse_threadsafe()
         if cmd.type in OUTBOX_FEEDERS and self.caller is not None:
             self.caller.wake_threadsafe()
 
@@ -155,7 +159,7 @@ class Node:
         self.tokens.clear()
         if self.dispatch is not None:
             self.dispatch.on_restored()
-        self.queue_signal.pulse_threadsafe()
+        self.queue_signal.pulse_all_threadsafe()
         if self.caller is not None:
             self.caller.wake_threadsafe()
 
@@ -192,15 +196,25 @@ class Node:
             guard=self.guard,
             secret_overlap_ms=self.config.secret_overlap_ms,
             payload_keys=self.payload_keys,
+            limits=self._limits(),
         )
         self._runner = web.AppRunner(
-            build_app(ctx, node_metrics=self.metrics), access_log=None, handler_cancellation=True
+            build_app(ctx, node_metrics=self.metrics, metrics_access=self._metrics_access()),
+            access_log=None,
+            handler_cancellation=True,
+            **ctx.limits.runner_options(),
         )
         await self._runner.setup()
         site = web.TCPSite(
             self._runner, self.config.api_host, self.config.api_port, ssl_context=self.tls_server
         )
         await site.start()
+        if self.config.metrics_listen is not None:
+            host, port = parse_listen(self.config.metrics_listen, field="metrics.listen")
+            access = MetricsAccess(
+                tokens=self._metrics_access().tokens, is_open=self.config.metrics_token is None
+            )
+            self._metrics_runner = await start_metrics_site(self.metrics, access, host, port)
         self._register_task = asyncio.create_task(self._register(proposer))
         loop = asyncio.get_running_loop()
         self.queue_signal.bind(loop)
@@ -228,6 +242,23 @@ class Node:
             tenant_concurrency=self.config.tenant_concurrency,
         )
         self.caller.start()
+
+    def _limits(self) -> ServerLimits:
+        cfg = self.config
+        return ServerLimits(
+            header_timeout_s=cfg.api_header_timeout_s,
+            body_timeout_s=cfg.api_body_timeout_s,
+            max_body_reads=cfg.api_max_body_reads,
+            long_polls_per_tenant=cfg.api_long_polls_per_tenant,
+        )
+
+    def _metrics_access(self) -> MetricsAccess:
+        """On the API port: the admin token or the metrics token; nobody if it has its own."""
+        token = self.config.metrics_token
+        return MetricsAccess(
+            tokens=() if token is None else (token,),
+            is_served=self.config.metrics_listen is None,
+        )
 
     async def _register(self, proposer: Proposer) -> None:
         """Publish this node's addresses through the log once a leader exists."""
@@ -264,6 +295,20 @@ class Node:
         await change_membership(
             self.replica, kind, address, timeout_s=self.config.request_timeout_s
         )
+
+    def commit_view(self) -> tuple[int, int, bool] | None:
+        """(the leader's commit index as this node knows it, the last index this node applied,
+        is it the leader), or None without a leader. A follower learns the leader's commit
+        index with each append-entries message, so it may be one heartbeat old."""
+        replica = self.replica
+        if replica is None or not replica.leader_address():
+            return None
+        raw = replica.getStatus()
+        is_leader = replica.is_leader()
+        commit = raw.get("commit_idx") if is_leader else raw.get("leader_commit_idx")
+        if commit is None:
+            return None
+        return int(commit), int(raw.get("last_applied") or 0), is_leader
 
     def step_down(self) -> None:
         if self.replica is not None:
@@ -313,6 +358,8 @@ class Node:
             await asyncio.to_thread(self.dispatch.stop)
         if self._runner is not None:
             await self._runner.cleanup()
+        if self._metrics_runner is not None:
+            await self._metrics_runner.cleanup()
         if self.replica is not None:
             replica = self.replica
             await asyncio.to_thread(replica.destroy_synchronous)

@@ -183,6 +183,18 @@ def http(
     return status, (json.loads(payload) if payload else None), response_headers
 
 
+def metrics_text(url: str, *, token: str | None = ADMIN_TOKEN, timeout_s: float = 10.0) -> str:
+    """GET <url>/metrics (the admin token opens it on the API port): the Prometheus text."""
+    request = urllib.request.Request(f"{url}/metrics")
+    if token is not None:
+        request.add_header("Authorization", f"Bearer {token}")
+    with urllib.request.urlopen(request, timeout=timeout_s) as response:
+        assert response.status == 200
+        assert response.headers["Content-Type"].startswith("text/plain")
+        text: str = response.read().decode()
+        return text
+
+
 def wait_ready(nodes: list[NodeProcess], timeout_s: float = READY_TIMEOUT_S) -> None:
     """Until every running node answers /readyz 200 and they agree on one leader."""
     deadline = time.monotonic() + timeout_s

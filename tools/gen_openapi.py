@@ -102,7 +102,8 @@ def basic_schemas() -> dict[str, Schema]:
                             "tenant_not_found, deadletter_not_found, not_found, conflict, "
                             "stale_state, tenant_exists, payload_too_large, "
                             "idempotency_mismatch, blocked_target, quota_exceeded, no_leader, "
-                            "outcome_unknown, cluster_unavailable.",
+                            "outcome_unknown, cluster_unavailable, request_timeout, "
+                            "server_busy.",
                         },
                         "message": {
                             "type": "string",
@@ -768,16 +769,28 @@ ERRORS = {
         "or X-Tenant names no tenant.",
     ),
     "409": ("Conflict", "State conflict (e.g. resume a cancelled job, a tenant name in use)."),
-    "413": ("PayloadTooLarge", "Body or payload over its limit."),
+    "408": (
+        "RequestTimeout",
+        "The request body did not arrive within [api] body_timeout (30 s by default).",
+    ),
+    "413": (
+        "PayloadTooLarge",
+        "Body or payload over its limit, or a write over the 1 MiB limit of one Raft command.",
+    ),
     "422": (
         "Unprocessable",
         "Idempotency-Key reused with a different body, or a target url the SSRF guard refuses.",
     ),
-    "429": ("TooManyRequests", "Tenant quota (max_active_jobs) reached."),
+    "429": (
+        "TooManyRequests",
+        "Tenant quota (max_active_jobs) reached, or the tenant's long polls on this node at "
+        "[api] long_polls_per_tenant.",
+    ),
     "503": (
         "Unavailable",
-        "No Raft leader reachable, or the write's outcome is unknown; "
-        "retry later. Never hangs past the request timeout (5 s by default).",
+        "No Raft leader reachable, or the write's outcome is unknown, or the node reads "
+        "[api] max_body_reads bodies already; retry later. Never hangs past the request "
+        "timeout (5 s by default).",
     ),
 }
 RETRY_AFTER = {
@@ -850,6 +863,7 @@ def operation(
             "required": True,
             "content": {"application/json": {"schema": ref(body)}},
         }
+        answers = answers | errors(408, 503)  # a slow body; too many bodies read at once
     op["responses"] = answers
     return op
 
@@ -1042,6 +1056,7 @@ def queue_paths() -> dict[str, Schema]:
                     "empty when none came within wait.",
                 ),
                 413,
+                429,
                 params=name,
                 body="ReceiveRequest",
             ),
@@ -1256,8 +1271,11 @@ def node_paths() -> dict[str, Schema]:
                 "metrics",
                 "node",
                 "Prometheus metrics (text format)",
-                {"200": {"description": "docs/metrics.md lists them.", "content": text}},
-                security=[],
+                {"200": {"description": "docs/metrics.md lists them.", "content": text}}
+                | errors(401, 404),
+                security=ADMIN,
+                description="The admin token or the `[metrics] token`; never a tenant's. "
+                "404 when `[metrics] listen` serves it on its own address instead.",
             ),
         },
         "/v1/openapi.json": {

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hmac
 import secrets
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
@@ -26,7 +28,7 @@ from schedd.api.http import (
 )
 from schedd.delivery.guard import TargetGuard
 from schedd.delivery.ssrf import BlockedTarget
-from schedd.errors import InvalidRequest, TenantNotFound
+from schedd.errors import InvalidRequest, TenantNotFound, Unauthorized
 from schedd.jsonbody import JSONValue, as_integer
 from schedd.schedule import occurrences, parse_schedule
 from schedd.store import queries
@@ -257,8 +259,39 @@ async def readyz(request: web.Request) -> web.Response:
     return json_response({"status": "ready", "node_id": ctx.node_id})
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MetricsAccess:
+    """Who may read /metrics on one listener. The API port serves it to the admin token and
+    `tokens` (the `[metrics] token`), or not at all when `[metrics] listen` is set; that
+    listener serves it to `tokens`, or to anyone (`is_open`) on loopback without a token."""
+
+    tokens: tuple[str, ...] = ()
+    is_served: bool = True
+    is_open: bool = False
+
+
+METRICS_ACCESS = web.AppKey("metrics_access", MetricsAccess)
+
+
+def _check_metrics_access(request: web.Request) -> None:
+    access = request.app.get(METRICS_ACCESS) or MetricsAccess()
+    if not access.is_served:
+        raise web.HTTPNotFound(reason="/metrics is served on [metrics] listen")
+    if access.is_open:
+        return
+    ctx = request.app.get(CONTEXT)
+    tokens = [*access.tokens, *([] if ctx is None else [ctx.admin_token])]
+    scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
+    given = presented.strip().encode("utf-8", "surrogateescape")
+    if scheme.lower() != "bearer" or not any(
+        hmac.compare_digest(given, token.encode()) for token in tokens
+    ):
+        raise Unauthorized("/metrics needs 'Authorization: Bearer <admin or metrics token>'")
+
+
 @routes.get("/metrics")
 async def metrics(request: web.Request) -> web.Response:
+    _check_metrics_access(request)
     # The node's gauges read SQLite: off the event loop.
     body = await asyncio.to_thread(node_metrics.exposition, request.app.get(NODE_METRICS))
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})

@@ -10,9 +10,14 @@ from schedd.api.context import CONTEXT, ApiContext
 from schedd.api.http import auth_middleware, errors_middleware, metrics_middleware
 
 
-def build_app(ctx: ApiContext, *, node_metrics: CollectorRegistry | None = None) -> web.Application:
+def build_app(
+    ctx: ApiContext,
+    *,
+    node_metrics: CollectorRegistry | None = None,
+    metrics_access: admin.MetricsAccess | None = None,
+) -> web.Application:
     """The API of one node; `ctx` carries everything handlers share, `node_metrics` the
-    node's scrape-time gauges for /metrics."""
+    node's scrape-time gauges for /metrics, `metrics_access` who may read them here."""
     app = web.Application(
         middlewares=[metrics_middleware, errors_middleware, auth_middleware],
         client_max_size=jobs.BATCH_BODY_LIMIT,
@@ -20,6 +25,8 @@ def build_app(ctx: ApiContext, *, node_metrics: CollectorRegistry | None = None)
     app[CONTEXT] = ctx
     if node_metrics is not None:
         app[admin.NODE_METRICS] = node_metrics
+    if metrics_access is not None:
+        app[admin.METRICS_ACCESS] = metrics_access
     app.add_routes(jobs.routes)
     app.add_routes(admin.routes)
     app.add_routes(membership.routes)
@@ -27,3 +34,17 @@ def build_app(ctx: ApiContext, *, node_metrics: CollectorRegistry | None = None)
     app.add_routes(deadletters.routes)
     app.add_routes(openapi.routes)
     return app
+
+
+async def start_metrics_site(
+    node_metrics: CollectorRegistry, access: admin.MetricsAccess, host: str, port: int
+) -> web.AppRunner:
+    """Serve GET /metrics alone on its own address (`[metrics] listen`); cleanup() stops it."""
+    app = web.Application(middlewares=[errors_middleware])
+    app[admin.NODE_METRICS] = node_metrics
+    app[admin.METRICS_ACCESS] = access
+    app.router.add_get("/metrics", admin.metrics)
+    runner = web.AppRunner(app, access_log=None, keepalive_timeout=15.0)
+    await runner.setup()
+    await web.TCPSite(runner, host, port).start()
+    return runner

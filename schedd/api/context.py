@@ -6,18 +6,24 @@ Also the one place a bearer token becomes a Principal (admin, or a tenant).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import hmac
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from aiohttp import web
 
+from schedd.api.limits import AddressBudget, BodyGate, LongPolls, ServerLimits
 from schedd.delivery.guard import TargetGuard
-from schedd.errors import Forbidden, InvalidRequest, TenantNotFound, Unauthorized
+from schedd.errors import (
+    ClusterUnavailable,
+    Forbidden,
+    InvalidRequest,
+    TenantNotFound,
+    Unauthorized,
+)
 from schedd.sealing import PayloadKeys
 from schedd.store import queries
 from schedd.store.db import ReadPool
@@ -41,6 +47,11 @@ class RaftStatus(Protocol):
     def clock_problem(self) -> str | None: ...
 
     def members(self) -> list[str]: ...
+
+    def commit_view(self) -> tuple[int, int, bool] | None:
+        """(the leader's commit index as this node knows it, this node's last applied index,
+        is this node the leader), or None without a leader."""
+        ...
 
     async def change_membership(self, kind: Literal["add", "remove"], address: str) -> None: ...
 
@@ -76,27 +87,59 @@ class TokenCache:
 
 
 class QueueSignal:
-    """Wakes long-polling receives when messages may have appeared (any queue: they re-check)."""
+    """Wakes the long-polling receives of one (tenant, queue) when apply put messages in it.
+
+    Keyed, so a claim that feeds one queue wakes only that queue's receives, not every one."""
 
     def __init__(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._event = asyncio.Event()
+        self._events: dict[tuple[str, str], tuple[asyncio.Event, int]] = {}  # event, waiters
+        self.wakeups = 0  # receives woken by a pulse (tests count them)
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
 
-    def pulse_threadsafe(self) -> None:
+    def pulse_threadsafe(self, queues: Iterable[tuple[str, str]]) -> None:
+        """Wake the receives waiting on these (tenant_id, queue) pairs (any thread)."""
         if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._pulse)
+            self._loop.call_soon_threadsafe(self._pulse, frozenset(queues))
 
-    def _pulse(self) -> None:
-        self._event.set()
-        self._event = asyncio.Event()
+    def pulse_all_threadsafe(self) -> None:
+        """Wake every waiting receive (any thread): the whole state was replaced."""
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(lambda: self._pulse(frozenset(self._events)))
 
-    async def wait(self, timeout_s: float) -> None:
-        """Until the next pulse or the timeout, whichever comes first."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._event.wait(), timeout_s)
+    def _pulse(self, queues: frozenset[tuple[str, str]]) -> None:
+        for key in queues:
+            entry = self._events.pop(key, None)
+            if entry is not None:
+                entry[0].set()
+                self.wakeups += entry[1]
+
+    async def wait(self, tenant_id: str, queue: str, timeout_s: float) -> bool:
+        """Until this queue's next pulse (True) or the timeout (False)."""
+        key = (tenant_id, queue)
+        event, waiters = self._events.get(key, (asyncio.Event(), 0))
+        self._events[key] = (event, waiters + 1)
+        try:
+            async with asyncio.timeout(timeout_s):
+                await event.wait()
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            current = self._events.get(key)
+            if current is not None and current[0] is event:  # not pulsed: leave the count
+                if current[1] <= 1:
+                    del self._events[key]
+                else:
+                    self._events[key] = (event, current[1] - 1)
+
+
+BARRIERS_PER_S = 2.0  # barrier entries one client address may cause, a second...
+BARRIER_BURST = 4  # ...and at once
+HEARTBEAT_WAIT_S = 0.25  # over 2 append-entries periods (0.1 s, node.py): a fresh commit index
+CATCH_UP_POLL_S = 0.01
 
 
 def wall_clock_ms() -> int:
@@ -121,16 +164,49 @@ class ApiContext:
     guard: TargetGuard = field(default_factory=TargetGuard)
     secret_overlap_ms: int = 86_400_000
     payload_keys: PayloadKeys = field(default_factory=PayloadKeys)
+    limits: ServerLimits = field(default_factory=ServerLimits)
+    body_gate: BodyGate = field(init=False)
+    long_polls: LongPolls = field(init=False)
+    barriers: AddressBudget = field(
+        default_factory=lambda: AddressBudget(BARRIERS_PER_S, BARRIER_BURST)
+    )
     _barrier: asyncio.Task[dict[str, Any]] | None = None
 
-    async def catch_up(self) -> None:
+    def __post_init__(self) -> None:
+        self.body_gate = BodyGate(self.limits.max_body_reads, self.limits.body_wait_s)
+        self.long_polls = LongPolls(self.limits.long_polls_per_tenant)
+
+    async def catch_up(self, address: str | None = None) -> None:
         """Wait until this node has applied everything committed before now.
 
-        A committed no-op proposed from here is applied here after all earlier entries. Callers
-        share one barrier in flight, so unknown tokens cannot multiply Raft traffic."""
+        A committed no-op (a barrier) proposed from here is applied here after all earlier
+        entries: exact, but a log entry. Each client address gets a few of those a second;
+        past that, this node waits for the leader's commit index as it knows it (one heartbeat
+        later on a follower) to be applied: no entry, so unknown tokens cannot fill the log."""
+        if self.barriers.allow(address or "", time.monotonic()):
+            await self._barrier_entry()
+        else:
+            await self._applied_leader_commit()
+
+    async def _barrier_entry(self) -> None:
+        # Callers share one barrier in flight.
         if self._barrier is None or self._barrier.done():
             self._barrier = asyncio.ensure_future(self.proposer.propose("barrier", {}))
         await asyncio.shield(self._barrier)
+
+    async def _applied_leader_commit(self) -> None:
+        view = self.raft.commit_view()
+        if view is None:
+            return await self._barrier_entry()  # no leader: the barrier answers 503 as before
+        if not view[2]:  # a follower: let a heartbeat sent after this request arrive first
+            await asyncio.sleep(HEARTBEAT_WAIT_S)
+            view = self.raft.commit_view() or view
+        deadline = time.monotonic() + self.request_timeout_s
+        while (now := self.raft.commit_view()) is None or now[1] < view[0]:
+            if time.monotonic() > deadline:
+                raise ClusterUnavailable("this node is catching up with the leader; retry")
+            await asyncio.sleep(CATCH_UP_POLL_S)
+        return None
 
 
 CONTEXT = web.AppKey("context", ApiContext)
@@ -182,7 +258,7 @@ async def authenticate(request: web.Request, ctx: ApiContext) -> Principal:
         generation = ctx.tokens.generation
         tenant = await ctx.reads.read(lambda conn: queries.tenant_by_token_hash(conn, hashed))
         if tenant is None:  # maybe created on another node a moment ago: catch up, look again
-            await ctx.catch_up()
+            await ctx.catch_up(request.remote)
             tenant = await ctx.reads.read(lambda conn: queries.tenant_by_token_hash(conn, hashed))
         if tenant is None:
             raise Unauthorized("unknown token")
@@ -198,7 +274,7 @@ async def _named_tenant(request: web.Request, ctx: ApiContext) -> str | None:
     if not 1 <= len(tenant_id) <= 64 or not tenant_id.isascii():
         raise InvalidRequest("X-Tenant", "must be a tenant id")
     if await ctx.reads.read(lambda conn: queries.get_tenant(conn, tenant_id)) is None:
-        await ctx.catch_up()  # it may have been created on another node a moment ago
+        await ctx.catch_up(request.remote)  # it may have been created on another node just now
         if await ctx.reads.read(lambda conn: queries.get_tenant(conn, tenant_id)) is None:
             raise TenantNotFound(tenant_id)
     return tenant_id

@@ -25,6 +25,7 @@ from schedd.errors import (
     NotFound,
     PayloadTooLarge,
     QuotaExceeded,
+    RequestTimeout,
     SchedError,
     StaleState,
 )
@@ -34,6 +35,7 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 PRINCIPAL = "principal"
+# /metrics checks its own tokens (admin or [metrics] token; never a tenant's): api/admin.py
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/v1/openapi.json"})
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
 _CURSOR = re.compile(r"[A-Za-z0-9_-]{1,400}")
@@ -118,16 +120,30 @@ def principal(request: web.Request) -> Principal:
 
 
 async def read_object(request: web.Request, *, limit_bytes: int) -> dict[str, JSONValue]:
-    """The request's JSON object body; 413 before reading anything past `limit_bytes`."""
+    """The request's JSON object body; 413 before reading anything past `limit_bytes`, 408 if
+    it takes longer than `[api] body_timeout`, 503 if the node reads too many bodies at once."""
     if request.content_length is not None and request.content_length > limit_bytes:
         raise PayloadTooLarge("body", f"is {request.content_length} bytes, over {limit_bytes}")
+    ctx = request.app[CONTEXT]
+    async with ctx.body_gate.slot():
+        try:
+            async with asyncio.timeout(ctx.limits.body_timeout_s):
+                return loads_object(await _read_body(request, limit_bytes))
+        except TimeoutError:
+            timeout_s = ctx.limits.body_timeout_s
+            raise RequestTimeout(
+                "body", f"was not received within {timeout_s:g}s (api.body_timeout)"
+            ) from None
+
+
+async def _read_body(request: web.Request, limit_bytes: int) -> bytes:
     chunks, size = [], 0
     async for chunk in request.content.iter_any():  # stop reading as soon as it is too big
         size += len(chunk)
         if size > limit_bytes:
             raise PayloadTooLarge("body", f"is over {limit_bytes} bytes")
         chunks.append(chunk)
-    return loads_object(b"".join(chunks))
+    return b"".join(chunks)
 
 
 def query_limit(request: web.Request, *, default: int = 100, maximum: int = 1000) -> int:

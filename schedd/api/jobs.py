@@ -32,11 +32,13 @@ from schedd.jobspec import JOB_FIELDS, JobSpec, job_to_json, parse_job, patch_jo
 from schedd.model import JobStatus, partition_of
 from schedd.schedule import fire_time, first_run_at
 from schedd.store import queries
+from schedd.store.command import MAX_COMMAND_BYTES, compact_json
 from schedd.timeformat import format_instant, parse_instant
 
 MAX_BATCH = 1_000
 BODY_OVERHEAD = 64 * 1024  # room around the payload for the rest of a job body
 BATCH_BODY_LIMIT = 32 * 1024 * 1024
+CHUNK_BYTES = MAX_COMMAND_BYTES - 64 * 1024  # a batch's items per command; room for the rest
 UPDATE_ATTEMPTS = 5  # a PATCH/resume that meets a concurrent change re-reads and retries
 _IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}")
 routes = web.RouteTableDef()
@@ -191,10 +193,45 @@ async def create_jobs(request: web.Request) -> web.Response:
     items = [item for item, blocked in zip(items, verdicts, strict=True) if blocked is None]
     positions = [i for i, blocked in zip(positions, verdicts, strict=True) if blocked is None]
     if items:
-        outcomes = await _create(ctx, tenant_id, who.actor, items, now)
+        outcomes = await _create_in_chunks(ctx, tenant_id, who.actor, items, now)
         for i, item, outcome in zip(positions, items, outcomes, strict=True):
             results[i] = _batch_result(item, outcome)
     return json_response({"results": results})
+
+
+def _chunks(items: list[dict[str, Any]]) -> list[list[int]]:
+    """Indexes of `items` in order, grouped so each group's command stays under the cap."""
+    chunks: list[list[int]] = []
+    size = 0
+    for k, item in enumerate(items):
+        item_bytes = len(compact_json(item).encode()) + 1
+        if not chunks or size + item_bytes > CHUNK_BYTES:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(k)
+        size += item_bytes
+    return chunks
+
+
+async def _create_in_chunks(
+    ctx: ApiContext, tenant_id: str, actor: str, items: list[dict[str, Any]], now: int
+) -> list[dict[str, Any]]:
+    """Create a batch as one create_jobs command per chunk, in order (docs/api.md: each chunk
+    is atomic, the batch is not). A chunk that fails gives its items the error; when every
+    chunk failed, the request fails with the first error."""
+    outcomes: list[dict[str, Any]] = [{} for _ in items]
+    chunks, errors = _chunks(items), []
+    for chunk in chunks:
+        try:
+            done = await _create(ctx, tenant_id, actor, [items[k] for k in chunk], now)
+        except SchedError as exc:  # 503 (outcome unknown: retry with the idempotency_key), 413
+            errors.append(exc)
+            done = [{"error": {"code": exc.code, "message": str(exc)}} for _ in chunk]
+        for k, outcome in zip(chunk, done, strict=True):
+            outcomes[k] = outcome
+    if len(errors) == len(chunks):
+        raise errors[0]
+    return outcomes
 
 
 def _batch_item(ctx: ApiContext, i: int, raw: Any, now: int) -> dict[str, Any]:

@@ -84,6 +84,16 @@ async def receive(request: web.Request) -> web.Response:
     count = _int(body, "max", 10, MAX_RECEIVE)
     wait_ms = _ms(body, "wait", "0s", 0, MAX_WAIT_MS)
     visibility_ms = _ms(body, "visibility_timeout", "30s", 1_000, MAX_VISIBILITY_MS)
+    if wait_ms == 0:
+        return await _poll(request, tenant_id, queue, count, visibility_ms, 0)
+    with ctx.long_polls.hold(tenant_id):  # 429 past `[api] long_polls_per_tenant`
+        return await _poll(request, tenant_id, queue, count, visibility_ms, wait_ms)
+
+
+async def _poll(
+    request: web.Request, tenant_id: str, queue: str, count: int, visibility_ms: int, wait_ms: int
+) -> web.Response:
+    ctx = request.app[CONTEXT]
     deadline = time.monotonic() + wait_ms / 1000
     while True:
         if await ctx.reads.read(_has_visible(tenant_id, queue, ctx.clock_ms())):
@@ -105,7 +115,7 @@ async def receive(request: web.Request) -> web.Response:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return json_response({"messages": []})
-        await ctx.queue_signal.wait(min(remaining, RECHECK_S))
+        await ctx.queue_signal.wait(tenant_id, queue, min(remaining, RECHECK_S))
 
 
 async def _settle(request: web.Request, type_: str, extra: dict[str, Any]) -> dict[str, Any]:

@@ -19,8 +19,8 @@ from typing import Any, Protocol
 
 from pysyncobj import FAIL_REASON
 
-from schedd.errors import ClusterUnavailable, NoLeader, OutcomeUnknown
-from schedd.store.command import Command, encode, encode_batch
+from schedd.errors import ClusterUnavailable, CommandTooLarge, NoLeader, OutcomeUnknown, SchedError
+from schedd.store.command import MAX_COMMAND_BYTES, Command, encode, encode_batch
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,8 @@ class Proposer:
         """Replicate one command; returns apply's result on this node (read-your-writes).
 
         Raises NoLeader when nothing was applied within the deadline, OutcomeUnknown when the
-        command may have been applied; both are 503s that the client may retry.
+        command may have been applied; both are 503s that the client may retry. A command
+        encoded over MAX_COMMAND_BYTES is a CommandTooLarge (413), never proposed.
         """
         refusal = self._refusal()
         if refusal is not None:  # every command carries this node's clock as its time
@@ -91,7 +92,10 @@ class Proposer:
             ts_ms=int(time.time() * 1000) if now_ms is None else now_ms,
             body=body,
         )
-        proposal = _Proposal(encode(cmd), asyncio.get_running_loop().create_future())
+        blob = encode(cmd)
+        if len(blob) > MAX_COMMAND_BYTES:
+            raise CommandTooLarge(type_, len(blob), MAX_COMMAND_BYTES)
+        proposal = _Proposal(blob, asyncio.get_running_loop().create_future())
         self._pending.append(proposal)
         self._flush()
         try:
@@ -125,7 +129,7 @@ class Proposer:
                     [p.blob for p in group], id=uuid.uuid4().hex, ts_ms=int(time.time() * 1000)
                 )
                 results = _unpack(await self.submit(blob), len(group))
-        except ClusterUnavailable as exc:
+        except SchedError as exc:  # ClusterUnavailable; CommandTooLarge cannot happen here
             for proposal in group:
                 _settle(proposal.future, exc)
         else:
@@ -137,6 +141,8 @@ class Proposer:
 
     async def submit(self, blob: bytes) -> dict[str, Any]:
         """Submit an encoded entry until it is applied here or the deadline passes."""
+        if len(blob) > MAX_COMMAND_BYTES:  # a group is one command or <= MAX_BATCH_BYTES
+            raise CommandTooLarge("log entry", len(blob), MAX_COMMAND_BYTES)
         deadline = time.monotonic() + self.timeout_s
         maybe_applied = False
         while True:

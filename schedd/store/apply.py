@@ -23,12 +23,22 @@ from schedd.store import (
     apply_queue,
     apply_tenants,
 )
-from schedd.store.command import BATCH, Command, canonical_json, decode, ok, rejected, unbatch
+from schedd.store.command import (
+    BATCH,
+    FED_QUEUES,
+    Command,
+    canonical_json,
+    decode,
+    ok,
+    rejected,
+    unbatch,
+)
 from schedd.store.db import Database
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[[sqlite3.Connection, Command], dict[str, Any]]
+Queues = set[tuple[str, str]]  # (tenant_id, queue) pairs
 HANDLERS: Mapping[str, Handler] = {
     **apply_cluster.HANDLERS,
     **apply_tenants.HANDLERS,
@@ -48,13 +58,18 @@ class StateMachine:
     """Applies log entries in order; skips what the database already holds."""
 
     def __init__(
-        self, db: Database, *, on_applied: Callable[[Command], None] | None = None
+        self,
+        db: Database,
+        *,
+        on_applied: Callable[[Command], None] | None = None,
+        on_fed: Callable[[Queues], None] | None = None,
     ) -> None:
         self.db = db
         self._on_applied = on_applied
         # The last index this machine applied itself (or found at start-up). The store can be
         # ahead of it only when a snapshot restore replaced its content.
         self._applied_here = db.applied_index
+        self._on_fed = on_fed  # the queues an entry put messages in, after it committed
 
     def apply(self, blob: bytes, *, index: int) -> dict[str, Any]:
         """Apply the entry at `index`; returns the result that the proposer receives.
@@ -68,9 +83,10 @@ class StateMachine:
         commands = unbatch(cmd, index=index) if cmd.type == BATCH else [cmd]
         handlers = [_handler(sub, index) for sub in commands]
         started = time.perf_counter()  # measured for metrics only; never part of the state
+        fed: Queues = set()
         with self.db.transaction(applied_index=index) as tx:
             results = [
-                self._apply_one(tx, handler, sub, index)
+                self._apply_one(tx, handler, sub, index, fed)
                 for handler, sub in zip(handlers, commands, strict=True)
             ]
             if index % PRUNE_EVERY == 0:
@@ -81,6 +97,8 @@ class StateMachine:
             for sub, result in zip(commands, results, strict=True):
                 if result.get("status") == "ok":
                     self._on_applied(sub)
+        if fed and self._on_fed is not None:
+            self._on_fed(fed)
         return ok(results=results) if cmd.type == BATCH else results[0]
 
     def _replayed(self, blob: bytes, index: int) -> dict[str, Any]:
@@ -99,7 +117,7 @@ class StateMachine:
         return ok(results=results) if cmd.type == BATCH else results[0]
 
     def _apply_one(
-        self, tx: sqlite3.Connection, handler: Handler, cmd: Command, index: int
+        self, tx: sqlite3.Connection, handler: Handler, cmd: Command, index: int, fed: Queues
     ) -> dict[str, Any]:
         seen = _kept_result(tx, cmd.id)
         if seen is not None:
@@ -114,6 +132,7 @@ class StateMachine:
         except Exception as exc:
             result = self._contain(tx, cmd, index, exc)
         tx.execute("RELEASE command")
+        fed.update((str(t), str(q)) for t, q in result.pop(FED_QUEUES, ()))
         tx.execute(
             "INSERT INTO applied_commands (command_id, applied_index, at_ms, result) "
             "VALUES (?, ?, ?, ?)",

@@ -7,7 +7,7 @@ import sqlite3
 from typing import Any
 
 from schedd.model import RunStatus
-from schedd.store.command import Command, ok, rejected
+from schedd.store.command import Command, fed, ok, rejected
 
 _COLUMNS = "id, tenant_id, job_id, scheduled_at_ms, attempts, target, payload"
 
@@ -72,7 +72,7 @@ def redrive_deadletter(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
         "WHERE job_id = ? AND scheduled_at_ms = ?",
         (RunStatus.RETRYING.value, job_id, scheduled_at),
     )
-    return ok()
+    return ok(**fed({(tenant_id, target["name"])} if target["type"] == "queue" else set()))
 
 
 def delete_deadletter(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:

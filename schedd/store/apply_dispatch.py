@@ -12,7 +12,7 @@ from collections import Counter
 from typing import Any
 
 from schedd.model import JobStatus, RunStatus
-from schedd.store.command import Command, compact_json, ok
+from schedd.store.command import Command, compact_json, fed, ok
 
 
 def node_heartbeat(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
@@ -54,11 +54,13 @@ def claim_runs(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
     effects exactly as one-by-one claims would.
     """
     rejected: Counter[str] = Counter()
+    queues: set[tuple[str, str]] = set()
     leases = _leases(tx, {claim["partition"] for claim in cmd.body["claims"]})
     claimed = sum(
-        _claim_round(tx, cmd, claims, leases, rejected) for claims in _rounds(cmd.body["claims"])
+        _claim_round(tx, cmd, claims, leases, rejected, queues)
+        for claims in _rounds(cmd.body["claims"])
     )
-    return ok(claimed=claimed, rejected=dict(rejected))
+    return ok(claimed=claimed, rejected=dict(rejected), **fed(queues))
 
 
 def _rounds(claims: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
@@ -109,6 +111,7 @@ def _claim_round(
     claims: list[dict[str, Any]],
     leases: dict[int, tuple[str, int, int]],
     rejected: Counter[str],
+    queues: set[tuple[str, str]],
 ) -> int:
     keys = json.dumps(
         [[c["job_id"], c["scheduled_at_ms"], c["fire_at_ms"], c["partition"]] for c in claims]
@@ -125,6 +128,11 @@ def _claim_round(
             rejected[reason] += 1
     if accepted:
         _record_runs(tx, cmd, accepted)
+    queues.update(
+        (tenant_id, spec["target"]["name"])
+        for claim, tenant_id, spec in accepted
+        if spec["target"]["type"] == "queue" and not claim.get("skip")
+    )
     return len(accepted)
 
 

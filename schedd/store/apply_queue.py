@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 from schedd.jobspec import parse_retry
 from schedd.model import RunStatus
 from schedd.retry import has_attempts_left, retry_delay_ms
-from schedd.store.command import Command, ok
+from schedd.store.command import Command, fed, ok
 from schedd.timeformat import format_instant
 
 
@@ -117,7 +117,8 @@ def nack_messages(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
     for message in _by_receipts(tx, cmd):
         _fail_attempt(tx, cmd, message, error, "failed")
         nacked += 1
-    return ok(nacked=nacked)
+    queue = (str(cmd.body["tenant_id"]), str(cmd.body["queue"]))
+    return ok(nacked=nacked, **fed({queue} if nacked else set()))
 
 
 def extend_messages(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:

@@ -14,6 +14,13 @@ from schedd.errors import CorruptLog
 
 FORMAT_VERSION = 1
 BATCH = "batch"  # a group commit: body {"commands": [envelope, ...]}
+# A handler's report of the (tenant_id, queue) pairs that got messages. An effect for the node
+# (it wakes those queues' long polls), not a result: apply takes it out before the result is
+# stored or answered, so results and digests stay what they were.
+FED_QUEUES = "fed_queues"
+# The largest encoded command (one log entry) a proposer sends: well under pysyncobj's
+# appendEntriesBatchSizeBytes (4 MiB, node.py), past which entries take a path that misbehaves.
+MAX_COMMAND_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -91,6 +98,11 @@ def _from_envelope(item: Mapping[str, Any]) -> Command:
 def ok(**fields: Any) -> dict[str, Any]:
     """An apply result for a command that took effect."""
     return {"status": "ok", **fields}
+
+
+def fed(pairs: set[tuple[str, str]]) -> dict[str, Any]:
+    """The FED_QUEUES field of a result, for `ok(**fed(pairs))`; empty when nothing was fed."""
+    return {FED_QUEUES: sorted(pairs)} if pairs else {}
 
 
 def rejected(code: str, message: str) -> dict[str, Any]:

@@ -6,7 +6,6 @@ stamped by the wrong clock), and the node takes its share back once corrected.""
 from __future__ import annotations
 
 import threading
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ import pytest
 from schedd.timeformat import format_instant
 from tests.faketime import ClockShift
 from tests.integration.api_helpers import Tenant, new_tenant
-from tests.servers import NodeProcess, http, make_nodes, now_ms, running, wait_for
+from tests.servers import NodeProcess, http, make_nodes, metrics_text, now_ms, running, wait_for
 
 pytestmark = pytest.mark.cluster
 DISPATCH = '[dispatch]\nlease_ttl = "2s"\nmax_clock_offset = "500ms"\n'
@@ -79,10 +78,9 @@ def readiness(node: NodeProcess) -> tuple[int, Any]:
 
 
 def metric(node: NodeProcess, name: str) -> float | None:
-    with urllib.request.urlopen(f"{node.url}/metrics", timeout=5) as response:
-        for line in response.read().decode().splitlines():
-            if line.startswith(name + " "):
-                return float(line.split()[1])
+    for line in metrics_text(node.url, timeout_s=5).splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
     return None
 
 

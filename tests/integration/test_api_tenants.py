@@ -347,7 +347,9 @@ def test_healthz_and_readyz_answer_without_a_token(node: NodeProcess) -> None:
 
 
 def test_metrics_are_prometheus_text(node: NodeProcess) -> None:
-    status, headers, raw = raw_http(node, "GET", "/metrics", token=None)
+    status, _, raw = raw_http(node, "GET", "/metrics", token=None)
+    assert_error(status, raw_json(raw), 401, "unauthorized")
+    status, headers, raw = raw_http(node, "GET", "/metrics")  # the admin token
     assert status == 200
     assert headers["Content-Type"].startswith("text/plain")
     assert b"# TYPE" in raw

@@ -13,7 +13,6 @@ import hashlib
 import hmac
 import json
 import time
-import urllib.request
 from collections.abc import Iterator, Mapping
 from email.utils import formatdate
 from pathlib import Path
@@ -38,6 +37,7 @@ from tests.servers import (
     free_ports,
     http,
     make_nodes,
+    metrics_text,
     ms,
     now_ms,
     running,
@@ -134,9 +134,7 @@ def deadletters(node: NodeProcess, tenant: Tenant) -> list[dict[str, Any]]:
 
 def dead_letter_metric(node: NodeProcess) -> float:
     """The node's count of HTTP runs that died (Prometheus text from /metrics)."""
-    with urllib.request.urlopen(f"{node.url}/metrics", timeout=10) as response:
-        text = response.read().decode()
-    for line in text.splitlines():
+    for line in metrics_text(node.url).splitlines():
         if line.startswith("schedd_callback_dead_letters_total "):
             return float(line.split()[1])
     raise AssertionError("no schedd_callback_dead_letters_total in /metrics")

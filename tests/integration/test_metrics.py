@@ -3,7 +3,6 @@ gauges, Raft state and request latency by route move as jobs fire and are receiv
 
 from __future__ import annotations
 
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from schedd.timeformat import format_instant
 from tests.integration.api_helpers import Tenant, create_job, new_tenant
-from tests.servers import NodeProcess, http, make_nodes, now_ms, running, wait_for
+from tests.servers import NodeProcess, http, make_nodes, metrics_text, now_ms, running, wait_for
 
 DISPATCH = '[dispatch]\nlease_ttl = "2s"\n'
 SLOW_RETRY = {"max_attempts": 2, "backoff": "fixed", "initial_delay": "60s", "max_delay": "60s"}
@@ -29,11 +28,8 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
 
 
 def scrape(node: NodeProcess) -> Samples:
-    """Every sample of GET /metrics (no token: it is public), by name and labels."""
-    with urllib.request.urlopen(f"{node.url}/metrics", timeout=15) as response:
-        assert response.status == 200
-        assert response.headers["Content-Type"].startswith("text/plain")
-        text = response.read().decode()
+    """Every sample of GET /metrics (with the admin token), by name and labels."""
+    text = metrics_text(node.url, timeout_s=15)
     samples: Samples = {}
     for family in text_string_to_metric_families(text):
         for s in family.samples:

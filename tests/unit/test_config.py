@@ -68,13 +68,15 @@ def test_every_key_is_read(tmp_path: Path) -> None:
     cfg = load(
         tmp_path,
         'log_level = "debug"\n'
-        '[api]\nlisten = "0.0.0.0:9000"\nrequest_timeout = "250ms"\n'
+        '[api]\nlisten = "0.0.0.0:9000"\nrequest_timeout = "250ms"\nheader_timeout = "5s"\n'
+        'body_timeout = "20s"\nmax_body_reads = 8\nlong_polls_per_tenant = 4\n'
+        f'[metrics]\nlisten = "10.0.0.1:9464"\ntoken = "{TOKEN}x"\n'
         '[raft]\nlisten = "10.0.0.1:9100"\npeers = ["10.0.0.2:9100"]\n'
         f'secret = "{SECRET}"\ncompaction_min_entries = 500\ncompaction_min_time = "1m"\n'
         'election_timeout_min = "300ms"\nelection_timeout_max = "900ms"\n'
         f'[auth]\nadmin_token = "{TOKEN}"\n'
         "[cluster]\npartitions = 1024\n"
-        '[delivery]\nallow_cidrs = ["127.0.0.0/8"]\npayload_limit = "1MiB"\n'
+        '[delivery]\nallow_cidrs = ["127.0.0.0/8"]\npayload_limit = "512KiB"\n'
         'concurrency = 64\ntenant_concurrency = 4\nsecret_overlap = "1h"\n'
         '[encryption]\npayload_keys_file = "keys/payload.keys"\n'
         '[retention]\nruns = "30d"\n',
@@ -86,7 +88,10 @@ def test_every_key_is_read(tmp_path: Path) -> None:
     assert (cfg.compaction_min_entries, cfg.compaction_min_time_s) == (500, 60.0)
     assert (cfg.election_timeout_min_s, cfg.election_timeout_max_s) == (0.3, 0.9)
     assert (cfg.partitions, cfg.allow_cidrs) == (1024, ("127.0.0.0/8",))
-    assert cfg.payload_limit_bytes == 1024 * 1024
+    assert cfg.payload_limit_bytes == 512 * 1024
+    assert (cfg.api_header_timeout_s, cfg.api_body_timeout_s) == (5.0, 20.0)
+    assert (cfg.api_max_body_reads, cfg.api_long_polls_per_tenant) == (8, 4)
+    assert (cfg.metrics_listen, cfg.metrics_token) == ("10.0.0.1:9464", TOKEN + "x")
     assert (cfg.delivery_concurrency, cfg.tenant_concurrency) == (64, 4)
     assert cfg.secret_overlap_ms == 3_600_000
     assert cfg.payload_keys_file == (tmp_path / "keys" / "payload.keys").resolve()
@@ -586,8 +591,8 @@ def test_compaction_min_entries_must_be_positive(tmp_path: Path) -> None:
     [
         ('"64KiB"', 65_536),
         ('"1KiB"', 1024),
-        ('"16MiB"', 16 * 1024 * 1024),
-        ('"2MB"', 2_000_000),
+        ('"512KiB"', 512 * 1024),
+        ('"500KB"', 500_000),
         ('"100KB"', 100_000),
         ('"64 KiB"', 65_536),
         ('"4096B"', 4096),
@@ -600,10 +605,41 @@ def test_payload_limit_sizes(tmp_path: Path, value: str, expected: int) -> None:
     assert load(tmp_path, extra).payload_limit_bytes == expected
 
 
-@pytest.mark.parametrize("value", ['"1KB"', '"17MiB"', "512", "16777217"])
-def test_payload_limit_must_be_1kib_to_16mib(tmp_path: Path, value: str) -> None:
+@pytest.mark.parametrize("value", ['"1KB"', '"513KiB"', '"1MiB"', '"16MiB"', "512", "524289"])
+def test_payload_limit_must_be_1kib_to_512kib(tmp_path: Path, value: str) -> None:
+    # A job (its payload sealed, base64) must fit one Raft command (MAX_COMMAND_BYTES, 1 MiB)
     message = error(tmp_path, f"[delivery]\npayload_limit = {value}\n")
-    assert message.startswith("delivery.payload_limit must be 1KiB..16MiB, got ")
+    assert message.startswith("delivery.payload_limit must be 1KiB..512KiB (a job must fit ")
+
+
+def test_api_limits_default_to_their_documented_values(tmp_path: Path) -> None:
+    cfg = load(tmp_path, "")
+    assert (cfg.api_header_timeout_s, cfg.api_body_timeout_s) == (15.0, 30.0)
+    assert (cfg.api_max_body_reads, cfg.api_long_polls_per_tenant) == (64, 32)
+    assert (cfg.metrics_listen, cfg.metrics_token) == (None, None)
+
+
+def test_metrics_listen_off_loopback_needs_a_token(tmp_path: Path) -> None:
+    message = error(tmp_path, '[metrics]\nlisten = "0.0.0.0:9464"\n')
+    assert message.startswith("metrics.listen '0.0.0.0:9464' is not a loopback address")
+    assert load(tmp_path, '[metrics]\nlisten = "127.0.0.1:9464"\n').metrics_listen == (
+        "127.0.0.1:9464"
+    )
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        ("[api]\nmax_body_reads = 0\n", "api.max_body_reads must be 1..100000, got 0"),
+        ("[api]\nlong_polls_per_tenant = 0\n", "api.long_polls_per_tenant must be 1..100000"),
+        ('[api]\nheader_timeout = "1ms"\n', "api.header_timeout "),
+        ('[metrics]\nlisten = "9464"\n', "metrics.listen must be"),
+    ],
+)
+def test_api_limits_and_metrics_errors_name_the_key(
+    tmp_path: Path, extra: str, expected: str
+) -> None:
+    assert error(tmp_path, extra).startswith(expected)
 
 
 @pytest.mark.parametrize(

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 from pysyncobj import FAIL_REASON
 
-from schedd.errors import NoLeader, OutcomeUnknown
+from schedd.errors import NoLeader, OutcomeUnknown, PayloadTooLarge
 from schedd.raft.proposer import Proposer
+from schedd.store.command import MAX_COMMAND_BYTES
 
 
 class Silent:
@@ -104,5 +105,41 @@ def test_a_single_proposal_answered_replayed_is_unknown_not_a_result() -> None:
     async def main() -> None:
         with pytest.raises(OutcomeUnknown):
             await Proposer(Replayed(), timeout_s=0.2).propose("create_jobs", {})
+
+    asyncio.run(main())
+
+
+class Recording:
+    """A replica that records what it is given and applies nothing."""
+
+    def __init__(self) -> None:
+        self.blobs: list[bytes] = []
+
+    def apply_entry(self, blob: bytes, *, callback: Any) -> None:
+        self.blobs.append(blob)
+
+
+def test_an_oversized_command_is_refused_and_never_proposed() -> None:
+    async def main() -> None:
+        replica = Recording()
+        proposer = Proposer(replica, timeout_s=1.0)
+        with pytest.raises(PayloadTooLarge) as refused:
+            await proposer.propose("create_jobs", {"pad": "x" * MAX_COMMAND_BYTES})
+        assert refused.value.http_status == 413
+        assert f"{MAX_COMMAND_BYTES}-byte limit" in str(refused.value)
+        with pytest.raises(PayloadTooLarge):
+            await proposer.submit(b"x" * (MAX_COMMAND_BYTES + 1))
+        assert replica.blobs == []
+
+    asyncio.run(main())
+
+
+def test_a_command_just_under_the_cap_is_proposed() -> None:
+    async def main() -> None:
+        replica = Recording()
+        proposer = Proposer(replica, timeout_s=0.05)
+        with pytest.raises(OutcomeUnknown):  # the recording replica never answers
+            await proposer.propose("create_jobs", {"pad": "x" * (MAX_COMMAND_BYTES - 200)})
+        assert len(replica.blobs) >= 1 and len(replica.blobs[0]) <= MAX_COMMAND_BYTES
 
     asyncio.run(main())

@@ -23,7 +23,7 @@ from schedd.cli.ctl.top import scrape, window_p99
 
 def node_metrics(api: str, client: Client) -> dict[str, Any]:
     """The figures `status` shows from one node's /metrics (empty if it cannot be read)."""
-    sample = scrape(api, client.timeout_s, client.tls_for(api))
+    sample = scrape(api, client.timeout_s, client.token, client.tls_for(api))
     if sample is None:
         return {}
     return {

@@ -42,10 +42,15 @@ class Sample:
         return {labels: v for (n, labels), v in self.values.items() if n == name}
 
 
-def scrape(api: str, timeout_s: float, context: ssl.SSLContext | None = None) -> Sample | None:
-    url = f"{api.rstrip('/')}/metrics"
+def scrape(
+    api: str, timeout_s: float, token: str | None = None, context: ssl.SSLContext | None = None
+) -> Sample | None:
+    """One node's /metrics (the admin token opens it on the API port), or None."""
+    request = urllib.request.Request(f"{api.rstrip('/')}/metrics")
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s, context=context) as answer:
+        with urllib.request.urlopen(request, timeout=timeout_s, context=context) as answer:
             text = answer.read().decode()
     except (urllib.error.URLError, OSError, ValueError):
         return None
@@ -194,7 +199,7 @@ def _scrape_all(cluster: dict[str, Any], client: Client) -> dict[str, Sample]:
     samples = {}
     for node in cluster["nodes"]:
         api = node.get("api")
-        sample = scrape(api, client.timeout_s, client.tls_for(api)) if api else None
+        sample = scrape(api, client.timeout_s, client.token, client.tls_for(api)) if api else None
         if sample is not None:
             samples[node["node_id"]] = sample
     return samples

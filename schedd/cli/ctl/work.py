@@ -28,7 +28,7 @@ import click
 from schedd.cli.ctl import render
 from schedd.cli.ctl.client import Client, parse_urls
 from schedd.cli.ctl.render import json_option
-from schedd.errors import ClusterUnavailable, InvalidRequest, SchedError
+from schedd.errors import ClusterUnavailable, InvalidRequest, QuotaExceeded, SchedError
 from schedd.timeformat import format_duration, parse_duration
 
 QUEUE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
@@ -189,7 +189,7 @@ class Worker:
                 continue
             try:
                 messages = self._receive(free)
-            except ClusterUnavailable as exc:
+            except (ClusterUnavailable, QuotaExceeded) as exc:  # 429: the tenant's long polls
                 if self._s.is_once:
                     self._fail(exc)
                     return
