@@ -18,7 +18,7 @@ from pysyncobj import SyncObjConf
 
 from schedd.api.app import build_app
 from schedd.api.context import ApiContext, QueueSignal, TokenCache
-from schedd.config import NodeConfig
+from schedd.config import NodeConfig, parse_listen
 from schedd.delivery.caller import Caller
 from schedd.delivery.guard import TargetGuard
 from schedd.dispatch.clock import ClockGuard
@@ -63,11 +63,29 @@ def admin_token_for(config: NodeConfig) -> str:
     return path.read_text().strip()
 
 
+def raft_secret_for(config: NodeConfig) -> str:
+    """The configured Raft secret, or (single node) one generated once into data_dir/raft.secret."""
+    if config.raft_secret:
+        return config.raft_secret
+    if config.raft_peers:  # config.py refuses this already: never run a cluster unauthenticated
+        raise ConfigError(f"{config.path}: raft.peers is set but there is no raft.secret")
+    path = config.data_dir / "raft.secret"
+    if not path.exists():
+        config.data_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(secrets.token_urlsafe(32) + "\n")
+        log.warning("no raft secret configured: generated one in %s", path)
+    return path.read_text().strip()
+
+
 def raft_conf(config: NodeConfig, snapshots: SnapshotHooks) -> SyncObjConf:
     """pysyncobj settings (see ../shared/docs/RAFT-NOTES.md for why each is set)."""
     data = config.data_dir
+    host, port = parse_listen(config.raft_listen, field="raft.listen")
     return SyncObjConf(
-        password=config.raft_secret,
+        password=raft_secret_for(config),  # Fernet: a frame that fails it is never unpickled
+        bindAddress=f"{host}:{port}",  # else pysyncobj binds 0.0.0.0 (or ::) whatever listen says
         journalFile=str(data / "raft.journal"),
         fullDumpFile=str(data / "raft.snapshot"),
         serializer=snapshots.serialize,

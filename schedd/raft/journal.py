@@ -1,0 +1,92 @@
+"""pysyncobj's Raft journal, made durable: term and vote fsynced, appends synced before any ack.
+
+Subclasses pysyncobj's FileJournal and TCPTransport; installed before a SyncObj starts.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pysyncobj.syncobj
+from pysyncobj.journal import FileJournal, MemoryJournal, MetaStorer
+from pysyncobj.pickle import dumps
+from pysyncobj.transport import TCPTransport
+
+
+def fsync_directory(path: str) -> None:
+    """Make a rename inside `path`'s directory durable."""
+    fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class DurableMetaStorer(MetaStorer):  # type: ignore[misc]  # pysyncobj ships no types
+    """Writes the journal's .meta (term, vote, commit index) to disk before returning."""
+
+    def storeMeta(self, meta: dict[str, Any]) -> None:  # pysyncobj's name
+        path = self.getPath()
+        with open(path + ".tmp", "wb") as out:
+            out.write(dumps(meta))
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(path + ".tmp", path)
+        fsync_directory(path)
+
+
+class DurableJournal(FileJournal):  # type: ignore[misc]
+    """A FileJournal whose appends reach the disk (msync) at `sync()`, before any ack."""
+
+    def __init__(self, journal_file: str) -> None:
+        super().__init__(journal_file)
+        # FileJournal only reads its meta in __init__: swap the writer before any store.
+        self._FileJournal__metaStorer = DurableMetaStorer(journal_file + ".meta")
+        self._is_dirty = False
+
+    def add(self, command: bytes, idx: int, term: int) -> None:
+        super().add(command, idx, term)
+        self._is_dirty = True
+
+    def clear(self) -> None:
+        super().clear()
+        self._is_dirty = True
+
+    def deleteEntriesFrom(self, entryFrom: int) -> None:  # pysyncobj's names
+        super().deleteEntriesFrom(entryFrom)
+        self._is_dirty = True
+
+    def setRaftCommitIndex(self, raftCommitIndex: int) -> None:
+        self.sync()  # a leader alone (one node) commits without sending: sync first
+        super().setRaftCommitIndex(raftCommitIndex)
+
+    def sync(self) -> None:
+        """Flush the mapped journal to disk if anything changed since the last sync."""
+        if self._is_dirty:
+            self.flush()  # mmap.flush(): msync(MS_SYNC)
+            self._is_dirty = False
+
+
+class JournalSyncedTransport(TCPTransport):  # type: ignore[misc]
+    """pysyncobj's TCP transport, syncing the journal before each message leaves.
+
+    A follower's ack, a leader's append_entries and a vote all go through `send`, so nothing
+    can count an entry as stored before it is on this node's disk.
+    """
+
+    def send(self, node: Any, message: Any) -> bool:
+        journal = getattr(self._syncObj, "_SyncObj__raftLog", None)  # set before any send
+        if isinstance(journal, DurableJournal):
+            journal.sync()
+        return bool(super().send(node, message))
+
+
+def create_journal(journal_file: str | None = None) -> FileJournal | MemoryJournal:
+    """pysyncobj's createJournal, with the durable file journal."""
+    return MemoryJournal() if journal_file is None else DurableJournal(journal_file)
+
+
+def install() -> None:
+    """Make pysyncobj build DurableJournal for every SyncObj (idempotent)."""
+    pysyncobj.syncobj.createJournal = create_journal
