@@ -1,0 +1,140 @@
+"""schedd/raft/journal.py: Raft's term, vote and log reach the disk before pysyncobj acts on them.
+
+A real single-node replica in-process, with os.fsync and pysyncobj's mmap flush recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pysyncobj import SyncObjConf
+from pysyncobj.journal import FileJournal, ResizableFile
+
+from schedd.raft import journal
+from schedd.raft.proposer import Proposer
+from schedd.raft.replica import Replica
+from schedd.store.apply import StateMachine
+from schedd.store.db import Database
+
+Events = list[tuple[str, Any]]
+
+
+@pytest.fixture
+def events(monkeypatch: pytest.MonkeyPatch) -> Events:
+    """What reached the disk, in order: ("fsync", path), ("msync", None), ("add", index)."""
+    seen: Events = []
+    real_fsync, real_flush, real_add = os.fsync, ResizableFile.flush, FileJournal.add
+
+    def fsync(fd: int) -> None:
+        seen.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    def flush(self: ResizableFile) -> None:
+        seen.append(("msync", None))
+        real_flush(self)
+
+    def add(self: FileJournal, command: bytes, idx: int, term: int) -> None:
+        seen.append(("add", idx))
+        real_add(self, command, idx, term)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(ResizableFile, "flush", flush)
+    monkeypatch.setattr(FileJournal, "add", add)
+    return seen
+
+
+@pytest.fixture
+def replica(
+    tmp_path: Path, free_port: Callable[[], int], events: Events
+) -> Iterator[tuple[Replica, StateMachine]]:
+    db = Database(tmp_path / "state.db")
+    machine = StateMachine(db)
+    conf = SyncObjConf(
+        journalFile=str(tmp_path / "raft.journal"),
+        appendEntriesUseBatch=False,
+        raftMinTimeout=0.3,
+        raftMaxTimeout=0.6,
+        appendEntriesPeriod=0.05,
+    )
+
+    def halt(reason: str) -> None:
+        raise AssertionError(reason)
+
+    node = Replica(f"127.0.0.1:{free_port()}", [], conf, machine, halt)
+    try:
+        deadline = time.monotonic() + 10
+        while node.leader_address() is None:
+            assert time.monotonic() < deadline, "a single node never became leader"
+            time.sleep(0.02)
+        yield node, machine
+    finally:
+        node.destroy_synchronous()
+        db.close()
+
+
+def test_a_new_term_and_vote_are_fsynced_with_their_directory(
+    replica: tuple[Replica, StateMachine], events: Events, tmp_path: Path
+) -> None:
+    fsynced = [path for kind, path in events if kind == "fsync"]
+    meta = str(tmp_path / "raft.journal.meta")
+    # The vote is written to a temporary file, fsynced, renamed, and the rename fsynced.
+    assert fsynced[:2] == [meta + ".tmp", str(tmp_path)]
+    node, _ = replica
+    assert node.raftCurrentTerm >= 1
+
+
+def test_an_entry_is_on_disk_before_it_is_applied(
+    replica: tuple[Replica, StateMachine], events: Events
+) -> None:
+    node, machine = replica
+    applied: list[int] = []
+    real_apply = machine.apply
+
+    def apply(blob: bytes, *, index: int) -> dict[str, Any]:
+        events.append(("apply", index))
+        applied.append(index)
+        return real_apply(blob, index=index)
+
+    machine.apply = apply  # type: ignore[method-assign]
+    body = {"node_id": "a", "api": "http://x", "raft": "y"}
+    result = asyncio.run(Proposer(node, timeout_s=5).propose("register_node", body))
+    assert result["status"] == "ok"
+    index = applied[-1]
+    added, applied_at = events.index(("add", index)), events.index(("apply", index))
+    assert ("msync", None) in events[added:applied_at]
+
+
+def test_meta_store_fsyncs_the_file_and_the_rename(tmp_path: Path, events: Events) -> None:
+    path = tmp_path / "j.meta"
+    journal.DurableMetaStorer(str(path)).storeMeta({"currentTerm": 7, "votedForNodeId": "n2"})
+    assert [p for kind, p in events if kind == "fsync"] == [f"{path}.tmp", str(tmp_path)]
+    assert not Path(f"{path}.tmp").exists()
+
+
+class FakeSyncObj:
+    """Just enough of a SyncObj for the transport's send: the journal attribute."""
+
+    def __init__(self, raft_log: journal.DurableJournal) -> None:
+        self._SyncObj__raftLog = raft_log
+
+
+def test_the_transport_syncs_the_journal_before_a_message_leaves(
+    tmp_path: Path, events: Events
+) -> None:
+    raft_log = journal.DurableJournal(str(tmp_path / "raft.journal"))
+    try:
+        raft_log.add(b"cmd", 1, 1)
+        transport = object.__new__(journal.JournalSyncedTransport)
+        transport._syncObj, transport._connections = FakeSyncObj(raft_log), {}
+        transport.send(object(), {"type": "next_node_idx"})  # no such connection: not sent
+        assert events[-1] == ("msync", None)
+        transport.send(object(), {"type": "next_node_idx"})
+        assert events[-1] == ("msync", None) and events.count(("msync", None)) == 1
+    finally:
+        raft_log._destroy()
