@@ -5,13 +5,17 @@ Subclasses pysyncobj's FileJournal and TCPTransport; installed before a SyncObj 
 
 from __future__ import annotations
 
+import logging
 import os
+import time
 from typing import Any
 
 import pysyncobj.syncobj
 from pysyncobj.journal import FileJournal, MemoryJournal, MetaStorer
 from pysyncobj.pickle import dumps
 from pysyncobj.transport import TCPTransport
+
+log = logging.getLogger(__name__)
 
 
 def fsync_directory(path: str) -> None:
@@ -44,6 +48,8 @@ class DurableJournal(FileJournal):  # type: ignore[misc]
         # FileJournal only reads its meta in __init__: swap the writer before any store.
         self._FileJournal__metaStorer = DurableMetaStorer(journal_file + ".meta")
         self._is_dirty = False
+        self._syncs = 0
+        self._sync_s = 0.0
 
     def add(self, command: bytes, idx: int, term: int) -> None:
         super().add(command, idx, term)
@@ -64,21 +70,35 @@ class DurableJournal(FileJournal):  # type: ignore[misc]
     def sync(self) -> None:
         """Flush the mapped journal to disk if anything changed since the last sync."""
         if self._is_dirty:
+            started = time.perf_counter()
             self.flush()  # mmap.flush(): msync(MS_SYNC)
             self._is_dirty = False
+            self._syncs += 1
+            self._sync_s += time.perf_counter() - started
+
+    def _destroy(self) -> None:
+        log.info("raft journal closed syncs=%d sync_seconds=%.3f", self._syncs, self._sync_s)
+        super()._destroy()
 
 
 class JournalSyncedTransport(TCPTransport):  # type: ignore[misc]
-    """pysyncobj's TCP transport, syncing the journal before each message leaves.
+    """pysyncobj's TCP transport, syncing the journal around the messages that leave.
 
-    A follower's ack, a leader's append_entries and a vote all go through `send`, so nothing
-    can count an entry as stored before it is on this node's disk.
+    Everything a node says after storing entries (a follower's ack above all) goes through
+    `send`, so no peer can count an entry as stored before it is on this node's disk. A leader
+    may send its entries first and sync while the followers store them (Raft allows it: the
+    leader counts itself only at commit, and `setRaftCommitIndex` syncs first).
     """
 
     def send(self, node: Any, message: Any) -> bool:
         journal = getattr(self._syncObj, "_SyncObj__raftLog", None)  # set before any send
-        if isinstance(journal, DurableJournal):
+        if not isinstance(journal, DurableJournal):
+            return bool(super().send(node, message))
+        if isinstance(message, dict) and message.get("type") == "append_entries":
+            is_sent = bool(super().send(node, message))
             journal.sync()
+            return is_sent
+        journal.sync()
         return bool(super().send(node, message))
 
 
