@@ -16,6 +16,9 @@ from pysyncobj.pickle import dumps
 from pysyncobj.transport import TCPTransport
 
 log = logging.getLogger(__name__)
+# A leader's messages that promise nothing about its own disk: its entries going out, and the
+# index it gave a follower's forwarded command. Every other message waits for the sync.
+SEND_THEN_SYNC = frozenset({"append_entries", "apply_command_response"})
 
 
 def fsync_directory(path: str) -> None:
@@ -87,14 +90,14 @@ class JournalSyncedTransport(TCPTransport):  # type: ignore[misc]
     Everything a node says after storing entries (a follower's ack above all) goes through
     `send`, so no peer can count an entry as stored before it is on this node's disk. A leader
     may send its entries first and sync while the followers store them (Raft allows it: the
-    leader counts itself only at commit, and `setRaftCommitIndex` syncs first).
+    leader counts itself only at commit, and `setRaftCommitIndex` syncs first): SEND_THEN_SYNC.
     """
 
     def send(self, node: Any, message: Any) -> bool:
         journal = getattr(self._syncObj, "_SyncObj__raftLog", None)  # set before any send
         if not isinstance(journal, DurableJournal):
             return bool(super().send(node, message))
-        if isinstance(message, dict) and message.get("type") == "append_entries":
+        if isinstance(message, dict) and message.get("type") in SEND_THEN_SYNC:
             is_sent = bool(super().send(node, message))
             journal.sync()
             return is_sent

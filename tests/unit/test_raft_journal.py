@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from pysyncobj import SyncObjConf
 from pysyncobj.journal import FileJournal, ResizableFile
+from pysyncobj.transport import TCPTransport
 
 from schedd.raft import journal
 from schedd.raft.proposer import Proposer
@@ -124,17 +125,41 @@ class FakeSyncObj:
         self._SyncObj__raftLog = raft_log
 
 
-def test_the_transport_syncs_the_journal_before_a_message_leaves(
-    tmp_path: Path, events: Events
-) -> None:
+@pytest.fixture
+def transport(
+    tmp_path: Path, events: Events, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[journal.JournalSyncedTransport, journal.DurableJournal]]:
+    def send(self: TCPTransport, node: object, message: dict[str, Any]) -> bool:
+        events.append(("send", message["type"]))
+        return True
+
+    monkeypatch.setattr(TCPTransport, "send", send)
     raft_log = journal.DurableJournal(str(tmp_path / "raft.journal"))
+    synced = object.__new__(journal.JournalSyncedTransport)  # no sockets: only send is used
+    synced._syncObj = FakeSyncObj(raft_log)
     try:
-        raft_log.add(b"cmd", 1, 1)
-        transport = object.__new__(journal.JournalSyncedTransport)
-        transport._syncObj, transport._connections = FakeSyncObj(raft_log), {}
-        transport.send(object(), {"type": "next_node_idx"})  # no such connection: not sent
-        assert events[-1] == ("msync", None)
-        transport.send(object(), {"type": "next_node_idx"})
-        assert events[-1] == ("msync", None) and events.count(("msync", None)) == 1
+        yield synced, raft_log
     finally:
         raft_log._destroy()
+
+
+def test_an_ack_leaves_only_after_the_journal_is_synced(
+    transport: tuple[journal.JournalSyncedTransport, journal.DurableJournal], events: Events
+) -> None:
+    synced, raft_log = transport
+    raft_log.add(b"cmd", 1, 1)
+    synced.send(object(), {"type": "next_node_idx"})
+    synced.send(object(), {"type": "next_node_idx"})  # nothing new: no second sync
+    assert events[-3:] == [("msync", None), ("send", "next_node_idx"), ("send", "next_node_idx")]
+
+
+def test_a_leader_sends_its_entries_then_syncs_them(
+    transport: tuple[journal.JournalSyncedTransport, journal.DurableJournal], events: Events
+) -> None:
+    synced, raft_log = transport
+    raft_log.add(b"cmd", 1, 1)
+    synced.send(object(), {"type": "append_entries"})
+    assert events[-2:] == [("send", "append_entries"), ("msync", None)]
+    raft_log.add(b"cmd", 2, 1)
+    raft_log.setRaftCommitIndex(2)  # a leader alone commits without sending anything
+    assert events[-1] == ("msync", None)
