@@ -88,6 +88,10 @@ def test_a_new_term_and_vote_are_fsynced_with_their_directory(
     assert fsynced[:2] == [meta + ".tmp", str(tmp_path)]
     node, _ = replica
     assert node.raftCurrentTerm >= 1
+    # The private names journal.py reaches for (pysyncobj 0.3.17): a rename must fail here.
+    assert isinstance(node._SyncObj__raftLog, journal.DurableJournal)
+    assert isinstance(node._SyncObj__transport, journal.JournalSyncedTransport)
+    assert isinstance(node._SyncObj__raftLog._FileJournal__metaStorer, journal.DurableMetaStorer)
 
 
 def test_an_entry_is_on_disk_before_it_is_applied(

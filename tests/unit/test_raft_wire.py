@@ -24,7 +24,7 @@ from cryptography.fernet import Fernet
 from pysyncobj.encryptor import getEncryptor
 from pysyncobj.monotonic import monotonic
 from pysyncobj.poller import Poller, createPoller
-from pysyncobj.tcp_connection import CONNECTION_STATE
+from pysyncobj.tcp_connection import CONNECTION_STATE, TcpConnection
 
 from schedd.api.jobs import BATCH_BODY_LIMIT, MAX_BATCH
 from schedd.config import NodeConfig
@@ -176,6 +176,8 @@ def test_install_makes_pysyncobj_build_bounded_connections() -> None:
     from pysyncobj.version import VERSION
 
     assert VERSION == "0.3.17"
+    for name in ("__processRead", "__processParseMessage"):
+        assert callable(getattr(TcpConnection, f"_TcpConnection{name}"))
     wire.install()
     assert pysyncobj.transport.TcpConnection is wire.BoundedConnection
     assert pysyncobj.tcp_server.TcpConnection is wire.BoundedConnection
