@@ -18,7 +18,7 @@ from pysyncobj import SyncObjConf
 
 from schedd.api.app import build_app
 from schedd.api.context import ApiContext, QueueSignal, TokenCache
-from schedd.config import NodeConfig, parse_listen
+from schedd.config import MIN_SECRET_CHARS, NodeConfig, parse_listen
 from schedd.delivery.caller import Caller
 from schedd.delivery.guard import TargetGuard
 from schedd.dispatch.clock import ClockGuard
@@ -70,13 +70,20 @@ def raft_secret_for(config: NodeConfig) -> str:
     if config.raft_peers:  # config.py refuses this already: never run a cluster unauthenticated
         raise ConfigError(f"{config.path}: raft.peers is set but there is no raft.secret")
     path = config.data_dir / "raft.secret"
-    if not path.exists():
+    if not path.exists():  # written whole or not at all: a crash never leaves it empty
         config.data_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        scratch = path.with_suffix(".tmp")
+        fd = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as out:
             out.write(secrets.token_urlsafe(32) + "\n")
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(scratch, path)
         log.warning("no raft secret configured: generated one in %s", path)
-    return path.read_text().strip()
+    secret = path.read_text().strip()
+    if len(secret) < MIN_SECRET_CHARS:
+        raise ConfigError(f"{path} holds {len(secret)} characters, fewer than {MIN_SECRET_CHARS}")
+    return secret
 
 
 def raft_conf(config: NodeConfig, snapshots: SnapshotHooks) -> SyncObjConf:

@@ -74,3 +74,10 @@ def test_schedd_dev_gives_every_node_a_raft_secret(tmp_path: Path, nodes: int) -
     for path in write_configs(tmp_path, nodes, api_port=18701, raft_port=19701):
         assert load_config(path, env={}).raft_secret is not None
     assert stat.S_IMODE((tmp_path / "cluster.secret").stat().st_mode) == 0o600
+
+
+def test_a_damaged_generated_secret_is_refused_not_used(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "raft.secret").write_text("\n")
+    with pytest.raises(ConfigError, match="fewer than 16"):
+        raft_secret_for(single(tmp_path))
