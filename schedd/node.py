@@ -20,7 +20,7 @@ from schedd.api.admin import MetricsAccess
 from schedd.api.app import build_app, start_metrics_site
 from schedd.api.context import ApiContext, QueueSignal, TokenCache
 from schedd.api.limits import ServerLimits
-from schedd.config import NodeConfig, parse_listen
+from schedd.config import MIN_SECRET_CHARS, NodeConfig, parse_listen
 from schedd.delivery.caller import Caller
 from schedd.delivery.guard import TargetGuard
 from schedd.dispatch.clock import ClockGuard
@@ -65,11 +65,36 @@ def admin_token_for(config: NodeConfig) -> str:
     return path.read_text().strip()
 
 
+def raft_secret_for(config: NodeConfig) -> str:
+    """The configured Raft secret, or (single node) one generated once into data_dir/raft.secret."""
+    if config.raft_secret:
+        return config.raft_secret
+    if config.raft_peers:  # config.py refuses this already: never run a cluster unauthenticated
+        raise ConfigError(f"{config.path}: raft.peers is set but there is no raft.secret")
+    path = config.data_dir / "raft.secret"
+    if not path.exists():  # written whole or not at all: a crash never leaves it empty
+        config.data_dir.mkdir(parents=True, exist_ok=True)
+        scratch = path.with_suffix(".tmp")
+        fd = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(secrets.token_urlsafe(32) + "\n")
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(scratch, path)
+        log.warning("no raft secret configured: generated one in %s", path)
+    secret = path.read_text().strip()
+    if len(secret) < MIN_SECRET_CHARS:
+        raise ConfigError(f"{path} holds {len(secret)} characters, fewer than {MIN_SECRET_CHARS}")
+    return secret
+
+
 def raft_conf(config: NodeConfig, snapshots: SnapshotHooks) -> SyncObjConf:
     """pysyncobj settings (see ../shared/docs/RAFT-NOTES.md for why each is set)."""
     data = config.data_dir
+    host, port = parse_listen(config.raft_listen, field="raft.listen")
     return SyncObjConf(
-        password=config.raft_secret,
+        password=raft_secret_for(config),  # Fernet: a frame that fails it is never unpickled
+        bindAddress=f"{host}:{port}",  # else pysyncobj binds 0.0.0.0 (or ::) whatever listen says
         journalFile=str(data / "raft.journal"),
         fullDumpFile=str(data / "raft.snapshot"),
         serializer=snapshots.serialize,

@@ -13,6 +13,7 @@ from typing import Any
 from pysyncobj import SyncObj, SyncObjConf, replicated
 
 from schedd.errors import CorruptLog
+from schedd.raft import journal, wire
 from schedd.store.apply import StateMachine
 
 log = logging.getLogger(__name__)
@@ -33,7 +34,9 @@ class Replica(SyncObj):  # type: ignore[misc]  # pysyncobj ships no types
         self._state_machine = state_machine
         self._halt = halt
         self._is_step_down_asked = False
-        super().__init__(self_address, peers, conf)
+        wire.install()  # bounded frames on every Raft connection
+        journal.install()  # term, vote and appends on disk before pysyncobj acts on them
+        super().__init__(self_address, peers, conf, transportClass=journal.JournalSyncedTransport)
 
     @replicated  # type: ignore[untyped-decorator]
     def apply_entry(self, blob: bytes) -> dict[str, Any]:
