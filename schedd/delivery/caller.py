@@ -24,7 +24,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
 from prometheus_client import Counter as MetricCounter
-from prometheus_client import Histogram
+from prometheus_client import Gauge, Histogram
 
 from schedd import __version__, metrics
 from schedd.delivery.dns import lookups_for
@@ -58,6 +58,9 @@ CALLBACK_SECONDS = Histogram(
     "schedd_callback_seconds", "HTTP callback latency by response class", ["status_class"]
 )
 CALLBACK_DEAD = MetricCounter("schedd_callback_dead_letters", "HTTP callback runs that died")
+CALLS_IN_FLIGHT = Gauge(
+    "schedd_callbacks_in_flight", "HTTP calls started whose outcome is not recorded yet"
+)
 
 Propose = Callable[[str, Mapping[str, Any]], Awaitable[dict[str, Any]]]
 Clock = Callable[[], int]
@@ -153,8 +156,11 @@ class Caller:
                 log.warning("delivery: cannot read the outbox: %s", exc)
             except Exception:
                 log.exception("delivery: reading the outbox failed")
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow stop()'s cancellation
+            # when the event is set at the same instant, and this loop would never end.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), POLL_S)
+                async with asyncio.timeout(POLL_S):
+                    await self._wake.wait()
             self._wake.clear()
 
     async def _start_due_calls(self) -> None:
@@ -178,6 +184,7 @@ class Caller:
             if call.seq in self._pending or not self._buckets.admit(call.tenant_id, now):
                 continue  # over its tenant's rate: still due, taken on a later round
             self._pending.add(call.seq)
+            CALLS_IN_FLIGHT.set(len(self._pending))
             self._busy[call.tenant_id] += 1
             self._spawn(self._call(call, tenants.get(call.tenant_id)))
 
@@ -257,6 +264,9 @@ class Caller:
                 now_s=time.time(),
                 max_delay_ms=policy.max_delay_ms,
             )
+        except aiohttp.ClientResponseError as exc:  # e.g. a header over RESPONSE_LINE_BYTES
+            error = f"invalid response: {excerpt(str(exc.message).encode(), 200)}"
+            return classify(None, error=error, retry_after=None, now_s=time.time(), max_delay_ms=0)
         except (aiohttp.ClientError, OSError) as exc:
             error = f"connection failed: {type(exc).__name__}: {excerpt(str(exc).encode(), 200)}"
             return classify(None, error=error, retry_after=None, now_s=time.time(), max_delay_ms=0)
@@ -308,6 +318,7 @@ class Caller:
                     log.warning("delivery: outcomes refused count=%d: %s", len(batch), result)
                 del self._outcomes[: len(batch)]
                 self._pending.difference_update(o["seq"] for o in batch)
+                CALLS_IN_FLIGHT.set(len(self._pending))
                 self._wake.set()  # slots are free again
                 for dead in result.get("dead_runs", []):
                     CALLBACK_DEAD.inc()

@@ -8,6 +8,7 @@ executor (which the API's reads and /metrics share). Nothing here decides what m
 from __future__ import annotations
 
 import asyncio
+import errno
 import socket
 import threading
 from collections import Counter
@@ -41,7 +42,7 @@ class LookupTimedOut(OSError):
     """No answer in time: a connection error for the caller, a retried attempt."""
 
     def __init__(self, host: str, timeout_s: float) -> None:
-        super().__init__(f"dns lookup of {host!r} timed out after {timeout_s:g}s")
+        super().__init__(errno.ETIMEDOUT, f"dns lookup of {host!r} timed out after {timeout_s:g}s")
         self.host = host
 
 
@@ -77,7 +78,8 @@ class BoundedResolver:
 
     async def __call__(self, host: str, port: int) -> list[str]:
         try:
-            return await asyncio.wait_for(self._resolve(_KEY.get(), host, port), self.timeout_s)
+            async with asyncio.timeout(self.timeout_s):  # not wait_for: see Caller._call_loop
+                return await self._resolve(_KEY.get(), host, port)
         except TimeoutError:
             raise LookupTimedOut(host, self.timeout_s) from None
 

@@ -51,9 +51,8 @@ class TargetGuard:
         may be down, and every delivery checks again before it connects."""
         target = self.parse(url, allowed_hosts)
         with contextlib.suppress(OSError):  # TimeoutError is one
-            await asyncio.wait_for(
-                resolve_and_check(target, self.allow, self.resolver), self.check_timeout_s
-            )
+            async with asyncio.timeout(self.check_timeout_s):
+                await resolve_and_check(target, self.allow, self.resolver)
 
     def aiohttp_resolver(self) -> AbstractResolver:
         return GuardedResolver(self)

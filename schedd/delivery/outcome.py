@@ -79,9 +79,10 @@ def retry_after_ms(value: str | None, *, now_s: float, max_delay_ms: int) -> int
     if not (text.isascii() and text.isdigit()):
         delay_ms = _date_delay_ms(text, now_s)
         return None if delay_ms is None else min(delay_ms, max_delay_ms)
-    if len(text) > MAX_DELTA_DIGITS:  # never int() thousands of digits: it raises
+    digits = text.lstrip("0") or "0"
+    if len(digits) > MAX_DELTA_DIGITS:  # never int() thousands of digits: it raises
         return max_delay_ms
-    return min(int(text) * 1000, max_delay_ms)
+    return min(int(digits) * 1000, max_delay_ms)
 
 
 def _date_delay_ms(text: str, now_s: float) -> int | None:
