@@ -200,24 +200,28 @@ def test_a_retry_after_of_thousands_of_digits_is_a_retried_attempt_and_frees_its
 ) -> None:
     receiver.script("huge", Answer(503, {"Retry-After": "9" * 5_000}), Answer(200))
     receiver.script("garbage", Answer(503, {"Retry-After": "soon, maybe " * 300}), Answer(200))
+    many = {f"X-Header-{i}": "x" for i in range(100)}
+    receiver.script("many", Answer(503, many), Answer(200))
     node.tenant("bad")
     node.tenant("good")
 
     async def scenario() -> None:
         [huge] = node.http_jobs("bad", receiver.url("huge"), 1)
         [garbage] = node.http_jobs("bad", receiver.url("garbage"), 1)
+        [headers] = node.http_jobs("bad", receiver.url("many"), 1)
         await until(
-            lambda: set(node.runs([huge, garbage]).values()) == {("succeeded", 2)},
+            lambda: set(node.runs([huge, garbage, headers]).values()) == {("succeeded", 2)},
             "the bad tenant's runs retried and succeeded",
         )
         errors = {}
-        for job_id in (huge, garbage):
+        for job_id in (huge, garbage, headers):
             failed, succeeded = node.attempts(job_id)
             assert failed[:2] == (1, "failed") and succeeded == (2, "succeeded", None)
             errors[job_id] = str(failed[2])
             assert len(errors[job_id]) <= 512, errors
         assert errors[huge].startswith("invalid response: Got more than 4096 bytes"), errors
         assert errors[garbage] == "http 503: ok", errors
+        assert errors[headers].startswith("invalid response: "), errors
         await until(lambda: all_free(node), "every slot free")
         later = node.http_jobs("good", receiver.url("ok"), 10)
         await until(
