@@ -1,9 +1,6 @@
-"""Bounded DNS lookups for the SSRF guard: a thread pool of its own, a cap per tenant, a timeout.
-
-A name server that never answers holds a lookup thread until the system resolver gives up. Here
-it holds one of this pool's, at most a few per tenant, and never the event loop's default
-executor (which the API's reads and /metrics share). Nothing here decides what may be called.
-"""
+"""Bounded DNS lookups for the SSRF guard: threads of its own, a cap per tenant, a timeout, so
+a name server that never answers holds a few of one tenant's lookups and never the event loop's
+default executor. Nothing here decides what may be called (that is `ssrf.py`)."""
 
 from __future__ import annotations
 
