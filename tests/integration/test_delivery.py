@@ -703,6 +703,27 @@ def test_a_retry_after_of_thousands_of_digits_is_a_retried_attempt_and_frees_its
     assert len(receiver.received("after-huge")) == 5
 
 
+def test_a_redriven_run_of_100_attempts_is_called_again_and_frees_its_slot(
+    node: NodeProcess, receiver: Receiver
+) -> None:
+    tenant = make_tenant(node)
+    receiver.script("down-100", Answer(500, body="still down"))
+    most = {"max_attempts": 100, "backoff": "fixed", "initial_delay": "0s", "max_delay": "0s"}
+    job = create_job(node, tenant.token, http_job(receiver.url("down-100"), retry=most))
+    wait_run(node, tenant, job["job_id"], "dead", timeout_s=60)
+    [dead] = deadletters(node, tenant)
+    assert dead["attempts"] == 100, dead
+    url = f"{node.url}/v1/deadletters/{dead['id']}/redrive"
+    status, answer, _ = http("POST", url, token=tenant.token)
+    assert status == 202, answer
+    run = wait_run(node, tenant, job["job_id"], "dead")  # "retrying" since the redrive applied
+    last = run["attempts"][-1]
+    assert run["attempt"] == last["attempt"] == 101 and "500" in last["error"], run
+    assert [d["attempts"] for d in deadletters(node, tenant)] == [101]
+    assert len(receiver.received("down-100")) == 101
+    wait_for(lambda: metric(node, "schedd_callbacks_in_flight") == 0, 10, "every slot free")
+
+
 def test_alert_url_must_be_one_of_the_tenants_allowed_hosts(
     node: NodeProcess, receiver: Receiver
 ) -> None:
