@@ -19,6 +19,7 @@ Lookup = Callable[[str, int], list[str]]
 
 LOOKUP_THREADS = 64
 LOOKUPS_PER_KEY = 4  # one tenant's lookups running (or queued) at once, timed-out ones included
+SHARED_LOOKUPS = 16  # lookups made for no tenant in particular (the API's create-time checks)
 LOOKUP_TIMEOUT_S = 5.0
 SHARED_KEY = "shared"
 
@@ -52,9 +53,10 @@ def getaddrinfo_lookup(host: str, port: int) -> list[str]:
 class BoundedResolver:
     """An async resolver (`await resolver(host, port)`) that runs `lookup` on its own threads.
 
-    Each key (the tenant named by `lookups_for`) holds at most `per_key` threads, and at most
-    an equal share of the pool that leaves room for one more key; a lookup still running after
-    its timeout keeps its thread, and its key's count, until it really ends."""
+    Each key (the tenant named by `lookups_for`) holds at most `per_key` threads (the lookups
+    made outside `lookups_for`, together, `shared`) and at most an equal share of the pool that
+    leaves room for one more key. A lookup still running after its timeout keeps its thread,
+    and its key's count, until it really ends."""
 
     def __init__(
         self,
@@ -62,11 +64,13 @@ class BoundedResolver:
         *,
         threads: int = LOOKUP_THREADS,
         per_key: int = LOOKUPS_PER_KEY,
+        shared: int = SHARED_LOOKUPS,
         timeout_s: float = LOOKUP_TIMEOUT_S,
     ) -> None:
         self._lookup = lookup
         self.threads = threads
         self.per_key = per_key
+        self.shared = shared
         self.timeout_s = timeout_s
         self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="dns")
         self._lock = threading.Lock()  # lookups end on the pool's threads
@@ -100,7 +104,8 @@ class BoundedResolver:
 
     def _limit(self, key: str) -> int:
         keys = len(self._held) + (key not in self._held)
-        return min(self.per_key, max(1, self.threads // (keys + 1)))
+        cap = self.shared if key == SHARED_KEY else self.per_key
+        return min(cap, max(1, self.threads // (keys + 1)))
 
     async def _acquire(self, key: str) -> None:
         loop = asyncio.get_running_loop()

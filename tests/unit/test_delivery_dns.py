@@ -112,7 +112,7 @@ def test_the_create_time_check_is_bounded_and_accepts_an_unanswered_name(dns: Fa
 
 
 def test_lookups_outside_any_tenant_share_one_key(dns: FakeDns) -> None:
-    resolver = BoundedResolver(dns, threads=8, per_key=1, timeout_s=0.2)
+    resolver = BoundedResolver(dns, threads=8, per_key=1, shared=1, timeout_s=0.2)
 
     async def main() -> list[list[str] | Exception]:
         first = asyncio.create_task(resolver(HANG, 443))
