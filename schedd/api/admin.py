@@ -27,7 +27,7 @@ from schedd.api.http import (
     require,
 )
 from schedd.delivery.guard import TargetGuard
-from schedd.delivery.ssrf import BlockedTarget
+from schedd.delivery.ssrf import BlockedTarget, host_matches
 from schedd.errors import InvalidRequest, TenantNotFound, Unauthorized
 from schedd.jsonbody import JSONValue, as_integer
 from schedd.schedule import occurrences, parse_schedule
@@ -44,9 +44,14 @@ NODE_METRICS = web.AppKey("node_metrics", CollectorRegistry)
 
 
 async def _tenant_fields(
-    body: dict[str, JSONValue], *, creating: bool, guard: TargetGuard
+    body: dict[str, JSONValue],
+    *,
+    creating: bool,
+    guard: TargetGuard,
+    stored_hosts: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Validated tenant settings from a create or PATCH body."""
+    """Validated tenant settings from a create or PATCH body (`stored_hosts`: the tenant's
+    allowed_hosts now, which a PATCH that does not change them holds its alert_url to)."""
     require(body, {"name", "max_active_jobs", "dispatch_rate", "allowed_hosts", "alert_url"})
     fields: dict[str, Any] = {}
     if "name" in body or creating:
@@ -77,12 +82,24 @@ async def _tenant_fields(
         if url is not None and (not isinstance(url, str) or not 0 < len(url) <= 2048):
             raise InvalidRequest("alert_url", "must be an http(s) URL or null")
         if url is not None:
-            try:  # SSRF rules, DNS included (422); the host is checked again at every alert
-                await guard.check(url)
-            except BlockedTarget as exc:
-                raise BlockedTarget(exc.reason, host=exc.host, field="alert_url") from None
+            hosts = fields.get("allowed_hosts", stored_hosts or [])
+            await _check_alert_url(url, hosts, guard)
         fields["alert_url"] = url
     return fields
+
+
+async def _check_alert_url(url: str, allowed_hosts: list[str], guard: TargetGuard) -> None:
+    """The alert webhook obeys the rules of the tenant's targets: SSRF (422), the tenant's
+    allowed_hosts (400), DNS; every alert checks again before it is sent."""
+    try:
+        host = guard.parse(url).host
+        if allowed_hosts and not host_matches(host, allowed_hosts):
+            raise InvalidRequest(
+                "alert_url", f"host {host!r} is not in the tenant's allowed_hosts {allowed_hosts}"
+            )
+        await guard.check(url)
+    except BlockedTarget as exc:
+        raise BlockedTarget(exc.reason, host=exc.host, field="alert_url") from None
 
 
 def _credentials(tenant_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -144,7 +161,9 @@ async def update_tenant(request: web.Request) -> web.Response:
     ctx, tenant_id = request.app[CONTEXT], request.match_info["tenant_id"]
     principal(request).require_admin()
     body = await read_object(request, limit_bytes=TENANT_BODY_LIMIT)
-    changes = await _tenant_fields(body, creating=False, guard=ctx.guard)
+    stored = await ctx.reads.read(lambda conn: queries.get_tenant(conn, tenant_id))
+    hosts = [] if stored is None else stored.allowed_hosts
+    changes = await _tenant_fields(body, creating=False, guard=ctx.guard, stored_hosts=hosts)
     await propose(
         ctx, "update_tenant", {"tenant_id": tenant_id, "changes": changes, "actor": "admin"}
     )

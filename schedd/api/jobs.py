@@ -26,6 +26,7 @@ from schedd.api.http import (
     read_object,
     rejection_error,
 )
+from schedd.delivery.dns import lookups_for
 from schedd.delivery.ssrf import BlockedTarget
 from schedd.errors import Conflict, InvalidRequest, JobNotFound, SchedError, StaleState
 from schedd.jobspec import JOB_FIELDS, JobSpec, job_to_json, parse_job, patch_job
@@ -99,7 +100,8 @@ async def _guard_targets(
 
     async def verdict(url: str) -> SchedError | None:
         try:
-            await ctx.guard.check(url, hosts)
+            with lookups_for(tenant_id):  # a tenant's slow names hold only its own lookups
+                await ctx.guard.check(url, hosts)
         except BlockedTarget as exc:
             return exc
         return None

@@ -24,16 +24,17 @@ from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
 from prometheus_client import Counter as MetricCounter
-from prometheus_client import Histogram
+from prometheus_client import Gauge, Histogram
 
 from schedd import __version__, metrics
+from schedd.delivery.dns import lookups_for
 from schedd.delivery.guard import TargetGuard
 from schedd.delivery.outcome import Outcome, Verdict, classify, excerpt
 from schedd.delivery.signing import webhook_headers
 from schedd.delivery.ssrf import BlockedTarget, ParsedTarget
 from schedd.dispatch.admission import TenantBuckets
 from schedd.errors import ClusterUnavailable, SchedError
-from schedd.jobspec import parse_retry, parse_target
+from schedd.jobspec import parse_target, stored_retry
 from schedd.model import HttpTarget, RetryPolicy
 from schedd.retry import backoff_ms
 from schedd.sealing import PayloadKeys, PayloadUnreadable
@@ -48,6 +49,8 @@ POLL_S = 0.1  # due retries are found this often; new claims wake the caller at 
 OUTCOMES_PER_COMMAND = 500
 RECORD_RETRY_S = 0.5
 RESPONSE_CAP_BYTES = 2048  # read at most this much of a response; never stored beyond an excerpt
+RESPONSE_LINE_BYTES = 4096  # the status line, and each response header (name and value)
+RESPONSE_MAX_HEADERS = 64
 ALERT_TIMEOUT_S = 10.0
 
 CALLBACKS = MetricCounter("schedd_callbacks", "HTTP callback attempts by outcome", ["outcome"])
@@ -55,6 +58,9 @@ CALLBACK_SECONDS = Histogram(
     "schedd_callback_seconds", "HTTP callback latency by response class", ["status_class"]
 )
 CALLBACK_DEAD = MetricCounter("schedd_callback_dead_letters", "HTTP callback runs that died")
+CALLS_IN_FLIGHT = Gauge(
+    "schedd_callbacks_in_flight", "HTTP calls started whose outcome is not recorded yet"
+)
 
 Propose = Callable[[str, Mapping[str, Any]], Awaitable[dict[str, Any]]]
 Clock = Callable[[], int]
@@ -112,7 +118,13 @@ class Caller:
             limit=self.concurrency,
             limit_per_host=0,
         )
-        self._session = aiohttp.ClientSession(connector=connector, auto_decompress=False)
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            auto_decompress=False,
+            max_line_size=RESPONSE_LINE_BYTES,  # a longer header is a failed attempt
+            max_field_size=RESPONSE_LINE_BYTES,
+            max_headers=RESPONSE_MAX_HEADERS,
+        )
         self._spawn(self._call_loop())
         self._spawn(self._record_loop())
 
@@ -144,8 +156,11 @@ class Caller:
                 log.warning("delivery: cannot read the outbox: %s", exc)
             except Exception:
                 log.exception("delivery: reading the outbox failed")
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow stop()'s cancellation
+            # when the event is set at the same instant, and this loop would never end.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), POLL_S)
+                async with asyncio.timeout(POLL_S):
+                    await self._wake.wait()
             self._wake.clear()
 
     async def _start_due_calls(self) -> None:
@@ -169,6 +184,7 @@ class Caller:
             if call.seq in self._pending or not self._buckets.admit(call.tenant_id, now):
                 continue  # over its tenant's rate: still due, taken on a later round
             self._pending.add(call.seq)
+            CALLS_IN_FLIGHT.set(len(self._pending))
             self._busy[call.tenant_id] += 1
             self._spawn(self._call(call, tenants.get(call.tenant_id)))
 
@@ -182,36 +198,35 @@ class Caller:
         limit = min(self.tenant_concurrency, max(1, self.concurrency // (active + 1)))
         return {tenant: limit - busy.get(tenant, 0) for tenant in due_tenants}
 
+    @property
+    def calls_in_flight(self) -> int:
+        """Calls started whose outcome is not recorded yet: each holds one of the node's slots."""
+        return len(self._pending)
+
     async def _call(self, call: outbox.DueCall, tenant: Tenant | None) -> None:
+        """Make one call and queue its outcome; whatever happens, an outcome is queued (so the
+        slot is freed once it is recorded) and the tenant's count goes down."""
         started = self._clock_ms()
         policy = retry_policy(call.retry)
         try:
-            outcome = await self._attempt(call, tenant, started, policy)
+            with lookups_for(call.tenant_id):  # the tenant's DNS lookups count against its cap
+                outcome = await self._attempt(call, tenant, started, policy)
+        except Exception as exc:  # a bug met by this one call: a retried attempt, not a dead task
+            log.exception("delivery: the call failed job=%s attempt=%d", call.job_id, call.attempt)
+            detail = f"{type(exc).__name__}: {excerpt(str(exc).encode(), 200)}"
+            outcome = Outcome(verdict=Verdict.RETRY, status=None, error=f"internal error: {detail}")
         finally:
             self._busy[call.tenant_id] -= 1
             if self._busy[call.tenant_id] <= 0:
                 del self._busy[call.tenant_id]
         finished = self._clock_ms()
+        self._outcomes.append(_record(call, outcome, policy, started, finished))
+        self._recorded.set()
         CALLBACKS.labels(outcome=outcome.verdict.value).inc()
         CALLBACK_SECONDS.labels(status_class=_status_class(outcome.status)).observe(
             (finished - started) / 1000
         )
         metrics.record_delivery("http", call.attempt, call.scheduled_at_ms, started)
-        record: dict[str, Any] = {
-            "seq": call.seq,
-            "job_id": call.job_id,  # apply checks the run too, not just the row's seq
-            "scheduled_at_ms": call.scheduled_at_ms,
-            "attempt": call.attempt,
-            "started_at_ms": started,
-            "finished_at_ms": finished,
-            "verdict": outcome.verdict.value,
-            "error": outcome.error,
-            "retry_at_ms": None,
-        }
-        if outcome.verdict is Verdict.RETRY:
-            record["retry_at_ms"] = finished + retry_delay_ms(policy, call.attempt, outcome)
-        self._outcomes.append(record)
-        self._recorded.set()
 
     async def _attempt(
         self, call: outbox.DueCall, tenant: Tenant | None, started_ms: int, policy: RetryPolicy
@@ -249,6 +264,9 @@ class Caller:
                 now_s=time.time(),
                 max_delay_ms=policy.max_delay_ms,
             )
+        except aiohttp.ClientResponseError as exc:  # e.g. a header over RESPONSE_LINE_BYTES
+            error = f"invalid response: {excerpt(str(exc.message).encode(), 200)}"
+            return classify(None, error=error, retry_after=None, now_s=time.time(), max_delay_ms=0)
         except (aiohttp.ClientError, OSError) as exc:
             error = f"connection failed: {type(exc).__name__}: {excerpt(str(exc).encode(), 200)}"
             return classify(None, error=error, retry_after=None, now_s=time.time(), max_delay_ms=0)
@@ -292,32 +310,70 @@ class Caller:
                     log.warning("delivery: outcomes not recorded yet count=%d: %s", len(batch), exc)
                     await asyncio.sleep(RECORD_RETRY_S)
                     continue  # a retry is safe: an outcome already recorded counts as stale
+                except Exception:  # this loop frees the slots: it must not die
+                    log.exception("delivery: recording outcomes failed count=%d", len(batch))
+                    await asyncio.sleep(RECORD_RETRY_S)
+                    continue
+                if result.get("status") != "ok":  # dropped: those calls are made again
+                    log.warning("delivery: outcomes refused count=%d: %s", len(batch), result)
                 del self._outcomes[: len(batch)]
                 self._pending.difference_update(o["seq"] for o in batch)
+                CALLS_IN_FLIGHT.set(len(self._pending))
                 self._wake.set()  # slots are free again
                 for dead in result.get("dead_runs", []):
                     CALLBACK_DEAD.inc()
                     self._spawn(self._alert(dead))
 
     async def _alert(self, dead: dict[str, Any]) -> None:
-        """Tell the tenant's alert webhook (if any) that a run died; best effort, signed."""
+        """Tell the tenant's alert webhook (if any) that a run died; best effort, signed, and
+        held to the same rules as the tenant's targets (its `allowed_hosts` included)."""
         tenant_id = dead["tenant_id"]
-        found = await self._reads.read(lambda conn: outbox.tenants(conn, [tenant_id]))
-        tenant = found.get(tenant_id)
-        if tenant is None or not tenant.alert_url:
-            return
+        try:
+            found = await self._reads.read(lambda conn: outbox.tenants(conn, [tenant_id]))
+            tenant = found.get(tenant_id)
+            if tenant is None or not tenant.alert_url:
+                return
+            with lookups_for(tenant_id):
+                await self._send_alert(tenant, tenant.alert_url, dead)
+        except BlockedTarget as exc:
+            log.warning("delivery: alert webhook blocked tenant=%s: %s", tenant_id, exc.reason)
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            log.warning("delivery: alert webhook failed: %s", type(exc).__name__)
+        except Exception:  # best effort: never more than a log line
+            log.exception("delivery: alert webhook failed tenant=%s", tenant_id)
+
+    async def _send_alert(self, tenant: Tenant, alert_url: str, dead: dict[str, Any]) -> None:
+        checked = self._guard.parse(alert_url, tuple(tenant.allowed_hosts))
         scheduled_at = format_instant(dead["scheduled_at_ms"])
         key = f"{dead['job_id']}:{scheduled_at}"
         event = {"type": "run.dead", "job_id": dead["job_id"], "scheduled_at": scheduled_at}
         body = json.dumps(event).encode()
         headers = _signed(tenant, f"dead:{key}", self._clock_ms(), body)
-        try:
-            url = _url(tenant.alert_url, self._guard.parse(tenant.alert_url, ()))
-            status, _, _ = await self._send("POST", url, body, headers, ALERT_TIMEOUT_S)
-            if not 200 <= status <= 299:
-                log.warning("delivery: alert webhook answered %d", status)
-        except (BlockedTarget, TimeoutError, aiohttp.ClientError, OSError) as exc:
-            log.warning("delivery: alert webhook failed: %s", type(exc).__name__)
+        status, _, _ = await self._send(
+            "POST", _url(alert_url, checked), body, headers, ALERT_TIMEOUT_S
+        )
+        if not 200 <= status <= 299:
+            log.warning("delivery: alert webhook answered %d", status)
+
+
+def _record(
+    call: outbox.DueCall, outcome: Outcome, policy: RetryPolicy, started_ms: int, finished_ms: int
+) -> dict[str, Any]:
+    """One outcome as `record_callbacks` takes it."""
+    retry_at_ms = None
+    if outcome.verdict is Verdict.RETRY:
+        retry_at_ms = finished_ms + retry_delay_ms(policy, call.attempt, outcome)
+    return {
+        "seq": call.seq,
+        "job_id": call.job_id,  # apply checks the run too, not just the row's seq
+        "scheduled_at_ms": call.scheduled_at_ms,
+        "attempt": call.attempt,
+        "started_at_ms": started_ms,
+        "finished_at_ms": finished_ms,
+        "verdict": outcome.verdict.value,
+        "error": outcome.error,
+        "retry_at_ms": retry_at_ms,
+    }
 
 
 def take_turns(calls: list[outbox.DueCall], turn: int) -> list[outbox.DueCall]:
@@ -344,7 +400,12 @@ def http_target(text: str) -> HttpTarget:
 
 @functools.lru_cache(maxsize=4096)
 def retry_policy(text: str) -> RetryPolicy:
-    return parse_retry(json.loads(text))
+    """An outbox row's retry policy, read as stored (never refused: see `stored_retry`)."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    return stored_retry(value)
 
 
 def retry_delay_ms(policy: RetryPolicy, attempt: int, outcome: Outcome) -> int:

@@ -1,9 +1,11 @@
 """The SSRF guard as the API and the callers use it: a URL check, and an aiohttp resolver that
 connects only to addresses it has checked (so DNS rebinding cannot swap them after the check).
+Lookups go through a bounded resolver (`dns.py`), never the event loop's default executor.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import socket
 from collections.abc import Sequence
@@ -11,23 +13,32 @@ from ipaddress import IPv6Address, ip_network
 
 from aiohttp.abc import AbstractResolver, ResolveResult
 
+from schedd.delivery.dns import BoundedResolver
 from schedd.delivery.ssrf import (
     Network,
     ParsedTarget,
     Resolver,
     check_url,
     resolve_and_check,
-    system_resolver,
 )
+
+CHECK_TIMEOUT_S = 2.0  # create-time lookups: an unanswered one is accepted, delivery checks again
 
 
 class TargetGuard:
     """Checks callback URLs against the SSRF rules, the operator's `allow_cidrs` and a tenant's
     `allowed_hosts`. Raises `BlockedTarget` (HTTP 422) with the reason."""
 
-    def __init__(self, allow_cidrs: Sequence[str] = (), resolver: Resolver = system_resolver):
+    def __init__(
+        self,
+        allow_cidrs: Sequence[str] = (),
+        resolver: Resolver | None = None,
+        *,
+        check_timeout_s: float = CHECK_TIMEOUT_S,
+    ) -> None:
         self.allow: tuple[Network, ...] = tuple(ip_network(c, strict=False) for c in allow_cidrs)
-        self.resolver = resolver
+        self.resolver: Resolver = BoundedResolver() if resolver is None else resolver
+        self.check_timeout_s = check_timeout_s
 
     def parse(self, url: str, allowed_hosts: Sequence[str] = ()) -> ParsedTarget:
         """The checks that need no DNS: scheme, userinfo, port, host patterns, literal IPs."""
@@ -36,11 +47,12 @@ class TargetGuard:
     async def check(self, url: str, allowed_hosts: Sequence[str] = ()) -> None:
         """Create- and update-time check: also resolve the host and refuse a blocked address.
 
-        A host that does not resolve now is accepted: DNS may be down, and every delivery
-        checks again before it connects."""
+        A host that does not resolve now, or not within `check_timeout_s`, is accepted: DNS
+        may be down, and every delivery checks again before it connects."""
         target = self.parse(url, allowed_hosts)
-        with contextlib.suppress(OSError):
-            await resolve_and_check(target, self.allow, self.resolver)
+        with contextlib.suppress(OSError):  # TimeoutError is one
+            async with asyncio.timeout(self.check_timeout_s):
+                await resolve_and_check(target, self.allow, self.resolver)
 
     def aiohttp_resolver(self) -> AbstractResolver:
         return GuardedResolver(self)

@@ -12,6 +12,9 @@ from datetime import UTC
 from email.utils import parsedate_to_datetime
 from enum import StrEnum
 
+MAX_DELTA_DIGITS = 9  # ~31 years: longer than any max_delay, so more digits mean "the cap"
+MAX_DATE_CHARS = 64  # an HTTP date is 29; anything much longer is not one
+
 
 class Verdict(StrEnum):
     SUCCEEDED = "succeeded"
@@ -73,19 +76,27 @@ def retry_after_ms(value: str | None, *, now_s: float, max_delay_ms: int) -> int
     if value is None:
         return None
     text = value.strip()
-    if text.isascii() and text.isdigit():
-        delay_ms = int(text) * 1000
-    else:
-        try:
-            when = parsedate_to_datetime(text)
-        except (ValueError, TypeError, IndexError, OverflowError):
-            return None
+    if not (text.isascii() and text.isdigit()):
+        delay_ms = _date_delay_ms(text, now_s)
+        return None if delay_ms is None else min(delay_ms, max_delay_ms)
+    digits = text.lstrip("0") or "0"
+    if len(digits) > MAX_DELTA_DIGITS:  # never int() thousands of digits: it raises
+        return max_delay_ms
+    return min(int(digits) * 1000, max_delay_ms)
+
+
+def _date_delay_ms(text: str, now_s: float) -> int | None:
+    """Milliseconds from `now_s` until an HTTP date; None if it is not one or already past."""
+    if len(text) > MAX_DATE_CHARS:
+        return None
+    try:
+        when = parsedate_to_datetime(text)
         if when.tzinfo is None:  # "-0000": UTC with no claim about local time
             when = when.replace(tzinfo=UTC)
         delay_ms = math.ceil((when.timestamp() - now_s) * 1000)
-        if delay_ms < 0:
-            return None
-    return min(delay_ms, max_delay_ms)
+    except (ValueError, TypeError, IndexError, OverflowError):  # not a date, or out of range
+        return None
+    return None if delay_ms < 0 else delay_ms
 
 
 def excerpt(body: bytes, limit: int = 256) -> str:

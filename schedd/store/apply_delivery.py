@@ -13,7 +13,7 @@ import sqlite3
 from collections import Counter
 from typing import Any, NamedTuple
 
-from schedd.jobspec import parse_retry
+from schedd.jobspec import stored_retry
 from schedd.model import RunStatus
 from schedd.retry import has_attempts_left
 from schedd.store.apply_jobs import cancel_job
@@ -119,7 +119,7 @@ def _record_one(
             error,
         ),
     )
-    policy = parse_retry(json.loads(row.retry))
+    policy = stored_retry(json.loads(row.retry))
     if verdict == RETRY and has_attempts_left(policy, row.attempt):
         tx.execute(
             "UPDATE outbox SET attempt = attempt + 1, due_at_ms = ? WHERE seq = ?",

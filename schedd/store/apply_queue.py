@@ -10,7 +10,7 @@ import json
 import sqlite3
 from typing import Any, NamedTuple
 
-from schedd.jobspec import parse_retry
+from schedd.jobspec import stored_retry
 from schedd.model import RunStatus
 from schedd.retry import has_attempts_left, retry_delay_ms
 from schedd.store.command import Command, fed, ok
@@ -136,7 +136,7 @@ def _fail_attempt(
 ) -> bool:
     """End the current attempt as failed; True if the run will be tried again."""
     _finish_attempt(tx, cmd, message, outcome, error)
-    policy = parse_retry(json.loads(message.retry))
+    policy = stored_retry(json.loads(message.retry))
     if has_attempts_left(policy, message.attempt):
         delay = retry_delay_ms(policy, message.attempt, message.msg_id)
         tx.execute(

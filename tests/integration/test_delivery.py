@@ -41,6 +41,7 @@ from tests.servers import (
     ms,
     now_ms,
     running,
+    wait_for,
     wait_ready,
 )
 
@@ -134,10 +135,15 @@ def deadletters(node: NodeProcess, tenant: Tenant) -> list[dict[str, Any]]:
 
 def dead_letter_metric(node: NodeProcess) -> float:
     """The node's count of HTTP runs that died (Prometheus text from /metrics)."""
+    return metric(node, "schedd_callback_dead_letters_total")
+
+
+def metric(node: NodeProcess, name: str) -> float:
+    """One unlabelled series of the node's /metrics."""
     for line in metrics_text(node.url).splitlines():
-        if line.startswith("schedd_callback_dead_letters_total "):
+        if line.startswith(f"{name} "):
             return float(line.split()[1])
-    raise AssertionError("no schedd_callback_dead_letters_total in /metrics")
+    raise AssertionError(f"no {name} in /metrics")
 
 
 def headers_of(request: Received) -> dict[str, str]:
@@ -673,6 +679,87 @@ def test_tenant_allowed_hosts_restrict_targets(guarded: NodeProcess) -> None:
         "PATCH", f"{guarded.url}/v1/jobs/{job['job_id']}", patch, token=tenant.token
     )
     assert_error(status, answer, 422, "blocked_target")
+
+
+# ------------------------------------------------------------------ one tenant cannot stop delivery
+
+
+def test_a_retry_after_of_thousands_of_digits_is_a_retried_attempt_and_frees_its_slot(
+    node: NodeProcess, receiver: Receiver
+) -> None:
+    bad, good = make_tenant(node), make_tenant(node)
+    receiver.script("huge-retry-after", Answer(503, {"Retry-After": "9" * 5_000}), Answer(200))
+    job = create_job(node, bad.token, http_job(receiver.url("huge-retry-after"), retry=FAST_RETRY))
+    run = wait_run(node, bad, job["job_id"], "succeeded")
+    failed, succeeded = run["attempts"]
+    assert failed["outcome"] == "failed" and "invalid response" in failed["error"], failed
+    assert succeeded["outcome"] == "succeeded" and succeeded["attempt"] == 2, run
+    later = [create_job(node, good.token, http_job(receiver.url("after-huge"))) for _ in range(5)]
+    for created in later:
+        wait_run(node, good, created["job_id"], "succeeded")
+    wait_for(lambda: metric(node, "schedd_callbacks_in_flight") == 0, 10, "every slot free")
+    assert len(receiver.received("after-huge")) == 5
+
+
+def test_a_redriven_run_of_100_attempts_is_called_again_and_frees_its_slot(
+    node: NodeProcess, receiver: Receiver
+) -> None:
+    tenant = make_tenant(node)
+    receiver.script("down-100", Answer(500, body="still down"))
+    most = {"max_attempts": 100, "backoff": "fixed", "initial_delay": "0s", "max_delay": "0s"}
+    job = create_job(node, tenant.token, http_job(receiver.url("down-100"), retry=most))
+    wait_run(node, tenant, job["job_id"], "dead", timeout_s=60)
+    [dead] = deadletters(node, tenant)
+    assert dead["attempts"] == 100, dead
+    url = f"{node.url}/v1/deadletters/{dead['id']}/redrive"
+    status, answer, _ = http("POST", url, token=tenant.token)
+    assert status == 202, answer
+    run = wait_run(node, tenant, job["job_id"], "dead")  # "retrying" since the redrive applied
+    last = run["attempts"][-1]
+    assert run["attempt"] == last["attempt"] == 101 and "500" in last["error"], run
+    assert [d["attempts"] for d in deadletters(node, tenant)] == [101]
+    assert len(receiver.received("down-100")) == 101
+    wait_for(lambda: metric(node, "schedd_callbacks_in_flight") == 0, 10, "every slot free")
+
+
+def test_alert_url_must_be_one_of_the_tenants_allowed_hosts(
+    node: NodeProcess, receiver: Receiver
+) -> None:
+    tenant = make_tenant(node, allowed_hosts=["localhost"])
+    url = f"{node.url}/v1/tenants/{tenant.tenant_id}"
+    outside = receiver.url("alerts")  # 127.0.0.1: allowed by the node, not by the tenant
+    status, answer, _ = http("PATCH", url, {"alert_url": outside})
+    error = assert_error(status, answer, 400)
+    assert error["message"].startswith("alert_url:") and "allowed_hosts" in error["message"]
+    body = {"name": f"t-{time.monotonic_ns()}", "allowed_hosts": ["localhost"]}
+    status, answer, _ = http("POST", f"{node.url}/v1/tenants", body | {"alert_url": outside})
+    assert_error(status, answer, 400)
+    status, shown, _ = http("GET", url)
+    assert status == 200 and shown["alert_url"] is None, shown
+    inside = f"http://localhost:{receiver.port}/alerts"
+    status, changed, _ = http("PATCH", url, {"alert_url": inside})
+    assert status == 200 and changed["alert_url"] == inside, changed
+    both = {"allowed_hosts": ["localhost", "127.0.0.1"], "alert_url": outside}
+    status, changed, _ = http("PATCH", url, both)  # judged by the hosts it sets
+    assert status == 200 and changed["alert_url"] == outside, changed
+
+
+def test_alert_webhook_outside_allowed_hosts_is_not_called(
+    node: NodeProcess, receiver: Receiver
+) -> None:
+    tenant = make_tenant(node)
+    url = f"{node.url}/v1/tenants/{tenant.tenant_id}"
+    status, changed, _ = http("PATCH", url, {"alert_url": receiver.url("held-alerts")})
+    assert status == 200, changed
+    status, changed, _ = http("PATCH", url, {"allowed_hosts": ["localhost"]})
+    assert status == 200 and changed["allowed_hosts"] == ["localhost"], changed
+    receiver.script("held-dead-end", Answer(404))
+    target = f"http://localhost:{receiver.port}/held-dead-end"
+    job = create_job(node, tenant.token, http_job(target, retry=FAST_RETRY))
+    wait_run(node, tenant, job["job_id"], "dead")
+    blocked = f"alert webhook blocked tenant={tenant.tenant_id}"
+    wait_for(lambda: blocked in node.log_path.read_text(errors="replace"), 10, blocked)
+    assert receiver.received("held-alerts") == []
 
 
 # ------------------------------------------------------------------ crashes (restart the node)

@@ -266,6 +266,46 @@ def test_queue_counts_ready_in_flight_and_dead(node: NodeProcess) -> None:
     assert len(jobs) == len(rest) + 1
 
 
+@pytest.mark.parametrize("ends_by", ["nack", "visibility timeout"])
+def test_a_redriven_run_of_100_attempts_is_received_again_and_the_queue_keeps_working(
+    node: NodeProcess, ends_by: str
+) -> None:
+    tenant = new_tenant(node)
+    queue = f"most-{ends_by.split()[0]}"
+    most = {"max_attempts": 100, "backoff": "fixed", "initial_delay": "0s", "max_delay": "0s"}
+    job = create_job(node, tenant.token, queue_job(queue, {"delay": "0s"}, retry=most))
+    for attempt in range(1, 101):
+        [message] = wait_for(lambda: receive(node, tenant, queue, wait_s=3), 10, f"try {attempt}")
+        assert message["attempt"] == attempt
+        settle(node, tenant, queue, "nack", [message])
+    status, dead, _ = http("GET", f"{node.url}/v1/deadletters", token=tenant.token)
+    assert status == 200 and [d["attempts"] for d in dead["deadletters"]] == [100], dead
+    dl_id = dead["deadletters"][0]["id"]
+    status, answer, _ = http(
+        "POST", f"{node.url}/v1/deadletters/{dl_id}/redrive", token=tenant.token
+    )
+    assert status == 202, answer
+    [again] = receive(node, tenant, queue, wait_s=3, visibility="1s")
+    assert again["attempt"] == 101
+    if ends_by == "nack":
+        assert settle(node, tenant, queue, "nack", [again]) == {"nacked": 1}
+    else:  # a receive after the visibility timeout ends the attempt as failed
+        wait_for(
+            lambda: (
+                receive(node, tenant, queue, wait_s=0.5) == []
+                and runs_of(node, tenant, job["job_id"])[0]["status"] == "dead"
+            ),
+            10,
+            "the expired attempt",
+        )
+    [run] = runs_of(node, tenant, job["job_id"])
+    assert run["status"] == "dead" and run["attempt"] == 101, run
+    assert receive(node, tenant, queue, wait_s=0.2) == []  # receiving still answers 200
+    fresh = create_job(node, tenant.token, queue_job(queue, {"delay": "0s"}))
+    [message] = wait_for(lambda: receive(node, tenant, queue, wait_s=3), 10, "a new run")
+    assert message["job_id"] == fresh["job_id"] and message["attempt"] == 1
+
+
 # ------------------------------------------------------------------ windows and overlap
 
 

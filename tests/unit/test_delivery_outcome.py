@@ -157,3 +157,32 @@ def test_excerpt_is_short_printable_text(body: bytes, limit: int) -> None:
     text = excerpt(body, limit=limit)
     assert len(text) <= limit
     assert text.isprintable()
+
+
+@pytest.mark.parametrize(
+    ("header", "expected_ms"),
+    [
+        ("9" * 5_000, MAX_DELAY_MS),  # int() of over 4,300 digits raises ValueError
+        (" " + "1" + "0" * 4_400 + " ", MAX_DELAY_MS),
+        ("0" * 8_000 + "7", 7_000),  # leading zeros count for nothing
+        ("1234567890", MAX_DELAY_MS),
+        ("x" * 8_000, None),
+        (http_date(NOW_S + 30) + " " * 100 + "x", None),  # too long to be a date
+        ("Mon, 01 Jan 0001 00:00:00 +0100", None),  # before the epoch's range
+        ("Fri, 31 Dec 9999 23:59:59 -1200", MAX_DELAY_MS),
+    ],
+)
+def test_a_huge_or_garbage_retry_after_never_raises(header: str, expected_ms: int | None) -> None:
+    outcome = judge(503, retry_after=header)
+    assert outcome.verdict is Verdict.RETRY and outcome.retry_after_ms == expected_ms
+
+
+@given(st.text(alphabet="0123456789", min_size=9, max_size=6_000))
+def test_retry_after_of_many_digits_is_the_cap(digits: str) -> None:
+    assert retry_after_ms("1" + digits, now_s=NOW_S, max_delay_ms=MAX_DELAY_MS) == MAX_DELAY_MS
+
+
+@given(st.text(max_size=3_000))
+def test_classify_never_raises_on_any_retry_after(header: str) -> None:
+    outcome = judge(429, retry_after=header)
+    assert outcome.retry_after_ms is None or 0 <= outcome.retry_after_ms <= MAX_DELAY_MS

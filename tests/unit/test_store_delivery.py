@@ -3,6 +3,7 @@ dead letters, 410 cancels, redrive, and the signing secret's rotation overlap.""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -196,3 +197,30 @@ def test_one_command_naming_an_attempt_twice_records_it_once(
     result = claimed("record_callbacks", {"node_id": "n1", "outcomes": [outcome, outcome]})
     assert (result["succeeded"], result["stale"]) == (1, 1)
     assert run_row(db) == ("succeeded", 1, None, NOW_MS + 200)
+
+
+def test_a_redriven_http_run_of_100_attempts_is_recorded_not_refused(
+    claimed: Applier, db: Database
+) -> None:
+    record(claimed, "failed", error="http 404")
+    db.conn.execute("UPDATE deadletters SET attempts = 100")  # as after 100 attempts
+    [(dl_id,)] = db.conn.execute("SELECT id FROM deadletters").fetchall()
+    redrive = {"tenant_id": "t1", "id": dl_id, "partition": 3}
+    assert claimed("redrive_deadletter", redrive)["status"] == "ok"
+    [(seq, attempt, _, _, _, retry)] = outbox(db)
+    assert attempt == 101 and json.loads(retry)["max_attempts"] == 100  # what the API accepts
+    result = record(claimed, "retry", seq=seq, attempt=101, error="http 500")
+    assert result["status"] == "ok" and result["dead"] == 1, result
+    assert run_row(db)[:3] == ("dead", 101, "http 500")
+
+
+def test_a_stored_retry_policy_outside_the_apis_rules_is_read_not_refused(
+    claimed: Applier, db: Database
+) -> None:
+    # As an older redrive wrote it: one more attempt than the API allows.
+    stored = {"max_attempts": 101, "backoff": "fixed", "initial_delay": "1s", "max_delay": "1s"}
+    db.conn.execute("UPDATE outbox SET attempt = 100, retry = ?", (json.dumps(stored),))
+    result = record(claimed, "retry", attempt=100, error="http 500")
+    assert result["status"] == "ok" and result["retrying"] == 1, result
+    assert record(claimed, "retry", attempt=101, error="http 500")["dead"] == 1
+    assert run_row(db)[:2] == ("dead", 101)

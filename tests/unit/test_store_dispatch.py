@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from schedd.store.db import Database
 from tests.conftest import NOW_MS, Applier
 
@@ -283,3 +285,45 @@ def test_redrive_gives_a_dead_run_one_more_attempt(apply: Applier, db: Database)
     assert db.conn.execute("SELECT attempts FROM deadletters").fetchone() == (3,)  # dead again
     assert apply("delete_deadletter", {"tenant_id": "t1", "id": dl_id})["status"] == "ok"
     assert count(db, "SELECT COUNT(*) FROM deadletters") == 0
+
+
+MOST = {"max_attempts": 100, "backoff": "fixed", "initial_delay": "0s", "max_delay": "0s"}
+
+
+def _dead_after_100_attempts(apply: Applier, db: Database) -> tuple[str, int]:
+    """Job j1 (queue q, 100 attempts) received and nacked 100 times; (dead letter id, now)."""
+    setup(apply)
+    item_spec = spec({"every": "1m"}, retry=MOST)
+    body = {"tenant_id": "t1", "job_id": "j1", "expected_version": 1, "spec": item_spec}
+    fields = {"next_run_at_ms": NOW_MS, "next_fire_at_ms": NOW_MS, "fields": ["retry"]}
+    assert apply("update_job", body | fields)["status"] == "ok"
+    claim(apply, version=2)
+    now = NOW_MS
+    for attempt in range(1, 101):
+        [message] = receive(apply, now, f"r{attempt}")
+        assert message["attempt"] == attempt
+        nack = {"tenant_id": "t1", "queue": "q", "receipts": [message["receipt"]], "error": "no"}
+        assert apply("nack_messages", nack, ts_ms=now)["nacked"] == 1
+    [(dl_id, attempts)] = db.conn.execute("SELECT id, attempts FROM deadletters").fetchall()
+    assert attempts == 100
+    return dl_id, now + 1
+
+
+@pytest.mark.parametrize("ends_by", ["nack", "visibility timeout"])
+def test_a_redriven_queue_run_of_100_attempts_fails_again_and_the_queue_still_works(
+    apply: Applier, db: Database, ends_by: str
+) -> None:
+    dl_id, now = _dead_after_100_attempts(apply, db)
+    assert (
+        apply("redrive_deadletter", {"tenant_id": "t1", "id": dl_id}, ts_ms=now)["status"] == "ok"
+    )
+    [again] = receive(apply, now, "redriven")
+    assert again["attempt"] == 101
+    if ends_by == "nack":
+        nack = {"tenant_id": "t1", "queue": "q", "receipts": [again["receipt"]], "error": "no"}
+        assert apply("nack_messages", nack, ts_ms=now + 1)["status"] == "ok"
+    else:
+        assert receive(apply, now + 31_000, "after") == []  # the expired attempt ends it: dead
+    assert db.conn.execute("SELECT status, attempt FROM runs").fetchone() == ("dead", 101)
+    assert db.conn.execute("SELECT attempts FROM deadletters").fetchone() == (101,)
+    assert receive(apply, now + 60_000, "later") == []  # receiving goes on (it was a 500)
