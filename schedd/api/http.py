@@ -34,7 +34,7 @@ from schedd.jsonbody import JSONValue, dumps, loads_object
 log = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-PRINCIPAL = "principal"
+PRINCIPAL = web.RequestKey("principal", Principal)
 # /metrics checks its own tokens (admin or [metrics] token; never a tenant's): api/admin.py
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/v1/openapi.json"})
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}

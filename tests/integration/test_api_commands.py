@@ -9,7 +9,6 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
-import pytest
 from aiohttp import ClientResponse
 from aiohttp.test_utils import TestClient, TestServer
 from pysyncobj import FAIL_REASON
@@ -21,8 +20,6 @@ from schedd.store.apply import StateMachine
 from schedd.store.command import MAX_COMMAND_BYTES
 from schedd.store.db import Database, ReadPool
 
-# api/http.py keys request storage with a str (aiohttp >= 3.12 would like a RequestKey)
-pytestmark = pytest.mark.filterwarnings("ignore::aiohttp.web_exceptions.NotAppKeyWarning")
 ADMIN = "adm_local_token_0123456789"
 PAYLOAD_BYTES = 60 * 1024  # under the default 64 KiB payload limit
 

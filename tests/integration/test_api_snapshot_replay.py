@@ -10,7 +10,6 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, cast
 
-import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from pysyncobj import FAIL_REASON
 
@@ -68,9 +67,6 @@ def _serve(tmp_path: Path, test: Callable[[TestClient[Any, Any]], Awaitable[None
         leader.close()
 
 
-# schedd's middlewares store on the request with string keys (api/http.py); served, aiohttp's
-# warning about it is only logged once, but this suite turns warnings into errors.
-@pytest.mark.filterwarnings("ignore::aiohttp.web_exceptions.NotAppKeyWarning")
 def test_a_create_applied_through_an_installed_snapshot_answers_the_job(tmp_path: Path) -> None:
     async def test(client: TestClient[Any, Any]) -> None:
         response = await client.post("/v1/tenants", json={"name": "acme"}, headers=ADMIN)
