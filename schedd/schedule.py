@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
+import unicodedata
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta
 from functools import lru_cache
@@ -149,11 +150,20 @@ def load_schedule(stored: Mapping[str, str]) -> Schedule:
     if "run_at" in stored:
         return AtSchedule(at_ms=parse_instant(stored["run_at"], field="schedule.run_at"))
     if "cron" in stored:
+        expr = _ascii_digits(stored["cron"])
         return CronSchedule(
-            expr=stored["cron"], timezone=stored["timezone"], start_at_ms=start_ms, end_at_ms=end_ms
+            expr=expr, timezone=stored["timezone"], start_at_ms=start_ms, end_at_ms=end_ms
         )
     interval = parse_duration(stored["every"], field="schedule.every")
     return EverySchedule(interval_ms=interval, start_at_ms=start_ms or 0, end_at_ms=end_ms)
+
+
+def _ascii_digits(expr: str) -> str:
+    """A stored cron expression with its decimal digits in ASCII. Versions before 2026-12-01
+    accepted any Unicode decimal digit in a step (`*/٣` meant `*/3`): such jobs keep running."""
+    if expr.isascii():
+        return expr
+    return "".join(str(unicodedata.decimal(c)) if c.isdecimal() else c for c in expr)
 
 
 def schedule_to_json(schedule: Schedule) -> dict[str, str]:

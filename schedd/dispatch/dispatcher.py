@@ -241,7 +241,11 @@ class Dispatcher(Loop):
                 self._known.add(run)
                 self._parked.setdefault(job.tenant_id, deque()).append(run)
                 continue
-            claim = self._plan(conn, run, job, now_ms)
+            try:
+                claim = self._plan(conn, run, job, now_ms)
+            except Exception:  # one job's bad data must not stop the other runs of the batch
+                log.exception("cannot plan a run, skipped job=%s", run.job_id)
+                continue
             if claim is not None:
                 claims.append(claim)
         return claims

@@ -243,3 +243,51 @@ def test_after_a_snapshot_install_the_dispatcher_reads_its_due_runs_again_at_onc
     cluster.dispatcher.forget()
     cluster.dispatcher.tick(start + 1_600)
     assert cluster.runs("job_from_snapshot") == [("2026-06-01T12:00:01Z", "dispatched")]
+
+
+def add_stored_job(cluster: Cluster, job_id: str, cron: str, stored_cron: str, now: int) -> None:
+    """A job whose stored spec says `stored_cron` (as an older version may have stored it)."""
+    spec = parse_job(
+        {"schedule": {"cron": cron}, "target": {"type": "queue", "name": "q"}}, now_ms=now
+    )
+    run_at = first_run_at(spec.schedule, now)
+    assert run_at is not None
+    stored = job_to_json(spec)
+    stored["schedule"] = {**stored["schedule"], "cron": stored_cron}
+    item = {
+        "job_id": job_id,
+        "partition": partition_of(job_id, PARTITIONS),
+        "spec": stored,
+        "next_run_at_ms": run_at,
+        "next_fire_at_ms": run_at,
+        "idempotency_key": None,
+        "request_hash": None,
+    }
+    result = cluster.apply("create_jobs", {"tenant_id": "t1", "jobs": [item]}, ts_ms=now)
+    assert result["results"][0].get("created"), result
+
+
+def test_a_stored_step_in_non_ascii_digits_keeps_firing(cluster: Cluster) -> None:
+    # Versions before 2026-12-01 took `*/٣` (Arabic-Indic 3) as `*/3`; the API now refuses it,
+    # but a job stored then must go on firing as it did.
+    start = ms("2026-06-01T00:00:30Z")
+    cluster.now = start
+    add_stored_job(cluster, "job_legacy", "*/3 * * * *", "*/\u0663 * * * *", start)
+    cluster.run_until(start + 10 * 60_000)
+    assert [at for at, _ in cluster.runs("job_legacy")] == [
+        "2026-06-01T00:03:00Z",
+        "2026-06-01T00:06:00Z",
+        "2026-06-01T00:09:00Z",
+    ]
+
+
+def test_a_job_whose_stored_schedule_cannot_be_read_stops_no_other_run(
+    cluster: Cluster,
+) -> None:
+    start = ms("2026-06-01T00:00:30Z")
+    cluster.now = start
+    add_stored_job(cluster, "job_broken", "*/3 * * * *", "*/\u00b2 * * * *", start)
+    add_stored_job(cluster, "job_fine", "*/3 * * * *", "*/3 * * * *", start)
+    cluster.run_until(start + 4 * 60_000)
+    assert cluster.runs("job_fine") == [("2026-06-01T00:03:00Z", "dispatched")]
+    assert cluster.runs("job_broken") == []
