@@ -20,10 +20,12 @@ MiB = 1024 * 1024
 # only the key-exchange frame can legitimately arrive: about 200 bytes.
 MAX_HELLO_FRAME = 64 * 1024
 # After: the largest legitimate frame is an append_entries of up to 4 MiB of entries plus one
-# more entry, which is at most one command (MAX_COMMAND_BYTES, 1 MiB: the proposer refuses
-# larger ones), zlib'd and Fernet'd (x4/3): about 7 MiB. Snapshot chunks are 64 KiB.
-# DESIGN.md ("The Raft port") has the arithmetic; tests/unit/test_raft_wire.py re-checks it.
-MAX_FRAME = 16 * MiB
+# more entry. New commands are at most 1 MiB (MAX_COMMAND_BYTES), but a journal written before
+# that cap (2026-12-01) may still hold a create_jobs of a whole 32 MiB batch (about 43 MiB with
+# sealed payloads) that a lagging follower must receive: zlib'd and Fernet'd (x4/3) about
+# 64 MiB. Twice that. Snapshot chunks are 64 KiB. DESIGN.md ("The Raft port") has the
+# arithmetic; tests/unit/test_raft_wire.py re-checks it.
+MAX_FRAME = 128 * MiB
 _HEADER = struct.Struct("i")  # pysyncobj's: native, signed
 
 

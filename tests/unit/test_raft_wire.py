@@ -26,6 +26,7 @@ from pysyncobj.monotonic import monotonic
 from pysyncobj.poller import Poller, createPoller
 from pysyncobj.tcp_connection import CONNECTION_STATE, TcpConnection
 
+from schedd.api.jobs import BATCH_BODY_LIMIT, MAX_BATCH
 from schedd.config import NodeConfig
 from schedd.node import raft_conf
 from schedd.raft import wire
@@ -196,9 +197,11 @@ def test_max_frame_covers_the_largest_legitimate_message(tmp_path: Path) -> None
         SnapshotHooks.__new__(SnapshotHooks),
     )
     # pysyncobj packs entries until their total reaches appendEntriesBatchSizeBytes, so one
-    # message holds almost that much plus one more entry of any size: the largest entry is one
-    # command, which the proposer caps (a large batch is split into several commands).
-    largest_command = MAX_COMMAND_BYTES
+    # message holds almost that much plus one more entry of any size. New entries are at most
+    # one command (MAX_COMMAND_BYTES), but a journal written before that cap may hold a
+    # create_jobs of a whole batch body whose payloads were sealed (base64: x4/3), plus what
+    # the proposer added per job (well under 1 KiB): a lagging follower must still receive it.
+    largest_command = max(MAX_COMMAND_BYTES, BATCH_BODY_LIMIT * 4 // 3 + MAX_BATCH * 1024)
     largest_entries = conf.appendEntriesBatchSizeBytes + largest_command
     assert fernet_frame_bytes(largest_entries + 64 * 1024) <= wire.MAX_FRAME
     snapshot_chunk = conf.logCompactionBatchSize  # how pysyncobj ships snapshots
