@@ -6,7 +6,6 @@ import json
 import sqlite3
 from typing import Any
 
-from schedd.jobspec import MAX_ATTEMPTS
 from schedd.model import RunStatus
 from schedd.store.command import Command, fed, ok, rejected
 
@@ -28,10 +27,11 @@ def redrive_deadletter(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
         return rejected("deadletter_not_found", f"no dead letter with id {cmd.body['id']!r}")
     dl_id, tenant_id, job_id, scheduled_at, attempts, target_json, payload = row
     target = json.loads(target_json)
-    # The redriven attempt is made whatever this says (its failure finds no attempt left); it is
-    # kept within what the API accepts, as stored policies are read leniently anyway.
+    # One attempt more than the API allows after a 100-attempt run: stored policies are read
+    # leniently (jobspec.stored_retry), never judged by the API's rules. Written as before
+    # 2026-12-01, so this command applies alike on every version.
     one_more = {
-        "max_attempts": min(attempts + 1, MAX_ATTEMPTS),
+        "max_attempts": attempts + 1,
         "backoff": "fixed",
         "initial_delay": "1s",
         "max_delay": "1s",
