@@ -10,6 +10,7 @@ import hashlib
 import json
 import re
 import secrets
+import time
 from typing import Any
 
 from aiohttp import web
@@ -28,7 +29,15 @@ from schedd.api.http import (
 )
 from schedd.delivery.dns import lookups_for
 from schedd.delivery.ssrf import BlockedTarget
-from schedd.errors import Conflict, InvalidRequest, JobNotFound, SchedError, StaleState
+from schedd.errors import (
+    ClusterUnavailable,
+    Conflict,
+    InvalidRequest,
+    JobNotFound,
+    NoLeader,
+    SchedError,
+    StaleState,
+)
 from schedd.jobspec import JOB_FIELDS, JobSpec, job_to_json, parse_job, patch_job
 from schedd.model import JobStatus, partition_of
 from schedd.schedule import fire_time, first_run_at
@@ -219,14 +228,21 @@ async def _create_in_chunks(
     ctx: ApiContext, tenant_id: str, actor: str, items: list[dict[str, Any]], now: int
 ) -> list[dict[str, Any]]:
     """Create a batch as one create_jobs command per chunk, in order (docs/api.md: each chunk
-    is atomic, the batch is not). A chunk that fails gives its items the error; when every
-    chunk failed, the request fails with the first error."""
+    is atomic, the batch is not). A chunk that fails gives its items the error; once one found
+    no leader, or the request's time is up, the rest are not proposed (no_leader: a retry
+    cannot duplicate them). When every chunk failed, the request fails with the first error."""
     outcomes: list[dict[str, Any]] = [{} for _ in items]
     chunks, errors = _chunks(items), []
+    deadline = time.monotonic() + ctx.request_timeout_s
+    unwritten: SchedError | None = None
     for chunk in chunks:
         try:
+            if unwritten is not None or time.monotonic() > deadline:
+                raise unwritten or NoLeader("not written: this batch ran out of its request time")
             done = await _create(ctx, tenant_id, actor, [items[k] for k in chunk], now)
         except SchedError as exc:  # 503 (outcome unknown: retry with the idempotency_key), 413
+            if isinstance(exc, ClusterUnavailable) and unwritten is None:
+                unwritten = NoLeader("not written: an earlier part of this batch found no leader")
             errors.append(exc)
             done = [{"error": {"code": exc.code, "message": str(exc)}} for _ in chunk]
         for k, outcome in zip(chunk, done, strict=True):

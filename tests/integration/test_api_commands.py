@@ -31,28 +31,36 @@ class LocalReplica:
         self.machine = machine
         self.index = machine.db.applied_index
         self.sizes: list[int] = []
+        self.is_cut_off = False  # True: entries go out and never come back (the leader is lost)
 
     def apply_entry(self, blob: bytes, *, callback: Any) -> None:
         self.sizes.append(len(blob))
+        if self.is_cut_off:
+            return
         self.index += 1
         callback(self.machine.apply(blob, index=self.index), FAIL_REASON.SUCCESS)
 
 
 def _serve(
-    db: Database, payload_limit: int, scenario: Callable[[TestClient[Any, Any]], Awaitable[None]]
+    db: Database,
+    payload_limit: int,
+    scenario: Callable[[TestClient[Any, Any]], Awaitable[None]],
+    replica: LocalReplica | None = None,
+    timeout_s: float = 5.0,
 ) -> LocalReplica:
-    replica = LocalReplica(StateMachine(db))
+    replica = replica or LocalReplica(StateMachine(db))
 
     async def main() -> None:
         reads = ReadPool(db.path)
         ctx = ApiContext(
             node_id="n1",
-            proposer=Proposer(replica, timeout_s=5.0),
+            proposer=Proposer(replica, timeout_s=timeout_s),
             reads=reads,
             raft=cast(RaftStatus, None),  # no route used here asks for Raft's state
             admin_token=ADMIN,
             partitions=16,
             payload_limit=payload_limit,
+            request_timeout_s=timeout_s,
         )
         try:
             async with TestClient(TestServer(build_app(ctx))) as client:
@@ -127,3 +135,19 @@ def test_a_job_whose_command_is_over_the_cap_is_413_naming_the_limit(db: Databas
     replica = _serve(db, 2 * 1024 * 1024, scenario)
     assert max(replica.sizes) <= MAX_COMMAND_BYTES
     assert db.conn.execute("SELECT COUNT(*) FROM jobs").fetchone()[0] == 1
+
+
+def test_a_batch_that_finds_no_leader_proposes_no_more_of_its_commands(db: Database) -> None:
+    jobs = [_job(n, PAYLOAD_BYTES) for n in range(40)]  # three commands or more
+    replica = LocalReplica(StateMachine(db))
+
+    async def scenario(client: TestClient[Any, Any]) -> None:
+        auth = {"Authorization": f"Bearer {await _tenant_token(client)}"}
+        replica.is_cut_off = True
+        answer = await _post(client, "/v1/jobs:batch", {"jobs": jobs}, auth)
+        assert answer.status == 503, await answer.text()  # every command failed: one answer
+        assert (await answer.json())["error"]["code"] == "outcome_unknown"  # the one sent
+
+    _serve(db, 64 * 1024, scenario, replica, timeout_s=0.3)
+    # Only the first of the batch's commands left: the request answered within one timeout.
+    assert sum(size > PAYLOAD_BYTES for size in replica.sizes) == 1
