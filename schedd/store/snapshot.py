@@ -62,6 +62,9 @@ def restore_snapshot(db: Database, path: Path) -> None:
 
     Readers keep their connections and see the new content at their next transaction.
     """
+    # Synced at each commit while it lasts: pysyncobj moves on (and truncates its journal to
+    # the snapshot's index) once this returns, so a power loss must not bring the old state back.
+    db.conn.execute("PRAGMA synchronous = FULL")
     source = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         source.backup(db.conn)
@@ -69,4 +72,5 @@ def restore_snapshot(db: Database, path: Path) -> None:
         source.close()
     db.conn.execute("DROP TABLE IF EXISTS snapshot_raft")
     db.conn.execute("PRAGMA journal_mode = WAL")
+    db.conn.execute("PRAGMA synchronous = NORMAL")
     db.reload()
