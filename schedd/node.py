@@ -239,7 +239,9 @@ class Node:
             access = MetricsAccess(
                 tokens=self._metrics_access().tokens, is_open=self.config.metrics_token is None
             )
-            self._metrics_runner = await start_metrics_site(self.metrics, access, host, port)
+            self._metrics_runner = await start_metrics_site(
+                self.metrics, access, host, port, ssl_context=self.tls_server
+            )
         self._register_task = asyncio.create_task(self._register(proposer))
         loop = asyncio.get_running_loop()
         self.queue_signal.bind(loop)

@@ -183,12 +183,18 @@ def http(
     return status, (json.loads(payload) if payload else None), response_headers
 
 
-def metrics_text(url: str, *, token: str | None = ADMIN_TOKEN, timeout_s: float = 10.0) -> str:
+def metrics_text(
+    url: str,
+    *,
+    token: str | None = ADMIN_TOKEN,
+    timeout_s: float = 10.0,
+    context: ssl.SSLContext | None = None,
+) -> str:
     """GET <url>/metrics (the admin token opens it on the API port): the Prometheus text."""
     request = urllib.request.Request(f"{url}/metrics")
     if token is not None:
         request.add_header("Authorization", f"Bearer {token}")
-    with urllib.request.urlopen(request, timeout=timeout_s) as response:
+    with urllib.request.urlopen(request, timeout=timeout_s, context=context) as response:
         assert response.status == 200
         assert response.headers["Content-Type"].startswith("text/plain")
         text: str = response.read().decode()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ssl
+
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
@@ -37,14 +39,19 @@ def build_app(
 
 
 async def start_metrics_site(
-    node_metrics: CollectorRegistry, access: admin.MetricsAccess, host: str, port: int
+    node_metrics: CollectorRegistry,
+    access: admin.MetricsAccess,
+    host: str,
+    port: int,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> web.AppRunner:
-    """Serve GET /metrics alone on its own address (`[metrics] listen`); cleanup() stops it."""
+    """Serve GET /metrics alone on its own address (`[metrics] listen`), over HTTPS when the
+    API has a certificate (its token must not cross the network in clear); cleanup() stops it."""
     app = web.Application(middlewares=[errors_middleware])
     app[admin.NODE_METRICS] = node_metrics
     app[admin.METRICS_ACCESS] = access
     app.router.add_get("/metrics", admin.metrics)
     runner = web.AppRunner(app, access_log=None, keepalive_timeout=15.0)
     await runner.setup()
-    await web.TCPSite(runner, host, port).start()
+    await web.TCPSite(runner, host, port, ssl_context=ssl_context).start()
     return runner

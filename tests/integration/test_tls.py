@@ -18,7 +18,15 @@ import pytest
 
 from schedd.tls import client_context
 from tests.certs import CertificateAuthority, NodeCert
-from tests.servers import ADMIN_TOKEN, NodeProcess, free_ports, http, make_nodes, running
+from tests.servers import (
+    ADMIN_TOKEN,
+    NodeProcess,
+    free_ports,
+    http,
+    make_nodes,
+    metrics_text,
+    running,
+)
 
 BIN = Path(sys.executable).parent
 REFUSALS = ("TLSV1_ALERT_PROTOCOL_VERSION", "UNSUPPORTED_PROTOCOL", "UNEXPECTED_EOF_WHILE_READING")
@@ -226,3 +234,18 @@ def test_a_key_that_does_not_match_stops_the_node(tmp_path: Path, pki: NodeCert)
     assert result.returncode == 2, result.stderr
     assert f"{tmp_path / 'n1.toml'}: api.tls_key '{other.key}'" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_the_metrics_listener_serves_https_too(tmp_path: Path, pki: NodeCert) -> None:
+    # Off loopback it needs a token, which must not cross the network in clear text.
+    (port,) = free_ports(1)
+    api = f'tls_cert = "{pki.cert}"\ntls_key = "{pki.key}"\n'
+    metrics = f'[metrics]\nlisten = "127.0.0.1:{port}"\ntoken = "metrics-token-0123456789"\n'
+    (node,) = make_nodes(tmp_path, 1, api_extra=api, extra_sections=metrics)
+    node.tls = client_context(pki.ca)
+    with running([node]):
+        url = f"https://127.0.0.1:{port}"
+        text = metrics_text(url, token="metrics-token-0123456789", context=node.tls)
+        assert "schedd_raft_applied_index" in text
+        with pytest.raises(OSError):  # plain HTTP gets no answer there
+            metrics_text(f"http://127.0.0.1:{port}", token="metrics-token-0123456789")
