@@ -138,6 +138,8 @@ class QueueSignal:
 
 BARRIERS_PER_S = 2.0  # barrier entries one client address may cause, a second...
 BARRIER_BURST = 4  # ...and at once
+BARRIERS_NODE_PER_S = 20.0  # barrier entries all clients together may cause, a second...
+BARRIERS_NODE_BURST = 40  # ...and at once
 HEARTBEAT_WAIT_S = 0.25  # over 2 append-entries periods (0.1 s, node.py): a fresh commit index
 CATCH_UP_POLL_S = 0.01
 
@@ -168,7 +170,9 @@ class ApiContext:
     body_gate: BodyGate = field(init=False)
     long_polls: LongPolls = field(init=False)
     barriers: AddressBudget = field(
-        default_factory=lambda: AddressBudget(BARRIERS_PER_S, BARRIER_BURST)
+        default_factory=lambda: AddressBudget(
+            BARRIERS_PER_S, BARRIER_BURST, BARRIERS_NODE_PER_S, BARRIERS_NODE_BURST
+        )
     )
     _barrier: asyncio.Task[dict[str, Any]] | None = None
 

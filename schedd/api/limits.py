@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -60,26 +62,51 @@ class BodyGate:
 
 
 class AddressBudget:
-    """A token bucket per client address: `burst` at once, then `per_s` a second. Bounds what
-    one address can make the node do (Raft barrier entries for unknown tokens)."""
+    """A token bucket per client: `burst` at once, then `per_s` a second; and one more bucket
+    for the whole node (`node_per_s`, `node_burst`), so many addresses add up to a bound too.
+    Bounds what clients can make the node do (Raft barrier entries for unknown tokens). An IPv6
+    client counts by its /64 (one host usually holds a whole /64)."""
 
-    MAX_ADDRESSES = 10_000  # past this the buckets start over: memory stays bounded
+    MAX_ADDRESSES = 10_000  # past this the least recently seen address is forgotten
 
-    def __init__(self, per_s: float, burst: int) -> None:
+    def __init__(self, per_s: float, burst: int, node_per_s: float, node_burst: int) -> None:
         self.per_s = per_s
         self.burst = burst
-        self._buckets: dict[str, tuple[float, float]] = {}  # address -> (tokens, at_s)
+        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()  # (tokens, at_s)
+        self._node = (float(node_burst), 0.0)
+        self._node_rate = (node_per_s, float(node_burst))
 
     def allow(self, address: str, now_s: float) -> bool:
-        tokens, at_s = self._buckets.get(address, (float(self.burst), now_s))
-        tokens = min(float(self.burst), tokens + (now_s - at_s) * self.per_s)
-        if len(self._buckets) >= self.MAX_ADDRESSES and address not in self._buckets:
-            self._buckets.clear()
-        if tokens < 1.0:
-            self._buckets[address] = (tokens, now_s)
-            return False
-        self._buckets[address] = (tokens - 1.0, now_s)
-        return True
+        key = _client_key(address)
+        tokens = _refill(self._buckets.pop(key, None), now_s, self.per_s, float(self.burst))
+        node_rate, node_burst = self._node_rate
+        node = _refill(self._node, now_s, node_rate, node_burst)
+        is_allowed = tokens >= 1.0 and node >= 1.0
+        spent = 1.0 if is_allowed else 0.0
+        self._buckets[key] = (tokens - spent, now_s)
+        self._node = (node - spent, now_s)
+        if len(self._buckets) > self.MAX_ADDRESSES:
+            self._buckets.popitem(last=False)
+        return is_allowed
+
+
+def _refill(bucket: tuple[float, float] | None, now_s: float, per_s: float, burst: float) -> float:
+    if bucket is None:
+        return burst
+    tokens, at_s = bucket
+    return min(burst, tokens + max(0.0, now_s - at_s) * per_s)
+
+
+def _client_key(address: str) -> str:
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.ip_network(f"{ip}/64", strict=False))
+    return str(ip)
 
 
 class LongPolls:
