@@ -10,6 +10,7 @@ import logging
 import os
 import secrets
 import time
+from pathlib import Path
 from typing import Any, Literal
 
 from aiohttp import web
@@ -36,6 +37,7 @@ from schedd.store.apply import StateMachine
 from schedd.store.command import Command
 from schedd.store.datadir import DataDirBusy, DataDirLock
 from schedd.store.db import Checkpointer, Database, ReadPool, connect
+from schedd.store.files import durable_replace
 from schedd.tls import node_contexts
 
 log = logging.getLogger(__name__)
@@ -57,11 +59,7 @@ def admin_token_for(config: NodeConfig) -> str:
         return config.admin_token
     path = config.data_dir / "admin.token"
     if not path.exists():
-        config.data_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as out:
-            out.write("adm_" + secrets.token_urlsafe(32) + "\n")
-        log.warning("no admin token configured: generated one in %s", path)
+        write_generated_secret(path, "adm_" + secrets.token_urlsafe(32), what="admin token")
     return path.read_text().strip()
 
 
@@ -72,20 +70,24 @@ def raft_secret_for(config: NodeConfig) -> str:
     if config.raft_peers:  # config.py refuses this already: never run a cluster unauthenticated
         raise ConfigError(f"{config.path}: raft.peers is set but there is no raft.secret")
     path = config.data_dir / "raft.secret"
-    if not path.exists():  # written whole or not at all: a crash never leaves it empty
-        config.data_dir.mkdir(parents=True, exist_ok=True)
-        scratch = path.with_suffix(".tmp")
-        fd = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as out:
-            out.write(secrets.token_urlsafe(32) + "\n")
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(scratch, path)
-        log.warning("no raft secret configured: generated one in %s", path)
+    if not path.exists():
+        write_generated_secret(path, secrets.token_urlsafe(32), what="raft secret")
     secret = path.read_text().strip()
     if len(secret) < MIN_SECRET_CHARS:
         raise ConfigError(f"{path} holds {len(secret)} characters, fewer than {MIN_SECRET_CHARS}")
     return secret
+
+
+def write_generated_secret(path: Path, value: str, *, what: str) -> None:
+    """Write a secret the node made (mode 0600) whole or not at all, and durably: a power loss
+    must not bring back a node with no secret, which would make another one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    scratch = path.with_name(path.name + ".tmp")
+    fd = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(value + "\n")
+    durable_replace(scratch, path)
+    log.warning("no %s configured: generated one in %s", what, path)
 
 
 def raft_conf(config: NodeConfig, snapshots: SnapshotHooks) -> SyncObjConf:

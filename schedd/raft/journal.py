@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 import pysyncobj.syncobj
@@ -15,19 +16,12 @@ from pysyncobj.journal import FileJournal, MemoryJournal, MetaStorer
 from pysyncobj.pickle import dumps
 from pysyncobj.transport import TCPTransport
 
+from schedd.store.files import sync_dir
+
 log = logging.getLogger(__name__)
 # A leader's messages that promise nothing about its own disk: its entries going out, and the
 # index it gave a follower's forwarded command. Every other message waits for the sync.
 SEND_THEN_SYNC = frozenset({"append_entries", "apply_command_response"})
-
-
-def fsync_directory(path: str) -> None:
-    """Make a rename inside `path`'s directory durable."""
-    fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class DurableMetaStorer(MetaStorer):  # type: ignore[misc]  # pysyncobj ships no types
@@ -40,7 +34,7 @@ class DurableMetaStorer(MetaStorer):  # type: ignore[misc]  # pysyncobj ships no
             out.flush()
             os.fsync(out.fileno())
         os.replace(path + ".tmp", path)
-        fsync_directory(path)
+        sync_dir(Path(path).parent)
 
 
 class DurableJournal(FileJournal):  # type: ignore[misc]
@@ -48,6 +42,7 @@ class DurableJournal(FileJournal):  # type: ignore[misc]
 
     def __init__(self, journal_file: str) -> None:
         super().__init__(journal_file)
+        sync_dir(Path(journal_file).parent)  # a new journal's name must outlive a power loss
         # FileJournal only reads its meta in __init__: swap the writer before any store.
         self._FileJournal__metaStorer = DurableMetaStorer(journal_file + ".meta")
         self._is_dirty = False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import stat
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 from schedd.cli.devcluster import write_configs
 from schedd.config import NodeConfig, load_config
 from schedd.errors import ConfigError
-from schedd.node import raft_conf, raft_secret_for
+from schedd.node import admin_token_for, raft_conf, raft_secret_for
 from schedd.raft.snapshots import SnapshotHooks
 
 SECRET = "raft_unit_secret_0123456789abcdef"
@@ -81,3 +82,25 @@ def test_a_damaged_generated_secret_is_refused_not_used(tmp_path: Path) -> None:
     (tmp_path / "d" / "raft.secret").write_text("\n")
     with pytest.raises(ConfigError, match="fewer than 16"):
         raft_secret_for(single(tmp_path))
+
+
+def test_generated_secrets_are_durable_before_the_node_uses_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A power loss must not bring back a data directory without the secret it generated (the
+    # node would make another one, and its peers or clients would no longer match).
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    data = tmp_path / "d"
+    raft_secret_for(single(tmp_path))
+    assert synced == [str(data / "raft.secret.tmp"), str(data)]
+    synced.clear()
+    admin_token_for(single(tmp_path))
+    assert synced == [str(data / "admin.token.tmp"), str(data)]
+    assert stat.S_IMODE((data / "admin.token").stat().st_mode) == 0o600

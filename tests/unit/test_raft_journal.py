@@ -84,8 +84,9 @@ def test_a_new_term_and_vote_are_fsynced_with_their_directory(
 ) -> None:
     fsynced = [path for kind, path in events if kind == "fsync"]
     meta = str(tmp_path / "raft.journal.meta")
-    # The vote is written to a temporary file, fsynced, renamed, and the rename fsynced.
-    assert fsynced[:2] == [meta + ".tmp", str(tmp_path)]
+    # The new journal's name is made durable first; then the vote is written to a temporary
+    # file, fsynced, renamed, and the rename fsynced.
+    assert fsynced[:3] == [str(tmp_path), meta + ".tmp", str(tmp_path)]
     node, _ = replica
     assert node.raftCurrentTerm >= 1
     # The private names journal.py reaches for (pysyncobj 0.3.17): a rename must fail here.
