@@ -383,6 +383,7 @@ class Node:
             self._register_task.cancel()
         if self.caller is not None:
             await self.caller.stop()
+        self.guard.close()
         if self.dispatch is not None:
             await asyncio.to_thread(self.dispatch.stop)
         if self._runner is not None:

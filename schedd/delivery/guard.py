@@ -37,8 +37,16 @@ class TargetGuard:
         check_timeout_s: float = CHECK_TIMEOUT_S,
     ) -> None:
         self.allow: tuple[Network, ...] = tuple(ip_network(c, strict=False) for c in allow_cidrs)
-        self.resolver: Resolver = BoundedResolver() if resolver is None else resolver
+        self._own_resolver: BoundedResolver | None = None  # closed by close()
+        if resolver is None:
+            self._own_resolver = resolver = BoundedResolver()
+        self.resolver: Resolver = resolver
         self.check_timeout_s = check_timeout_s
+
+    def close(self) -> None:
+        """Stop the lookup threads this guard started (queued lookups are cancelled)."""
+        if self._own_resolver is not None:
+            self._own_resolver.close()
 
     def parse(self, url: str, allowed_hosts: Sequence[str] = ()) -> ParsedTarget:
         """The checks that need no DNS: scheme, userinfo, port, host patterns, literal IPs."""
