@@ -230,12 +230,18 @@ class Principal:
     def tenant(self) -> str:
         """The tenant this request acts for; the admin must name one with X-Tenant."""
         if self.tenant_id is None:
-            raise Forbidden("the admin token needs an 'X-Tenant: <tenant_id>' header here")
+            raise Forbidden(
+                "the admin token acts for a tenant here: "
+                "send 'X-Tenant: <tenant_id>' (schedctl: --tenant)"
+            )
         return self.tenant_id
 
     def require_admin(self) -> None:
         if not self.is_admin:
-            raise Forbidden("this route needs the admin token")
+            raise Forbidden(
+                "this route needs the admin token (a dev cluster keeps it in "
+                "var/dev/admin.token; schedctl: --token or SCHEDCTL_TOKEN)"
+            )
 
 
 def token_hash(token: str) -> str:

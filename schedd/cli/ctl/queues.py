@@ -10,7 +10,6 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from schedd.cli.ctl import render
@@ -48,11 +47,10 @@ def list_queues(client: Client, as_json: bool) -> None:
     if not answer["queues"]:
         render.note("no queues")
         return
-    table = _table("QUEUE", "READY", "IN FLIGHT", "DELAYED", "DEAD")
-    for queue in answer["queues"]:
-        counts = (queue["ready"], queue["in_flight"], queue.get("delayed", 0), queue["dead"])
-        table.add_row(Text(queue["name"]), *(Text(str(count)) for count in counts))
-    Console().print(table)
+    rows = [
+        (queue["name"], *(str(count) for count in _counts(queue))) for queue in answer["queues"]
+    ]
+    render.print_table(("QUEUE", "READY", "IN FLIGHT", "DELAYED", "DEAD"), rows)
 
 
 @click.group()
@@ -85,16 +83,17 @@ def list_deadletters(
         render.print_json(page)
         return
     # The id starts with the job id and ends with the run's time; `show` gives every field.
-    table = _table("ID", "TRIES", "TARGET", "ERROR")
-    for item in page["deadletters"]:
-        table.add_row(
-            Text(item["id"]),
-            Text(str(item["attempts"])),
-            Text(render.describe_target(item["target"])),
-            Text(_first_line(item.get("error"))),
+    rows = [
+        (
+            item["id"],
+            str(item["attempts"]),
+            render.describe_target(item["target"]),
+            _first_line(item.get("error")),
         )
-    if page["deadletters"]:
-        Console().print(table)
+        for item in page["deadletters"]
+    ]
+    if rows:
+        render.print_table(("ID", "TRIES", "TARGET", "ERROR"), rows)
     else:
         render.note("no dead letters")
     if page.get("next_cursor"):
@@ -123,12 +122,7 @@ def show_deadletter(client: Client, deadletter_id: str, as_json: bool) -> None:
         ("dead since", item["created_at"]),
         ("error", item.get("error") or "-"),
     ]
-    table = Table(box=None, show_header=False, pad_edge=False)
-    table.add_column(style="bold")
-    table.add_column(overflow="fold")
-    for key, value in rows:
-        table.add_row(Text(key), Text(value))
-    Console().print(table)
+    render.print_fields(rows)
 
 
 @deadletters.command(
@@ -171,11 +165,8 @@ def _first_line(text: str | None, limit: int = 80) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
-def _table(*headers: str) -> Table:
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for header in headers:
-        table.add_column(header, no_wrap=header in ("ID", "QUEUE"), overflow="fold")
-    return table
+def _counts(queue: dict[str, Any]) -> tuple[int, int, int, int]:
+    return (queue["ready"], queue["in_flight"], queue.get("delayed", 0), queue["dead"])
 
 
 COMMANDS = (queues, deadletters)

@@ -1,13 +1,16 @@
-"""What schedctl prints: the API's JSON for scripts (`--json`), rich tables for people.
+"""What schedctl prints: the API's JSON for scripts (`--json`), tables for people.
 
-Also the output and paging options every command shares. Data goes to stdout, messages to
+One table style everywhere (`print_table`): on a terminal a rich table that never splits a
+header word; piped, plain columns aligned with spaces, never wrapped nor cut (like
+`kubectl get`), so `schedctl ls | grep` and `awk` see one row per line. Also the output and paging options every command shares. Data goes to stdout, messages to
 stderr; text from the server is never read as rich markup.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+import sys
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 import click
@@ -16,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 F = TypeVar("F", bound=Callable[..., Any])
+Cell = str | Text
 _STATUS_STYLES = {
     "active": "green",
     "paused": "yellow",
@@ -27,6 +31,7 @@ _STATUS_STYLES = {
     "retrying": "yellow",
 }
 MAX_PAYLOAD_CHARS = 200
+PLAIN_GAP = "   "
 
 
 def json_option(shape: str) -> Callable[[F], F]:
@@ -72,7 +77,7 @@ def show_job(job: dict[str, Any], *, as_json: bool) -> None:
         ("name", job.get("name") or "-"),
         ("status", _status(job["status"])),
         ("schedule", describe_schedule(job["schedule"])),
-        ("next run", job.get("next_run_at") or "none left"),
+        ("next run", _next_run(job)),
         ("window", job.get("window") or "-"),
         ("target", describe_target(job["target"])),
         ("payload", _payload(job.get("payload"))),
@@ -83,58 +88,64 @@ def show_job(job: dict[str, Any], *, as_json: bool) -> None:
         ("created", job["created_at"]),
         ("updated", job["updated_at"]),
     ]
-    _print_fields(rows)
+    print_fields(rows)
 
 
 def show_jobs(page: dict[str, Any], *, as_json: bool) -> None:
     if as_json:
         print_json(page)
         return
-    table = _table("JOB ID", "NAME", "STATUS", "SCHEDULE", "TARGET", "NEXT RUN (UTC)")
-    for job in page["jobs"]:
-        table.add_row(
-            Text(job["job_id"]),
-            Text(job.get("name") or "-"),
+    headers = ("JOB ID", "NAME", "STATUS", "SCHEDULE", "TARGET", "NEXT RUN (UTC)")
+    rows = [
+        (
+            job["job_id"],
+            job.get("name") or "-",
             _status(job["status"]),
-            Text(describe_schedule(job["schedule"])),
-            Text(describe_target(job["target"])),
-            Text(job.get("next_run_at") or "-"),
+            describe_schedule(job["schedule"]),
+            describe_target(job["target"]),
+            job.get("next_run_at") or "-",
         )
-    _print_page(table, page, "jobs")
+        for job in page["jobs"]
+    ]
+    _print_page(headers, rows, page, "jobs")
 
 
 def show_runs(page: dict[str, Any], *, as_json: bool) -> None:
     if as_json:
         print_json(page)
         return
-    table = _table("SCHEDULED (UTC)", "FIRES AT", "STATUS", "ATTEMPT", "FINISHED", "ERROR")
-    for run in page["runs"]:
-        table.add_row(
-            Text(run["scheduled_at"]),
-            Text(run["fire_at"]),
+    headers = ("SCHEDULED (UTC)", "FIRES AT", "STATUS", "ATTEMPT", "FINISHED", "ERROR")
+    rows = [
+        (
+            run["scheduled_at"],
+            run["fire_at"],
             _status(run["status"]),
-            Text(str(run["attempt"])),
-            Text(run.get("finished_at") or "-"),
-            Text(run.get("error") or ""),
+            str(run["attempt"]),
+            run.get("finished_at") or "-",
+            run.get("error") or "",
         )
-    _print_page(table, page, "runs")
+        for run in page["runs"]
+    ]
+    _print_page(headers, rows, page, "runs")
 
 
 def show_tenants(page: dict[str, Any], *, as_json: bool) -> None:
     if as_json:
         print_json(page)
         return
-    table = _table("TENANT ID", "NAME", "ACTIVE JOBS", "MAX ACTIVE", "RATE/S", "ALLOWED HOSTS")
-    for tenant in page["tenants"]:
-        table.add_row(
-            Text(tenant["tenant_id"]),
-            Text(tenant["name"]),
-            Text(str(tenant["active_jobs"])),
-            Text(str(tenant["max_active_jobs"])),
-            Text(str(tenant["dispatch_rate"])),
-            Text(", ".join(tenant["allowed_hosts"]) or "-"),
+    headers = ("TENANT ID", "NAME", "ACTIVE JOBS", "MAX ACTIVE", "RATE/S", "ALLOWED HOSTS")
+    rows = [
+        (
+            tenant["tenant_id"],
+            tenant["name"],
+            str(tenant["active_jobs"]),
+            str(tenant["max_active_jobs"]),
+            str(tenant["dispatch_rate"]),
+            ", ".join(tenant["allowed_hosts"]) or "-",
         )
-    _print_page(table, page, "tenants")
+        for tenant in page["tenants"]
+    ]
+    _print_page(headers, rows, page, "tenants")
 
 
 def show_credentials(answer: dict[str, Any], *, as_json: bool) -> None:
@@ -142,7 +153,7 @@ def show_credentials(answer: dict[str, Any], *, as_json: bool) -> None:
     if as_json:
         print_json(answer)
         return
-    _print_fields([(key, str(value)) for key, value in answer.items()])
+    print_fields([(key, str(value)) for key, value in answer.items()])
 
 
 def show_trigger(answer: dict[str, Any], *, as_json: bool) -> None:
@@ -194,25 +205,67 @@ def _status(status: str) -> Text:
     return Text(status, style=_STATUS_STYLES.get(status, ""))
 
 
-def _table(*headers: str) -> Table:
+def _next_run(job: dict[str, Any]) -> str:
+    if job.get("next_run_at"):
+        return str(job["next_run_at"])
+    return "paused" if job["status"] == "paused" else "none left"
+
+
+def print_table(headers: Sequence[str], rows: Iterable[Sequence[Cell]]) -> None:
+    """The one table style: rich on a terminal, plain aligned columns when piped."""
+    if sys.stdout.isatty():
+        Console().print(rich_table(headers, rows))
+    else:
+        for line in plain_lines(headers, rows):
+            click.echo(line)
+
+
+def rich_table(headers: Sequence[str], rows: Iterable[Sequence[Cell]]) -> Table:
+    """A borderless table whose columns are never narrower than their header."""
     table = Table(box=None, header_style="bold", pad_edge=False)
     for header in headers:
-        table.add_column(header, no_wrap=header.endswith(("ID", "(UTC)")), overflow="fold")
+        table.add_column(header, min_width=len(header), overflow="fold")
+    for row in rows:
+        table.add_row(*(cell if isinstance(cell, Text) else Text(cell) for cell in row))
     return table
 
 
-def _print_fields(rows: Iterable[tuple[str, str | Text]]) -> None:
+def plain_lines(headers: Sequence[str], rows: Iterable[Sequence[Cell]]) -> list[str]:
+    """Header and rows as lines of columns padded to the widest cell, three spaces apart."""
+    grid = [list(headers)] + [[_plain(cell) for cell in row] for row in rows]
+    widths = [max(len(line[i]) for line in grid) for i in range(len(headers))]
+    return [
+        PLAIN_GAP.join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in grid
+    ]
+
+
+def _plain(cell: Cell) -> str:
+    text = cell.plain if isinstance(cell, Text) else cell
+    return " ".join(text.splitlines())
+
+
+def print_fields(rows: Iterable[tuple[str, Cell]]) -> None:
+    """One object as `key  value` lines: rich on a terminal, plain when piped."""
+    rows = list(rows)
+    if not sys.stdout.isatty():
+        width = max((len(key) for key, _ in rows), default=0)
+        for key, value in rows:
+            click.echo(f"{key.ljust(width)}{PLAIN_GAP}{_plain(value)}".rstrip())
+        return
     table = Table(box=None, show_header=False, pad_edge=False)
-    table.add_column(style="bold")
+    table.add_column(style="bold", no_wrap=True)
     table.add_column(overflow="fold")
     for key, value in rows:
         table.add_row(Text(key), value if isinstance(value, Text) else Text(value))
     Console().print(table)
 
 
-def _print_page(table: Table, page: dict[str, Any], key: str) -> None:
-    if page[key]:
-        Console().print(table)
+def _print_page(
+    headers: Sequence[str], rows: list[tuple[Cell, ...]], page: dict[str, Any], key: str
+) -> None:
+    if rows:
+        print_table(headers, rows)
     else:
         note(f"no {key}")
     if page.get("next_cursor"):

@@ -12,7 +12,6 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from schedd.cli.ctl import render
@@ -77,44 +76,48 @@ def status(client: Client, as_json: bool) -> None:
     if as_json:
         render.print_json(cluster)
     else:
-        _show(cluster)
+        show(cluster)
     if not cluster["ok"]:
         sys.exit(1)
 
 
-def _show(cluster: dict[str, Any]) -> None:
-    table = Table(
-        "NODE",
-        "ROLE",
-        "HEALTHY",
-        "TERM",
-        "APPLIED",
-        "LAG",
-        "PARTITIONS",
-        "BACKLOG",
-        "CLAIM LAG P99",
-        "API",
-    )
-    for node in cluster["nodes"]:
-        healthy = node["healthy"] and node["reachable"]
-        why = "" if healthy else (" (unreachable)" if not node["reachable"] else "")
-        table.add_row(
-            node["node_id"],
-            Text(node["role"], style="bold" if node["role"] == "leader" else ""),
-            Text("yes", style="green") if healthy else Text("no" + why, style="red"),
-            _cell(node.get("term")),
-            _cell(node.get("applied_index")),
-            _cell(node.get("lag")),
-            str(node["partitions"]),
-            _cell(node.get("backlog")),
-            "-" if node.get("claim_lag_p99_s") is None else f"<= {node['claim_lag_p99_s']:g}s",
-            node.get("api") or "-",
-        )
-    console = Console()
-    console.print(table)
+HEADERS = (
+    "NODE",
+    "ROLE",
+    "HEALTHY",
+    "TERM",
+    "APPLIED",
+    "LAG",
+    "PARTITIONS",
+    "BACKLOG",
+    "CLAIM LAG P99",
+    "API",
+)
+
+
+def show(cluster: dict[str, Any]) -> None:
+    """The nodes as a table (a node `status` could not reach is `unreachable`), then the leader."""
+    render.print_table(HEADERS, [_row(node) for node in cluster["nodes"]])
     leader = cluster.get("leader")
-    console.print(
+    Console().print(
         Text(f"leader: {leader}" if leader else "leader: none", style="" if leader else "red")
+    )
+
+
+def _row(node: dict[str, Any]) -> tuple[render.Cell, ...]:
+    role = node["role"] if node["reachable"] else "unreachable"
+    healthy = node["healthy"] and node["reachable"]
+    return (
+        node["node_id"],
+        Text(role, style="bold" if role == "leader" else ("red" if role == "unreachable" else "")),
+        Text("yes", style="green") if healthy else Text("no", style="red"),
+        _cell(node.get("term")),
+        _cell(node.get("applied_index")),
+        _cell(node.get("lag")),
+        str(node["partitions"]),
+        _cell(node.get("backlog")),
+        "-" if node.get("claim_lag_p99_s") is None else f"<= {node['claim_lag_p99_s']:g}s",
+        node.get("api") or "-",
     )
 
 
