@@ -1,0 +1,159 @@
+"""schedctl's tables: plain aligned columns when stdout is not a terminal, whole headers on one.
+
+Issue 13, point 5: `schedctl ls | cat` split the header SCHEDULE into SCHEDU / LE and wrapped
+long cron text; `status` piped cut a role to `foll…`. Point 8: an unreachable node showed as
+`follower`, a paused job as `next run: none left`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from rich.console import Console
+
+from schedd.cli.ctl import admin, jobs, queues, render, status
+
+JOB_ID = "job_4e475890124e4120a0987da4"
+LONG_CRON = "0,5,10,15,20,25,30,35,40,45,50,55 8-18 1-7,15-21 JAN,MAR,MAY,JUL,SEP,NOV MON-FRI"
+JOB = {
+    "job_id": JOB_ID,
+    "name": "weekly",
+    "status": "active",
+    "schedule": {"cron": LONG_CRON, "timezone": "America/Argentina/ComodRivadavia"},
+    "target": {"type": "queue", "name": "digest-jobs"},
+    "next_run_at": "2026-12-01T11:00:00Z",
+    "window": None,
+    "payload": None,
+    "retry": {"max_attempts": 3, "backoff": "exponential", "initial_delay": "1s", "max_delay": "5m"},
+    "misfire_policy": "run_once",
+    "overlap_policy": "allow",
+    "version": 1,
+    "created_at": "2026-11-30T07:59:17.570Z",
+    "updated_at": "2026-11-30T07:59:17.570Z",
+}
+SHORT = JOB | {
+    "job_id": "job_0123abcd",
+    "name": None,
+    "schedule": {"every": "5m"},
+    "target": {"type": "http", "method": "POST", "url": "https://example.com/hook"},
+    "next_run_at": None,
+    "status": "paused",
+}
+
+
+class FakeClient:
+    """What the commands ask the API, answered from fixed objects."""
+
+    token = "adm_x"
+    timeout_s = 1.0
+
+    def list_jobs(self, **_: Any) -> dict[str, Any]:
+        return {"jobs": [JOB, SHORT], "next_cursor": None}
+
+    def get_job(self, job_id: str) -> dict[str, Any]:
+        return SHORT if job_id == SHORT["job_id"] else JOB
+
+    def cluster(self) -> dict[str, Any]:
+        nodes = [
+            {"node_id": "n1", "role": "leader", "healthy": True, "api": "http://127.0.0.1:8701"},
+            {"node_id": "n2", "role": "follower", "healthy": True, "api": "http://127.0.0.1:8702"},
+            {"node_id": "n3", "role": "follower", "healthy": True, "api": "http://127.0.0.1:8703"},
+        ]
+        for node in nodes:
+            node["partitions"] = [0, 1]
+            node["applied_index"] = 40
+        return {"leader": "n1", "nodes": nodes}
+
+    def list_tenants(self, **_: Any) -> dict[str, Any]:
+        tenant = {
+            "tenant_id": "ten_0123456789abcdef01234567",
+            "name": "a-tenant-with-a-rather-long-name",
+            "active_jobs": 12,
+            "max_active_jobs": 10000,
+            "dispatch_rate": 50,
+            "allowed_hosts": ["hooks.example.com", "*.internal.example.org"],
+        }
+        return {"tenants": [tenant], "next_cursor": None}
+
+    def request(self, method: str, path: str, **_: Any) -> dict[str, Any]:
+        assert (method, path) == ("GET", "/v1/queues")
+        return {
+            "queues": [
+                {"name": "digest-jobs", "ready": 3, "in_flight": 12345, "delayed": 0, "dead": 1}
+            ]
+        }
+
+
+def invoke(command: Any, *args: str) -> str:
+    """The command's stdout under CliRunner: not a terminal, like `schedctl ... | cat`."""
+    result = CliRunner().invoke(command, list(args), obj=FakeClient(), env={"COLUMNS": "80"})
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    return result.stdout
+
+
+def test_ls_piped_prints_plain_aligned_columns_without_wrapping() -> None:
+    lines = invoke(jobs.list_jobs).splitlines()
+    schedule = f"cron '{LONG_CRON}' America/Argentina/ComodRivadavia"
+    width = len(schedule)
+    assert lines == [
+        "JOB ID                         NAME     STATUS   "
+        + "SCHEDULE".ljust(width)
+        + "   TARGET                          NEXT RUN (UTC)",
+        f"{JOB_ID}   weekly   active   {schedule}   queue digest-jobs               "
+        "2026-12-01T11:00:00Z",
+        "job_0123abcd                   -        paused   "
+        + "every 5m".ljust(width)
+        + "   POST https://example.com/hook   -",
+    ]
+
+
+def _unreachable_n3(api: str, client: Any) -> dict[str, Any]:
+    if api.endswith(":8703"):
+        return {}
+    return {"term": 7, "applied_index": 40, "backlog": 0, "claim_lag_p99_s": 0.25}
+
+
+def test_status_piped_names_an_unreachable_node_and_keeps_roles_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(status, "node_metrics", _unreachable_n3)
+    assert invoke(status.status).splitlines() == [
+        "NODE   ROLE          HEALTHY   TERM   APPLIED   LAG   PARTITIONS   BACKLOG   "
+        "CLAIM LAG P99   API",
+        "n1     leader        yes       7      40        0     2            0         "
+        "<= 0.25s        http://127.0.0.1:8701",
+        "n2     follower      yes       7      40        0     2            0         "
+        "<= 0.25s        http://127.0.0.1:8702",
+        "n3     unreachable   no        -      40        0     2            -         "
+        "-               http://127.0.0.1:8703",
+        "leader: n1",
+    ]
+
+
+def test_tenants_ls_and_queues_piped_use_the_same_plain_columns() -> None:
+    assert invoke(admin.tenants, "ls").splitlines() == [
+        "TENANT ID                      NAME                               ACTIVE JOBS   "
+        "MAX ACTIVE   RATE/S   ALLOWED HOSTS",
+        "ten_0123456789abcdef01234567   a-tenant-with-a-rather-long-name   12            "
+        "10000        50       hooks.example.com, *.internal.example.org",
+    ]
+    assert invoke(queues.queues, "ls").splitlines() == [
+        "QUEUE         READY   IN FLIGHT   DELAYED   DEAD",
+        "digest-jobs   3       12345       0         1",
+    ]
+
+
+def test_get_of_a_paused_job_says_paused_not_none_left() -> None:
+    lines = invoke(jobs.get, SHORT["job_id"]).splitlines()
+    assert "next run   paused" in lines
+    assert "schedule   every 5m" in lines
+
+
+def test_on_a_narrow_terminal_no_header_word_is_split() -> None:
+    rows = [(JOB_ID, "weekly", f"cron '{LONG_CRON}' UTC", "queue digest-jobs")]
+    console = Console(width=60, record=True, force_terminal=True)
+    console.print(render.rich_table(("JOB ID", "NAME", "SCHEDULE", "TARGET"), rows))
+    header = console.export_text().splitlines()[0]
+    assert header.split() == ["JOB", "ID", "NAME", "SCHEDULE", "TARGET"]
