@@ -20,6 +20,12 @@ class JobStatus(StrEnum):
     COMPLETED = "completed"
 
 
+def not_live_message(status: str, done: str) -> str:
+    """The 409 for a cancelled or completed job asked to be `done` ("resumed", "changed"):
+    one text whether the API's read or the store's apply refuses it (docs/schedctl.md shows it)."""
+    return f"a {status} job cannot be {done}; create a new job instead"
+
+
 class MisfirePolicy(StrEnum):
     RUN_ONCE = "run_once"
     SKIP = "skip"

@@ -39,7 +39,7 @@ from schedd.errors import (
     StaleState,
 )
 from schedd.jobspec import JOB_FIELDS, JobSpec, job_to_json, parse_job, patch_job
-from schedd.model import JobStatus, partition_of
+from schedd.model import JobStatus, not_live_message, partition_of
 from schedd.schedule import fire_time, first_run_at
 from schedd.store import queries
 from schedd.store.command import MAX_COMMAND_BYTES, compact_json
@@ -132,11 +132,12 @@ def _opened(ctx: ApiContext, job: dict[str, Any]) -> dict[str, Any]:
     return job | {"payload": ctx.payload_keys.open(job.get("payload"))}
 
 
-def _live(job: dict[str, Any]) -> dict[str, Any]:
+def _live(job: dict[str, Any], done: str) -> dict[str, Any]:
     """The job, if it can still change: a cancelled or completed job is a 409, whatever else
-    the request holds (checked before its schedule is validated against now)."""
+    the request holds (checked before its schedule is validated against now). `done` is what
+    the request would have done to it ("resumed", "changed"): the message the store gives too."""
     if job["status"] in (JobStatus.CANCELLED, JobStatus.COMPLETED):
-        raise Conflict(f"job is {job['status']}; create a new job instead")
+        raise Conflict(not_live_message(job["status"], done))
     return job
 
 
@@ -315,7 +316,7 @@ async def resume_job(request: web.Request) -> web.Response:
     ctx, who = request.app[CONTEXT], principal(request)
     tenant_id, job_id = who.tenant(), request.match_info["job_id"]
     for _ in range(UPDATE_ATTEMPTS):
-        job = _live(await _read_job(ctx, tenant_id, job_id))
+        job = _live(await _read_job(ctx, tenant_id, job_id), "resumed")
         now = ctx.clock_ms()
         spec = parse_job(_spec_fields(job), now_ms=now, payload_limit=2**62)
         run_at, fire_at = _next_runs(job_id, spec, now)
@@ -341,7 +342,7 @@ async def update_job(request: web.Request) -> web.Response:
     tenant_id, job_id = who.tenant(), request.match_info["job_id"]
     changes = await read_object(request, limit_bytes=ctx.payload_limit + BODY_OVERHEAD)
     for _ in range(UPDATE_ATTEMPTS):
-        job = _live(await _read_job(ctx, tenant_id, job_id))
+        job = _live(await _read_job(ctx, tenant_id, job_id), "changed")
         now = ctx.clock_ms()
         spec = patch_job(_spec_fields(job), changes, now_ms=now, payload_limit=ctx.payload_limit)
         [blocked] = await _guard_targets(ctx, tenant_id, [job_to_json(spec)])

@@ -147,6 +147,10 @@ def test_tenant_token_on_an_admin_route_is_403_and_changes_nothing(
     url = node.url + path.format(tenant=tenant.tenant_id)
     status, answer, _ = http(method, url, body, token=tenant.token)
     assert_error(status, answer, 403, "forbidden")
+    assert answer["error"]["message"] == (
+        "this route needs the admin token (a dev cluster keeps it in "
+        "var/dev/admin.token; schedctl: --token or SCHEDCTL_TOKEN)"
+    )
     assert state(node) == before
 
 
@@ -219,6 +223,10 @@ def test_admin_without_x_tenant_on_a_tenant_route_is_403(node: NodeProcess) -> N
     ):
         status, answer, _ = http(method, f"{node.url}{path}", body)
         assert_error(status, answer, 403, "forbidden")
+        assert answer["error"]["message"] == (
+            "the admin token acts for a tenant here: "
+            "send 'X-Tenant: <tenant_id>' (schedctl: --tenant)"
+        )
     assert state(node) == before
 
 
