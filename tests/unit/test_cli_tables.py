@@ -26,7 +26,12 @@ JOB = {
     "next_run_at": "2026-12-01T11:00:00Z",
     "window": None,
     "payload": None,
-    "retry": {"max_attempts": 3, "backoff": "exponential", "initial_delay": "1s", "max_delay": "5m"},
+    "retry": {
+        "max_attempts": 3,
+        "backoff": "exponential",
+        "initial_delay": "1s",
+        "max_delay": "5m",
+    },
     "misfire_policy": "run_once",
     "overlap_policy": "allow",
     "version": 1,

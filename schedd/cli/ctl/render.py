@@ -2,7 +2,9 @@
 
 One table style everywhere (`print_table`): on a terminal a rich table that never splits a
 header word; piped, plain columns aligned with spaces, never wrapped nor cut (like
-`kubectl get`), so `schedctl ls | grep` and `awk` see one row per line. Also the output and paging options every command shares. Data goes to stdout, messages to
+`kubectl get`), so `schedctl ls | grep` and `awk` see one row per line.
+
+Also the output and paging options every command shares. Data goes to stdout, messages to
 stderr; text from the server is never read as rich markup.
 """
 
@@ -262,7 +264,7 @@ def print_fields(rows: Iterable[tuple[str, Cell]]) -> None:
 
 
 def _print_page(
-    headers: Sequence[str], rows: list[tuple[Cell, ...]], page: dict[str, Any], key: str
+    headers: Sequence[str], rows: Sequence[Sequence[Cell]], page: dict[str, Any], key: str
 ) -> None:
     if rows:
         print_table(headers, rows)
