@@ -20,7 +20,6 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import click
 from rich.console import Console
 from rich.progress import Progress
-from rich.table import Table
 from rich.text import Text
 
 from schedd.cli.ctl import render
@@ -271,7 +270,6 @@ def _show(
     work_command: str,
 ) -> None:
     console = Console()
-    table = Table("line", "schedule", "zone", "command", "result")
     results = {row["line"]: ("created", "green") for row in created}
     results |= {row["line"]: ("exists already", "dim") for row in existing}
     rows: list[tuple[int, str, str, str, Text]] = []
@@ -283,9 +281,11 @@ def _show(
     for skipped in crontab.skipped:
         reason = Text(f"not imported: {skipped.reason}", style="red")
         rows.append((skipped.line, "", "", skipped.text, reason))
-    for line, cron, zone, command, shown in sorted(rows, key=lambda row: row[0]):
-        table.add_row(str(line), cron, zone, command, shown)
-    console.print(table)
+    rows.sort(key=lambda row: row[0])
+    render.print_table(
+        ("LINE", "SCHEDULE", "ZONE", "COMMAND", "RESULT"),
+        [(str(line), cron, zone, command, shown) for line, cron, zone, command, shown in rows],
+    )
     for warning in crontab.warnings:
         render.note(warning)
     if crontab.entries and not dry_run:

@@ -8,8 +8,8 @@ from zoneinfo import ZoneInfo
 
 import click
 from rich.console import Console
-from rich.table import Table
 
+from schedd.cli.ctl import render
 from schedd.errors import InvalidRequest
 from schedd.schedule import occurrences, parse_schedule
 from schedd.timeformat import format_instant, from_ms, parse_instant
@@ -79,19 +79,14 @@ def next_runs(
 
 
 def _print_table(runs: list[int], zone: ZoneInfo | None) -> None:
-    console = Console()
     if not runs:
-        console.print("no runs left: the schedule has ended", style="yellow")
+        Console().print("no runs left: the schedule has ended", style="yellow")
         return
-    table = Table(box=None, header_style="bold")
-    table.add_column("#", justify="right")
-    if zone is not None:
-        table.add_column(f"local ({zone.key})")
-    table.add_column("UTC")
-    for i, ms in enumerate(runs, start=1):
-        row = [str(i)]
-        if zone is not None:
-            row.append(from_ms(ms).astimezone(zone).strftime("%a %Y-%m-%d %H:%M %Z (%z)"))
-        row.append(format_instant(ms))
-        table.add_row(*row)
-    console.print(table)
+    headers = ["#", *([f"local ({zone.key})"] if zone is not None else []), "UTC"]
+    rows = [_row(i, ms, zone) for i, ms in enumerate(runs, start=1)]
+    render.print_table(headers, rows)
+
+
+def _row(i: int, ms: int, zone: ZoneInfo | None) -> list[str]:
+    local = [from_ms(ms).astimezone(zone).strftime("%a %Y-%m-%d %H:%M %Z (%z)")] if zone else []
+    return [str(i), *local, format_instant(ms)]
