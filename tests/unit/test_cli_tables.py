@@ -82,7 +82,26 @@ class FakeClient:
         }
         return {"tenants": [tenant], "next_cursor": None}
 
+    def list_runs(self, job_id: str, **_: Any) -> dict[str, Any]:
+        run = {
+            "scheduled_at": "2026-12-01T08:00:00Z",
+            "fire_at": "2026-12-01T08:00:00Z",
+            "status": "retrying",
+            "attempt": 2,
+            "finished_at": None,
+            "error": "POST https://example.com/hook answered HTTP 503 after 10.0s: " + "x" * 60,
+        }
+        return {"runs": [run], "next_cursor": None}
+
     def request(self, method: str, path: str, **_: Any) -> dict[str, Any]:
+        if path == "/v1/deadletters":
+            item = {
+                "id": f"{JOB_ID}:1796028778162",
+                "attempts": 3,
+                "target": {"type": "queue", "name": "reports"},
+                "error": "exit code 3\nTraceback ...",
+            }
+            return {"deadletters": [item], "next_cursor": None}
         assert (method, path) == ("GET", "/v1/queues")
         return {
             "queues": [
@@ -147,6 +166,18 @@ def test_tenants_ls_and_queues_piped_use_the_same_plain_columns() -> None:
     assert invoke(queues.queues, "ls").splitlines() == [
         "QUEUE         READY   IN FLIGHT   DELAYED   DEAD",
         "digest-jobs   3       12345       0         1",
+    ]
+
+
+def test_runs_and_deadletters_piped_keep_a_long_error_on_its_row() -> None:
+    error = "POST https://example.com/hook answered HTTP 503 after 10.0s: " + "x" * 60
+    assert invoke(jobs.runs, JOB_ID).splitlines() == [
+        "SCHEDULED (UTC)        FIRES AT               STATUS     ATTEMPT   FINISHED   ERROR",
+        f"2026-12-01T08:00:00Z   2026-12-01T08:00:00Z   retrying   2         -          {error}",
+    ]
+    assert invoke(queues.deadletters, "ls").splitlines() == [
+        "ID                                           TRIES   TARGET          ERROR",
+        f"{JOB_ID}:1796028778162   3       queue reports   exit code 3",
     ]
 
 
