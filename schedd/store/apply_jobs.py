@@ -8,7 +8,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any, NamedTuple
 
-from schedd.model import JobStatus, not_live_message
+from schedd.model import JobStatus
 from schedd.store.command import Command, compact_json, ok, rejected
 from schedd.store.records import add_due, audit, remove_scheduled_due
 
@@ -147,7 +147,7 @@ def update_job(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
     if job is None:
         return _not_found(cmd)
     if job.status not in LIVE:
-        return rejected("conflict", not_live_message(job.status, "changed"))
+        return rejected("conflict", f"job is {job.status}; create a new job instead")
     if job.version != cmd.body["expected_version"]:
         return rejected("stale_state", "the job changed meanwhile; read it again")
     b = cmd.body
@@ -200,7 +200,7 @@ def resume_job(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
     if job.status == JobStatus.ACTIVE:
         return ok()
     if job.status != JobStatus.PAUSED:
-        return rejected("conflict", not_live_message(job.status, "resumed"))
+        return rejected("conflict", f"a {job.status} job cannot be resumed")
     if job.version != cmd.body["expected_version"]:
         return rejected("stale_state", "the job changed meanwhile; read it again")
     b = cmd.body
