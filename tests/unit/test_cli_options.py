@@ -13,9 +13,8 @@ from schedd.cli.ctl.client import DEFAULT_URL, Client
 from schedd.cli.ctl.main import cli
 from schedd.cli.ctl.options import GLOBAL_OPTIONS, walk
 
-NO_ENV: dict[str, str | None] = {
-    name: None for name in ("SCHEDCTL_URL", "SCHEDCTL_TOKEN", "SCHEDCTL_TENANT", "SCHEDCTL_TIMEOUT")
-} | {"SCHEDCTL_CACERT": None}
+ENV_VARS = ("URL", "TOKEN", "TENANT", "TIMEOUT", "CACERT")
+NO_ENV: dict[str, str | None] = dict.fromkeys(f"SCHEDCTL_{name}" for name in ENV_VARS)
 ANSWERS: dict[tuple[str, str], Any] = {
     ("GET", "/v1/jobs"): {"jobs": [], "next_cursor": None},
     ("POST", "/v1/tenants"): {"tenant_id": "tnt_1", "token": "sk_1", "signing_secret": "whsec_1"},
