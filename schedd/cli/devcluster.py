@@ -1,7 +1,8 @@
 """`schedd dev`: a local cluster in one command, for trying schedd out.
 
 Starts `schedd serve` children with generated configs and secrets, creates a demo tenant,
-prints what to export, and stops every child on Ctrl-C.
+prints what to export (every node URL, the demo tenant's token and
+signing secret, the PATH to schedctl), and stops every child on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -16,6 +19,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -96,23 +100,89 @@ def _wait_ready(urls: list[str], children: list[subprocess.Popen[bytes]]) -> Non
         time.sleep(0.2)
 
 
-def _demo_tenant(data_dir: Path, url: str, admin_token: str) -> str:
-    """The demo tenant's token: created once, kept in data_dir/demo.token."""
-    path = data_dir / "demo.token"
-    if path.exists():
-        return path.read_text().strip()
+@dataclass(frozen=True)
+class Demo:
+    """The demo tenant's credentials, kept in the data directory (0600) across runs."""
+
+    token: str
+    signing_secret: str
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write a file only its owner can read (0600), whole: a temporary file, then renamed."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(text + "\n")
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(tmp, path)
+
+
+def _admin_call(url: str, admin_token: str, method: str, body: Any = None) -> Any:
+    """An admin request, repeated while the cluster answers 503 (no leader yet)."""
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:
         try:
-            created = _call(f"{url}/v1/tenants", admin_token, "POST", {"name": "demo"})
-            break
+            return _call(url, admin_token, method, body)
         except urllib.error.HTTPError as exc:
             if exc.code != 503 or time.monotonic() > deadline:
                 raise
             time.sleep(0.5)
-    path.write_text(created["token"] + "\n")
-    path.chmod(0o600)
-    return str(created["token"])
+
+
+def _new_demo_credentials(url: str, admin_token: str, has_tenant: bool) -> dict[str, Any]:
+    """Create the demo tenant; or, when it exists, rotate it: its secret is shown only once."""
+    if not has_tenant:
+        return dict(_admin_call(f"{url}/v1/tenants", admin_token, "POST", {"name": "demo"}))
+    page = _admin_call(f"{url}/v1/tenants?limit=1000", admin_token, "GET")
+    tenant_id = next(t["tenant_id"] for t in page["tenants"] if t["name"] == "demo")
+    return dict(_admin_call(f"{url}/v1/tenants/{tenant_id}/rotate", admin_token, "POST", {}))
+
+
+def demo_tenant(data_dir: Path, url: str, admin_token: str) -> Demo:
+    """The demo tenant: created once; its token and signing secret kept in data_dir."""
+    token_path = data_dir / "demo.token"
+    secret_path = data_dir / "demo.signing_secret"
+    if token_path.exists() and secret_path.exists():
+        return Demo(token_path.read_text().strip(), secret_path.read_text().strip())
+    # A demo.token alone was written by an older `schedd dev`, which did not keep the secret.
+    created = _new_demo_credentials(url, admin_token, has_tenant=token_path.exists())
+    _write_private(secret_path, created["signing_secret"])
+    _write_private(token_path, created["token"])  # last: its presence means both are there
+    return Demo(str(created["token"]), str(created["signing_secret"]))
+
+
+def schedctl_dir() -> Path | None:
+    """The directory holding the `schedctl` installed with this schedd, if any."""
+    beside = Path(sys.executable).absolute().parent
+    if (beside / "schedctl").exists():
+        return beside
+    found = shutil.which("schedctl")
+    return Path(found).absolute().parent if found else None
+
+
+def _double_quoted(text: str) -> str:
+    """Text for the inside of a shell double-quoted string."""
+    return "".join("\\" + c if c in '\\"$`' else c for c in text)
+
+
+def banner(urls: list[str], data_dir: Path, demo: Demo, bin_dir: Path | None) -> list[str]:
+    """What `schedd dev` prints once the cluster is ready: where things are, what to export."""
+    lines = [f"node n{i + 1}: {url}" for i, url in enumerate(urls)]
+    lines += [
+        f"admin token: {data_dir / 'admin.token'}",
+        f"demo tenant token: {demo.token}  ({data_dir / 'demo.token'})",
+        f"demo tenant signing secret: {demo.signing_secret}  "
+        f"({data_dir / 'demo.signing_secret'}; verifies the callbacks schedd signs)",
+        "",
+        "# in another shell:",
+    ]
+    if bin_dir is not None:
+        lines.append(f'export PATH="{_double_quoted(str(bin_dir))}:$PATH"')
+    exports = f"SCHEDCTL_URL={shlex.quote(','.join(urls))} SCHEDCTL_TOKEN={shlex.quote(demo.token)}"
+    return [*lines, f"export {exports}", ""]
 
 
 def stop_children(children: list[subprocess.Popen[bytes]]) -> None:
@@ -162,10 +232,8 @@ def dev(nodes: str, data_dir: Path, api_port: int, raft_port: int) -> None:
                 children.append(subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT))
         click.echo(f"starting {count} node(s); logs in {data_dir}/n*.log", err=True)
         _wait_ready(urls, children)
-        token = _demo_tenant(data_dir, urls[0], _secret(data_dir / "admin.token"))
-        click.echo("\n".join(f"node n{i + 1}: {url}" for i, url in enumerate(urls)))
-        click.echo(f"admin token: {data_dir / 'admin.token'}")
-        click.echo(f"\nexport SCHEDCTL_URL={urls[0]} SCHEDCTL_TOKEN={token}\n")
+        demo = demo_tenant(data_dir, urls[0], _secret(data_dir / "admin.token"))
+        click.echo("\n".join(banner(urls, data_dir, demo, schedctl_dir())))
         click.echo("ready; press Ctrl-C to stop", err=True)
         while all(child.poll() is None for child in children):
             time.sleep(0.5)

@@ -147,6 +147,14 @@ def test_schedctl_with_cacert_works_for_requests_and_metrics(
     assert node["reachable"] is True and node["term"] is not None  # /metrics over HTTPS too
 
 
+def test_schedctl_takes_url_and_cacert_after_the_command(
+    tls_node: NodeProcess, pki: NodeCert
+) -> None:
+    result = schedctl("status", "--json", "--url", tls_node.url, "--cacert", str(pki.ca))
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["nodes"][0]["reachable"] is True
+
+
 def test_schedctl_top_reads_metrics_over_https(tls_node: NodeProcess, pki: NodeCert) -> None:
     env = {"SCHEDCTL_URL": tls_node.url, "SCHEDCTL_CACERT": str(pki.ca)}
     result = schedctl("top", "--once", "--interval", "0.5", env=env)

@@ -7,9 +7,10 @@ from click.shell_completion import get_completion_class
 
 from schedd import __version__
 from schedd.cli.ctl import admin, jobs, queues
-from schedd.cli.ctl.client import DEFAULT_TIMEOUT_S, DEFAULT_URL, Client
+from schedd.cli.ctl.client import Client
 from schedd.cli.ctl.cluster import cluster
 from schedd.cli.ctl.crontab import import_crontab
+from schedd.cli.ctl.options import group_options, stack_on_every_command
 from schedd.cli.ctl.preview import next_runs
 from schedd.cli.ctl.top import top
 from schedd.cli.ctl.work import work
@@ -18,41 +19,13 @@ from schedd.cli.exits import run
 
 @click.group(
     context_settings={"auto_envvar_prefix": "SCHEDCTL", "help_option_names": ["-h", "--help"]},
-    epilog="Environment: SCHEDCTL_URL, SCHEDCTL_TOKEN, SCHEDCTL_TENANT and SCHEDCTL_CACERT stand "
-    "in for --url, --token, --tenant and --cacert. Exit codes: 0 ok, 1 not found or conflict, "
+    params=group_options(),
+    epilog="The options above also work after the command (schedctl ls --token T), on every "
+    "command; a value given after it wins. Environment: SCHEDCTL_URL, SCHEDCTL_TOKEN, "
+    "SCHEDCTL_TENANT, SCHEDCTL_TIMEOUT and SCHEDCTL_CACERT stand in for --url, --token, "
+    "--tenant, --timeout and --cacert. Exit codes: 0 ok, 1 not found or conflict, "
     "2 invalid input, 3 cluster unavailable.",
 )
-@click.option(
-    "--url",
-    envvar="SCHEDCTL_URL",
-    default=DEFAULT_URL,
-    show_default=True,
-    metavar="URL[,URL...]",
-    help="Node API URL; a comma-separated list fails over to the next node.",
-)
-@click.option("--token", envvar="SCHEDCTL_TOKEN", metavar="TOKEN", help="Tenant or admin token.")
-@click.option(
-    "--tenant",
-    envvar="SCHEDCTL_TENANT",
-    metavar="TENANT_ID",
-    help="With the admin token: the tenant to act for.",
-)
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    default=DEFAULT_TIMEOUT_S,
-    show_default=True,
-    metavar="SECONDS",
-    help="Give up on a node after this long.",
-)
-@click.option(
-    "--cacert",
-    envvar="SCHEDCTL_CACERT",
-    type=click.Path(exists=True, dir_okay=False),
-    metavar="FILE",
-    help="Verify https:// nodes with the CA certificate(s) in FILE (PEM).",
-)
-@click.option("--debug", is_flag=True, help="Show tracebacks on errors.")
 @click.version_option(__version__, prog_name="schedctl")
 @click.pass_context
 def cli(
@@ -60,13 +33,13 @@ def cli(
     url: str,
     token: str | None,
     tenant: str | None,
-    timeout: float,
+    timeout_s: float,
     cacert: str | None,
     debug: bool,
 ) -> None:
     """Manage schedd jobs, runs and queues from the shell."""
     ctx.meta["debug"] = debug
-    ctx.obj = Client(url, token=token, tenant=tenant, timeout_s=timeout, cacert=cacert)
+    ctx.obj = Client(url, token=token, tenant=tenant, timeout_s=timeout_s, cacert=cacert)
 
 
 for command in (*jobs.COMMANDS, next_runs, *admin.COMMANDS):
@@ -97,3 +70,6 @@ def completion(shell: str) -> None:
     completer = get_completion_class(shell)
     assert completer is not None  # the three choices are click's own
     click.echo(completer(cli, {}, "schedctl", "_SCHEDCTL_COMPLETE").source())
+
+
+stack_on_every_command(cli)  # last: after every command is added

@@ -491,7 +491,11 @@ else nacks it with the end of CMD's stderr, and the job's retry policy decides w
     help="Run up to N commands at once.",
 )
 @duration_option(
-    "--timeout", None, minimum_ms=1, help="Kill a command's whole process group after DURATION."
+    "--timeout",
+    None,
+    minimum_ms=1,
+    help="Kill a command's whole process group after DURATION (the request timeout goes "
+    "before the verb: schedctl --timeout SECONDS work ...).",
 )
 @duration_option(
     "--visibility-timeout",
