@@ -425,7 +425,11 @@ def run_schema() -> Schema:
             "attempts": {"type": "array", "items": attempt},
             "dispatched_at": nullable(ref("Instant")),
             "finished_at": nullable(ref("Instant")),
-            "error": {"type": ["string", "null"]},
+            "error": {
+                "type": ["string", "null"],
+                "description": "The failure that left the run retrying, failed or dead; null "
+                "once it is delivered or succeeded (each failed attempt keeps its own error).",
+            },
         },
         description="One logical run of a job, identified by (job_id, scheduled_at).",
     )

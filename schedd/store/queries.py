@@ -168,8 +168,15 @@ def list_runs(
     return [_run_to_json(row, attempts.get(row[1], [])) for row in rows]
 
 
+# A run in one of these statuses has no error of its own: the failures before it are its
+# attempts' (`attempts[].error`). Read-time, so old log entries replay to the same state.
+_ERRORLESS = frozenset({"succeeded", "delivered"})
+
+
 def _run_to_json(row: tuple[Any, ...], attempts: list[tuple[Any, ...]]) -> dict[str, Any]:
     job_id, scheduled, fire, status, attempt, dispatched, finished, error = row
+    if status in _ERRORLESS:
+        error = None
     return {
         "job_id": job_id,
         "scheduled_at": format_instant(scheduled),

@@ -254,6 +254,19 @@ def test_retry_honours_retry_after_then_succeeds(
     assert ms(succeeded["started_at"]) - ms(failed["finished_at"]) >= 1_900, run
 
 
+def test_a_run_that_succeeds_after_a_500_has_no_error_its_failed_attempt_has(
+    node: NodeProcess, receiver: Receiver
+) -> None:
+    tenant = make_tenant(node)
+    receiver.script("boom", Answer(500, body="boom"), Answer(200))
+    job = create_job(node, tenant.token, http_job(receiver.url("boom"), retry=FAST_RETRY))
+    run = wait_run(node, tenant, job["job_id"], "succeeded")
+    assert (run["attempt"], run["error"]) == (2, None), run
+    failed, succeeded = run["attempts"]
+    assert failed["outcome"] == "failed" and "500" in failed["error"], run
+    assert (succeeded["outcome"], succeeded["error"]) == ("succeeded", None), run
+
+
 def test_retry_after_is_capped_by_max_delay(node: NodeProcess, receiver: Receiver) -> None:
     tenant = make_tenant(node)
     receiver.script("capped", Answer(503, {"Retry-After": "3600"}), Answer(200))
@@ -306,6 +319,7 @@ def test_429_408_and_timeouts_retry_then_the_run_is_dead_and_redrive_delivers_it
     assert headers_of(redriven)["idempotency-key"] == f"{job['job_id']}:{run['scheduled_at']}"
     run = wait_run(node, tenant, job["job_id"], "succeeded")
     assert run["attempts"][-1]["outcome"] == "succeeded", run
+    assert run["error"] is None and "timed out" in run["attempts"][-2]["error"], run
     assert deadletters(node, tenant) == []
     status, answer, _ = http("POST", url, token=tenant.token)  # redriven once, then gone
     assert_error(status, answer, 404)

@@ -221,6 +221,21 @@ def test_nacked_run_is_retried_after_its_backoff_then_dead(node: NodeProcess) ->
     assert dead["deadletters"][0]["attempts"] == 3
 
 
+def test_a_run_acked_after_a_nack_has_no_error_its_failed_attempt_has(node: NodeProcess) -> None:
+    tenant = new_tenant(node)
+    job = create_job(node, tenant.token, queue_job("again", {"delay": "0s"}, retry=FAST_RETRY))
+    [first] = wait_for(lambda: receive(node, tenant, "again", wait_s=3), 10, "the message")
+    assert settle(node, tenant, "again", "nack", [first]) == {"nacked": 1}
+    [second] = wait_for(lambda: receive(node, tenant, "again", wait_s=3), 10, "the retry")
+    assert settle(node, tenant, "again", "ack", [second]) == {"acked": 1}
+    [run] = runs_of(node, tenant, job["job_id"])
+    assert (run["status"], run["attempt"], run["error"]) == ("succeeded", 2, None), run
+    assert [(a["outcome"], a["error"]) for a in run["attempts"]] == [
+        ("failed", "handler failed"),
+        ("succeeded", None),
+    ], run
+
+
 def test_unacked_message_comes_back_after_its_visibility_timeout(node: NodeProcess) -> None:
     tenant = new_tenant(node)
     job = create_job(node, tenant.token, queue_job("v", {"delay": "0s"}, retry=FAST_RETRY))

@@ -212,6 +212,23 @@ def test_a_failure_nacks_with_the_stderr_tail_retries_then_dead_letters(
     assert {"name": queue, "ready": 0, "in_flight": 0, "delayed": 0, "dead": 1} in queues
 
 
+def test_schedctl_runs_shows_no_error_on_a_run_that_succeeded_on_its_retry(
+    tenant: Tenant, queue: str
+) -> None:
+    job_id = tenant.job(queue, retry=ONE_RETRY)
+    script = 'if [ "$SCHEDD_ATTEMPT" = 1 ]; then echo boom >&2; exit 1; fi'
+    command = ("work", queue, "--once", "--wait", "10s", "--", "sh", "-c", script)
+    for attempt in (1, 2):  # the retry is visible again after the 1s fixed backoff
+        done = tenant.run(*command)
+        assert done.returncode == 0 and f"attempt={attempt}" in done.stderr, done.stderr
+    [run] = tenant.json("runs", job_id)["runs"]
+    assert (run["status"], run["attempt"], run["error"]) == ("succeeded", 2, None), run
+    assert run["attempts"][0]["error"] == "exit code 1\nboom", run
+    table = tenant.run("runs", job_id)
+    assert table.returncode == 0 and "succeeded" in table.stdout, table.stderr
+    assert "boom" not in table.stdout and "exit code" not in table.stdout, table.stdout
+
+
 def test_redrive_gives_a_dead_letter_one_new_attempt(tenant: Tenant, queue: str) -> None:
     job_id = tenant.job(queue, retry=NO_RETRY)
     failed = tenant.run("work", queue, "--once", "--wait", "10s", "--", "false")
@@ -226,7 +243,7 @@ def test_redrive_gives_a_dead_letter_one_new_attempt(tenant: Tenant, queue: str)
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["attempt"] == 2
     run = tenant.run_of(job_id)
-    assert run["status"] == "succeeded"
+    assert run["status"] == "succeeded" and run["error"] is None, run
     assert [a["outcome"] for a in run["attempts"]] == ["failed", "succeeded"]
     nothing_left = tenant.run("work", queue, "--once", "--wait", "1s", "--", "true")
     assert nothing_left.returncode == 0 and "started" not in nothing_left.stderr
