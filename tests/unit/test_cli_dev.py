@@ -11,7 +11,18 @@ from typing import Any
 import pytest
 
 from schedd.cli import devcluster
-from schedd.cli.devcluster import Demo, banner, demo_tenant, schedctl_dir
+from schedd.cli.devcluster import (
+    CRASH_WINDOW_S,
+    Demo,
+    DevClusterStop,
+    Node,
+    Supervisor,
+    banner,
+    demo_tenant,
+    describe_exit,
+    quick_deaths_after,
+    schedctl_dir,
+)
 
 URLS = ["http://127.0.0.1:8701", "http://127.0.0.1:8702", "http://127.0.0.1:8703"]
 DEMO = Demo("sk_abc-DEF_1", "whsec_c2VjcmV0+/=")
@@ -104,3 +115,114 @@ def test_a_data_dir_without_the_secret_rotates_the_demo_tenant_once(
     assert api == [("GET", "/v1/tenants?limit=1000"), ("POST", "/v1/tenants/tnt_1/rotate")]
     assert mode(tmp_path / "demo.signing_secret") == 0o600
     assert mode(tmp_path / "demo.token") == 0o600
+
+
+def test_the_node_lines_carry_each_pid(tmp_path: Path) -> None:
+    lines = banner(URLS, tmp_path, DEMO, None, [11, 12, 13])
+    assert lines[:3] == [f"node n{i}: {URLS[i - 1]}  (pid {10 + i})" for i in (1, 2, 3)]
+
+
+@pytest.mark.parametrize(
+    ("previous", "restarted", "uptime_s", "expected"),
+    [
+        (0, False, 1.0, 0),  # the first start: killing it is not a crash loop
+        (0, True, 1.0, 1),
+        (2, True, CRASH_WINDOW_S - 0.1, 3),
+        (2, True, CRASH_WINDOW_S, 0),  # it ran a while: the count starts again
+    ],
+)
+def test_a_death_soon_after_a_restart_counts_towards_a_crash_loop(
+    previous: int, restarted: bool, uptime_s: float, expected: int
+) -> None:
+    assert quick_deaths_after(previous, restarted, uptime_s) == expected
+
+
+def test_describe_exit() -> None:
+    assert describe_exit(3) == "exit code 3"
+    assert describe_exit(-9) == "killed by SIGKILL"
+    assert describe_exit(-15) == "killed by SIGTERM"
+
+
+class FakeProcess:
+    """A `schedd serve` child that has exited with `returncode` (None: still running)."""
+
+    def __init__(self, pid: int, returncode: int | None = None) -> None:
+        self.pid = pid
+        self.returncode = returncode
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+
+class Harness:
+    """A Supervisor over fake nodes: what it says, and a way to kill a node."""
+
+    def __init__(self, tmp_path: Path, restart_after_s: float, count: int = 3) -> None:
+        self.said: list[str] = []
+        self.next_pid = 100
+        self.nodes = [
+            Node(f"n{i}", tmp_path / f"n{i}.toml", tmp_path / f"n{i}.log", URLS[i - 1])
+            for i in range(1, count + 1)
+        ]
+        for node in self.nodes:
+            self.start(node)
+            node.started_at = 0.0
+        self.supervisor = Supervisor(
+            self.nodes, restart_after_s, self.said.append, self.start, lambda url: True
+        )
+
+    def start(self, node: Node) -> None:
+        self.next_pid += 1
+        node.process = FakeProcess(self.next_pid)  # type: ignore[assignment]
+
+    def kill(self, index: int, returncode: int = -9) -> None:
+        process = self.nodes[index].process
+        assert isinstance(process, FakeProcess)
+        process.returncode = returncode
+
+
+def test_a_dead_node_is_reported_restarted_after_the_pause_and_seen_back(tmp_path: Path) -> None:
+    run = Harness(tmp_path, restart_after_s=10)
+    run.kill(1)
+    run.supervisor.tick(100.0)
+    assert run.said == [
+        f"node n2 (pid 102) died: killed by SIGKILL, after 100s; log: {tmp_path / 'n2.log'}",
+        "restarting node n2 in 10s",
+    ]
+    run.supervisor.tick(109.0)
+    assert len(run.said) == 2  # still in the pause
+    run.supervisor.tick(110.0)
+    assert run.said[2] == f"node n2 restarted (pid 104); waiting for {URLS[1]}/readyz"
+    run.supervisor.tick(111.0)
+    assert run.said[3] == f"node n2 is back (pid 104): {URLS[1]} is ready"
+
+
+def test_three_quick_deaths_after_restarts_stop_the_cluster(tmp_path: Path) -> None:
+    run = Harness(tmp_path, restart_after_s=1)
+    now = 100.0
+    run.kill(0, returncode=2)
+    run.supervisor.tick(now)  # the first death: after the initial start, not a restart
+    for _ in range(2):
+        run.supervisor.tick(now := now + 1)  # restarted
+        run.kill(0, returncode=2)
+        run.supervisor.tick(now := now + 1)
+    assert run.nodes[0].quick_deaths == 2
+    run.supervisor.tick(now := now + 1)
+    run.kill(0, returncode=2)
+    with pytest.raises(DevClusterStop) as stopped:
+        run.supervisor.tick(now + 1)
+    message = stopped.value.message
+    assert "node n1 died 3 times in a row" in message
+    assert str(tmp_path / "n1.log") in message
+
+
+def test_with_restart_after_0_a_dead_node_stays_down_and_all_down_stops(tmp_path: Path) -> None:
+    run = Harness(tmp_path, restart_after_s=0, count=2)
+    run.kill(0)
+    run.supervisor.tick(100.0)
+    assert run.said[-1] == "node n1 stays down (--restart-after 0); the others carry on"
+    run.supervisor.tick(1000.0)
+    assert run.nodes[0].state == "down"
+    run.kill(1, returncode=1)
+    with pytest.raises(DevClusterStop, match="every node is down"):
+        run.supervisor.tick(1001.0)
