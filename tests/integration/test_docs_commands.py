@@ -2,25 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import re
-import signal
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
-from tests.integration.test_schedd_dev import (
-    PID_LINE,
-    READY_TIMEOUT_S,
-    SCHEDD,
-    children_of,
-    free_port_runs,
-    leader_seen_by,
-    wait_until,
-)
+from tests.integration.test_schedd_dev import children_of, dev_cluster, leader_seen_by
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -64,28 +52,11 @@ def skip_reason(line: str) -> str | None:
 
 
 def test_every_documented_command_runs_on_a_dev_cluster(tmp_path: Path) -> None:
-    api_port, raft_port = free_port_runs(3)
     cwd = tmp_path / "checkout"
     data_dir = cwd / "var" / "dev"
     data_dir.mkdir(parents=True)
-    command = [SCHEDD, "dev", "--nodes", "3", "--data-dir", str(data_dir), "--restart-after", "1"]
-    command += ["--api-port", str(api_port), "--raft-port", str(raft_port)]
-    dev = subprocess.Popen(
-        command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
-    out: list[str] = []
-    reader = threading.Thread(target=lambda: out.extend(dev.stdout or []), daemon=True)
-    reader.start()
-    known: set[int] = set()
-    try:
-
-        def banner_printed() -> bool:
-            return any(line.startswith("export SCHEDCTL_URL=") for line in out)
-
-        wait_until(dev, out, banner_printed, READY_TIMEOUT_S, "ready")
-        known |= children_of(dev.pid)
-        lines = [line.rstrip("\n") for line in out]
-        nodes = {m[1]: (m[2], int(m[3])) for line in lines if (m := PID_LINE.match(line))}
+    with dev_cluster(data_dir, restart_after_s=1, cwd=cwd) as dev:
+        nodes, lines = dev.nodes, [line.rstrip("\n") for line in dev.out]
         pasted = "\n".join(line for line in lines if line.startswith("export "))
         env = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
         exported = subprocess.run(
@@ -112,24 +83,9 @@ def test_every_documented_command_runs_on_a_dev_cluster(tmp_path: Path) -> None:
                 ran.append(line)
         assert any(line.startswith("kill -9 ") for line in ran), ran
         assert len(ran) >= 12, ran
-        died = lambda: any("died: killed by SIGKILL" in line for line in out)  # noqa: E731
-        wait_until(dev, out, died, 10, "the killed leader reported")
-        known |= children_of(dev.pid)
-    finally:
-        if dev.poll() is None:
-            known |= children_of(dev.pid)
-            dev.send_signal(signal.SIGTERM)
-            try:
-                dev.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                dev.kill()
-                dev.wait(timeout=10)
-        for pid in known:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        reader.join(timeout=5)
-        if dev.stdout is not None:
-            dev.stdout.close()
+        died = lambda: any("died: killed by SIGKILL" in line for line in dev.out)  # noqa: E731
+        dev.wait_until(died, 10, "the killed leader reported")
+        dev.known |= children_of(dev.process.pid)
 
 
 def run(lines: list[str], cwd: Path, env: dict[str, str]) -> str:

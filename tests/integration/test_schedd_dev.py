@@ -16,7 +16,8 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from tests.servers import free_ports
@@ -178,30 +179,66 @@ def wait_until(
 PID_LINE = re.compile(r"^node (n\d): (\S+)  \(pid (\d+)\)$")
 
 
-def test_schedd_dev_keeps_the_others_running_when_the_leader_is_killed_and_restarts_it(
-    tmp_path: Path,
-) -> None:
+@dataclass
+class DevRun:
+    """A running `schedd dev`: its process, what it printed, its nodes (id -> url, pid) and
+    every `schedd serve` pid seen, so the fixture can reap them all."""
+
+    process: subprocess.Popen[str]
+    out: list[str]
+    nodes: dict[str, tuple[str, int]]
+    known: set[int]
+
+    def wait_until(self, condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+        wait_until(self.process, self.out, condition, timeout_s, what)
+
+
+@contextlib.contextmanager
+def dev_cluster(data_dir: Path, restart_after_s: int, cwd: Path | None = None) -> Iterator[DevRun]:
+    """`schedd dev --nodes 3` on free ports, up to its banner; stopped and reaped afterwards."""
     api_port, raft_port = free_port_runs(3)
-    data_dir = tmp_path / "dev"
-    command = [SCHEDD, "dev", "--nodes", "3", "--data-dir", str(data_dir), "--restart-after", "2"]
+    command = [SCHEDD, "dev", "--nodes", "3", "--data-dir", str(data_dir)]
+    command += ["--restart-after", str(restart_after_s)]
     command += ["--api-port", str(api_port), "--raft-port", str(raft_port)]
-    dev = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    dev = subprocess.Popen(
+        command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     out: list[str] = []
     reader = threading.Thread(target=lambda: out.extend(dev.stdout or []), daemon=True)
     reader.start()
-    known: set[int] = set()
+    run = DevRun(dev, out, {}, set())
     try:
+        banner = lambda: any(line.startswith("export SCHEDCTL_URL=") for line in out)  # noqa: E731
+        run.wait_until(banner, READY_TIMEOUT_S, "ready")
+        lines = [line.rstrip("\n") for line in out]
+        run.nodes = {m[1]: (m[2], int(m[3])) for line in lines if (m := PID_LINE.match(line))}
+        run.known |= {pid for _, pid in run.nodes.values()} | children_of(dev.pid)
+        yield run
+    finally:
+        if dev.poll() is None:
+            run.known |= children_of(dev.pid)
+            dev.send_signal(signal.SIGTERM)
+            try:
+                dev.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                dev.kill()
+                dev.wait(timeout=10)
+        for pid in run.known:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        reader.join(timeout=5)
+        if dev.stdout is not None:
+            dev.stdout.close()
 
-        def banner_printed() -> bool:
-            return any(line.startswith("export SCHEDCTL_URL=") for line in out)
 
-        wait_until(dev, out, banner_printed, READY_TIMEOUT_S, "ready")
-        nodes = {
-            m[1]: (m[2], int(m[3])) for line in out if (m := PID_LINE.match(line.rstrip("\n")))
-        }
+def test_schedd_dev_keeps_the_others_running_when_the_leader_is_killed_and_restarts_it(
+    tmp_path: Path,
+) -> None:
+    data_dir = tmp_path / "dev"
+    with dev_cluster(data_dir, restart_after_s=2) as run:
+        dev, out, nodes = run.process, run.out, run.nodes
         assert sorted(nodes) == ["n1", "n2", "n3"], out
-        known |= {pid for _, pid in nodes.values()}
-        assert known == children_of(dev.pid)  # the printed pids are the `schedd serve` children
+        assert run.known == children_of(dev.pid)  # the printed pids are the `schedd serve` children
         admin = (data_dir / "admin.token").read_text().strip()
         victim = leader_seen_by(nodes["n1"][0], admin)
         assert victim in nodes, victim
@@ -209,7 +246,7 @@ def test_schedd_dev_keeps_the_others_running_when_the_leader_is_killed_and_resta
         os.kill(pid, signal.SIGKILL)
 
         died = f"node {victim} (pid {pid}) died: killed by SIGKILL"
-        wait_until(dev, out, lambda: any(died in line for line in out), 30, "reported")
+        run.wait_until(lambda: any(died in line for line in out), 30, "reported")
         assert any(str(data_dir / f"{victim}.log") in line for line in out if died in line)
         survivors = {n: u for n, (u, _) in nodes.items() if n != victim}
 
@@ -218,27 +255,16 @@ def test_schedd_dev_keeps_the_others_running_when_the_leader_is_killed_and_resta
             new_leader = len(leaders) == 1 and leaders <= set(survivors)
             return new_leader and all(ready(u) for u in survivors.values())
 
-        wait_until(dev, out, carry_on, 60, "a new leader among the survivors")
+        run.wait_until(carry_on, 60, "a new leader among the survivors")
         assert dev.poll() is None, out  # `schedd dev` is still running
 
         back = f"node {victim} is back"
-        wait_until(dev, out, lambda: any(back in line for line in out), 90, "back")
+        run.wait_until(lambda: any(back in line for line in out), 90, "back")
         assert ready(url)
-        known |= children_of(dev.pid)
-        assert len(known) == 4 and pid not in children_of(dev.pid), known
+        run.known |= children_of(dev.pid)
+        assert len(run.known) == 4 and pid not in children_of(dev.pid), run.known
         assert dev.poll() is None, out
 
         dev.send_signal(signal.SIGTERM)
         assert dev.wait(timeout=30) == 0, out
-        assert [p for p in known if alive(p)] == []
-    finally:
-        if dev.poll() is None:
-            known |= children_of(dev.pid)
-            dev.kill()
-            dev.wait(timeout=10)
-        for pid in known:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        reader.join(timeout=5)
-        if dev.stdout is not None:
-            dev.stdout.close()
+        assert [p for p in run.known if alive(p)] == []
