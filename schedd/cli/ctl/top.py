@@ -20,10 +20,12 @@ import click
 from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console, Group
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
 from schedd.cli.ctl.client import Client
+from schedd.cli.ctl.render import json_option, print_fields, print_json, print_table, rich_table
 
 Labels = tuple[tuple[str, str], ...]
 
@@ -91,14 +93,28 @@ def window_p99(before: dict[str, Sample], after: dict[str, Sample], name: str) -
     return None if math.isinf(bound) else bound
 
 
+@dataclass
+class Frame:
+    """One refresh of `top`: summary figures, then named tables of plain cells."""
+
+    summary: list[tuple[str, str]]
+    tables: list[tuple[str, tuple[str, ...], list[tuple[str, ...]]]]
+
+    def as_json(self) -> dict[str, Any]:
+        """Summary keys and every table as a list of objects keyed by column (for `--json`)."""
+        answer: dict[str, Any] = {key.replace(" ", "_"): value for key, value in self.summary}
+        for name, headers, rows in self.tables:
+            keys = [h.lower().replace(" ", "_").replace("/", "_per_") for h in headers]
+            answer[name] = [dict(zip(keys, row, strict=True)) for row in rows]
+        return answer
+
+
 def frame(
     cluster: dict[str, Any],
     before: dict[str, Sample],
     after: dict[str, Sample],
     tenants: list[dict[str, Any]],
-    *,
-    is_live: bool = True,
-) -> Group:
+) -> Frame:
     leader = cluster.get("leader")
     leader_sample = next(
         (
@@ -108,48 +124,68 @@ def frame(
         ),
         None,
     )
+
+    def gauge(name: str) -> str:
+        return f"{int(leader_sample.get(name)):,}" if leader_sample else "-"
+
     healthy = sum(1 for n in cluster["nodes"] if n["healthy"] and n["node_id"] in after)
     p99 = window_p99(before, after, "schedd_claim_lag_seconds")
-    claimed = rate(before, after, "schedd_claims_total", result="claimed")
-    head = Table.grid(padding=(0, 3))
-    head.add_row(
-        f"leader [bold]{leader or 'none'}[/]",
-        f"nodes {healthy}/{len(cluster['nodes'])} healthy",
-        f"runs claimed/s [bold]{claimed:,.0f}[/]",
-        f"claim lag p99 {'-' if p99 is None else f'<= {p99:g}s'}",
-        f"backlog {int(leader_sample.get('schedd_due_backlog')) if leader_sample else '-'}",
-    )
-    callbacks = Table(
-        "callbacks/s", "succeeded", "retry", "failed", "gone", "outbox", "dead letters"
-    )
-    callbacks.add_row(
-        "",
-        *(
-            f"{rate(before, after, 'schedd_callbacks_total', outcome=o):,.1f}"
-            for o in ("succeeded", "retry", "failed", "gone")
-        ),
-        str(int(leader_sample.get("schedd_outbox_depth"))) if leader_sample else "-",
-        str(int(leader_sample.get("schedd_deadletters"))) if leader_sample else "-",
-    )
-    queues = Table("queue", "ready", "in flight", "delayed", "dead")
+    summary = [
+        ("leader", leader or "none"),
+        ("nodes healthy", f"{healthy}/{len(cluster['nodes'])}"),
+        ("runs claimed/s", f"{rate(before, after, 'schedd_claims_total', result='claimed'):,.0f}"),
+        ("claim lag p99", "-" if p99 is None else f"<= {p99:g}s"),
+        ("backlog", gauge("schedd_due_backlog")),
+    ]
+    outcomes = ("succeeded", "retry", "failed", "gone")
+    callbacks: list[tuple[str, ...]] = [
+        (
+            *(f"{rate(before, after, 'schedd_callbacks_total', outcome=o):,.1f}" for o in outcomes),
+            gauge("schedd_outbox_depth"),
+            gauge("schedd_deadletters"),
+        )
+    ]
+    by_queue: dict[str, dict[str, float]] = defaultdict(dict)
     if leader_sample is not None:
-        by_queue: dict[str, dict[str, float]] = defaultdict(dict)
         for labels, value in leader_sample.matching("schedd_queue_messages").items():
             named = dict(labels)
             by_queue[named["queue"]][named["state"]] = value
-        deepest = sorted(by_queue.items(), key=lambda item: -item[1].get("ready", 0))[:10]
-        for name, states in deepest:
-            queues.add_row(
-                name,
-                *(f"{int(states.get(s, 0)):,}" for s in ("ready", "in_flight", "delayed", "dead")),
-            )
-    top_tenants = Table("tenant", "active jobs", "dispatch rate")
-    for tenant in tenants[:5]:
-        top_tenants.add_row(
-            tenant["name"], f"{tenant['active_jobs']:,}", f"{tenant['dispatch_rate']:,}/s"
-        )
-    parts = [head, callbacks, queues, top_tenants]
-    return Group(*parts, Text("^C to quit", style="dim")) if is_live else Group(*parts)
+    deepest = sorted(by_queue.items(), key=lambda item: -item[1].get("ready", 0))[:10]
+    queues: list[tuple[str, ...]] = [
+        (name, *(f"{int(states.get(s, 0)):,}" for s in ("ready", "in_flight", "delayed", "dead")))
+        for name, states in deepest
+    ]
+    top_tenants: list[tuple[str, ...]] = [
+        (t["name"], f"{t['active_jobs']:,}", f"{t['dispatch_rate']:,}/s") for t in tenants[:5]
+    ]
+    return Frame(
+        summary,
+        [
+            (
+                "callbacks",
+                ("SUCCEEDED/S", "RETRY/S", "FAILED/S", "GONE/S", "OUTBOX", "DEAD LETTERS"),
+                callbacks,
+            ),
+            ("queues", ("QUEUE", "READY", "IN FLIGHT", "DELAYED", "DEAD"), queues),
+            ("tenants", ("TENANT", "ACTIVE JOBS", "DISPATCH RATE"), top_tenants),
+        ],
+    )
+
+
+def live_view(shown: Frame) -> Group:
+    """The frame as rich renderables for the live screen, in the tables' one style."""
+    head = Table.grid(padding=(0, 3))
+    head.add_row(*(f"{key} [bold]{escape(value)}[/]" for key, value in shown.summary))
+    tables = [rich_table(headers, rows) for _, headers, rows in shown.tables]
+    return Group(head, *tables, Text("^C to quit", style="dim"))
+
+
+def print_frame(shown: Frame) -> None:
+    """One frame for `--once`: summary fields, then each table (plain columns when piped)."""
+    print_fields(shown.summary)
+    for _, headers, rows in shown.tables:
+        click.echo()
+        print_table(headers, rows)
 
 
 def _tenants(client: Client) -> list[dict[str, Any]]:
@@ -161,7 +197,8 @@ def _tenants(client: Client) -> list[dict[str, Any]]:
     epilog="""\b
 Examples:
   SCHEDCTL_TOKEN=$(cat var/admin.token) schedctl top
-  schedctl top --interval 5s --once      # one frame after one interval, then exit""",
+  schedctl top --interval 5 --once       # one frame after one interval, then exit
+  schedctl top --once | grep READY -A10  # piped: plain columns, like ls and runs""",
 )
 @click.option(
     "--interval",
@@ -172,24 +209,31 @@ Examples:
     help="Refresh every SECONDS (rates are over that interval).",
 )
 @click.option("--once", "is_once", is_flag=True, help="Print one frame and exit.")
+@json_option("one frame's figures as JSON (with --once)")
 @click.pass_obj
-def top(client: Client, interval: float, is_once: bool) -> None:
+def top(client: Client, interval: float, is_once: bool, as_json: bool) -> None:
     """A live view: runs/s, lag, backlog, callbacks, queues and top tenants (admin token)."""
+    if as_json and not is_once:
+        raise click.UsageError("--json prints one frame: add --once")
     before = _scrape_all(client.cluster(), client)
-    console = Console()
     if is_once:
         time.sleep(interval)
         cluster = client.cluster()
-        after = _scrape_all(cluster, client)
-        console.print(frame(cluster, before, after, _tenants(client), is_live=False))
+        shown = frame(cluster, before, _scrape_all(cluster, client), _tenants(client))
+        if as_json:
+            print_json(shown.as_json())
+        else:
+            print_frame(shown)
         return
-    with Live(console=console, auto_refresh=False, screen=False) as live:
+    with Live(console=Console(), auto_refresh=False, screen=False) as live:
         try:
             while True:
                 time.sleep(interval)
                 cluster = client.cluster()
                 after = _scrape_all(cluster, client)
-                live.update(frame(cluster, before, after, _tenants(client)), refresh=True)
+                live.update(
+                    live_view(frame(cluster, before, after, _tenants(client))), refresh=True
+                )
                 before = after
         except KeyboardInterrupt:
             return
