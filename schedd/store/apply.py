@@ -21,6 +21,7 @@ from schedd.store import (
     apply_dispatch,
     apply_jobs,
     apply_queue,
+    apply_retention,
     apply_tenants,
 )
 from schedd.store.command import (
@@ -47,6 +48,7 @@ HANDLERS: Mapping[str, Handler] = {
     **apply_queue.HANDLERS,
     **apply_deadletters.HANDLERS,
     **apply_delivery.HANDLERS,
+    **apply_retention.HANDLERS,
 }
 PRUNE_EVERY = 1_000  # indexes between deterministic clean-ups of the dedupe tables
 APPLIED_COMMANDS_TTL_MS = 3_600_000

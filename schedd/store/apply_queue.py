@@ -146,13 +146,32 @@ def _fail_attempt(
         _set_run(tx, message, RunStatus.RETRYING, error=error)
         return True
     tx.execute("DELETE FROM messages WHERE msg_id = ?", (message.msg_id,))
-    _dead_letter(tx, cmd, message, error)
+    _dead_letter(tx, cmd, message, cmd.body["tenant_id"], cmd.body["queue"], error)
     _set_run(tx, message, RunStatus.DEAD, error=error, finished_at_ms=cmd.ts_ms)
     return False
 
 
-def _dead_letter(tx: sqlite3.Connection, cmd: Command, message: Message, error: str) -> None:
-    tenant_id, queue = cmd.body["tenant_id"], cmd.body["queue"]
+def expire_message(
+    tx: sqlite3.Connection,
+    cmd: Command,
+    message: Message,
+    *,
+    tenant_id: str,
+    queue: str,
+    error: str,
+) -> None:
+    """Retention: a message nobody received in time becomes a dead letter, its run dead (an
+    attempt whose visibility timeout passed ends as timed out)."""
+    if message.receipt is not None:
+        _finish_attempt(tx, cmd, message, "timed_out", "visibility timeout expired")
+    tx.execute("DELETE FROM messages WHERE msg_id = ?", (message.msg_id,))
+    _dead_letter(tx, cmd, message, tenant_id, queue, error)
+    _set_run(tx, message, RunStatus.DEAD, error=error, finished_at_ms=cmd.ts_ms)
+
+
+def _dead_letter(
+    tx: sqlite3.Connection, cmd: Command, message: Message, tenant_id: str, queue: str, error: str
+) -> None:
     tx.execute(
         "INSERT OR REPLACE INTO deadletters (id, tenant_id, job_id, scheduled_at_ms, attempts, "
         "error, target, payload, created_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",

@@ -250,4 +250,14 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX outbox_due ON outbox (partition, due_at_ms);
     CREATE INDEX outbox_by_tenant ON outbox (tenant_id, due_at_ms);
     """,
+    # 7: retention (issue 14): a tenant's own retention, and the indexes pruning walks in
+    # age order per tenant (messages use messages_ready, audit rows audit_by_tenant).
+    """
+    ALTER TABLE tenants ADD COLUMN retention TEXT NOT NULL DEFAULT '{}';
+    CREATE INDEX runs_finished ON runs (tenant_id, finished_at_ms)
+        WHERE finished_at_ms IS NOT NULL;
+    CREATE INDEX jobs_finished ON jobs (tenant_id, updated_at_ms)
+        WHERE status IN ('completed', 'cancelled');
+    CREATE INDEX deadletters_by_age ON deadletters (tenant_id, created_at_ms);
+    """,
 )

@@ -1,0 +1,214 @@
+"""Apply functions for retention: `prune` deletes what outlived its retention, a bounded number
+of rows per command in key order; `set_retention` stores a tenant's own (shorter) values.
+
+The cutoffs come from the command's timestamp and the retention it carries (the proposer's
+config), never from this node's clock or config, so every replica deletes the same rows.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from schedd.retention import KINDS, Retention
+from schedd.store.apply_queue import Message, expire_message
+from schedd.store.command import Command, ok, rejected
+from schedd.store.records import audit
+from schedd.timeformat import format_duration
+
+# What one prune command may touch: rows deleted or dead-lettered, and rows looked at.
+MAX_ROWS_PER_PRUNE = 1_000
+MAX_TENANTS_PER_PRUNE = 64
+_MESSAGE_COLUMNS = ", ".join(Message._fields)
+PRUNED = ("messages", "runs", "jobs", "deadletters", "audit")  # in the order they are pruned
+
+
+@dataclass
+class Budget:
+    """Rows a prune command may still change, and what it changed per kind."""
+
+    left: int
+    deleted: dict[str, int] = field(default_factory=lambda: dict.fromkeys(PRUNED, 0))
+
+    def take(self, kind: str, count: int) -> None:
+        self.left -= count
+        self.deleted[kind] += count
+
+
+def prune(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
+    """Prune the tenants after `after_tenant` in id order, until the row budget is spent.
+
+    Returns `next_after`: where the next prune command starts ("" once a pass over every
+    tenant is complete, `done` true)."""
+    b = cmd.body
+    policy = Retention(**{k: int(b["retention_ms"][k]) for k in KINDS})
+    after = str(b.get("after_tenant", ""))
+    budget = Budget(min(int(b.get("max_rows", MAX_ROWS_PER_PRUNE)), MAX_ROWS_PER_PRUNE))
+    max_tenants = min(int(b.get("max_tenants", MAX_TENANTS_PER_PRUNE)), MAX_TENANTS_PER_PRUNE)
+    if after == "":
+        _prune_audit(tx, None, cmd.ts_ms - policy.audit, budget)  # admin actions
+    tenants = tx.execute(
+        "SELECT tenant_id, retention FROM tenants WHERE tenant_id > ? ORDER BY tenant_id LIMIT ?",
+        (after, max_tenants),
+    ).fetchall()
+    next_after = after
+    for tenant_id, own in tenants:
+        if budget.left <= 0:
+            break
+        _prune_tenant(tx, cmd, tenant_id, policy.shortened_by(json.loads(own)), budget)
+        if budget.left <= 0:
+            break  # this tenant may have more: the next command starts with it again
+        next_after = tenant_id
+    done = budget.left > 0 and len(tenants) < max_tenants
+    tx.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('last_prune_ms', ?)", (cmd.ts_ms,))
+    return ok(deleted=budget.deleted, next_after="" if done else next_after, done=done)
+
+
+def _prune_tenant(
+    tx: sqlite3.Connection, cmd: Command, tenant_id: str, policy: Retention, budget: Budget
+) -> None:
+    now = cmd.ts_ms
+    # Messages first: each becomes a dead letter (and its run dead), never vanishes unseen.
+    _expire_messages(tx, cmd, tenant_id, now - policy.messages, policy.messages, budget)
+    _prune_runs(tx, tenant_id, now - policy.runs, budget)
+    _prune_jobs(tx, tenant_id, now - policy.runs, budget)
+    _prune_deadletters(tx, tenant_id, now - policy.deadletters, budget)
+    _prune_audit(tx, tenant_id, now - policy.audit, budget)
+
+
+def _expire_messages(
+    tx: sqlite3.Connection,
+    cmd: Command,
+    tenant_id: str,
+    cutoff_ms: int,
+    retention_ms: int,
+    budget: Budget,
+) -> None:
+    """Messages visible since before the cutoff and not received since: dead letters now."""
+    error = f"not received within {format_duration(retention_ms)} (retention.messages)"
+    for queue in _queues(tx, tenant_id):
+        if budget.left <= 0:
+            return
+        rows = tx.execute(
+            f"SELECT {_MESSAGE_COLUMNS} FROM messages INDEXED BY messages_ready "
+            "WHERE tenant_id = ? AND queue = ? AND visible_at_ms < ? "
+            "ORDER BY visible_at_ms, msg_id LIMIT ?",
+            (tenant_id, queue, cutoff_ms, budget.left),
+        ).fetchall()
+        for message in map(Message._make, rows):
+            expire_message(tx, cmd, message, tenant_id=tenant_id, queue=queue, error=error)
+        budget.take("messages", len(rows))
+
+
+def _queues(tx: sqlite3.Connection, tenant_id: str) -> Iterator[str]:
+    """The tenant's queues that hold messages, one index seek each (a skip-scan)."""
+    queue = ""
+    while True:
+        row = tx.execute(
+            "SELECT queue FROM messages INDEXED BY messages_ready "
+            "WHERE tenant_id = ? AND queue > ? ORDER BY queue LIMIT 1",
+            (tenant_id, queue),
+        ).fetchone()
+        if row is None:
+            return
+        queue = row[0]
+        yield queue
+
+
+def _prune_runs(tx: sqlite3.Connection, tenant_id: str, cutoff_ms: int, budget: Budget) -> None:
+    if budget.left <= 0:
+        return
+    runs = tx.execute(
+        "SELECT job_id, scheduled_at_ms FROM runs INDEXED BY runs_finished "
+        "WHERE tenant_id = ? AND finished_at_ms IS NOT NULL AND finished_at_ms < ? "
+        "ORDER BY finished_at_ms, job_id, scheduled_at_ms LIMIT ?",
+        (tenant_id, cutoff_ms, budget.left),
+    ).fetchall()
+    tx.executemany("DELETE FROM attempts WHERE job_id = ? AND scheduled_at_ms = ?", runs)
+    tx.executemany("DELETE FROM runs WHERE job_id = ? AND scheduled_at_ms = ?", runs)
+    budget.take("runs", len(runs))
+
+
+def _prune_jobs(tx: sqlite3.Connection, tenant_id: str, cutoff_ms: int, budget: Budget) -> None:
+    """Completed and cancelled jobs finished before the cutoff, with their runs. A job with a
+    run still in delivery (a message or call in flight) or finished since waits for it."""
+    if budget.left <= 0:
+        return
+    jobs = tx.execute(
+        "SELECT job_id FROM jobs INDEXED BY jobs_finished WHERE tenant_id = ? "
+        "AND status IN ('completed', 'cancelled') AND updated_at_ms < ? "
+        "ORDER BY updated_at_ms, job_id LIMIT ?",
+        (tenant_id, cutoff_ms, budget.left),
+    ).fetchall()
+    for (job_id,) in jobs:
+        if tx.execute(
+            "SELECT 1 FROM runs WHERE job_id = ? AND (finished_at_ms IS NULL "
+            "OR finished_at_ms >= ?) LIMIT 1",
+            (job_id, cutoff_ms),
+        ).fetchone():
+            budget.left -= 1  # looked at, kept: it still costs the command a row
+            continue
+        runs = tx.execute("DELETE FROM runs WHERE job_id = ?", (job_id,)).rowcount
+        tx.execute("DELETE FROM attempts WHERE job_id = ?", (job_id,))
+        tx.execute("DELETE FROM due WHERE job_id = ?", (job_id,))
+        tx.execute("DELETE FROM jobs WHERE job_id = ?", (job_id,))
+        budget.take("runs", runs)
+        budget.take("jobs", 1)
+
+
+def _prune_deadletters(
+    tx: sqlite3.Connection, tenant_id: str, cutoff_ms: int, budget: Budget
+) -> None:
+    if budget.left <= 0:
+        return
+    ids = tx.execute(
+        "SELECT id FROM deadletters INDEXED BY deadletters_by_age "
+        "WHERE tenant_id = ? AND created_at_ms < ? ORDER BY created_at_ms, id LIMIT ?",
+        (tenant_id, cutoff_ms, budget.left),
+    ).fetchall()
+    tx.executemany("DELETE FROM deadletters WHERE id = ?", ids)
+    budget.take("deadletters", len(ids))
+
+
+def _prune_audit(
+    tx: sqlite3.Connection, tenant_id: str | None, cutoff_ms: int, budget: Budget
+) -> None:
+    """The oldest audit rows in sequence order, up to the first one newer than the cutoff
+    (proposers' clocks differ a little, so time order is nearly but not exactly seq order)."""
+    if budget.left <= 0:
+        return
+    rows = tx.execute(
+        "SELECT seq, at_ms FROM audit INDEXED BY audit_by_tenant "
+        "WHERE tenant_id IS ? ORDER BY seq LIMIT ?",
+        (tenant_id, budget.left),
+    ).fetchall()
+    old = []
+    for seq, at_ms in rows:
+        if at_ms >= cutoff_ms:
+            break
+        old.append((seq,))
+    tx.executemany("DELETE FROM audit WHERE seq = ?", old)
+    budget.take("audit", len(old))
+
+
+def set_retention(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
+    """A tenant's own retention per kind (milliseconds); kinds not named are cleared."""
+    b = cmd.body
+    own = {k: int(v) for k, v in b["retention_ms"].items() if k in KINDS}
+    updated = tx.execute(
+        "UPDATE tenants SET retention = ?, updated_at_ms = ? WHERE tenant_id = ?",
+        (json.dumps(own, sort_keys=True), cmd.ts_ms, b["tenant_id"]),
+    ).rowcount
+    if not updated:
+        return rejected("tenant_not_found", f"no tenant with id {b['tenant_id']!r}")
+    audit(tx, cmd, tenant_id=b["tenant_id"], detail={"retention_ms": own})
+    return ok(retention_ms=own)
+
+
+HANDLERS = {
+    "prune": prune,
+    "set_retention": set_retention,
+}
