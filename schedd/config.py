@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from schedd.errors import ConfigError, InvalidRequest
+from schedd.retention import DEFAULTS_MS, KINDS, MIN_RETENTION_MS, Retention
+from schedd.storage import MinFree
 from schedd.timeformat import parse_duration
 
 _T = TypeVar("_T")
@@ -58,7 +60,8 @@ SCHEMA: Mapping[str, tuple[str, ...]] = {
     "encryption": ("payload_keys_file",),
     "log": ("format",),
     "metrics": ("listen", "token", "token_file"),
-    "retention": ("runs",),
+    "retention": KINDS,
+    "storage": ("min_free",),
 }
 KEYS = tuple(f"{section}.{key}" for section, keys in SCHEMA.items() for key in keys)
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -72,14 +75,24 @@ MAX_PAYLOAD_BYTES = 512 * 1024  # sealed and in its job, it must fit one 1 MiB R
 MAX_PARTITIONS = 65_536
 DEFAULT_API_LISTEN = "127.0.0.1:8701"
 DEFAULT_RAFT_LISTEN = "127.0.0.1:9701"
-DEFAULT_RETENTION_RUNS_MS = 7 * 86_400_000
+DEFAULT_MIN_FREE = MinFree(bytes=512 * 1024**2)
+DEFAULT_RETENTION = Retention()
 
 _NODE_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 # re.ASCII: \d would otherwise accept non-ASCII digits such as Arabic-Indic ones.
 _LISTEN = re.compile(r"(?:\[(?P<v6>[^\[\]]+)\]|(?P<host>[^:\[\]]+)):(?P<port>\d{1,5})", re.ASCII)
 _HOSTNAME = re.compile(r"[A-Za-z0-9_.-]{1,253}")
-_SIZE = re.compile(r"(\d{1,12})\s*(B|KiB|MiB|KB|MB)?", re.ASCII)
-_SIZE_UNITS = {"B": 1, "KiB": 1024, "MiB": 1024**2, "KB": 1000, "MB": 1000**2}
+_SIZE = re.compile(r"(\d{1,12})\s*(B|KiB|MiB|GiB|KB|MB|GB)?", re.ASCII)
+_SIZE_UNITS = {
+    "B": 1,
+    "KiB": 1024,
+    "MiB": 1024**2,
+    "GiB": 1024**3,
+    "KB": 1000,
+    "MB": 1000**2,
+    "GB": 1000**3,
+}
+_PERCENT = re.compile(r"(\d{1,2}(?:\.\d{1,2})?)\s*%", re.ASCII)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -112,7 +125,8 @@ class NodeConfig:
     tenant_concurrency: int = 64
     secret_overlap_ms: int = 86_400_000
     payload_keys_file: Path | None = None
-    retention_runs_ms: int = DEFAULT_RETENTION_RUNS_MS
+    retention: Retention = DEFAULT_RETENTION
+    min_free: MinFree = DEFAULT_MIN_FREE
     lease_ttl_ms: int = 5_000
     misfire_threshold_ms: int = 60_000
     max_clock_offset_ms: int = 500
@@ -288,9 +302,15 @@ def _build(
         tenant_concurrency=_integer(doc, "delivery.tenant_concurrency", 64, 1, 10_000),
         secret_overlap_ms=_duration_ms(doc, "delivery.secret_overlap", 86_400_000, minimum_ms=0),
         payload_keys_file=_optional_path(base, doc, "encryption.payload_keys_file"),
-        retention_runs_ms=_duration_ms(
-            doc, "retention.runs", DEFAULT_RETENTION_RUNS_MS, minimum_ms=60_000
+        retention=Retention(
+            **{
+                kind: _duration_ms(
+                    doc, f"retention.{kind}", DEFAULTS_MS[kind], minimum_ms=MIN_RETENTION_MS
+                )
+                for kind in KINDS
+            }
         ),
+        min_free=_min_free(doc),
         lease_ttl_ms=_duration_ms(doc, "dispatch.lease_ttl", 5_000, minimum_ms=2_000),
         misfire_threshold_ms=_duration_ms(
             doc, "dispatch.misfire_threshold", 60_000, minimum_ms=1_000
@@ -456,21 +476,35 @@ def _cidrs(doc: Mapping[str, Mapping[str, object]]) -> tuple[str, ...]:
     return tuple(networks)
 
 
+def _size(value: object, field: str, example: str) -> int:
+    match = _SIZE.fullmatch(value.strip()) if isinstance(value, str) else None
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if match:
+        return int(match[1]) * _SIZE_UNITS[match[2] or "B"]
+    raise ConfigError(
+        f"{field} must be a size like '{example}' ({', '.join(_SIZE_UNITS)}) or a number of "
+        f"bytes, got {value!r}"
+    )
+
+
+def _min_free(doc: Mapping[str, Mapping[str, object]]) -> MinFree:
+    field = "storage.min_free"
+    value = _value(doc, field)
+    if value is None:
+        return DEFAULT_MIN_FREE
+    percent = _PERCENT.fullmatch(value.strip()) if isinstance(value, str) else None
+    if percent:
+        return MinFree(percent=float(percent[1]))
+    return MinFree(bytes=_size(value, field, "1GiB' or '5%"))
+
+
 def _payload_limit(doc: Mapping[str, Mapping[str, object]]) -> int:
     field = "delivery.payload_limit"
     value = _value(doc, field)
     if value is None:
         return 65_536
-    match = _SIZE.fullmatch(value.strip()) if isinstance(value, str) else None
-    if isinstance(value, int) and not isinstance(value, bool):
-        size = value
-    elif match:
-        size = int(match[1]) * _SIZE_UNITS[match[2] or "B"]
-    else:
-        raise ConfigError(
-            f"{field} must be a size like '64KiB' (B, KiB, MiB, KB, MB) or a number of bytes, "
-            f"got {value!r}"
-        )
+    size = _size(value, field, "64KiB")
     if not MIN_PAYLOAD_BYTES <= size <= MAX_PAYLOAD_BYTES:
         raise ConfigError(
             f"{field} must be 1KiB..512KiB (a job must fit one Raft command), got {value!r}"

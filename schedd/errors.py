@@ -129,6 +129,16 @@ class QuotaExceeded(SchedError):
         self.retry_after_s = retry_after_s
 
 
+class StorageLow(SchedError):
+    """Free disk space is below `[storage] min_free` here or on a majority of the nodes: writes
+    that add data are refused before they enter the log; dispatch, acks and deletes go on."""
+
+    code = "storage_low"
+    http_status = 507
+    exit_code = 3
+    retry_after_s = 60
+
+
 class ClusterUnavailable(SchedError):
     """No leader reachable or the node is not ready; safe to retry later."""
 

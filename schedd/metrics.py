@@ -49,6 +49,9 @@ DELIVERY_LAG = Histogram(
 )
 CLAIMS = Counter("schedd_claims", "Claims proposed by this node, by apply's verdict", ["result"])
 RETRIES = Counter("schedd_retries", "Delivery attempts after the first, by target", ["target"])
+PRUNED_ROWS = Counter(
+    "schedd_pruned_rows", "Rows deleted from this node's store by retention, by kind", ["kind"]
+)
 QUEUE_NACKS = Counter("schedd_queue_nacks", "Queue messages nacked through this node's API")
 APPLY_SECONDS = Histogram(
     "schedd_apply_seconds", "Time to apply one Raft log entry to SQLite", buckets=APPLY_BUCKETS_S
@@ -144,7 +147,7 @@ def read_store(
     conn.execute("BEGIN")
     try:
         backlog = conn.execute(_BACKLOG, (partitions - 1, now_ms, BACKLOG_CAP)).fetchone()[0]
-        oldest = conn.execute(_OLDEST_DUE, (partitions - 1,)).fetchone()[0]
+        oldest = oldest_due_ms(conn, partitions)
         owned = conn.execute(
             "SELECT COUNT(*) FROM leases WHERE node_id = ? AND expires_at_ms > ?", (node_id, now_ms)
         ).fetchone()[0]
@@ -158,6 +161,12 @@ def read_store(
         )
     finally:
         conn.execute("COMMIT")
+
+
+def oldest_due_ms(conn: sqlite3.Connection, partitions: int) -> int | None:
+    """The earliest fire time in the due index (one seek per partition), or None if empty."""
+    value = conn.execute(_OLDEST_DUE, (partitions - 1,)).fetchone()[0]
+    return None if value is None else int(value)
 
 
 def queue_counts(conn: sqlite3.Connection, now_ms: int) -> dict[str, dict[str, int]]:

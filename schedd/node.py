@@ -33,6 +33,7 @@ from schedd.raft.proposer import Proposer, ThreadProposer
 from schedd.raft.replica import Replica
 from schedd.raft.snapshots import SnapshotHooks
 from schedd.sealing import PayloadKeys
+from schedd.storage import DiskWatch, StorageGuard
 from schedd.store.apply import StateMachine
 from schedd.store.command import Command
 from schedd.store.datadir import DataDirBusy, DataDirLock
@@ -151,6 +152,7 @@ class Node:
         self.caller: Caller | None = None
         self.guard = TargetGuard(config.allow_cidrs)
         self.clock = ClockGuard(config.max_clock_offset_ms)
+        self.storage = StorageGuard(DiskWatch(config.data_dir, config.min_free))
         self.payload_keys = (
             PayloadKeys()
             if config.payload_keys_file is None
@@ -224,6 +226,8 @@ class Node:
             secret_overlap_ms=self.config.secret_overlap_ms,
             payload_keys=self.payload_keys,
             limits=self._limits(),
+            storage=self.storage,
+            retention=self.config.retention,
         )
         self._runner = web.AppRunner(
             build_app(ctx, node_metrics=self.metrics, metrics_access=self._metrics_access()),
@@ -258,7 +262,9 @@ class Node:
             self.clock,
             lease_ttl_ms=self.config.lease_ttl_ms,
             misfire_threshold_ms=self.config.misfire_threshold_ms,
+            retention=self.config.retention,
             peer_tls=self.tls_peers,
+            on_peer_disks=self.storage.record_peers,
         )
         self.dispatch.start()
         self.caller = Caller(

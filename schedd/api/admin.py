@@ -261,8 +261,11 @@ async def preview(request: web.Request) -> web.Response:
 
 @routes.get("/healthz")
 async def healthz(request: web.Request) -> web.Response:
-    ctx = request.app[CONTEXT]  # now_ms: peers compare clocks with it (dispatch/clock.py)
-    return json_response({"status": "ok", "node_id": ctx.node_id, "now_ms": ctx.clock_ms()})
+    ctx = request.app[CONTEXT]  # now_ms, disk_low: peers read them (dispatch/clock.py)
+    disk_low = ctx.storage is not None and ctx.storage.disk.problem() is not None
+    return json_response(
+        {"status": "ok", "node_id": ctx.node_id, "now_ms": ctx.clock_ms(), "disk_low": disk_low}
+    )
 
 
 @routes.get("/readyz")
@@ -275,6 +278,11 @@ async def readyz(request: web.Request) -> web.Response:
         response = json_response(body, status=503)
         response.headers["Retry-After"] = "1"
         return response
+    storage = None if ctx.storage is None else ctx.storage.problem()
+    if storage is not None:  # still ready: dispatch, receives and acks go on
+        return json_response(
+            {"status": "ready", "node_id": ctx.node_id, "writes": "refused", "reason": storage}
+        )
     return json_response({"status": "ready", "node_id": ctx.node_id})
 
 

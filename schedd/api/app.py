@@ -7,7 +7,7 @@ import ssl
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from schedd.api import admin, deadletters, jobs, membership, openapi, queues
+from schedd.api import admin, deadletters, jobs, membership, openapi, queues, retention
 from schedd.api.context import CONTEXT, ApiContext
 from schedd.api.http import auth_middleware, errors_middleware, metrics_middleware
 
@@ -34,6 +34,7 @@ def build_app(
     app.add_routes(membership.routes)
     app.add_routes(queues.routes)
     app.add_routes(deadletters.routes)
+    app.add_routes(retention.routes)
     app.add_routes(openapi.routes)
     return app
 

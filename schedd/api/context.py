@@ -24,7 +24,9 @@ from schedd.errors import (
     TenantNotFound,
     Unauthorized,
 )
+from schedd.retention import Retention
 from schedd.sealing import PayloadKeys
+from schedd.storage import StorageGuard
 from schedd.store import queries
 from schedd.store.db import ReadPool
 
@@ -167,6 +169,8 @@ class ApiContext:
     secret_overlap_ms: int = 86_400_000
     payload_keys: PayloadKeys = field(default_factory=PayloadKeys)
     limits: ServerLimits = field(default_factory=ServerLimits)
+    storage: StorageGuard | None = None  # None: writes are never refused for disk space
+    retention: Retention = field(default_factory=Retention)  # this node's [retention]
     body_gate: BodyGate = field(init=False)
     long_polls: LongPolls = field(init=False)
     barriers: AddressBudget = field(

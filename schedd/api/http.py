@@ -28,6 +28,7 @@ from schedd.errors import (
     RequestTimeout,
     SchedError,
     StaleState,
+    StorageLow,
 )
 from schedd.jsonbody import JSONValue, dumps, loads_object
 
@@ -204,6 +205,21 @@ _REJECTIONS: dict[str, type[SchedError]] = {
 }
 
 
+# Commands refused while disk space is low: they add jobs, runs or messages. Deleting,
+# cancelling, pausing, retention and everything dispatch and consumers do go on.
+GROWING_COMMANDS = frozenset(
+    {
+        "create_jobs",
+        "update_job",
+        "resume_job",
+        "trigger_job",
+        "create_tenant",
+        "update_tenant",
+        "redrive_deadletter",
+    }
+)
+
+
 def rejection_error(rejection: dict[str, Any]) -> SchedError:
     """The API error for a rejection apply returned ({"code", "message"}); keeps its code."""
     exc = _REJECTIONS.get(rejection["code"], SchedError)(rejection["message"])
@@ -214,7 +230,12 @@ def rejection_error(rejection: dict[str, Any]) -> SchedError:
 async def propose(
     ctx: ApiContext, type_: str, body: dict[str, Any], *, now_ms: int | None = None
 ) -> dict[str, Any]:
-    """Replicate a command; a rejection becomes the matching API error."""
+    """Replicate a command; a rejection becomes the matching API error. A command that adds
+    data is refused (507) before it enters the log while disk space is low."""
+    if type_ in GROWING_COMMANDS and ctx.storage is not None:
+        problem = ctx.storage.problem()
+        if problem is not None:
+            raise StorageLow(f"writes are refused: {problem}")
     result = await ctx.proposer.propose(type_, body, now_ms=now_ms)
     if result.get("status") == "rejected":
         raise rejection_error(result)

@@ -37,6 +37,7 @@ from schedd.loop import Loop
 log = logging.getLogger(__name__)
 PROBE_EVERY_S = 2.0
 PROBE_TIMEOUT_S = 1.0
+MAX_HEALTHZ_BYTES = 4096  # a peer's /healthz is one small object; read no more of it
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +46,7 @@ class PeerReading:
 
     offset_ms: float
     error_ms: float
+    disk_low: bool = False  # the peer's free disk is below its storage.min_free
 
 
 def is_trusted_by(
@@ -129,7 +131,8 @@ class ClockGuard:
 
 
 class ClockProbe(Loop):
-    """Reads every registered peer's clock each PROBE_EVERY_S (at once after a jump)."""
+    """Reads every registered peer's clock each PROBE_EVERY_S (at once after a jump), and
+    passes on what each said of its disk (`on_disks`)."""
 
     def __init__(
         self,
@@ -140,8 +143,10 @@ class ClockProbe(Loop):
         step_down: Callable[[], None],
         *,
         tls: ssl.SSLContext | None = None,
+        on_disks: Callable[[dict[str, bool], int], None] | None = None,
     ) -> None:
         super().__init__("clock-probe")
+        self._on_disks = on_disks  # peers' disk reports ride on the same /healthz reads
         self._tls = tls  # verifies https peers (schedd/tls.py peer_context)
         self._refused: set[str] = set()  # peers whose certificate failed: warned once
         self._step_down = step_down
@@ -164,6 +169,8 @@ class ClockProbe(Loop):
         readings = {n: r for n, r in answers.items() if r is not None}
         trusted = is_trusted_by(self._node_id, readings, leader_id, self._guard.max_offset_ms)
         self._guard.record_round(started, readings, trusted)
+        if self._on_disks is not None:
+            self._on_disks({n: r.disk_low for n, r in readings.items()}, len(rows))
         if not trusted and leader_id == self._node_id:
             log.warning("leading with a distrusted clock: asking a caught-up follower to lead")
             self._step_down()  # lease moves need a leader whose clock the cluster shares
@@ -198,7 +205,8 @@ def read_peer_clock(api_url: str, *, context: ssl.SSLContext | None = None) -> P
     sent_wall, sent_mono = time.time() * 1000, time.monotonic()
     try:
         with urllib.request.urlopen(url, timeout=PROBE_TIMEOUT_S, context=context) as response:
-            peer_ms = json.load(response)["now_ms"]
+            health = json.loads(response.read(MAX_HEALTHZ_BYTES))
+            peer_ms = health["now_ms"]
     except urllib.error.URLError as exc:
         if isinstance(exc.reason, ssl.SSLCertVerificationError):
             raise exc.reason from None
@@ -208,4 +216,5 @@ def read_peer_clock(api_url: str, *, context: ssl.SSLContext | None = None) -> P
     round_trip_ms = (time.monotonic() - sent_mono) * 1000
     if not isinstance(peer_ms, int | float):
         return None
-    return PeerReading(peer_ms - (sent_wall + round_trip_ms / 2), round_trip_ms / 2)
+    disk_low = isinstance(health, dict) and health.get("disk_low") is True
+    return PeerReading(peer_ms - (sent_wall + round_trip_ms / 2), round_trip_ms / 2, disk_low)

@@ -1,5 +1,5 @@
-"""One node's dispatch machinery: heartbeat, lease manager and dispatcher, started and stopped
-together, and told about committed commands that add due runs."""
+"""One node's dispatch machinery: heartbeat, lease manager, dispatcher and pruner, started and
+stopped together, and told about committed commands that add due runs."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ from pathlib import Path
 from schedd.dispatch.clock import ClockGuard, ClockProbe
 from schedd.dispatch.dispatcher import Dispatcher
 from schedd.dispatch.leases import Heartbeat, LeaseManager
+from schedd.dispatch.pruner import Pruner
 from schedd.raft.proposer import ThreadProposer
+from schedd.retention import Retention
 from schedd.store.command import Command
 from schedd.store.db import connect
 
@@ -34,7 +36,9 @@ class DispatchService:
         *,
         lease_ttl_ms: int,
         misfire_threshold_ms: int,
+        retention: Retention,
         peer_tls: ssl.SSLContext | None = None,
+        on_peer_disks: Callable[[dict[str, bool], int], None] | None = None,
     ) -> None:
         def reader() -> sqlite3.Connection:
             return connect(db_path, readonly=True)
@@ -48,12 +52,21 @@ class DispatchService:
             is_clock_trusted=clock.is_trusted,
         )
         self._loops = [
-            ClockProbe(node_id, clock, reader, leader_address, step_down, tls=peer_tls),
+            ClockProbe(
+                node_id,
+                clock,
+                reader,
+                leader_address,
+                step_down,
+                tls=peer_tls,
+                on_disks=on_peer_disks,
+            ),
             # Their proposals are refused while the clock is distrusted (Proposer's refusal):
             # no heartbeat, so this node's leases expire and move; no lease moves.
             Heartbeat(node_id, proposer.propose, ttl_ms=lease_ttl_ms),
             LeaseManager(partitions, reader, is_leader, proposer.propose, ttl_ms=lease_ttl_ms),
             self.dispatcher,
+            Pruner(retention, reader, is_leader, proposer.propose, partitions=partitions),
         ]
 
     def start(self) -> None:

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from schedd import metrics
 from schedd.retention import KINDS, Retention
 from schedd.store.apply_queue import Message, expire_message
 from schedd.store.command import Command, ok, rejected
 from schedd.store.records import audit
+from schedd.store.retained import tenant_queues
 from schedd.timeformat import format_duration
 
 # What one prune command may touch: rows deleted or dead-lettered, and rows looked at.
@@ -64,6 +65,8 @@ def prune(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
         next_after = tenant_id
     done = budget.left > 0 and len(tenants) < max_tenants
     tx.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('last_prune_ms', ?)", (cmd.ts_ms,))
+    for kind, count in budget.deleted.items():
+        metrics.PRUNED_ROWS.labels(kind=kind).inc(count)  # each node counts its own store's
     return ok(deleted=budget.deleted, next_after="" if done else next_after, done=done)
 
 
@@ -89,7 +92,7 @@ def _expire_messages(
 ) -> None:
     """Messages visible since before the cutoff and not received since: dead letters now."""
     error = f"not received within {format_duration(retention_ms)} (retention.messages)"
-    for queue in _queues(tx, tenant_id):
+    for queue in tenant_queues(tx, tenant_id):
         if budget.left <= 0:
             return
         rows = tx.execute(
@@ -101,21 +104,6 @@ def _expire_messages(
         for message in map(Message._make, rows):
             expire_message(tx, cmd, message, tenant_id=tenant_id, queue=queue, error=error)
         budget.take("messages", len(rows))
-
-
-def _queues(tx: sqlite3.Connection, tenant_id: str) -> Iterator[str]:
-    """The tenant's queues that hold messages, one index seek each (a skip-scan)."""
-    queue = ""
-    while True:
-        row = tx.execute(
-            "SELECT queue FROM messages INDEXED BY messages_ready "
-            "WHERE tenant_id = ? AND queue > ? ORDER BY queue LIMIT 1",
-            (tenant_id, queue),
-        ).fetchone()
-        if row is None:
-            return
-        queue = row[0]
-        yield queue
 
 
 def _prune_runs(tx: sqlite3.Connection, tenant_id: str, cutoff_ms: int, budget: Budget) -> None:

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from schedd.retention import retention_json
 from schedd.timeformat import format_instant
 
 
@@ -29,6 +30,7 @@ class Tenant:
     alert_url: str | None = None
     previous_secret: str | None = None
     previous_secret_until_ms: int = 0
+    retention: dict[str, int] = field(default_factory=dict)  # its own, shorter, values (ms)
 
     def signing_secrets(self, now_ms: int) -> list[str]:
         """The secrets that sign a callback now: during a rotation's overlap, old and new."""
@@ -46,6 +48,7 @@ class Tenant:
             "allowed_hosts": self.allowed_hosts,
             "alert_url": self.alert_url,
             "active_jobs": self.live_jobs,
+            "retention": retention_json(self.retention),
             "created_at": format_instant(self.created_at_ms),
             "updated_at": format_instant(self.updated_at_ms),
         }
@@ -53,7 +56,7 @@ class Tenant:
 
 _TENANT_COLUMNS = (
     "tenant_id, name, signing_secret, max_active_jobs, dispatch_rate, allowed_hosts, live_jobs, "
-    "created_at_ms, updated_at_ms, alert_url, previous_secret, previous_secret_until_ms"
+    "created_at_ms, updated_at_ms, alert_url, previous_secret, previous_secret_until_ms, retention"
 )
 _JOB_COLUMNS = (
     "job_id, tenant_id, spec, status, next_run_at_ms, version, created_at_ms, updated_at_ms"
@@ -65,6 +68,7 @@ def _tenant(row: tuple[Any, ...] | None) -> Tenant | None:
         return None
     values = list(row)
     values[5] = json.loads(values[5])
+    values[12] = json.loads(values[12])
     return Tenant(**dict(zip(_TENANT_COLUMNS.split(", "), values, strict=True)))
 
 

@@ -10,6 +10,8 @@ import pytest
 
 from schedd.config import NodeConfig, load_config, parse_listen
 from schedd.errors import ConfigError
+from schedd.retention import DAY_MS, Retention
+from schedd.storage import MinFree
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG_DIR = REPO / "config"
@@ -60,7 +62,10 @@ def test_minimal_config_gets_the_documented_defaults(tmp_path: Path) -> None:
     assert cfg.partitions == 256
     assert cfg.allow_cidrs == ()
     assert cfg.payload_limit_bytes == 65_536
-    assert cfg.retention_runs_ms == 7 * 86_400_000
+    assert cfg.retention == Retention(
+        runs=7 * DAY_MS, audit=30 * DAY_MS, deadletters=14 * DAY_MS, messages=7 * DAY_MS
+    )
+    assert cfg.min_free == MinFree(bytes=512 * 1024**2)
     assert cfg.is_single_node
 
 
@@ -79,7 +84,8 @@ def test_every_key_is_read(tmp_path: Path) -> None:
         '[delivery]\nallow_cidrs = ["127.0.0.0/8"]\npayload_limit = "512KiB"\n'
         'concurrency = 64\ntenant_concurrency = 4\nsecret_overlap = "1h"\n'
         '[encryption]\npayload_keys_file = "keys/payload.keys"\n'
-        '[retention]\nruns = "30d"\n',
+        '[retention]\nruns = "30d"\naudit = "90d"\ndeadletters = "1d"\nmessages = "2h"\n'
+        '[storage]\nmin_free = "5%"\n',
     )
     assert cfg.log_level == "debug"
     assert (cfg.api_host, cfg.api_port, cfg.request_timeout_s) == ("0.0.0.0", 9000, 0.25)
@@ -95,7 +101,10 @@ def test_every_key_is_read(tmp_path: Path) -> None:
     assert (cfg.delivery_concurrency, cfg.tenant_concurrency) == (64, 4)
     assert cfg.secret_overlap_ms == 3_600_000
     assert cfg.payload_keys_file == (tmp_path / "keys" / "payload.keys").resolve()
-    assert cfg.retention_runs_ms == 30 * 86_400_000
+    assert cfg.retention == Retention(
+        runs=30 * DAY_MS, audit=90 * DAY_MS, deadletters=DAY_MS, messages=7_200_000
+    )
+    assert cfg.min_free == MinFree(percent=5.0)
     assert not cfg.is_single_node
 
 
@@ -533,11 +542,42 @@ def test_repr_never_shows_secrets(tmp_path: Path) -> None:
         ('[raft]\nelection_timeout_max = "2500ms"\n', "election_timeout_max_s", 2.5),
         ("[raft]\nelection_timeout_max = 2.5\n", "election_timeout_max_s", 2.5),
         ('[raft]\nelection_timeout_max = "2.5"\n', "election_timeout_max_s", 2.5),
-        ('[retention]\nruns = "36h"\n', "retention_runs_ms", 36 * 3_600_000),
     ],
 )
 def test_durations(tmp_path: Path, extra: str, attribute: str, expected: float) -> None:
     assert getattr(load(tmp_path, extra), attribute) == expected
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        ('[retention]\nruns = "36h"\n', Retention(runs=36 * 3_600_000)),
+        ('[retention]\naudit = "1m"\n', Retention(audit=60_000)),
+        ("[retention]\nmessages = 3600\n", Retention(messages=3_600_000)),
+    ],
+)
+def test_retention(tmp_path: Path, extra: str, expected: Retention) -> None:
+    assert load(tmp_path, extra).retention == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ('"2GiB"', MinFree(bytes=2 * 1024**3)),
+        ('"500MB"', MinFree(bytes=500 * 1000**2)),
+        ("1048576", MinFree(bytes=1024**2)),
+        ('"7.5%"', MinFree(percent=7.5)),
+        ('"0"', MinFree(bytes=0)),
+    ],
+)
+def test_min_free(tmp_path: Path, value: str, expected: MinFree) -> None:
+    assert load(tmp_path, f"[storage]\nmin_free = {value}\n").min_free == expected
+
+
+@pytest.mark.parametrize("value", ['"lots"', '"150%"', '"-1"', "-5", "true", '"5 %%"'])
+def test_min_free_must_be_a_size_or_a_percentage(tmp_path: Path, value: str) -> None:
+    message = error(tmp_path, f"[storage]\nmin_free = {value}\n")
+    assert message.startswith("storage.min_free must be a size like '1GiB' or '5%'"), message
 
 
 @pytest.mark.parametrize(
@@ -643,7 +683,7 @@ def test_api_limits_and_metrics_errors_name_the_key(
 
 
 @pytest.mark.parametrize(
-    "value", ['"1GiB"', '"\u0666\u0664KiB"', '"64kib"', '"-1"', '"1.5MiB"', '"lots"', "1.5"]
+    "value", ['"1TiB"', '"\u0666\u0664KiB"', '"64kib"', '"-1"', '"1.5MiB"', '"lots"', "1.5"]
 )
 def test_payload_limit_must_be_a_size(tmp_path: Path, value: str) -> None:
     message = error(tmp_path, f"[delivery]\npayload_limit = {value}\n")

@@ -1,0 +1,71 @@
+"""On the leader: propose `prune` commands, paced, so history is kept for its retention and no
+longer. Apply does the deleting (store/apply_retention.py); this loop only decides when."""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Callable
+
+from schedd.dispatch.leases import Propose
+from schedd.errors import SchedError
+from schedd.loop import Loop
+from schedd.metrics import oldest_due_ms
+from schedd.retention import Retention
+from schedd.store.apply_retention import MAX_ROWS_PER_PRUNE
+
+PASS_EVERY_S = 5.0  # a pass over every tenant starts this often when the last one finished
+NEXT_PIECE_S = 0.1  # within a pass: at most 10 prune commands a second
+SPIKE_PAUSE_S = 1.0  # runs overdue by more than this: claims first, pruning waits
+SPIKE_LAG_MS = 1_000
+IDLE_S = 1.0  # a follower checks this often whether it became the leader
+
+log = logging.getLogger(__name__)
+
+
+class Pruner(Loop):
+    """One prune step per `tick`; the leader's pass position is kept in memory only (a new
+    leader starts a pass from the first tenant, which costs at most one pass)."""
+
+    def __init__(
+        self,
+        retention: Retention,
+        connect: Callable[[], sqlite3.Connection],
+        is_leader: Callable[[], bool],
+        propose: Propose,
+        *,
+        partitions: int,
+    ) -> None:
+        super().__init__("pruner", first_wait_s=IDLE_S)
+        self._retention = retention
+        self._connect = connect
+        self._conn: sqlite3.Connection | None = None
+        self._is_leader = is_leader
+        self._propose = propose
+        self._partitions = partitions
+        self._after = ""
+
+    def tick(self, now_ms: int) -> float:
+        if not self._is_leader():
+            self._after = ""
+            return IDLE_S
+        if self._conn is None:
+            self._conn = self._connect()
+        oldest = oldest_due_ms(self._conn, self._partitions)
+        if oldest is not None and now_ms - oldest > SPIKE_LAG_MS:
+            return SPIKE_PAUSE_S
+        body = {
+            "retention_ms": self._retention.as_ms(),
+            "after_tenant": self._after,
+            "max_rows": MAX_ROWS_PER_PRUNE,
+        }
+        try:
+            result = self._propose("prune", body)
+        except SchedError as exc:
+            log.debug("prune not committed: %s", exc)
+            return IDLE_S
+        if result.get("done"):
+            self._after = ""
+            return PASS_EVERY_S
+        self._after = str(result.get("next_after", ""))
+        return NEXT_PIECE_S
