@@ -586,7 +586,7 @@ def test_min_free_must_be_a_size_or_a_percentage(tmp_path: Path, value: str) -> 
         ('[api]\nrequest_timeout = "soon"\n', "api.request_timeout must be a duration like"),
         ('[api]\nrequest_timeout = "0s"\n', "api.request_timeout must be at least 1ms, got '0s'"),
         ("[raft]\nelection_timeout_min = -1\n", "raft.election_timeout_min must be a non-neg"),
-        ('[retention]\nruns = "30s"\n', "retention.runs must be at least 1m, got '30s'"),
+        ('[retention]\nruns = "500ms"\n', "retention.runs must be at least 1s, got '500ms'"),
     ],
 )
 def test_bad_durations(tmp_path: Path, extra: str, message: str) -> None:

@@ -31,6 +31,7 @@ from schedd.errors import (
     PayloadTooLarge,
     QuotaExceeded,
     SchedError,
+    StorageLow,
     Unauthorized,
 )
 from schedd.model import JSONValue
@@ -50,6 +51,7 @@ _ERRORS: dict[int, Callable[[str], SchedError]] = {
     413: lambda message: PayloadTooLarge("", message),
     422: IdempotencyMismatch,
     429: QuotaExceeded,
+    507: StorageLow,
 }
 _UNAVAILABLE = frozenset({502, 503, 504})
 

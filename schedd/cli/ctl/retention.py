@@ -1,0 +1,119 @@
+"""`schedctl gc status` (what a node keeps and its disk, admin token) and `schedctl retention`
+(a tenant's own, shorter, retention): they call the retention routes and print the answers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from schedd.cli.ctl import render
+from schedd.cli.ctl.client import Client
+from schedd.cli.ctl.render import json_option
+from schedd.retention import KINDS
+
+
+@click.group()
+def gc() -> None:
+    """What each node keeps under its retention, and its disk (admin token)."""
+
+
+@gc.command(
+    "status",
+    epilog="""\b
+Examples:
+  schedctl gc status                 # the node --url names (the first that answers)
+  schedctl gc status --url http://10.0.0.2:8701 --json""",
+)
+@json_option("the API's retention status object (GET /v1/admin/retention)")
+@click.pass_obj
+def gc_status(client: Client, as_json: bool) -> None:
+    """Rows and the oldest kept per kind, file sizes, free disk and the last prune."""
+    answer: dict[str, Any] = client.request("GET", "/v1/admin/retention")
+    if as_json:
+        render.print_json(answer)
+        return
+    keep = answer["retention"]
+    kept = {"runs": keep["runs"], "jobs": keep["runs"]} | {k: keep[k] for k in KINDS}
+    rows = [
+        (
+            kind["kind"],
+            f"{'>= ' if kind['rows_capped'] else ''}{kind['rows']:,}",
+            kind["oldest"] or "-",
+            kept[kind["kind"]],
+        )
+        for kind in answer["kinds"]
+    ]
+    render.print_table(("KIND", "ROWS", "OLDEST KEPT (UTC)", "RETENTION"), rows)
+    click.echo()
+    fields = [("node", answer["node_id"]), ("last prune", answer["last_prune"] or "never")]
+    files = answer.get("files") or {}
+    fields += [(name, _size(size)) for name, size in files.items()]
+    disk = answer.get("disk")
+    if disk is not None:
+        fields.append(
+            ("free disk", f"{_size(disk['free_bytes'])} (min {_size(disk['min_free_bytes'])})")
+        )
+        fields.append(
+            ("writes", answer["writes"] + (f": {answer['reason']}" if answer["reason"] else ""))
+        )
+    render.print_fields(fields)
+
+
+@click.group(invoke_without_command=True)
+@click.pass_context
+def retention(ctx: click.Context) -> None:
+    """Show or shorten how long this tenant's history is kept."""
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(show_retention)
+
+
+@retention.command("show")
+@json_option("the API's retention object (GET /v1/retention)")
+@click.pass_obj
+def show_retention(client: Client, as_json: bool = False) -> None:
+    """The retention in force per kind, the tenant's own values and the node's."""
+    _print_retention(client.request("GET", "/v1/retention"), as_json=as_json)
+
+
+@retention.command(
+    "set",
+    epilog="""\b
+Examples:
+  schedctl retention set runs=1d messages=2h   # others follow the node's again
+  schedctl retention set                       # clear: the node's retention for all""",
+)
+@click.argument("values", nargs=-1, metavar="KIND=DURATION...")
+@json_option("the API's retention object")
+@click.pass_obj
+def set_retention(client: Client, values: tuple[str, ...], as_json: bool) -> None:
+    """Replace this tenant's own retention. KIND is runs, deadletters or messages (the audit
+    trail is the operator's); a value longer than the node's has no effect."""
+    body: dict[str, Any] = {}
+    for value in values:
+        kind, sep, duration = value.partition("=")
+        if not sep or not duration:
+            raise click.BadParameter(f"{value!r} is not KIND=DURATION", param_hint="VALUES")
+        body[kind] = duration
+    _print_retention(client.request("PUT", "/v1/retention", body), as_json=as_json)
+
+
+def _print_retention(answer: dict[str, Any], *, as_json: bool) -> None:
+    if as_json:
+        render.print_json(answer)
+        return
+    rows = [
+        (kind, answer["retention"][kind], answer["own"].get(kind, "-"), answer["node"][kind])
+        for kind in KINDS
+    ]
+    render.print_table(("KIND", "KEPT FOR", "TENANT'S OWN", "NODE'S"), rows)
+
+
+def _size(size: int) -> str:
+    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if size >= scale:
+            return f"{size / scale:,.1f} {unit}"
+    return f"{size} B"
+
+
+COMMANDS = (gc, retention)
