@@ -16,7 +16,10 @@ from schedd import __version__
 from schedd.api import admin, jobs, queues
 from schedd.jobspec import DEFAULT_PAYLOAD_LIMIT, HTTP_METHODS, MAX_WINDOW_MS
 from schedd.model import Backoff, JobStatus, MisfirePolicy, OverlapPolicy, RunStatus
+from schedd.retention import KINDS, MIN_RETENTION_MS
 from schedd.schedule import MAX_AHEAD_MS, MIN_EVERY_MS
+from schedd.store.retained import KINDS_SHOWN, ROW_COUNT_CAP
+from schedd.timeformat import MAX_DURATION_MS
 
 ROOT = Path(__file__).resolve().parent.parent
 OUTPUTS = (ROOT / "schedd" / "api" / "openapi.json", ROOT / "docs" / "openapi.json")
@@ -103,7 +106,7 @@ def basic_schemas() -> dict[str, Schema]:
                             "stale_state, tenant_exists, payload_too_large, "
                             "idempotency_mismatch, blocked_target, quota_exceeded, no_leader, "
                             "outcome_unknown, cluster_unavailable, request_timeout, "
-                            "server_busy.",
+                            "server_busy, storage_low.",
                         },
                         "message": {
                             "type": "string",
@@ -579,6 +582,7 @@ def tenant_schemas() -> dict[str, Schema]:
             "allowed_hosts": {"type": "array", "items": {"type": "string"}},
             "alert_url": {"type": ["string", "null"]},
             "active_jobs": {"type": "integer", "minimum": 0},
+            "retention": ref("OwnRetention"),
             "created_at": ref("Instant"),
             "updated_at": ref("Instant"),
         }
@@ -601,6 +605,129 @@ def tenant_schemas() -> dict[str, Schema]:
         "Tenant": tenant,
         "TenantList": page_of("tenants", "Tenant"),
         "TenantCredentials": credentials,
+    }
+
+
+KIND_MEANINGS = {
+    "runs": "finished runs with their attempts, and finished (completed or cancelled) jobs, "
+    "counted from when they finished",
+    "audit": "audit records, from when they were written",
+    "deadletters": "dead letters, from when the run died",
+    "messages": "queue messages nobody received for this long: they become dead letters "
+    "(their runs dead), never vanish unseen",
+}
+
+
+def retention_schemas() -> dict[str, Schema]:
+    kinds = "; ".join(f"{kind}: {KIND_MEANINGS[kind]}" for kind in KINDS)
+    durations = {kind: ref("Duration") for kind in KINDS}
+    update = {
+        kind: nullable(
+            duration(
+                MIN_RETENTION_MS // 1000,
+                MAX_DURATION_MS // 1000,
+                "How long to keep this kind; null clears the tenant's value (the node's "
+                "applies again).",
+            )
+        )
+        for kind in KINDS
+    }
+    status_kind = obj(
+        {
+            "kind": {
+                "enum": list(KINDS_SHOWN),
+                "description": "jobs: finished (completed or cancelled) jobs, kept as long as "
+                "runs.",
+            },
+            "rows": {"type": "integer", "minimum": 0, "maximum": ROW_COUNT_CAP},
+            "rows_capped": {
+                "type": "boolean",
+                "description": f"rows is a lower bound: counting stops at {ROW_COUNT_CAP:,}.",
+            },
+            "oldest": nullable(ref("Instant"))
+            | {
+                "description": "Where the oldest row's retention counts from (a run's or "
+                "job's finish, a dead letter's creation, a message's visible time, an audit "
+                "record's time); null when there is none."
+            },
+        }
+    )
+    count = {"type": "integer", "minimum": 0}
+    return {
+        "Retention": obj(
+            durations,
+            description=f"How long finished data is kept, per kind ({kinds}).",
+        ),
+        "OwnRetention": obj(
+            durations,
+            [],
+            description="A tenant's own retention: only the kinds it set (an empty object "
+            "when none). It only shortens the node's: a longer value is kept but has no effect.",
+        ),
+        "RetentionUpdate": closed(
+            update,
+            [],
+            description="Replaces the tenant's own retention: kinds not named (or null) follow "
+            "the node's [retention] again; {} clears them all. Another key is 400.",
+            examples=[{"runs": "1d", "messages": "2h"}],
+        ),
+        "TenantRetention": obj(
+            {
+                "tenant_id": {"type": "string"},
+                "retention": ref("Retention")
+                | {"description": "What applies to the tenant: the node's, shortened by its own."},
+                "own": ref("OwnRetention"),
+                "node": ref("Retention")
+                | {
+                    "description": "The answering node's [retention] (the leader's is the one "
+                    "that prunes: give every node the same)."
+                },
+            }
+        ),
+        "RetentionStatus": obj(
+            {
+                "node_id": {"type": "string"},
+                "retention": ref("Retention") | {"description": "This node's [retention]."},
+                "kinds": {
+                    "type": "array",
+                    "minItems": len(KINDS_SHOWN),
+                    "maxItems": len(KINDS_SHOWN),
+                    "items": status_kind,
+                    "description": "What the store holds, one entry per kind in this order: "
+                    f"{', '.join(KINDS_SHOWN)}.",
+                },
+                "last_prune": nullable(ref("Instant"))
+                | {
+                    "description": "The time of the last prune command applied (the leader "
+                    "proposes them, paced); null before the first."
+                },
+                "files": obj(
+                    {"database": count, "journal": count, "snapshot": count},
+                    description="Bytes in the data directory: the database with its WAL, the "
+                    "Raft journal, the snapshot.",
+                ),
+                "disk": obj(
+                    {
+                        "free_bytes": count,
+                        "total_bytes": count,
+                        "min_free_bytes": count,
+                        "low": {"type": "boolean"},
+                    },
+                    description="The data directory's file system on this node: "
+                    "min_free_bytes is [storage] min_free in bytes (a percentage is taken of "
+                    "total_bytes); low when free_bytes is below it.",
+                ),
+                "writes": {
+                    "enum": ["accepted", "refused"],
+                    "description": "refused while this node is low on disk, or a majority of "
+                    "the nodes are: writes that add data answer 507 storage_low.",
+                },
+                "reason": {
+                    "type": ["string", "null"],
+                    "description": "Why writes are refused; null when accepted.",
+                },
+            }
+        ),
     }
 
 
@@ -683,15 +810,28 @@ def node_schemas() -> dict[str, Schema]:
                     "type": "integer",
                     "description": "The node's wall clock, epoch ms (peers compare clocks by it).",
                 },
+                "disk_low": {
+                    "type": "boolean",
+                    "description": "Free disk space in this node's data directory is below its "
+                    "[storage] min_free (peers read it: when a majority is low, every node "
+                    "refuses writes that add data).",
+                },
             }
         ),
         "Readiness": obj(
             {
                 "status": {"enum": ["ready", "not ready"]},
                 "node_id": {"type": "string"},
+                "writes": {
+                    "const": "refused",
+                    "description": "Only when ready: writes that add data are refused (507) "
+                    "for low disk space; the node stays ready (dispatch, receives, acks and "
+                    "deletes go on).",
+                },
                 "reason": {
                     "type": "string",
-                    "description": "Why not ready: no leader, catching up, or a distrusted clock.",
+                    "description": "Why not ready: no leader, catching up, or a distrusted "
+                    "clock; or, with writes, why writes are refused.",
                 },
             },
             ["status", "node_id"],
@@ -796,6 +936,12 @@ ERRORS = {
         "[api] max_body_reads bodies already; retry later. Never hangs past the request "
         "timeout (5 s by default).",
     ),
+    "507": (
+        "InsufficientStorage",
+        "storage_low: free disk space is below [storage] min_free on this node or on a "
+        "majority of the nodes. Writes that add data are refused before they enter the log "
+        "(cancel, pause, delete, retention, dispatch and queue consumers go on); retry later.",
+    ),
 }
 RETRY_AFTER = {
     "Retry-After": {
@@ -812,7 +958,7 @@ def responses() -> dict[str, Schema]:
             "description": description,
             "content": {"application/json": {"schema": ref("Error")}},
         }
-        if status in ("429", "503"):
+        if status in ("429", "503", "507"):
             response["headers"] = RETRY_AFTER
         out[name] = response
     return out
@@ -924,6 +1070,7 @@ def job_paths() -> dict[str, Schema]:
                 413,
                 422,
                 429,
+                507,
                 params=["IdempotencyKey"],
                 body="JobCreate",
                 description="A run_at in the past runs at once; one more than 10 years ahead "
@@ -949,6 +1096,7 @@ def job_paths() -> dict[str, Schema]:
                     "are created even if others fail.",
                 ),
                 413,
+                507,
                 body="BatchCreate",
             ),
         },
@@ -964,6 +1112,7 @@ def job_paths() -> dict[str, Schema]:
                 409,
                 413,
                 422,
+                507,
                 params=job,
                 body="JobPatch",
             ),
@@ -987,6 +1136,7 @@ def job_paths() -> dict[str, Schema]:
                 "Resume a paused job",
                 ok("200", "Job", "The job, with its next run from now."),
                 409,
+                507,
                 params=job,
             ),
         },
@@ -997,6 +1147,7 @@ def job_paths() -> dict[str, Schema]:
                 "Add one extra run now",
                 ok("202", "Triggered", "The extra run is due now."),
                 409,
+                507,
                 params=job,
             ),
         },
@@ -1120,7 +1271,33 @@ def deadletter_paths() -> dict[str, Schema]:
                 "deadletters",
                 "Give a dead run one more attempt",
                 ok("202", "Redriven", "One new attempt is queued."),
+                507,
                 params=dl,
+            ),
+        },
+    }
+
+
+def retention_paths() -> dict[str, Schema]:
+    return {
+        "/v1/retention": {
+            "get": tenant_op(
+                "getRetention",
+                "retention",
+                "The tenant's retention: effective, its own, the node's",
+                ok("200", "TenantRetention", "How long the tenant's finished data is kept."),
+            ),
+            "put": tenant_op(
+                "setRetention",
+                "retention",
+                "Replace the tenant's own (shorter) retention",
+                ok("200", "TenantRetention", "The tenant's retention as changed."),
+                413,
+                body="RetentionUpdate",
+                description="Replaces the tenant's own values: kinds it does not name follow "
+                "the node's [retention] again. A value can only shorten the node's: a longer "
+                "one is stored but has no effect. The leader's pruner deletes what is past the "
+                "cutoffs in paced passes (a pass starts every few seconds).",
             ),
         },
     }
@@ -1144,6 +1321,7 @@ def admin_paths() -> dict[str, Schema]:
                 409,
                 413,
                 422,
+                507,
                 body="TenantCreate",
             ),
             "get": admin_op(
@@ -1167,6 +1345,7 @@ def admin_paths() -> dict[str, Schema]:
                 409,
                 413,
                 422,
+                507,
                 params=tid,
                 body="TenantPatch",
             ),
@@ -1229,6 +1408,19 @@ def admin_paths() -> dict[str, Schema]:
                 "getAdminState",
                 "This node's Raft state and state digest",
                 ok("200", "AdminState", "Equal digests at equal applied_index on every replica."),
+                tag="cluster",
+            ),
+        },
+        "/v1/admin/retention": {
+            "get": admin_op(
+                "getRetentionStatus",
+                "What this node keeps: rows and the oldest per kind, file sizes, free disk",
+                ok(
+                    "200",
+                    "RetentionStatus",
+                    "This node's [retention], its store per kind, its data files and disk, "
+                    "and whether writes are accepted.",
+                ),
                 tag="cluster",
             ),
         },
@@ -1311,7 +1503,7 @@ tenant token (returned once by `POST /v1/tenants`) sees only its own jobs, runs,
 letters: another tenant's id answers 404, exactly like an id that does not exist.
 
 **Errors**: every error is `{"error": {"code": "<snake_case>", "message": "..."}}`; a failed
-request changes nothing. 429 and 503 carry `Retry-After`.
+request changes nothing. 429, 503 and 507 carry `Retry-After`.
 
 **Paging**: list routes take `limit` (1-1000, default 100) and `cursor`, and answer
 `next_cursor` (null on the last page).
@@ -1327,6 +1519,7 @@ def document() -> Schema:
         queue_schemas,
         deadletter_schemas,
         tenant_schemas,
+        retention_schemas,
         node_schemas,
     ):
         schemas |= part()
@@ -1339,7 +1532,14 @@ def document() -> Schema:
         }
     }
     paths: dict[str, Schema] = {}
-    for group in (job_paths, queue_paths, deadletter_paths, admin_paths, node_paths):
+    for group in (
+        job_paths,
+        queue_paths,
+        deadletter_paths,
+        retention_paths,
+        admin_paths,
+        node_paths,
+    ):
         paths |= group()
     return {
         "openapi": "3.1.0",
@@ -1353,6 +1553,7 @@ def document() -> Schema:
             {"name": "jobs", "description": "Jobs, their runs, schedule preview."},
             {"name": "queues", "description": "The built-in queue (target type queue)."},
             {"name": "deadletters", "description": "Runs whose last attempt failed."},
+            {"name": "retention", "description": "How long a tenant's finished data is kept."},
             {"name": "tenants", "description": "Tenants (admin token)."},
             {"name": "cluster", "description": "Cluster state (admin token) and audit."},
             {"name": "node", "description": "Health, readiness, metrics, this document."},
