@@ -39,6 +39,7 @@ from schedd.store.command import Command
 from schedd.store.datadir import DataDirBusy, DataDirLock
 from schedd.store.db import Checkpointer, Database, ReadPool, connect
 from schedd.store.files import durable_replace
+from schedd.store.retained import RetainedCollector
 from schedd.tls import node_contexts
 
 log = logging.getLogger(__name__)
@@ -169,6 +170,11 @@ class Node:
                 commit_index=lambda: 0 if self.replica is None else self.replica.commit_index(),
                 snapshot_path=config.data_dir / "raft.snapshot",
                 clock_state=lambda: (self.clock.is_trusted(), self.clock.offset_ms),
+            )
+        )
+        self.metrics.register(
+            RetainedCollector(
+                lambda: connect(self.db.path, readonly=True, cache_kib=1024), self.storage.disk
             )
         )
 

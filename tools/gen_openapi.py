@@ -16,7 +16,7 @@ from schedd import __version__
 from schedd.api import admin, jobs, queues
 from schedd.jobspec import DEFAULT_PAYLOAD_LIMIT, HTTP_METHODS, MAX_WINDOW_MS
 from schedd.model import Backoff, JobStatus, MisfirePolicy, OverlapPolicy, RunStatus
-from schedd.retention import KINDS, MIN_RETENTION_MS
+from schedd.retention import KINDS, MIN_RETENTION_MS, TENANT_KINDS
 from schedd.schedule import MAX_AHEAD_MS, MIN_EVERY_MS
 from schedd.store.retained import KINDS_SHOWN, ROW_COUNT_CAP
 from schedd.timeformat import MAX_DURATION_MS
@@ -630,8 +630,9 @@ def retention_schemas() -> dict[str, Schema]:
                 "applies again).",
             )
         )
-        for kind in KINDS
+        for kind in TENANT_KINDS
     }
+    own = {kind: ref("Duration") for kind in TENANT_KINDS}
     status_kind = obj(
         {
             "kind": {
@@ -659,7 +660,7 @@ def retention_schemas() -> dict[str, Schema]:
             description=f"How long finished data is kept, per kind ({kinds}).",
         ),
         "OwnRetention": obj(
-            durations,
+            own,
             [],
             description="A tenant's own retention: only the kinds it set (an empty object "
             "when none). It only shortens the node's: a longer value is kept but has no effect.",

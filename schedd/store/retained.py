@@ -3,11 +3,17 @@ for `GET /v1/admin/retention`, `schedctl gc status` and the metrics. Index reads
 
 from __future__ import annotations
 
+import logging
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-ROW_COUNT_CAP = 1_000_000  # counting walks an index: past this a kind says "at least"
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from schedd.storage import DiskWatch, file_sizes
+
+ROW_COUNT_CAP = 100_000  # counting walks an index (~1 us a row): past this, "at least"
 
 # Per kind: (rows, oldest kept). Oldest is the time its retention counts from, found with one
 # index seek per tenant (or per tenant and queue); rows count a covering index up to the cap.
@@ -28,6 +34,7 @@ _OLDEST_PER_TENANT = {
     "WHERE tenant_id = ?",
 }
 KINDS_SHOWN = ("runs", "jobs", "deadletters", "messages", "audit")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,12 +45,13 @@ class Retained:
     oldest_ms: int | None
 
 
-def retained(conn: sqlite3.Connection) -> list[Retained]:
-    """Every kind, read in one transaction."""
+def retained(conn: sqlite3.Connection, *, count_rows: bool = True) -> list[Retained]:
+    """Every kind, read in one transaction; without `count_rows` (metrics scrapes: counting is
+    linear) only the oldest, and rows are 0."""
     conn.execute("BEGIN")
     try:
         tenants = [t for (t,) in conn.execute("SELECT tenant_id FROM tenants ORDER BY tenant_id")]
-        return [_kind(conn, kind, tenants) for kind in KINDS_SHOWN]
+        return [_kind(conn, kind, tenants, count_rows) for kind in KINDS_SHOWN]
     finally:
         conn.execute("COMMIT")
 
@@ -68,11 +76,15 @@ def tenant_queues(conn: sqlite3.Connection, tenant_id: str) -> Iterator[str]:
         yield queue
 
 
-def _kind(conn: sqlite3.Connection, kind: str, tenants: list[str]) -> Retained:
+def _kind(conn: sqlite3.Connection, kind: str, tenants: list[str], count_rows: bool) -> Retained:
     # _COUNTS and _OLDEST_PER_TENANT hold constant SQL, never input.
-    rows = conn.execute(
-        f"SELECT COUNT(*) FROM ({_COUNTS[kind]} LIMIT ?)", (ROW_COUNT_CAP + 1,)
-    ).fetchone()[0]
+    rows = (
+        conn.execute(
+            f"SELECT COUNT(*) FROM ({_COUNTS[kind]} LIMIT ?)", (ROW_COUNT_CAP + 1,)
+        ).fetchone()[0]
+        if count_rows
+        else 0
+    )
     if kind == "audit":
         first = conn.execute("SELECT at_ms FROM audit ORDER BY seq LIMIT 1").fetchone()
         oldest = [None if first is None else first[0]]
@@ -92,3 +104,53 @@ def _kind(conn: sqlite3.Connection, kind: str, tenants: list[str]) -> Retained:
     return Retained(
         kind, min(rows, ROW_COUNT_CAP), rows > ROW_COUNT_CAP, min(known) if known else None
     )
+
+
+class RetainedCollector(Collector):
+    """Scrape-time gauges of retention and disk: the oldest row kept per kind, the last prune,
+    file sizes and free space (row counts are left to the API: counting is linear)."""
+
+    def __init__(self, connect: Callable[[], sqlite3.Connection], disk: DiskWatch) -> None:
+        self._connect = connect
+        self._disk = disk
+
+    def collect(self) -> Iterator[Metric]:
+        reading = self._disk.reading()
+        yield GaugeMetricFamily(
+            "schedd_disk_free_bytes", "Free space in the data directory", value=reading.free_bytes
+        )
+        yield GaugeMetricFamily(
+            "schedd_disk_low",
+            "1 while free space is below storage.min_free (writes that add data are refused)",
+            value=int(reading.is_low),
+        )
+        files = GaugeMetricFamily(
+            "schedd_data_bytes", "Bytes in the data directory by file", labels=["file"]
+        )
+        for name, size in file_sizes(self._disk.directory).items():
+            files.add_metric([name], size)
+        yield files
+        try:
+            conn = self._connect()
+            try:
+                kinds, last = retained(conn, count_rows=False), last_prune_ms(conn)
+            finally:
+                conn.close()
+        except sqlite3.Error as exc:  # a scrape never fails the node; the gauges are left out
+            log.warning("metrics: cannot read retention state: %s", exc)
+            return
+        oldest = GaugeMetricFamily(
+            "schedd_retained_oldest_timestamp_seconds",
+            "Where the oldest kept row's retention counts from, per kind (unix time)",
+            labels=["kind"],
+        )
+        for kind in kinds:
+            if kind.oldest_ms is not None:
+                oldest.add_metric([kind.kind], kind.oldest_ms / 1000)
+        yield oldest
+        if last is not None:
+            yield GaugeMetricFamily(
+                "schedd_last_prune_timestamp_seconds",
+                "When the last prune command was applied (the proposer's clock, unix time)",
+                value=last / 1000,
+            )

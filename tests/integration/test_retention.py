@@ -13,7 +13,15 @@ import pytest
 
 from tests.integration.api_helpers import create_job, new_tenant
 from tests.integration.test_schedctl import Ctl
-from tests.servers import ADMIN_TOKEN, NodeProcess, http, make_nodes, running, wait_for
+from tests.servers import (
+    ADMIN_TOKEN,
+    NodeProcess,
+    http,
+    make_nodes,
+    metrics_text,
+    running,
+    wait_for,
+)
 
 RETENTION = '[retention]\nruns = "4s"\naudit = "1h"\ndeadletters = "4s"\nmessages = "3s"\n'
 NOW_JOB = {"schedule": {"delay": "0s"}, "target": {"type": "queue", "name": "q"}}
@@ -117,8 +125,12 @@ def test_gc_status_shows_what_the_node_keeps(short: NodeProcess) -> None:
     ]
     assert any(line.startswith("writes") and line.split()[-1] == "accepted" for line in lines)
     status, answer, _ = http("GET", f"{short.url}/v1/admin/retention")
-    assert answer["files"]["database"] > 0 and answer["files"]["journal"] > 0
+    assert status == 200 and answer["files"]["database"] > 0 and answer["files"]["journal"] > 0
     assert answer["disk"]["free_bytes"] > answer["disk"]["min_free_bytes"]
+    text = metrics_text(short.url)
+    assert "schedd_disk_low 0.0" in text and 'schedd_data_bytes{file="database"}' in text
+    assert "schedd_last_prune_timestamp_seconds" in text
+    assert 'schedd_retained_oldest_timestamp_seconds{kind="audit"}' in text
 
 
 def test_low_disk_refuses_new_data_and_keeps_the_rest_going(tmp_path: Path) -> None:
