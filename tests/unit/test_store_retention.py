@@ -9,9 +9,11 @@ import pytest
 
 from schedd.retention import Retention
 from schedd.store.apply_retention import MAX_ROWS_PER_PRUNE
+from schedd.store import queries
 from schedd.store.db import Database
 from schedd.store.digest import state_digest
 from tests.conftest import NOW_MS, Applier
+from tests.servers import ms as ms_of
 from tests.unit.test_store_dispatch import MIN, claim, count, receive, setup
 
 SEC = 1_000
@@ -200,3 +202,27 @@ def test_prune_is_deterministic_on_two_replicas(tmp_path: Any) -> None:
         digests.append(state_digest(db.conn))
         db.close()
     assert digests[0] == digests[1]
+
+
+def test_run_history_pages_stay_consistent_across_a_prune(apply: Applier, db: Database) -> None:
+    """Keyset pages (newest first): a prune between two pages removes old runs, and the second
+    page holds only runs older than the first page's last, none twice, none skipped that still
+    exist."""
+    setup(apply)
+    claim(apply)
+    claim(apply, version=2, run_ms=NOW_MS + MIN, next_ms=None, ts_ms=NOW_MS + 2 * SEC)
+    for k in range(6):
+        at = NOW_MS + (k + 2) * SEC
+        apply("trigger_job", {"tenant_id": "t1", "job_id": "j1", "scheduled_at_ms": at}, ts_ms=at)
+        claim(apply, version=3 + k, run_ms=at, next_ms=None, trigger=True, ts_ms=at)
+    for k, m in enumerate(receive(apply, NOW_MS + 9 * SEC, *(f"r{k}" for k in range(8)))):
+        ack(apply, m["receipt"], NOW_MS + 10 * SEC + k)  # finished in scheduled order
+    first = queries.list_runs(db.conn, "j1", before_ms=2**62, limit=4)
+    assert len(first) == 4
+    prune(apply, NOW_MS + HOUR + 10 * SEC + 3, max_rows=3)  # the three oldest finished go
+    cursor = ms_of(first[-1]["scheduled_at"])
+    second = queries.list_runs(db.conn, "j1", before_ms=cursor, limit=4)
+    left = {r["scheduled_at"] for r in queries.list_runs(db.conn, "j1", before_ms=2**62, limit=99)}
+    assert all(ms_of(r["scheduled_at"]) < cursor for r in second)
+    assert {r["scheduled_at"] for r in second} == left - {r["scheduled_at"] for r in first}
+    assert len(left) == 5 and len(second) == 1
