@@ -28,6 +28,7 @@ from schedd.dispatch.clock import ClockGuard
 from schedd.dispatch.service import DispatchService
 from schedd.errors import ClusterUnavailable, ConfigError, SchedError
 from schedd.metrics import NodeCollector
+from schedd.peers import PeerReports
 from schedd.raft.membership import change_membership
 from schedd.raft.proposer import Proposer, ThreadProposer
 from schedd.raft.replica import Replica
@@ -153,7 +154,8 @@ class Node:
         self.caller: Caller | None = None
         self.guard = TargetGuard(config.allow_cidrs)
         self.clock = ClockGuard(config.max_clock_offset_ms)
-        self.storage = StorageGuard(DiskWatch(config.data_dir, config.min_free))
+        self.peers = PeerReports(config.node_id)
+        self.storage = StorageGuard(DiskWatch(config.data_dir, config.min_free), self.peers)
         self.payload_keys = (
             PayloadKeys()
             if config.payload_keys_file is None
@@ -270,7 +272,7 @@ class Node:
             misfire_threshold_ms=self.config.misfire_threshold_ms,
             retention=self.config.retention,
             peer_tls=self.tls_peers,
-            on_peer_disks=self.storage.record_peers,
+            peers=self.peers,
         )
         self.dispatch.start()
         self.caller = Caller(

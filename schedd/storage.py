@@ -4,14 +4,13 @@
 from __future__ import annotations
 
 import os
-import threading
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from schedd.peers import PeerReports
+
 CHECK_EVERY_S = 1.0  # statvfs is cheap; a write burst cannot fill many MB in a second unseen
-PEER_READING_TTL_S = 10.0  # a peer's disk report older than this no longer counts
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -73,36 +72,20 @@ class DiskWatch:
 
 
 class StorageGuard:
-    """This node's disk and its peers' (reported in their /healthz, read by the clock probe):
-    writes are refused when this node is low or when a majority of the cluster is."""
+    """This node's disk and its peers' (their reports, `peers.PeerReports`): writes that add
+    data are refused when this node is low or when a majority of the cluster is."""
 
-    def __init__(self, disk: DiskWatch) -> None:
+    def __init__(self, disk: DiskWatch, peers: PeerReports) -> None:
         self.disk = disk
-        self._lock = threading.Lock()
-        self._peers: dict[str, tuple[bool, float]] = {}  # node id -> (is low, read at)
-        self._cluster_size = 1
-
-    def record_peers(self, low_by_node: Mapping[str, bool], cluster_size: int) -> None:
-        """One probe round: the peers that answered, and how many nodes the cluster has."""
-        now = time.monotonic()
-        with self._lock:
-            self._peers.update({node: (low, now) for node, low in low_by_node.items()})
-            self._cluster_size = max(cluster_size, 1)
-
-    def low_peers(self) -> list[str]:
-        now = time.monotonic()
-        with self._lock:
-            return sorted(
-                n for n, (low, at) in self._peers.items() if low and now - at < PEER_READING_TTL_S
-            )
+        self.peers = peers
 
     def problem(self) -> str | None:
         """Why writes that add data are refused now, or None."""
         own = self.disk.problem()
         if own is not None:
             return own
-        low = self.low_peers()
-        if len(low) > self._cluster_size // 2:
+        low = self.peers.low_disk()
+        if len(low) > self.peers.cluster_size() // 2:
             return (
                 f"a majority of the nodes are low on disk space ({', '.join(low)} below their "
                 "storage.min_free)"

@@ -817,6 +817,13 @@ def node_schemas() -> dict[str, Schema]:
                     "[storage] min_free (peers read it: when a majority is low, every node "
                     "refuses writes that add data).",
                 },
+                "log_level": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "description": "The log commands this node's version applies: a command "
+                    "type added at a level is proposed only once every member reports it "
+                    "(a rolling upgrade runs old and new nodes side by side).",
+                },
             }
         ),
         "Readiness": obj(

@@ -32,6 +32,7 @@ from schedd.errors import InvalidRequest, TenantNotFound, Unauthorized
 from schedd.jsonbody import JSONValue, as_integer
 from schedd.schedule import occurrences, parse_schedule
 from schedd.store import queries
+from schedd.store.command import LOG_LEVEL
 from schedd.store.digest import state_digest
 from schedd.timeformat import format_instant, parse_instant
 
@@ -264,7 +265,13 @@ async def healthz(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]  # now_ms, disk_low: peers read them (dispatch/clock.py)
     disk_low = ctx.storage is not None and ctx.storage.disk.problem() is not None
     return json_response(
-        {"status": "ok", "node_id": ctx.node_id, "now_ms": ctx.clock_ms(), "disk_low": disk_low}
+        {
+            "status": "ok",
+            "node_id": ctx.node_id,
+            "now_ms": ctx.clock_ms(),
+            "disk_low": disk_low,
+            "log_level": LOG_LEVEL,
+        }
     )
 
 

@@ -19,6 +19,7 @@ from aiohttp import web
 from schedd import metrics
 from schedd.api.context import CONTEXT, ApiContext, Principal, authenticate
 from schedd.errors import (
+    ClusterUnavailable,
     Conflict,
     IdempotencyMismatch,
     InvalidRequest,
@@ -31,6 +32,8 @@ from schedd.errors import (
     StorageLow,
 )
 from schedd.jsonbody import JSONValue, dumps, loads_object
+from schedd.storage import StorageGuard
+from schedd.store.command import LEVEL_OF_TYPE
 
 log = logging.getLogger(__name__)
 
@@ -220,6 +223,22 @@ GROWING_COMMANDS = frozenset(
 )
 
 
+def _check_cluster_can_take(storage: StorageGuard, type_: str) -> None:
+    """Refuse, before it enters the log, a command that adds data while disk space is low, or
+    one that a member of the cluster runs too old a version to apply (it would halt on it)."""
+    if type_ in GROWING_COMMANDS:
+        problem = storage.problem()
+        if problem is not None:
+            raise StorageLow(f"writes are refused: {problem}")
+    level = LEVEL_OF_TYPE.get(type_)
+    lagging = [] if level is None else storage.peers.lagging(level)
+    if lagging:
+        raise ClusterUnavailable(
+            f"not every node can apply this yet: {', '.join(lagging)} must run this schedd "
+            "version first (finish the rolling upgrade)"
+        )
+
+
 def rejection_error(rejection: dict[str, Any]) -> SchedError:
     """The API error for a rejection apply returned ({"code", "message"}); keeps its code."""
     exc = _REJECTIONS.get(rejection["code"], SchedError)(rejection["message"])
@@ -232,10 +251,8 @@ async def propose(
 ) -> dict[str, Any]:
     """Replicate a command; a rejection becomes the matching API error. A command that adds
     data is refused (507) before it enters the log while disk space is low."""
-    if type_ in GROWING_COMMANDS and ctx.storage is not None:
-        problem = ctx.storage.problem()
-        if problem is not None:
-            raise StorageLow(f"writes are refused: {problem}")
+    if ctx.storage is not None:
+        _check_cluster_can_take(ctx.storage, type_)
     result = await ctx.proposer.propose(type_, body, now_ms=now_ms)
     if result.get("status") == "rejected":
         raise rejection_error(result)

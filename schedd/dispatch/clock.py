@@ -29,10 +29,11 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from schedd.addresses import reachable_api_url
 from schedd.loop import Loop
+from schedd.peers import PeerReport, PeerReports
 
 log = logging.getLogger(__name__)
 PROBE_EVERY_S = 2.0
@@ -46,7 +47,7 @@ class PeerReading:
 
     offset_ms: float
     error_ms: float
-    disk_low: bool = False  # the peer's free disk is below its storage.min_free
+    report: PeerReport = field(default_factory=PeerReport)  # disk, log level it states
 
 
 def is_trusted_by(
@@ -132,7 +133,7 @@ class ClockGuard:
 
 class ClockProbe(Loop):
     """Reads every registered peer's clock each PROBE_EVERY_S (at once after a jump), and
-    passes on what each said of its disk (`on_disks`)."""
+    records what else each said (`peers`: disk, log level)."""
 
     def __init__(
         self,
@@ -143,10 +144,10 @@ class ClockProbe(Loop):
         step_down: Callable[[], None],
         *,
         tls: ssl.SSLContext | None = None,
-        on_disks: Callable[[dict[str, bool], int], None] | None = None,
+        peers: PeerReports | None = None,
     ) -> None:
         super().__init__("clock-probe")
-        self._on_disks = on_disks  # peers' disk reports ride on the same /healthz reads
+        self._peers = peers  # what else the peers' /healthz say rides on the same reads
         self._tls = tls  # verifies https peers (schedd/tls.py peer_context)
         self._refused: set[str] = set()  # peers whose certificate failed: warned once
         self._step_down = step_down
@@ -169,8 +170,8 @@ class ClockProbe(Loop):
         readings = {n: r for n, r in answers.items() if r is not None}
         trusted = is_trusted_by(self._node_id, readings, leader_id, self._guard.max_offset_ms)
         self._guard.record_round(started, readings, trusted)
-        if self._on_disks is not None:
-            self._on_disks({n: r.disk_low for n, r in readings.items()}, len(rows))
+        if self._peers is not None:
+            self._peers.record({n: r.report for n, r in readings.items()}, [n for n, _, _ in rows])
         if not trusted and leader_id == self._node_id:
             log.warning("leading with a distrusted clock: asking a caught-up follower to lead")
             self._step_down()  # lease moves need a leader whose clock the cluster shares
@@ -216,5 +217,17 @@ def read_peer_clock(api_url: str, *, context: ssl.SSLContext | None = None) -> P
     round_trip_ms = (time.monotonic() - sent_mono) * 1000
     if not isinstance(peer_ms, int | float):
         return None
-    disk_low = isinstance(health, dict) and health.get("disk_low") is True
-    return PeerReading(peer_ms - (sent_wall + round_trip_ms / 2), round_trip_ms / 2, disk_low)
+    return PeerReading(
+        peer_ms - (sent_wall + round_trip_ms / 2), round_trip_ms / 2, peer_report(health)
+    )
+
+
+def peer_report(health: object) -> PeerReport:
+    """The disk and log level a peer's /healthz object states (defaults for what it omits)."""
+    if not isinstance(health, dict):
+        return PeerReport()
+    level = health.get("log_level")
+    return PeerReport(
+        disk_low=health.get("disk_low") is True,
+        log_level=level if isinstance(level, int) and not isinstance(level, bool) else 1,
+    )

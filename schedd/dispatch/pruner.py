@@ -13,6 +13,7 @@ from schedd.loop import Loop
 from schedd.metrics import oldest_due_ms
 from schedd.retention import Retention
 from schedd.store.apply_retention import MAX_ROWS_PER_PRUNE
+from schedd.store.command import LEVEL_OF_TYPE
 
 PASS_EVERY_S = 5.0  # a pass over every tenant starts this often when the last one finished
 NEXT_PIECE_S = 0.05  # within a pass: at most 20 prune commands (5,000 rows) a second
@@ -35,8 +36,10 @@ class Pruner(Loop):
         propose: Propose,
         *,
         partitions: int,
+        lagging: Callable[[int], list[str]],
     ) -> None:
         super().__init__("pruner", first_wait_s=IDLE_S)
+        self._lagging = lagging  # members that cannot apply a command level yet
         self._retention = retention
         self._connect = connect
         self._conn: sqlite3.Connection | None = None
@@ -44,11 +47,23 @@ class Pruner(Loop):
         self._propose = propose
         self._partitions = partitions
         self._after = ""
+        self._warned: list[str] = []
 
     def tick(self, now_ms: int) -> float:
         if not self._is_leader():
             self._after = ""
             return IDLE_S
+        old = self._lagging(LEVEL_OF_TYPE["prune"])
+        if old:
+            if old != self._warned:
+                log.warning(
+                    "pruning waits: nodes %s have not reported a version that applies "
+                    "prune commands (a rolling upgrade in progress?)",
+                    ", ".join(old),
+                )
+                self._warned = old
+            return PASS_EVERY_S
+        self._warned = []
         if self._conn is None:
             self._conn = self._connect()
         oldest = oldest_due_ms(self._conn, self._partitions)

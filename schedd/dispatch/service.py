@@ -12,6 +12,7 @@ from schedd.dispatch.clock import ClockGuard, ClockProbe
 from schedd.dispatch.dispatcher import Dispatcher
 from schedd.dispatch.leases import Heartbeat, LeaseManager
 from schedd.dispatch.pruner import Pruner
+from schedd.peers import PeerReports
 from schedd.raft.proposer import ThreadProposer
 from schedd.retention import Retention
 from schedd.store.command import Command
@@ -38,7 +39,7 @@ class DispatchService:
         misfire_threshold_ms: int,
         retention: Retention,
         peer_tls: ssl.SSLContext | None = None,
-        on_peer_disks: Callable[[dict[str, bool], int], None] | None = None,
+        peers: PeerReports | None = None,
     ) -> None:
         def reader() -> sqlite3.Connection:
             return connect(db_path, readonly=True)
@@ -59,14 +60,21 @@ class DispatchService:
                 leader_address,
                 step_down,
                 tls=peer_tls,
-                on_disks=on_peer_disks,
+                peers=peers,
             ),
             # Their proposals are refused while the clock is distrusted (Proposer's refusal):
             # no heartbeat, so this node's leases expire and move; no lease moves.
             Heartbeat(node_id, proposer.propose, ttl_ms=lease_ttl_ms),
             LeaseManager(partitions, reader, is_leader, proposer.propose, ttl_ms=lease_ttl_ms),
             self.dispatcher,
-            Pruner(retention, reader, is_leader, proposer.propose, partitions=partitions),
+            Pruner(
+                retention,
+                reader,
+                is_leader,
+                proposer.propose,
+                partitions=partitions,
+                lagging=(lambda level: peers.lagging(level)) if peers else (lambda _: []),
+            ),
         ]
 
     def start(self) -> None:

@@ -13,6 +13,12 @@ from typing import Any
 from schedd.errors import CorruptLog
 
 FORMAT_VERSION = 1
+# The command types this version applies, as a level: a node halts on a type it does not know,
+# so a type added at level N is proposed only once every member reports N or more (/healthz
+# `log_level`; a rolling upgrade runs old and new nodes side by side). Level 2: prune and
+# set_retention (issue 14).
+LOG_LEVEL = 2
+LEVEL_OF_TYPE = {"prune": 2, "set_retention": 2}
 BATCH = "batch"  # a group commit: body {"commands": [envelope, ...]}
 # A handler's report of the (tenant_id, queue) pairs that got messages. An effect for the node
 # (it wakes those queues' long polls), not a result: apply takes it out before the result is

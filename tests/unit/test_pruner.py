@@ -1,0 +1,119 @@
+"""The leader's pruner (issue 14): when it proposes prune commands, and when it waits (not the
+leader, runs overdue, a member too old to apply them); peers' reports from /healthz."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from schedd.dispatch.clock import peer_report
+from schedd.dispatch.pruner import NEXT_PIECE_S, PASS_EVERY_S, SPIKE_PAUSE_S, Pruner
+from schedd.peers import PeerReport, PeerReports
+from schedd.retention import Retention
+from schedd.storage import DiskWatch, MinFree, StorageGuard
+from schedd.store.db import Database, connect
+from tests.conftest import NOW_MS
+
+
+class Proposals:
+    def __init__(self, *answers: dict[str, Any]) -> None:
+        self.sent: list[tuple[str, dict[str, Any]]] = []
+        self._answers = list(answers)
+
+    def __call__(self, type_: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        self.sent.append((type_, dict(body)))
+        return self._answers.pop(0)
+
+
+def pruner(
+    db: Database, propose: Proposals, *, leader: bool = True, lagging: list[str] | None = None
+) -> Pruner:
+    return Pruner(
+        Retention(runs=60_000),
+        lambda: connect(db.path, readonly=True),
+        lambda: leader,
+        propose,
+        partitions=4,
+        lagging=lambda level: list(lagging or []),
+    )
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Database:
+    return Database(tmp_path / "state.db")
+
+
+def test_a_pass_goes_on_quickly_then_rests(db: Database) -> None:
+    propose = Proposals(
+        {"status": "ok", "deleted": {}, "next_after": "t5", "done": False},
+        {"status": "ok", "deleted": {}, "next_after": "", "done": True},
+    )
+    loop = pruner(db, propose)
+    assert loop.tick(NOW_MS) == NEXT_PIECE_S
+    assert loop.tick(NOW_MS) == PASS_EVERY_S
+    [(t1, first), (_, second)] = propose.sent
+    assert t1 == "prune" and first["after_tenant"] == "" and second["after_tenant"] == "t5"
+    assert first["retention_ms"]["runs"] == 60_000 and first["max_rows"] == 250
+
+
+def test_a_follower_and_a_cluster_with_an_old_member_propose_nothing(db: Database) -> None:
+    propose = Proposals()
+    assert pruner(db, propose, leader=False).tick(NOW_MS) > 0
+    assert pruner(db, propose, lagging=["n3"]).tick(NOW_MS) == PASS_EVERY_S
+    assert propose.sent == []
+
+
+def test_overdue_runs_come_first(db: Database) -> None:
+    db.conn.execute(
+        "INSERT INTO due (partition, fire_at_ms, job_id, scheduled_at_ms) VALUES (1, ?, 'j', ?)",
+        (NOW_MS - 5_000, NOW_MS - 5_000),
+    )
+    db.conn.commit()
+    propose = Proposals()
+    assert pruner(db, propose).tick(NOW_MS) == SPIKE_PAUSE_S and propose.sent == []
+
+
+def test_peer_reports_and_what_an_old_node_says() -> None:
+    assert peer_report({"now_ms": 1}) == PeerReport(disk_low=False, log_level=1)  # old version
+    assert peer_report({"disk_low": True, "log_level": 2}) == PeerReport(True, 2)
+    assert peer_report({"disk_low": "yes", "log_level": True}) == PeerReport(False, 1)
+    peers = PeerReports("n1")
+    peers.record({"n2": PeerReport(log_level=2)}, ["n1", "n2", "n3"])
+    assert peers.lagging(2) == ["n3"]  # never heard from: it may be old
+    peers.record({"n3": PeerReport(log_level=1)}, ["n1", "n2", "n3"])
+    assert peers.lagging(2) == ["n3"]
+    peers.record({"n3": PeerReport(log_level=2)}, ["n1", "n2", "n3"])
+    assert peers.lagging(2) == []
+    peers.record({}, ["n1", "n2", "n3"])  # n3 down now: it keeps the level it said
+    assert peers.lagging(2) == []
+
+
+def test_writes_are_refused_when_a_majority_of_disks_is_low(tmp_path: Path) -> None:
+    peers = PeerReports("n1")
+    guard = StorageGuard(DiskWatch(tmp_path, MinFree(bytes=0)), peers)
+    peers.record({"n2": PeerReport(disk_low=True)}, ["n1", "n2", "n3"])
+    assert guard.problem() is None  # one of three
+    peers.record({"n3": PeerReport(disk_low=True)}, ["n1", "n2", "n3"])
+    problem = guard.problem()
+    assert problem is not None and "n2, n3" in problem
+    own = StorageGuard(DiskWatch(tmp_path, MinFree(percent=99.99)), PeerReports("n1"))
+    assert "storage.min_free" in (own.problem() or "")
+
+
+def test_the_api_refuses_a_command_an_old_member_cannot_apply(tmp_path: Path) -> None:
+    from schedd.api.http import _check_cluster_can_take
+    from schedd.errors import ClusterUnavailable, StorageLow
+
+    peers = PeerReports("n1")
+    peers.record({"n2": PeerReport(log_level=2), "n3": PeerReport(log_level=1)}, ["n1", "n2", "n3"])
+    guard = StorageGuard(DiskWatch(tmp_path, MinFree(bytes=0)), peers)
+    with pytest.raises(ClusterUnavailable, match="n3 must run this schedd version first"):
+        _check_cluster_can_take(guard, "set_retention")
+    _check_cluster_can_take(guard, "create_jobs")  # a level-1 command: fine
+    low = StorageGuard(DiskWatch(tmp_path, MinFree(percent=99.99)), peers)
+    with pytest.raises(StorageLow):
+        _check_cluster_can_take(low, "create_jobs")
+    _check_cluster_can_take(low, "cancel_job")  # frees space: never refused
