@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,12 @@ log = logging.getLogger(__name__)
 # A leader's messages that promise nothing about its own disk: its entries going out, and the
 # index it gave a follower's forwarded command. Every other message waits for the sync.
 SEND_THEN_SYNC = frozenset({"append_entries", "apply_command_response"})
+# pysyncobj holds every entry since the last compaction in memory and in the mapped file: past
+# this many bytes of entries the node compacts at once (issue 14: RSS at 1,000,000 jobs), and
+# after a compaction the file and its mapping shrink back (they only ever grew before).
+MAX_JOURNAL_BYTES = 64 * 1024 * 1024
+MIN_MAPPING_BYTES = 1024 * 1024
+RECORD_OVERHEAD_BYTES = 24  # a record's two length fields, index and term
 
 
 class DurableMetaStorer(MetaStorer):  # type: ignore[misc]  # pysyncobj ships no types
@@ -48,14 +55,33 @@ class DurableJournal(FileJournal):  # type: ignore[misc]
         self._is_dirty = False
         self._syncs = 0
         self._sync_s = 0.0
+        self.bytes_held = sum(len(e[0]) + RECORD_OVERHEAD_BYTES for e in self)  # replayed ones
+        self.on_full: Callable[[], None] | None = None  # asks pysyncobj to compact now
 
     def add(self, command: bytes, idx: int, term: int) -> None:
         super().add(command, idx, term)
         self._is_dirty = True
+        self.bytes_held += len(command) + RECORD_OVERHEAD_BYTES
+        if self.bytes_held > MAX_JOURNAL_BYTES and self.on_full is not None:
+            self.on_full()
 
     def clear(self) -> None:
         super().clear()
         self._is_dirty = True
+        self.bytes_held = 0
+
+    def deleteEntriesTo(self, entryTo: int) -> None:  # pysyncobj's names: compaction
+        super().deleteEntriesTo(entryTo)  # clear(), then add() of the entries kept
+        self._shrink()
+
+    def _shrink(self) -> None:
+        """Give back the file and mapping space a compaction freed (to twice what is used)."""
+        mapped = self._FileJournal__journalFile._ResizableFile__mm
+        used = self._FileJournal__currentOffset
+        target = max(2 * used, MIN_MAPPING_BYTES)
+        if mapped.size() >= 2 * target:
+            self.sync()  # the kept entries reach the disk before the file is cut
+            mapped.resize(target)  # truncates the file too
 
     def deleteEntriesFrom(self, entryFrom: int) -> None:  # pysyncobj's names
         super().deleteEntriesFrom(entryFrom)

@@ -37,6 +37,9 @@ class Replica(SyncObj):  # type: ignore[misc]  # pysyncobj ships no types
         wire.install()  # bounded frames on every Raft connection
         journal.install()  # term, vote and appends on disk before pysyncobj acts on them
         super().__init__(self_address, peers, conf, transportClass=journal.JournalSyncedTransport)
+        raft_log = getattr(self, "_SyncObj__raftLog", None)
+        if isinstance(raft_log, journal.DurableJournal):
+            raft_log.on_full = self.forceLogCompaction  # a big journal compacts at once
 
     @replicated  # type: ignore[untyped-decorator]
     def apply_entry(self, blob: bytes) -> dict[str, Any]:

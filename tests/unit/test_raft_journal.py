@@ -168,3 +168,31 @@ def test_a_leader_sends_its_entries_then_syncs_them(
     raft_log.add(b"cmd", 2, 1)
     raft_log.setRaftCommitIndex(2)  # a leader alone commits without sending anything
     assert events[-1] == ("msync", None)
+
+
+def test_a_journal_past_its_byte_cap_asks_for_compaction_and_shrinks_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 14: memory at 1,000,000 jobs. The entries since the last compaction stay in memory
+    and in the mapped file: a cap on their bytes compacts early, and the file, which only grew,
+    is cut back after the compaction's rewrite."""
+    monkeypatch.setattr(journal, "MAX_JOURNAL_BYTES", 2 * 1024 * 1024)
+    path = tmp_path / "raft.journal"
+    raft_log = journal.DurableJournal(str(path))
+    asked: list[int] = []
+    raft_log.on_full = lambda: asked.append(len(raft_log))
+    entry = b"x" * 10_000
+    for idx in range(1, 601):  # about 6 MB of entries
+        raft_log.add(entry, idx, 1)
+    assert asked and asked[0] == 2 * 1024 * 1024 // (10_000 + 24) + 1  # first past the cap
+    grown = path.stat().st_size
+    assert grown >= 6_000_000
+    raft_log.deleteEntriesTo(598)  # a compaction keeps the last two entries
+    assert [e[1] for e in raft_log] == [599, 600] and raft_log.bytes_held == 2 * 10_024
+    assert path.stat().st_size <= journal.MIN_MAPPING_BYTES < grown
+    raft_log.add(b"after", 601, 1)  # writing goes on in the smaller file
+    raft_log.sync()
+    raft_log._destroy()
+    reopened = journal.DurableJournal(str(path))
+    assert [(e[1], len(e[0])) for e in reopened] == [(599, 10_000), (600, 10_000), (601, 5)]
+    reopened._destroy()
