@@ -128,17 +128,12 @@ def _prune_jobs(tx: sqlite3.Connection, tenant_id: str, cutoff_ms: int, budget: 
     jobs = tx.execute(
         "SELECT job_id FROM jobs INDEXED BY jobs_finished WHERE tenant_id = ? "
         "AND status IN ('completed', 'cancelled') AND updated_at_ms < ? "
+        "AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.job_id = jobs.job_id "
+        "AND (runs.finished_at_ms IS NULL OR runs.finished_at_ms >= ?)) "
         "ORDER BY updated_at_ms, job_id LIMIT ?",
-        (tenant_id, cutoff_ms, budget.left),
+        (tenant_id, cutoff_ms, cutoff_ms, budget.left),
     ).fetchall()
     for (job_id,) in jobs:
-        if tx.execute(
-            "SELECT 1 FROM runs WHERE job_id = ? AND (finished_at_ms IS NULL "
-            "OR finished_at_ms >= ?) LIMIT 1",
-            (job_id, cutoff_ms),
-        ).fetchone():
-            budget.left -= 1  # looked at, kept: it still costs the command a row
-            continue
         runs = tx.execute("DELETE FROM runs WHERE job_id = ?", (job_id,)).rowcount
         tx.execute("DELETE FROM attempts WHERE job_id = ?", (job_id,))
         tx.execute("DELETE FROM due WHERE job_id = ?", (job_id,))
