@@ -45,17 +45,21 @@ class Retention:
 def parse_tenant_retention(body: object, *, field: str = "retention") -> dict[str, int]:
     """A tenant's request body `{"runs": "1d", ...}` -> milliseconds per kind it names.
 
-    `null` for a kind clears the tenant's own value (the node's applies again)."""
+    `null` for a kind clears the tenant's own value (the node's applies again). Errors name
+    `field.kind`, or just the kind when `field` is empty."""
     if not isinstance(body, dict):
         raise InvalidRequest(field, 'must be an object like {"runs": "1d"}')
+
+    def name(kind: str) -> str:
+        return f"{field}.{kind}" if field else kind
+
     unknown = sorted(set(body) - set(TENANT_KINDS))
     if unknown:
         raise InvalidRequest(
-            f"{field}.{unknown[0]}",
-            f"is not a kind a tenant sets; kinds: {', '.join(TENANT_KINDS)}",
+            name(unknown[0]), f"is not a kind a tenant sets; kinds: {', '.join(TENANT_KINDS)}"
         )
     return {
-        kind: parse_duration(value, field=f"{field}.{kind}", minimum_ms=MIN_RETENTION_MS)
+        kind: parse_duration(value, field=name(kind), minimum_ms=MIN_RETENTION_MS)
         for kind, value in body.items()
         if value is not None
     }

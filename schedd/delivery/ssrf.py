@@ -66,11 +66,17 @@ class BlockedTarget(InvalidRequest):
     http_status = 422  # API.md: an SSRF-blocked target url
 
     def __init__(
-        self, reason: str, *, host: str = "", address: str = "", field: str = "target.url"
+        self,
+        reason: str,
+        *,
+        host: str = "",
+        address: str = "",
+        field: str = "target.url",
+        message: str | None = None,
     ) -> None:
         where = f"host {host!r}" if host else "url"
         via = f" resolves to {address} which" if address else ""
-        super().__init__(field, f"{where}{via} is not allowed: {reason}")
+        super().__init__(field, message or f"{where}{via} is not allowed: {reason}")
         self.reason = reason
         self.host = host
 
@@ -113,7 +119,11 @@ def check_url(
     if port is None:
         port = _DEFAULT_PORTS[parts.scheme]
     elif not (port in (80, 443) or 1024 <= port <= 65535 or port in allowed_ports_extra):
-        raise BlockedTarget(f"port {port} is not allowed", host=host)
+        raise BlockedTarget(
+            f"port {port} is not allowed",
+            host=host,
+            message=f"port {port} is not allowed: a target listens on 80, 443 or 1024-65535",
+        )
     if allowed_hosts and not host_matches(host, allowed_hosts):
         raise BlockedTarget("host is not in the tenant's allowed_hosts", host=host)
     if address is not None and (reason := is_blocked(address, allow)) is not None:

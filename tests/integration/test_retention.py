@@ -102,9 +102,9 @@ def test_a_tenant_shortens_its_own_retention(short: NodeProcess) -> None:
     assert longer.returncode == 0, longer.stderr
     assert json.loads(longer.stdout)["retention"]["deadletters"] == "4s"  # the node's is shorter
     audit = ctl("retention", "set", "audit=1s")
-    assert audit.returncode == 2 and "body.audit" in audit.stderr  # the operator's record
+    assert audit.returncode == 2 and "error: audit:" in audit.stderr  # the operator's record
     bad = ctl("retention", "set", "forever=1d")
-    assert bad.returncode == 2 and "body.forever" in bad.stderr
+    assert bad.returncode == 2 and "error: forever: is not a kind" in bad.stderr
     status, answer, _ = http("PUT", f"{short.url}/v1/retention", {"runs": "0s"}, token=tenant.token)
     assert status == 400 and "body.runs" in answer["error"]["message"]
 

@@ -434,3 +434,20 @@ def test_a_503_fails_over_only_when_the_request_is_safe_to_repeat(
     assert status == 201 and replay["job_id"] == created["job_id"]
     assert_fails(ctl("trigger", job["job_id"], url=urls), 3, fake_url)
     assert seen[-1][:2] == ("POST", f"/v1/jobs/{job['job_id']}/trigger")
+
+
+def test_messages_name_the_flags_and_are_never_wrapped_when_piped(node: NodeProcess) -> None:
+    ctl = Ctl(node.url, ADMIN_TOKEN).new_tenant()
+    bad = ctl("add", "--in", "5x", "--queue", "q")
+    assert bad.returncode == 2 and bad.stderr.startswith("error: --in: must be a duration")
+    offset = ctl("add", "--at", "2026-12-24T18:00:00", "--queue", "q")
+    assert offset.returncode == 2 and offset.stderr.startswith("error: --at: ")
+    added = ctl("add", "--in", "1h", "--queue", "q", "--json")
+    job_id = json.loads(added.stdout)["job_id"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDCTL_")}
+    env |= {"SCHEDCTL_URL": node.url, "SCHEDCTL_TOKEN": ctl.token, "COLUMNS": "30"}
+    narrow = subprocess.run(
+        [SCHEDCTL, "trigger", job_id], capture_output=True, text=True, timeout=60, env=env
+    )
+    assert narrow.returncode == 0, narrow.stderr
+    assert len(narrow.stdout.splitlines()) == 1  # piped: one whole line, however narrow

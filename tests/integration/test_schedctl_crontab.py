@@ -88,3 +88,12 @@ def test_work_shell_runs_the_imported_command(ctl: Ctl, tmp_path: Path) -> None:
     assert marker.read_text().strip() == created["job_id"]
     both = ctl("work", "cron-c", "--shell", "--", "true")
     assert both.returncode == 2 and "either --shell or a command" in both.stderr
+
+
+def test_an_empty_crontab_says_so_and_dry_run_hints_are_whole_lines(ctl: Ctl) -> None:
+    empty = ctl("import-crontab", "-", "--queue", "cron-e", "--dry-run", stdin="# nothing\n")
+    assert empty.returncode == 0
+    assert "no crontab lines read" in empty.stderr and empty.stdout == ""
+    dry = ctl("import-crontab", "-", "--queue", "cron-e", "--dry-run", stdin="0 8 * * * x\n")
+    assert dry.returncode == 0, dry.stderr
+    assert "  schedctl work cron-e --shell" in dry.stdout.splitlines()  # never cut by wrapping

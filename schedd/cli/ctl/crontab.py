@@ -18,7 +18,6 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import click
-from rich.console import Console
 from rich.progress import Progress
 from rich.text import Text
 
@@ -232,7 +231,7 @@ def _create(
     created: list[dict[str, Any]] = []
     existing: list[dict[str, Any]] = []
     with Progress(
-        console=Console(stderr=True),
+        console=render.console(stderr=True),
         transient=True,
         disable=not show or len(entries) <= PROGRESS_ABOVE,
     ) as progress:
@@ -269,7 +268,10 @@ def _show(
     dry_run: bool,
     work_command: str,
 ) -> None:
-    console = Console()
+    console = render.console()
+    if not crontab.entries and not crontab.skipped:
+        render.note("no crontab lines read: the input was empty (or only comments)")
+        return
     results = {row["line"]: ("created", "green") for row in created}
     results |= {row["line"]: ("exists already", "dim") for row in existing}
     rows: list[tuple[int, str, str, str, Text]] = []
@@ -292,4 +294,5 @@ def _show(
         console.print(f"{len(created)} created, {len(existing)} existed already. Run them with:")
         console.print(Text(f"  {work_command}", style="bold"))
     elif dry_run:
-        console.print(f"Dry run: nothing sent. After the import, run them with: {work_command}")
+        console.print("Dry run: nothing sent. After the import, run them with:")
+        console.print(Text(f"  {work_command}", style="bold"))

@@ -177,12 +177,42 @@ def _no_constant(name: str) -> None:
     raise ValueError(f"{name} is not JSON")
 
 
+# The API's field names, as the flags of `add` and `reschedule` spell them in messages.
+FLAG_OF_FIELD = {
+    "schedule.delay": "--in",
+    "schedule.run_at": "--at",
+    "schedule.every": "--every",
+    "schedule.cron": "--cron",
+    "cron": "--cron",
+    "schedule.timezone": "--tz",
+    "timezone": "--tz",
+    "schedule.start_at": "--start",
+    "schedule.end_at": "--end",
+    "target.url": "--http",
+    "target.name": "--queue",
+    "target.method": "--method",
+    "target.headers": "--header",
+    "target.timeout": "--http-timeout",
+    "window": "--window",
+    "name": "--name",
+    "payload": "--payload",
+    "retry.max_attempts": "--max-attempts",
+    "retry.backoff": "--backoff",
+    "misfire_policy": "--misfire",
+    "overlap_policy": "--overlap",
+}
+
+
 def _check_locally(check: Callable[[], object]) -> None:
-    """Run the server's own validation here, so bad input exits 2 before any request."""
+    """Run the server's own validation here, so bad input exits 2 before any request; the
+    message names the flag the user typed, not the API's field."""
     try:
         check()
-    except InvalidRequest:
-        raise
+    except InvalidRequest as exc:
+        flag = FLAG_OF_FIELD.get(exc.field)
+        if flag is None:
+            raise
+        raise InvalidRequest(flag, exc.reason) from None
     except (ValueError, OverflowError) as exc:  # a validator tripping on odd input is bad input too
         raise InvalidRequest("", f"invalid input: {exc}") from exc
 

@@ -7,7 +7,6 @@ import time
 from zoneinfo import ZoneInfo
 
 import click
-from rich.console import Console
 
 from schedd.cli.ctl import render
 from schedd.errors import InvalidRequest
@@ -80,7 +79,7 @@ def next_runs(
 
 def _print_table(runs: list[int], zone: ZoneInfo | None) -> None:
     if not runs:
-        Console().print("no runs left: the schedule has ended", style="yellow")
+        render.console().print("no runs left: the schedule has ended", style="yellow")
         return
     headers = ["#", *([f"local ({zone.key})"] if zone is not None else []), "UTC"]
     rows = [_row(i, ms, zone) for i, ms in enumerate(runs, start=1)]

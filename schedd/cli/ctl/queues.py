@@ -9,7 +9,6 @@ import urllib.parse
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.text import Text
 
 from schedd.cli.ctl import render
@@ -139,7 +138,7 @@ def redrive(client: Client, deadletter_id: str, as_json: bool) -> None:
     if as_json:
         render.print_json(answer)
     else:
-        Console().print(Text(f"{deadletter_id}: redriven, one new attempt queued"))
+        render.console().print(Text(f"{deadletter_id}: redriven, one new attempt queued"))
 
 
 @deadletters.command(

@@ -36,6 +36,13 @@ MAX_PAYLOAD_CHARS = 200
 PLAIN_GAP = "   "
 
 
+def console(*, stderr: bool = False) -> Console:
+    """A rich console; writing to a pipe or a file it never wraps a line (scripts and
+    copy-paste get whole lines, as from the plain tables)."""
+    stream = sys.stderr if stderr else sys.stdout
+    return Console(stderr=stderr, soft_wrap=not stream.isatty())
+
+
 def json_option(shape: str) -> Callable[[F], F]:
     """The `--json` flag every command has; `shape` names what it prints."""
     return click.option("--json", "as_json", is_flag=True, help=f"Print {shape}.")
@@ -67,7 +74,7 @@ def print_json(data: Any) -> None:
 
 def note(message: str) -> None:
     """A message for people, on stderr (never mixed into the data on stdout)."""
-    Console(stderr=True).print(Text(message, style="yellow"))
+    console(stderr=True).print(Text(message, style="yellow"))
 
 
 def show_job(job: dict[str, Any], *, as_json: bool) -> None:
@@ -162,7 +169,7 @@ def show_trigger(answer: dict[str, Any], *, as_json: bool) -> None:
     if as_json:
         print_json(answer)
         return
-    Console().print(
+    console().print(
         Text(f"{answer['job_id']}: one extra run scheduled at {answer['scheduled_at']}")
     )
 
@@ -216,7 +223,7 @@ def _next_run(job: dict[str, Any]) -> str:
 def print_table(headers: Sequence[str], rows: Iterable[Sequence[Cell]]) -> None:
     """The one table style: rich on a terminal, plain aligned columns when piped."""
     if sys.stdout.isatty():
-        Console().print(rich_table(headers, rows))
+        console().print(rich_table(headers, rows))
     else:
         for line in plain_lines(headers, rows):
             click.echo(line)
@@ -260,7 +267,7 @@ def print_fields(rows: Iterable[tuple[str, Cell]]) -> None:
     table.add_column(overflow="fold")
     for key, value in rows:
         table.add_row(Text(key), value if isinstance(value, Text) else Text(value))
-    Console().print(table)
+    console().print(table)
 
 
 def _print_page(

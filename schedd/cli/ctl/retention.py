@@ -10,12 +10,12 @@ import click
 from schedd.cli.ctl import render
 from schedd.cli.ctl.client import Client
 from schedd.cli.ctl.render import json_option
-from schedd.retention import KINDS
+from schedd.retention import KINDS, parse_tenant_retention
 
 
 @click.group()
 def gc() -> None:
-    """What each node keeps under its retention, and its disk (admin token)."""
+    """What a node keeps under its retention, and its disk (admin token; --url one node)."""
 
 
 @gc.command(
@@ -95,6 +95,7 @@ def set_retention(client: Client, values: tuple[str, ...], as_json: bool) -> Non
         if not sep or not duration:
             raise click.BadParameter(f"{value!r} is not KIND=DURATION", param_hint="VALUES")
         body[kind] = duration
+    parse_tenant_retention(body, field="")  # bad input exits 2 here, naming the KIND
     _print_retention(client.request("PUT", "/v1/retention", body), as_json=as_json)
 
 

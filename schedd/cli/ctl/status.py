@@ -11,7 +11,6 @@ import sys
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.text import Text
 
 from schedd.cli.ctl import render
@@ -45,6 +44,8 @@ def gather(client: Client) -> dict[str, Any]:
         node.update({key: seen.get(key) for key in ("term", "backlog", "claim_lag_p99_s")})
         if seen.get("applied_index") is not None:
             node["applied_index"] = seen["applied_index"]
+        elif not node.get("applied_index"):
+            node["applied_index"] = None  # a new leader knows nothing of it yet: not "0"
         if node["role"] == "leader":
             leader_index = node.get("applied_index") or 0
     for node in cluster["nodes"]:
@@ -59,7 +60,7 @@ def gather(client: Client) -> dict[str, Any]:
 @click.command(
     epilog="""\b
 Examples:
-  SCHEDCTL_TOKEN=$(cat var/admin.token) schedctl status
+  SCHEDCTL_TOKEN=$(cat var/dev/admin.token) schedctl status   # a dev cluster's admin token
   schedctl --url http://10.0.0.1:8701,http://10.0.0.2:8701 status --json
   schedctl status >/dev/null || alert "schedd cluster degraded"
 
@@ -99,7 +100,7 @@ def show(cluster: dict[str, Any]) -> None:
     """The nodes as a table (a node `status` could not reach is `unreachable`), then the leader."""
     render.print_table(HEADERS, [_row(node) for node in cluster["nodes"]])
     leader = cluster.get("leader")
-    Console().print(
+    render.console().print(
         Text(f"leader: {leader}" if leader else "leader: none", style="" if leader else "red")
     )
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import ssl
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -196,7 +197,7 @@ def _tenants(client: Client) -> list[dict[str, Any]]:
 @click.command(
     epilog="""\b
 Examples:
-  SCHEDCTL_TOKEN=$(cat var/admin.token) schedctl top
+  SCHEDCTL_TOKEN=$(cat var/dev/admin.token) schedctl top   # a dev cluster's admin token
   schedctl top --interval 5 --once       # one frame after one interval, then exit
   schedctl top --once | grep READY -A10  # piped: plain columns, like ls and runs""",
 )
@@ -225,6 +226,18 @@ def top(client: Client, interval: float, is_once: bool, as_json: bool) -> None:
         else:
             print_frame(shown)
         return
+    if not sys.stdout.isatty():  # piped: one plain frame per interval, like vmstat
+        try:
+            while True:
+                time.sleep(interval)
+                cluster = client.cluster()
+                after = _scrape_all(cluster, client)
+                print_frame(frame(cluster, before, after, _tenants(client)))
+                click.echo()
+                sys.stdout.flush()
+                before = after
+        except KeyboardInterrupt:
+            return
     with Live(console=Console(), auto_refresh=False, screen=False) as live:
         try:
             while True:
