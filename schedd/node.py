@@ -194,6 +194,8 @@ class Node:
         installed the leader's): every cache and loop that follows applied commands starts over,
         since no command told them what changed."""
         self.tokens.clear()
+        if self.replica is not None:
+            self.replica.postpone_election()  # the restore held the tick thread for a while
         if self.dispatch is not None:
             self.dispatch.on_restored()
         self.queue_signal.pulse_all_threadsafe()

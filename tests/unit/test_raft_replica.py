@@ -71,3 +71,32 @@ def test_result_reaches_the_proposer(replica: Replica) -> None:
         "code": "tenant_not_found",
         "message": "no tenant with id 'nope'",
     }
+
+
+def test_a_follower_postpones_its_election_after_a_long_stall(
+    tmp_path: Path, free_port: Callable[[], int]
+) -> None:
+    """Issue 14: a snapshot install holds the tick thread for seconds; the election timer, which
+    ran out meanwhile, starts afresh (pysyncobj's private names, pinned here)."""
+    db = Database(tmp_path / "state.db")
+    conf = SyncObjConf(
+        journalFile=str(tmp_path / "raft.journal"),
+        autoTick=False,  # no tick thread: nothing else touches the timer
+        appendEntriesPeriod=0.05,
+        raftMinTimeout=0.3,
+        raftMaxTimeout=0.6,
+    )
+
+    def halt(reason: str) -> None:
+        raise AssertionError(reason)
+
+    peer = f"127.0.0.1:{free_port()}"  # never answers: this node stays a follower
+    node = Replica(f"127.0.0.1:{free_port()}", [peer], conf, StateMachine(db), halt)
+    try:
+        node._SyncObj__raftElectionDeadline = time.monotonic() - 5  # a 5 s stall just ended
+        node.postpone_election()
+        left = node._SyncObj__raftElectionDeadline - time.monotonic()
+        assert 0.25 <= left <= 0.6
+    finally:
+        node.destroy()  # no tick thread to join
+        db.close()
