@@ -35,12 +35,13 @@ class Replica(SyncObj):  # type: ignore[misc]  # pysyncobj ships no types
         self._state_machine = state_machine
         self._halt = halt
         self._is_step_down_asked = False
+        self._is_compaction_asked = False
         wire.install()  # bounded frames on every Raft connection
         journal.install()  # term, vote and appends on disk before pysyncobj acts on them
         super().__init__(self_address, peers, conf, transportClass=journal.JournalSyncedTransport)
         raft_log = getattr(self, "_SyncObj__raftLog", None)
         if isinstance(raft_log, journal.DurableJournal):
-            raft_log.on_full = self.forceLogCompaction  # a big journal compacts at once
+            raft_log.on_full = self._ask_compaction  # a big journal compacts at once
 
     @replicated  # type: ignore[untyped-decorator]
     def apply_entry(self, blob: bytes) -> dict[str, Any]:
@@ -83,12 +84,29 @@ class Replica(SyncObj):  # type: ignore[misc]  # pysyncobj ships no types
             timeout = self._SyncObj__generateRaftTimeout()
             self._SyncObj__raftElectionDeadline = time.monotonic() + timeout
 
+    def _ask_compaction(self) -> None:
+        """(tick thread) The journal passed its byte cap: compact at the next chance."""
+        self._is_compaction_asked = True
+
     def _onTick(self, timeToWait: float = 0.0) -> None:  # pysyncobj's tick hook, its names
         if self._is_step_down_asked:
             self._is_step_down_asked = False
             if self._isLeader():
                 self.transferLeadership()
-        super()._onTick(timeToWait)
+        if not self._is_compaction_asked:
+            super()._onTick(timeToWait)
+            return
+        # pysyncobj's forced compaction still waits for this node's time slot (logCompaction-
+        # Split, up to compaction_min_time away): lift the split for this one tick. The force
+        # flag is cleared by pysyncobj once a compaction starts; until then, ask again.
+        conf = self._SyncObj__conf
+        conf.logCompactionSplit = False
+        self.forceLogCompaction()
+        try:
+            super()._onTick(timeToWait)
+        finally:
+            conf.logCompactionSplit = True
+        self._is_compaction_asked = bool(self._SyncObj__forceLogCompaction)
 
     def is_leader(self) -> bool:
         """Whether pysyncobj thinks this node leads (may be stale: never use it as a lock)."""

@@ -100,3 +100,55 @@ def test_a_follower_postpones_its_election_after_a_long_stall(
     finally:
         node.destroy()  # no tick thread to join
         db.close()
+
+
+def test_a_journal_past_its_cap_compacts_without_waiting_for_its_time_slot(
+    tmp_path: Path, free_port: Callable[[], int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 14: with logCompactionSplit a forced compaction would wait for this node's slot
+    (up to compaction_min_time away); past the journal's byte cap it starts at once."""
+    from schedd.raft import journal
+    from schedd.raft.snapshots import SnapshotHooks
+
+    monkeypatch.setattr(journal, "MAX_JOURNAL_BYTES", 200_000)
+    db = Database(tmp_path / "state.db")
+    hooks = SnapshotHooks(db, tmp_path / "raft.snapshot")
+    conf = SyncObjConf(
+        journalFile=str(tmp_path / "raft.journal"),
+        fullDumpFile=str(tmp_path / "raft.snapshot"),
+        serializer=hooks.serialize,
+        deserializer=hooks.deserialize,
+        serializeChecker=hooks.check,
+        appendEntriesUseBatch=False,
+        raftMinTimeout=0.3,
+        raftMaxTimeout=0.6,
+        appendEntriesPeriod=0.05,
+        logCompactionMinEntries=10**6,  # neither count nor time would compact in this test
+        logCompactionMinTime=3600,
+        logCompactionSplit=True,
+    )
+
+    def halt(reason: str) -> None:
+        raise AssertionError(reason)
+
+    node = Replica(f"127.0.0.1:{free_port()}", [], conf, StateMachine(db), halt)
+    try:
+        deadline = time.monotonic() + 10
+        while node.leader_address() is None:
+            assert time.monotonic() < deadline, "a single node never became leader"
+            time.sleep(0.02)
+        proposer = Proposer(node, timeout_s=5)
+
+        async def fill() -> None:
+            for i in range(40):  # about 400 KB of entries: twice the cap
+                body = {"node_id": f"n{i}", "api": "http://x/" + "a" * 10_000, "raft": "y"}
+                assert (await proposer.propose("register_node", body))["status"] == "ok"
+
+        asyncio.run(fill())
+        deadline = time.monotonic() + 15
+        while not (tmp_path / "raft.snapshot").exists() or len(node._SyncObj__raftLog) > 20:
+            assert time.monotonic() < deadline, "the journal was not compacted"
+            time.sleep(0.05)
+    finally:
+        node.destroy_synchronous()
+        db.close()
