@@ -63,6 +63,7 @@ TABLE = (
 # (without the WAL, whose size follows checkpoints rather than what is kept), shown beside them.
 VERDICT_SERIES = ("database", "journal", "rss")
 EXTRA_SERIES = ("db_file",)
+COMMIT_INDEX = re.compile(r"^schedd_raft_commit_index ([0-9.e+]+)$", re.MULTILINE)
 PRUNED = re.compile(r'^schedd_pruned_rows_total\{kind="(\w+)"\} ([0-9.e+]+)$', re.MULTILINE)
 
 
@@ -80,6 +81,8 @@ class Load:
     outside_window: int = 0
     duplicates: int = 0
     redelivered: int = 0
+    receives: int = 0  # receive calls answered 200
+    empty_receives: int = 0  # of which with no message
     one_time_created: int = 0
     one_time_late: int = 0  # created only after their run_at had passed
     create_latency_s: list[float] = field(default_factory=list)
@@ -161,6 +164,8 @@ async def sample_node(
         async with session.get(f"{node.url}/metrics", headers=headers) as response:
             text = await response.text()
         entry["pruned"] = {kind: int(float(n)) for kind, n in PRUNED.findall(text)}
+        commit = COMMIT_INDEX.search(text)
+        entry["commit_index"] = None if commit is None else int(float(commit.group(1)))
         status = await get_json(session, f"{node.url}/v1/admin/retention")
         entry["rows"] = {k["kind"]: k["rows"] for k in status["kinds"]}
         entry["last_prune"] = status["last_prune"]
@@ -340,6 +345,8 @@ async def consumer(
                     continue
                 messages = (await response.json())["messages"]
             now = time.time()
+            load.receives += 1
+            load.empty_receives += not messages
             for message in messages:
                 load.received(now, message)
             if load.finished():
@@ -469,11 +476,16 @@ def print_samples(samples: list[dict[str, Any]], nodes: list[str], load: Load) -
     print(
         "\nsamples, MB (db = state.db with its WAL; wal alone; jrnl = Raft journal; snap = Raft "
         f"snapshot); runs rows = finished runs kept by {nodes[0]}; pruned = rows pruned since the "
-        "previous sample (the most any node counted); p99 lag of the runs due in the last 10 s"
+        "previous sample (the most any node counted); entries/s = Raft log entries committed a "
+        f"second ({nodes[0]}'s commit index); p99 lag of the runs due in the last 10 s"
     )
     head = " ".join(f"{n + ' ' + label:>8}" for n in nodes for _, label in TABLE)
-    print(f"{'t (s)':>5} {'leader':>6} {head} {'runs rows':>9} {'pruned':>7} {'p99 lag':>7}")
-    previous = None
+    print(
+        f"{'t (s)':>5} {'leader':>6} {head} {'runs rows':>9} {'pruned':>7} {'entries/s':>9} "
+        f"{'p99 lag':>7}"
+    )
+    previous: int | None = None
+    at = {s["t"]: s for s in samples}
     for s in samples:
         cells = " ".join(
             f"{s['nodes'][n].get(key, 0) / MB:8.1f}" for n in nodes for key, _ in TABLE
@@ -481,9 +493,15 @@ def print_samples(samples: list[dict[str, Any]], nodes: list[str], load: Load) -
         rows = s["nodes"][nodes[0]].get("rows", {}).get("runs", "?")
         pruned = "" if previous is None else pruned_between(samples, previous, s["t"])
         lag = lag_summary(load, max(0, s["t"] - SAMPLE_EVERY_S), s["t"])["p99_lag_s"]
+        entries = ""
+        if previous is not None:
+            before = at[previous]["nodes"][nodes[0]].get("commit_index")
+            after = s["nodes"][nodes[0]].get("commit_index")
+            if before is not None and after is not None:
+                entries = f"{(after - before) / (s['t'] - previous):.0f}"
         print(
             f"{s['t']:>5} {s['leader'] or '?':>6} {cells} {rows:>9} "
-            f"{'' if pruned is None else pruned:>7} {'' if lag is None else lag:>7}"
+            f"{'' if pruned is None else pruned:>7} {entries:>9} {'' if lag is None else lag:>7}"
         )
         previous = s["t"]
 
@@ -523,6 +541,8 @@ def report(
         "outside_window": load.outside_window,
         "duplicates": load.duplicates,
         "redelivered": load.redelivered,
+        "receives": load.receives,
+        "empty_receives": load.empty_receives,
         "create_latency": percentiles(load.create_latency_s),
     }
     rates = {
@@ -576,7 +596,16 @@ def report(
         },
         "t0": format_instant(int(load.t0 * 1000)),
         "samples": samples,
-        "lag": {"per_minute": minutes, "after_warmup": steady, "worst_minute_p99_s": worst_minute},
+        "lag": {
+            "per_minute": minutes,
+            "per_10s": [
+                lag_summary(load, t, t + SAMPLE_EVERY_S)
+                | {"pruned_rows": pruned_between(samples, t, t + SAMPLE_EVERY_S)}
+                for t in range(0, duration, SAMPLE_EVERY_S)
+            ],
+            "after_warmup": steady,
+            "worst_minute_p99_s": worst_minute,
+        },
         "rates": rates,
         "delivery": delivery,
         "errors": load.errors,
@@ -646,6 +675,12 @@ def plot(result: dict[str, Any], load: Load, nodes: list[str], path: Path) -> No
     for ax in axes:
         ax.axvspan(0, warm, color="0.9", zorder=0)
         ax.axvline(ref, color="0.6", linewidth=0.8, linestyle="--")
+    config = result["config"]
+    fig.suptitle(
+        f"{config['recurring']:,} recurring + {config['one_time_rate']:,} one-time runs/s, "
+        f"retention {config['retention']}, {config['nodes']} nodes\n(shaded: warm-up; "
+        f"dashed line: end of the flatness reference)"
+    )
     fig.tight_layout()
     fig.savefig(path)
     print(f"plot: {path}")
