@@ -658,6 +658,7 @@ def plot(result: dict[str, Any], load: Load, nodes: list[str], path: Path) -> No
     for key, style in (("p50_lag_s", "-"), ("p99_lag_s", "-"), ("max_lag_s", ":")):
         lag_ax.plot(mids, [f[key] for f in figures], style, label=key.split("_")[0])
     lag_ax.axhline(1.0, color="red", linewidth=0.8)
+    lag_ax.set_ylim(bottom=0)
     lag_ax.set_ylabel("lag (s), by scheduled time")
     lag_ax.set_xlabel("seconds since the first run")
     lag_ax.legend(loc="upper left")
