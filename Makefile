@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint bench chaos dist clean
+.PHONY: install run test lint bench bench-retention chaos dist clean
 
 install: $(STAMP)
 
@@ -32,6 +32,10 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_api.py
 	$(BIN)/python benchmarks/bench_dispatch.py
 	@echo "(the 1,000,000-job benchmark takes minutes: $(BIN)/python benchmarks/bench_scale.py)"
+
+# Retention under load (issue 14): 10 minutes, three nodes; ARGS="--duration 150" for a short run.
+bench-retention: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[test,bench]' && $(BIN)/python benchmarks/bench_retention.py $(ARGS)
 
 # The fault-injection campaign (docs/reliability.md): about ten minutes; SEED=N to start there.
 chaos: $(STAMP)

@@ -29,3 +29,15 @@ def summarize(name: str, seen: list[Record], expected: int, **extra: Any) -> dic
     }
     print(json.dumps(result), flush=True)
     return result
+
+
+def percentiles(lags: list[float]) -> dict[str, float | None]:
+    """p50, p99 and max of `lags` (s), computed and rounded as `summarize` does."""
+    ordered = sorted(lags)
+    if not ordered:
+        return {"p50_lag_s": None, "p99_lag_s": None, "max_lag_s": None}
+    return {
+        "p50_lag_s": round(statistics.median(ordered), 3),
+        "p99_lag_s": round(ordered[int(len(ordered) * 0.99) - 1], 3),
+        "max_lag_s": round(ordered[-1], 3),
+    }
