@@ -20,6 +20,9 @@ NEXT_PIECE_S = 0.05  # within a pass: at most 20 prune commands (5,000 rows) a s
 SPIKE_PAUSE_S = 1.0  # runs overdue by more than this: claims first, pruning waits
 SPIKE_LAG_MS = 1_000
 IDLE_S = 1.0  # a follower checks this often whether it became the leader
+# Results kept to answer a retried command: a proposer retries within its request timeout
+# (seconds), so ten minutes is plenty (apply.py's own clean-up keeps them an hour).
+COMMANDS_KEEP_MS = 600_000
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +76,7 @@ class Pruner(Loop):
             "retention_ms": self._retention.as_ms(),
             "after_tenant": self._after,
             "max_rows": MAX_ROWS_PER_PRUNE,
+            "commands_ms": COMMANDS_KEEP_MS,
         }
         try:
             result = self._propose("prune", body)

@@ -226,3 +226,18 @@ def test_run_history_pages_stay_consistent_across_a_prune(apply: Applier, db: Da
     assert all(ms_of(r["scheduled_at"]) < cursor for r in second)
     assert {r["scheduled_at"] for r in second} == left - {r["scheduled_at"] for r in first}
     assert len(left) == 5 and second  # three of eight pruned; the older page still has runs
+
+
+def test_kept_command_results_go_after_the_time_the_prune_names(
+    apply: Applier, db: Database
+) -> None:
+    setup(apply)  # four commands at NOW_MS, their results kept
+    kept = count(db, "SELECT COUNT(*) FROM applied_commands")
+    assert prune(apply, NOW_MS + HOUR)["deleted"]["commands"] == 0  # not named: apply's hour
+    body = {"retention_ms": RETENTION.as_ms(), "commands_ms": 600_000}
+    result = apply("prune", body, ts_ms=NOW_MS + 600_001)
+    assert result["deleted"]["commands"] == kept  # every result from NOW_MS
+    assert (
+        count(db, "SELECT COUNT(*) FROM applied_commands WHERE at_ms = ?".replace("?", str(NOW_MS)))
+        == 0
+    )
