@@ -117,3 +117,18 @@ def test_the_api_refuses_a_command_an_old_member_cannot_apply(tmp_path: Path) ->
     with pytest.raises(StorageLow):
         _check_cluster_can_take(low, "create_jobs")
     _check_cluster_can_take(low, "cancel_job")  # frees space: never refused
+
+
+def test_a_long_overload_slows_pruning_but_never_stops_it(db: Database) -> None:
+    from schedd.dispatch.pruner import MAX_SPIKE_PAUSE_S, OVERLOADED_PIECE_S
+
+    db.conn.execute(
+        "INSERT INTO due (partition, fire_at_ms, job_id, scheduled_at_ms) VALUES (1, ?, 'j', ?)",
+        (NOW_MS - 5_000, NOW_MS - 5_000),
+    )
+    db.conn.commit()
+    propose = Proposals({"status": "ok", "deleted": {}, "next_after": "t1", "done": False})
+    loop = pruner(db, propose)
+    assert loop.tick(NOW_MS) == SPIKE_PAUSE_S and propose.sent == []
+    later = NOW_MS + int(MAX_SPIKE_PAUSE_S * 1000)
+    assert loop.tick(later) == OVERLOADED_PIECE_S and len(propose.sent) == 1
