@@ -183,13 +183,22 @@ def _missing_tail(t: JobTimeline, seg: Segment, nxt: int | None, what: str) -> l
     if seg.stop_ms is None:
         detail = f"{what} {_fmt(nxt)} never claimed, job {t.job['status']}"
         return [Violation("missing_run", t.job_id, detail)]
-    if fire < seg.stop_ms - LATE_BOUND_MS:
+    if fire < seg.stop_ms - LATE_BOUND_MS and not _held_by_overlap(t, seg.stop_ms):
         detail = (
             f"{what} {_fmt(nxt)} (fires {_fmt(fire)}) never claimed, and the job was only "
             f"stopped at {_fmt(seg.stop_ms)}"
         )
         return [Violation("missing_run", t.job_id, detail)]
     return []
+
+
+def _held_by_overlap(t: JobTimeline, stop_ms: int) -> bool:
+    """Overlap `delay`: the next run waits while any run of the job is in flight, so it may
+    rightly stay unclaimed up to the stop when a run finished late (or never) before it."""
+    return t.overlap == "delay" and any(
+        r.get("finished_at_ms") is None or r["finished_at_ms"] > stop_ms - LATE_BOUND_MS
+        for r in t.runs
+    )
 
 
 def _between(schedule: Schedule, after_ms: int, before_ms: int) -> list[str]:

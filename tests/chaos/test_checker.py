@@ -261,3 +261,18 @@ def test_a_resume_of_a_job_not_paused_is_a_no_op_not_a_lost_write() -> None:
     assert _changes([op("pause", "unknown"), op("resume", "ok", 100)], view) == []
     lost = _changes([op("pause", "ok"), op("resume", "ok", 100)], view)
     assert [v.kind for v in lost] == ["acked_resume_lost"]
+
+
+def test_overlap_delay_may_hold_the_next_run_while_one_is_in_flight() -> None:
+    """Seed 1600: a consumer 40 s behind kept a `delay` job's last run in flight, so its next
+    run was rightly never claimed before the cancel; it is no missing run."""
+    runs = every_2s(last=4)
+    for r in runs:
+        r["finished_at_ms"] = r["scheduled_at_ms"] + 100
+    runs[-1]["finished_at_ms"] = None  # still in the queue when the job was cancelled
+    stop = T0 + 10_000 + LATE_BOUND_MS + 10_000
+    assert kinds(timeline(runs, status="cancelled", cancel_ms=stop, overlap="delay")) == []
+    assert kinds(timeline(runs, status="cancelled", cancel_ms=stop)) == ["missing_run"]
+    runs[-1]["finished_at_ms"] = runs[-1]["scheduled_at_ms"] + 100  # finished in time: no excuse
+    found = kinds(timeline(runs, status="cancelled", cancel_ms=stop, overlap="delay"))
+    assert found == ["missing_run"]
