@@ -28,6 +28,7 @@ TENANT_FIELDS = {
     "dispatch_rate",
     "allowed_hosts",
     "alert_url",
+    "retention",
     "active_jobs",
     "created_at",
     "updated_at",
@@ -346,7 +347,8 @@ def test_healthz_and_readyz_answer_without_a_token(node: NodeProcess) -> None:
     before = now_ms()
     status, body, _ = http("GET", f"{node.url}/healthz", token=None)
     clock = body.pop("now_ms")  # peers compare clocks with it (dispatch/clock.py)
-    assert (status, body) == (200, {"status": "ok", "node_id": node.node_id})
+    expected = {"status": "ok", "node_id": node.node_id, "disk_low": False, "log_level": 2}
+    assert (status, body) == (200, expected)
     assert before <= clock <= now_ms()
     status, body, _ = http("GET", f"{node.url}/readyz", token=None)
     assert (status, body) == (200, {"status": "ready", "node_id": node.node_id})

@@ -159,7 +159,7 @@ def test_schedctl_top_reads_metrics_over_https(tls_node: NodeProcess, pki: NodeC
     env = {"SCHEDCTL_URL": tls_node.url, "SCHEDCTL_CACERT": str(pki.ca)}
     result = schedctl("top", "--once", "--interval", "0.5", env=env)
     assert result.returncode == 0, result.stderr
-    assert "nodes 1/1 healthy" in result.stdout  # its /metrics was read
+    assert "nodes healthy    1/1" in result.stdout.splitlines()  # its /metrics was read
 
 
 def test_schedctl_reads_the_ca_from_schedctl_cacert(tls_node: NodeProcess, pki: NodeCert) -> None:
