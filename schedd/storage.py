@@ -23,9 +23,6 @@ class MinFree:
     def threshold(self, total_bytes: int) -> int:
         return max(self.bytes, int(total_bytes * self.percent / 100))
 
-    def __str__(self) -> str:
-        return f"{self.percent:g}%" if self.percent else f"{self.bytes} bytes"
-
 
 @dataclass(frozen=True, slots=True)
 class DiskReading:
@@ -66,8 +63,8 @@ class DiskWatch:
         if not reading.is_low:
             return None
         return (
-            f"free disk space in the data directory is {_mib(reading.free_bytes)}, below "
-            f"storage.min_free ({_mib(reading.min_free_bytes)})"
+            f"free disk space in the data directory is {format_size(reading.free_bytes)}, "
+            f"below storage.min_free ({format_size(reading.min_free_bytes)})"
         )
 
 
@@ -93,8 +90,12 @@ class StorageGuard:
         return None
 
 
-def _mib(size: int) -> str:
-    return f"{size / 1024**2:,.0f} MiB"
+def format_size(size: int) -> str:
+    """Bytes for people: 1.5 GiB, 512.0 MiB, 27.9 KiB, 0 B."""
+    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if size >= scale:
+            return f"{size / scale:,.1f} {unit}"
+    return f"{size} B"
 
 
 def file_sizes(data_dir: Path) -> dict[str, int]:

@@ -6,6 +6,7 @@ import asyncio
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pysyncobj import SyncObjConf
@@ -16,26 +17,35 @@ from schedd.store.apply import StateMachine
 from schedd.store.db import Database
 
 
-@pytest.fixture
-def replica(tmp_path: Path, free_port: Callable[[], int]) -> Iterator[Replica]:
-    db = Database(tmp_path / "state.db")
+def halt(reason: str) -> None:
+    raise AssertionError(reason)
+
+
+def start(
+    db: Database, port: int, *, peers: tuple[str, ...] = (), lead: bool = True, **settings: Any
+) -> Replica:
+    """A replica on `db` with short timeouts; alone (`lead`), wait until it leads."""
     conf = SyncObjConf(
-        journalFile=str(tmp_path / "raft.journal"),
+        journalFile=str(db.path.with_name("raft.journal")),
         appendEntriesUseBatch=False,
         raftMinTimeout=0.3,
         raftMaxTimeout=0.6,
         appendEntriesPeriod=0.05,
+        **settings,
     )
+    node = Replica(f"127.0.0.1:{port}", list(peers), conf, StateMachine(db), halt)
+    deadline = time.monotonic() + 10
+    while lead and node.leader_address() is None:
+        assert time.monotonic() < deadline, "a single node never became leader"
+        time.sleep(0.02)
+    return node
 
-    def halt(reason: str) -> None:
-        raise AssertionError(reason)
 
-    node = Replica(f"127.0.0.1:{free_port()}", [], conf, StateMachine(db), halt)
+@pytest.fixture
+def replica(tmp_path: Path, free_port: Callable[[], int]) -> Iterator[Replica]:
+    db = Database(tmp_path / "state.db")
+    node = start(db, free_port())
     try:
-        deadline = time.monotonic() + 10
-        while node.leader_address() is None:
-            assert time.monotonic() < deadline, "a single node never became leader"
-            time.sleep(0.02)
         yield node
     finally:
         node.destroy_synchronous()
@@ -79,19 +89,9 @@ def test_a_follower_postpones_its_election_after_a_long_stall(
     """Issue 14: a snapshot install holds the tick thread for seconds; the election timer, which
     ran out meanwhile, starts afresh (pysyncobj's private names, pinned here)."""
     db = Database(tmp_path / "state.db")
-    conf = SyncObjConf(
-        journalFile=str(tmp_path / "raft.journal"),
-        autoTick=False,  # no tick thread: nothing else touches the timer
-        appendEntriesPeriod=0.05,
-        raftMinTimeout=0.3,
-        raftMaxTimeout=0.6,
-    )
-
-    def halt(reason: str) -> None:
-        raise AssertionError(reason)
-
     peer = f"127.0.0.1:{free_port()}"  # never answers: this node stays a follower
-    node = Replica(f"127.0.0.1:{free_port()}", [peer], conf, StateMachine(db), halt)
+    # no tick thread: nothing else touches the timer
+    node = start(db, free_port(), peers=(peer,), lead=False, autoTick=False)
     try:
         node._SyncObj__raftElectionDeadline = time.monotonic() - 5  # a 5 s stall just ended
         node.postpone_election()
@@ -113,30 +113,18 @@ def test_a_journal_past_its_cap_compacts_without_waiting_for_its_time_slot(
     monkeypatch.setattr(journal, "MAX_JOURNAL_BYTES", 200_000)
     db = Database(tmp_path / "state.db")
     hooks = SnapshotHooks(db, tmp_path / "raft.snapshot")
-    conf = SyncObjConf(
-        journalFile=str(tmp_path / "raft.journal"),
+    node = start(
+        db,
+        free_port(),
         fullDumpFile=str(tmp_path / "raft.snapshot"),
         serializer=hooks.serialize,
         deserializer=hooks.deserialize,
         serializeChecker=hooks.check,
-        appendEntriesUseBatch=False,
-        raftMinTimeout=0.3,
-        raftMaxTimeout=0.6,
-        appendEntriesPeriod=0.05,
         logCompactionMinEntries=10**6,  # neither count nor time would compact in this test
         logCompactionMinTime=3600,
         logCompactionSplit=True,
     )
-
-    def halt(reason: str) -> None:
-        raise AssertionError(reason)
-
-    node = Replica(f"127.0.0.1:{free_port()}", [], conf, StateMachine(db), halt)
     try:
-        deadline = time.monotonic() + 10
-        while node.leader_address() is None:
-            assert time.monotonic() < deadline, "a single node never became leader"
-            time.sleep(0.02)
         proposer = Proposer(node, timeout_s=5)
 
         async def fill() -> None:

@@ -144,8 +144,10 @@ def test_one_prune_changes_at_most_its_budget_and_the_next_goes_on(
 
 def test_a_prune_never_changes_more_than_the_hard_cap(apply: Applier, db: Database) -> None:
     setup(apply)
-    result = prune(apply, NOW_MS, max_rows=10 * MAX_ROWS_PER_PRUNE)
-    assert result["done"]  # nothing to do; the asked-for budget was capped, not trusted
+    for n in range(MAX_ROWS_PER_PRUNE + 50):  # audit rows, each older than the cutoff
+        apply("update_tenant", {"tenant_id": "t1", "changes": {"dispatch_rate": n}})
+    result = prune(apply, NOW_MS + 3 * HOUR, max_rows=10 * MAX_ROWS_PER_PRUNE)
+    assert result["deleted"]["audit"] == MAX_ROWS_PER_PRUNE and not result["done"]
 
 
 def test_a_tenant_may_shorten_its_own_retention_but_not_lengthen_it(

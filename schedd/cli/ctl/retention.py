@@ -11,6 +11,7 @@ from schedd.cli.ctl import render
 from schedd.cli.ctl.client import Client
 from schedd.cli.ctl.render import json_option
 from schedd.retention import KINDS, parse_tenant_retention
+from schedd.storage import format_size
 
 
 @click.group()
@@ -48,11 +49,14 @@ def gc_status(client: Client, as_json: bool) -> None:
     click.echo()
     fields = [("node", answer["node_id"]), ("last prune", answer["last_prune"] or "never")]
     files = answer.get("files") or {}
-    fields += [(name, _size(size)) for name, size in files.items()]
+    fields += [(name, format_size(size)) for name, size in files.items()]
     disk = answer.get("disk")
     if disk is not None:
         fields.append(
-            ("free disk", f"{_size(disk['free_bytes'])} (min {_size(disk['min_free_bytes'])})")
+            (
+                "free disk",
+                f"{format_size(disk['free_bytes'])} (min {format_size(disk['min_free_bytes'])})",
+            )
         )
         fields.append(
             ("writes", answer["writes"] + (f": {answer['reason']}" if answer["reason"] else ""))
@@ -108,13 +112,6 @@ def _print_retention(answer: dict[str, Any], *, as_json: bool) -> None:
         for kind in KINDS
     ]
     render.print_table(("KIND", "KEPT FOR", "TENANT'S OWN", "NODE'S"), rows)
-
-
-def _size(size: int) -> str:
-    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
-        if size >= scale:
-            return f"{size / scale:,.1f} {unit}"
-    return f"{size} B"
 
 
 COMMANDS = (gc, retention)
