@@ -194,8 +194,6 @@ class Node:
         installed the leader's): every cache and loop that follows applied commands starts over,
         since no command told them what changed."""
         self.tokens.clear()
-        if self.replica is not None:
-            self.replica.postpone_election()  # the restore held the tick thread for a while
         if self.dispatch is not None:
             self.dispatch.on_restored()
         self.queue_signal.pulse_all_threadsafe()
@@ -217,7 +215,14 @@ class Node:
         self.checkpointer.start()
         peers = list(self.config.raft_peers)
         conf = raft_conf(self.config, self.snapshots)
-        self.replica = Replica(self.config.raft_listen, peers, conf, self.machine, halt_process)
+        self.replica = Replica(
+            self.config.raft_listen,
+            peers,
+            conf,
+            self.machine,
+            halt_process,
+            restores=self.snapshots,
+        )
         proposer = Proposer(
             self.replica, timeout_s=self.config.request_timeout_s, refusal=self.clock_problem
         )

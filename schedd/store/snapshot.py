@@ -57,19 +57,27 @@ def read_snapshot(path: Path) -> tuple[int, bytes]:
     return (0 if row is None else int(row[0])), bytes(state[0])
 
 
-def restore_snapshot(db: Database, path: Path) -> None:
-    """Replace the live database's content with the snapshot's, through the writer connection.
+def open_snapshot(path: Path) -> sqlite3.Connection:
+    """A read-only connection to a snapshot file, usable from another thread: the open file
+    stays the same even if the path is replaced before the copy starts."""
+    return sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+
+
+def restore_snapshot(db: Database, source: Path | sqlite3.Connection) -> None:
+    """Replace the live database's content with the snapshot's, through the writer connection
+    (nothing else may use it meanwhile). Takes a path, or a connection from `open_snapshot`,
+    which it closes.
 
     Readers keep their connections and see the new content at their next transaction.
     """
     # Synced at each commit while it lasts: pysyncobj moves on (and truncates its journal to
     # the snapshot's index) once this returns, so a power loss must not bring the old state back.
     db.conn.execute("PRAGMA synchronous = FULL")
-    source = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    snapshot = open_snapshot(source) if isinstance(source, Path) else source
     try:
-        source.backup(db.conn)
+        snapshot.backup(db.conn)
     finally:
-        source.close()
+        snapshot.close()
     db.conn.execute("DROP TABLE IF EXISTS snapshot_raft")
     db.conn.execute("PRAGMA journal_mode = WAL")
     db.conn.execute("PRAGMA synchronous = NORMAL")

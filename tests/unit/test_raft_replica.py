@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 from pysyncobj import SyncObjConf
 
 from schedd.raft.proposer import Proposer
-from schedd.raft.replica import Replica
+from schedd.raft.replica import Replica, Restores
 from schedd.store.apply import StateMachine
 from schedd.store.db import Database
 
@@ -22,7 +23,13 @@ def halt(reason: str) -> None:
 
 
 def start(
-    db: Database, port: int, *, peers: tuple[str, ...] = (), lead: bool = True, **settings: Any
+    db: Database,
+    port: int,
+    *,
+    peers: tuple[str, ...] = (),
+    lead: bool = True,
+    restores: Restores | None = None,
+    **settings: Any,
 ) -> Replica:
     """A replica on `db` with short timeouts; alone (`lead`), wait until it leads."""
     conf = SyncObjConf(
@@ -33,7 +40,7 @@ def start(
         appendEntriesPeriod=0.05,
         **settings,
     )
-    node = Replica(f"127.0.0.1:{port}", list(peers), conf, StateMachine(db), halt)
+    node = Replica(f"127.0.0.1:{port}", list(peers), conf, StateMachine(db), halt, restores)
     deadline = time.monotonic() + 10
     while lead and node.leader_address() is None:
         assert time.monotonic() < deadline, "a single node never became leader"
@@ -83,22 +90,78 @@ def test_result_reaches_the_proposer(replica: Replica) -> None:
     }
 
 
-def test_a_follower_postpones_its_election_after_a_long_stall(
+class GatedRestore:
+    """A snapshot copy that lasts until the test says it is done."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.done.set()
+
+    def settled(self) -> bool:
+        return self.done.is_set()
+
+    def wait_restored(self) -> None:
+        assert self.done.wait(10)
+
+
+def _wait_for(ready: Callable[[], bool], what: str, timeout_s: float = 10) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not ready():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
+
+
+def test_while_a_snapshot_copies_the_tick_goes_on_but_applies_and_compacts_nothing(
     tmp_path: Path, free_port: Callable[[], int]
 ) -> None:
-    """Issue 14: a snapshot install holds the tick thread for seconds; the election timer, which
-    ran out meanwhile, starts afresh (pysyncobj's private names, pinned here)."""
+    """Issue 14: a follower installing a big snapshot copies it on a thread of its own
+    (raft/snapshots.py) while its tick goes on answering the leader; pysyncobj must neither
+    apply an entry to the old state nor snapshot it meanwhile (its private names, pinned here)."""
+    from schedd.raft.snapshots import SnapshotHooks
+
     db = Database(tmp_path / "state.db")
-    peer = f"127.0.0.1:{free_port()}"  # never answers: this node stays a follower
-    # no tick thread: nothing else touches the timer
-    node = start(db, free_port(), peers=(peer,), lead=False, autoTick=False)
+    restore = GatedRestore()
+    hooks = SnapshotHooks(db, tmp_path / "raft.snapshot")
+    node = start(
+        db,
+        free_port(),
+        restores=restore,
+        fullDumpFile=str(tmp_path / "raft.snapshot"),
+        serializer=hooks.serialize,
+        deserializer=hooks.deserialize,
+        serializeChecker=hooks.check,
+        logCompactionMinEntries=10**6,
+        logCompactionMinTime=3600,
+    )
+    ticks: list[float] = []
+    node.addOnTickCallback(lambda: ticks.append(time.monotonic()))
+    result: list[dict[str, Any]] = []
     try:
-        node._SyncObj__raftElectionDeadline = time.monotonic() - 5  # a 5 s stall just ended
-        node.postpone_election()
-        left = node._SyncObj__raftElectionDeadline - time.monotonic()
-        assert 0.25 <= left <= 0.6
+        restore.done.clear()  # a copy starts
+        _wait_for(lambda: len(ticks) > 2, "the tick stopped")
+        committed = node.commit_index()
+        proposer = Proposer(node, timeout_s=10)
+        body = {"node_id": "a", "api": "http://x", "raft": "y"}
+        proposal = threading.Thread(
+            target=lambda: result.append(asyncio.run(proposer.propose("register_node", body)))
+        )
+        proposal.start()
+        node.forceLogCompaction()
+        _wait_for(lambda: node.commit_index() > committed, "the entry was not committed")
+        seen = len(ticks)
+        _wait_for(lambda: len(ticks) > seen + 20, "the tick stopped during the copy")
+        assert db.conn.execute("SELECT count(*) FROM nodes").fetchone() == (0,)
+        assert not (tmp_path / "raft.snapshot").exists()
+        assert result == []
+
+        restore.done.set()  # the copy is done: apply and compaction resume
+        proposal.join(10)
+        assert result and result[0]["status"] == "ok"
+        assert db.conn.execute("SELECT node_id FROM nodes").fetchall() == [("a",)]
+        _wait_for(lambda: (tmp_path / "raft.snapshot").exists(), "no compaction after the copy")
     finally:
-        node.destroy()  # no tick thread to join
+        restore.done.set()
+        node.destroy_synchronous()
         db.close()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import pickle
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,10 +15,11 @@ import pytest
 from schedd.api.context import token_hash
 from schedd.config import load_config
 from schedd.node import Node
+from schedd.raft import snapshots
 from schedd.raft.snapshots import SnapshotHooks
 from schedd.store.apply import StateMachine
 from schedd.store.db import Database
-from schedd.store.snapshot import write_snapshot
+from schedd.store.snapshot import SnapshotError, write_snapshot
 from tests.conftest import Applier
 
 OLD_TOKEN, NEW_TOKEN = "sk_old_token", "sk_new_token"
@@ -59,10 +61,51 @@ def test_a_newer_snapshot_replaces_the_store_and_calls_on_restore(
     restored: list[bool] = []
     hooks = SnapshotHooks(db, tmp_path / "raft.snapshot", on_restore=lambda: restored.append(True))
     assert hooks.deserialize(str(leader_snapshot)) == {"raft": "state"}
+    assert restored == []  # the copy runs on its own thread; the tick thread completes it
+    hooks.wait_restored()
     assert restored == [True]
+    assert hooks.settled()
     assert _token_hash_in(db) == token_hash(NEW_TOKEN)
     hooks.deserialize(str(leader_snapshot))  # not newer than the live store any more: kept
+    assert hooks.settled()
     assert restored == [True]
+
+
+def test_a_copy_that_fails_is_reported_when_the_tick_thread_settles_it(
+    db: Database,
+    apply: Applier,
+    leader_snapshot: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def broken_copy(db: Database, source: Any) -> None:
+        source.close()
+        raise OSError("disk full")
+
+    monkeypatch.setattr(snapshots, "restore_snapshot", broken_copy)
+    restored: list[bool] = []
+    hooks = SnapshotHooks(db, tmp_path / "raft.snapshot", on_restore=lambda: restored.append(True))
+    hooks.deserialize(str(leader_snapshot))
+    with pytest.raises(SnapshotError, match="disk full"):
+        hooks.wait_restored()
+    assert restored == []
+
+
+def test_a_snapshot_being_built_when_one_is_installed_is_void(
+    db: Database, apply: Applier, leader_snapshot: Path, tmp_path: Path
+) -> None:
+    """The build copies the old state: swapped in after the install, it would replace the
+    installed snapshot on disk with an older one."""
+    _create_tenant(apply)
+    hooks = SnapshotHooks(db, tmp_path / "raft.snapshot")
+    hooks.serialize(str(tmp_path / "raft.snapshot.tmp"), {"raft": "old"})
+    hooks.deserialize(str(leader_snapshot))
+    hooks.wait_restored()
+    deadline = time.monotonic() + 10
+    while (state := hooks.check()) == snapshots.SERIALIZING:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert state == snapshots.FAILED
 
 
 def test_a_node_forgets_its_cached_tokens_when_it_installs_a_snapshot(
@@ -75,6 +118,7 @@ def test_a_node_forgets_its_cached_tokens_when_it_installs_a_snapshot(
         _create_tenant(Applier(node.machine))
         node.tokens.put(token_hash(OLD_TOKEN), "t1", generation=node.tokens.generation)
         node.snapshots.deserialize(str(leader_snapshot))
+        node.snapshots.wait_restored()
         assert node.tokens.get(token_hash(OLD_TOKEN)) is None
     finally:
         asyncio.run(node.stop())

@@ -1,0 +1,232 @@
+"""Benchmark: a follower installs a big snapshot; how long does its Raft tick thread stall?
+
+Three Raft replicas in this process with the production Raft settings (`node.raft_conf`, the
+node's own snapshot hooks). The first two start on copies of one database padded to `--mb`
+megabytes, take a snapshot and compact their journals; the third starts empty, so the leader
+ships it the whole snapshot, which it restores. Meanwhile a writer proposes one command every
+20 ms. Reports the snapshot's size, how long shipping and restoring took, the third replica's
+worst gap between two ticks (issue 14: it must stay under the election timeout, 1-2.5 s by
+default; restoring on the tick thread held it 3.5 s at 1 GB), the writes' latency and the
+number of elections.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from schedd.config import load_config
+from schedd.node import raft_conf
+from schedd.raft.proposer import Proposer
+from schedd.raft.replica import Replica
+from schedd.raft.snapshots import SnapshotHooks
+from schedd.store.apply import StateMachine
+from schedd.store.db import Database
+from tests.servers import free_ports
+
+PAD_ROW_BYTES = 64 * 1024
+WRITE_EVERY_S = 0.02
+
+
+class Member:
+    """One replica with its store, as a node builds it."""
+
+    def __init__(self, config_path: Path) -> None:
+        config = load_config(config_path, env={"SCHEDD_ADMIN_TOKEN": "adm_" + "x" * 24})
+        self.db = Database(config.data_dir / "state.db")
+        self.hooks = SnapshotHooks(self.db, config.data_dir / "raft.snapshot")
+        self.replica = Replica(
+            config.raft_listen,
+            list(config.raft_peers),
+            raft_conf(config, self.hooks),
+            StateMachine(self.db),
+            self._halt,
+            restores=self.hooks,
+        )
+        self.ticks: list[float] = []
+        self.replica.addOnTickCallback(lambda: self.ticks.append(time.monotonic()))
+
+    @staticmethod
+    def _halt(reason: str) -> None:
+        print(f"halted: {reason}", file=sys.stderr)
+        os._exit(70)
+
+    def stop(self) -> None:
+        self.replica.destroy_synchronous()
+        self.db.close()
+
+
+def write_configs(base: Path) -> list[Path]:
+    ports = free_ports(6)
+    rafts = [f"127.0.0.1:{ports[2 * i + 1]}" for i in range(3)]
+    paths = []
+    for i in range(3):
+        path = base / f"n{i + 1}.toml"
+        peers = ", ".join(f'"{r}"' for r in rafts if r != rafts[i])
+        path.write_text(
+            f'[node]\nid = "n{i + 1}"\ndata_dir = "{base / f"n{i + 1}"}"\n'
+            f'[api]\nlisten = "127.0.0.1:{ports[2 * i]}"\n'
+            f'[raft]\nlisten = "{rafts[i]}"\npeers = [{peers}]\nsecret = "{"s" * 32}"\n'
+        )
+        paths.append(path)
+    return paths
+
+
+def pad(db_path: Path, megabytes: int) -> None:
+    """Grow a fresh store to about `megabytes` with incompressible rows outside schedd's tables:
+    a snapshot copies pages, whatever they hold."""
+    Database(db_path).close()
+    conn = Database(db_path).conn
+    conn.execute("CREATE TABLE bench_padding (id INTEGER PRIMARY KEY, data BLOB NOT NULL)")
+    rows = megabytes * 2**20 // PAD_ROW_BYTES
+    conn.execute("BEGIN")
+    for _ in range(rows):
+        conn.execute("INSERT INTO bench_padding (data) VALUES (?)", (os.urandom(PAD_ROW_BYTES),))
+    conn.execute("COMMIT")
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+
+
+def wait_for(ready: Callable[[], bool], what: str, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not ready():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+class Writer(threading.Thread):
+    """Proposes one small command every WRITE_EVERY_S through `member`; keeps latencies."""
+
+    def __init__(self, member: Member) -> None:
+        super().__init__(name="bench-writer", daemon=True)
+        self.proposer = Proposer(member.replica, timeout_s=30)
+        self.latencies_ms: list[float] = []
+        self.failures = 0
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        asyncio.run(self._loop())
+
+    async def _loop(self) -> None:
+        n = 0
+        while not self.stopping.is_set():
+            n += 1
+            body = {"node_id": f"w{n % 50}", "api": "http://x", "raft": "y"}
+            started = time.perf_counter()
+            try:
+                result = await self.proposer.propose("register_node", body)
+                assert result["status"] == "ok", result
+                self.latencies_ms.append((time.perf_counter() - started) * 1000)
+            except Exception:
+                self.failures += 1
+            await asyncio.sleep(WRITE_EVERY_S)
+
+
+class RestoreLog(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.seconds: list[float] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        found = re.search(r"snapshot restored index=\d+ seconds=([\d.]+)", record.getMessage())
+        if found:
+            self.seconds.append(float(found.group(1)))
+
+
+def run(megabytes: int, base: Path) -> dict[str, float]:
+    paths = write_configs(base)
+    for name in ("n1", "n2"):
+        (base / name).mkdir()
+    print(f"padding a store to {megabytes} MB ...", flush=True)
+    pad(base / "n1" / "state.db", megabytes)
+    shutil.copy(base / "n1" / "state.db", base / "n2" / "state.db")
+    restores = RestoreLog()
+    logging.getLogger("schedd.raft.snapshots").addHandler(restores)
+    logging.getLogger("schedd.raft.snapshots").setLevel(logging.INFO)
+    first = [Member(p) for p in paths[:2]]
+    members = list(first)
+    writer: Writer | None = None
+    try:
+        wait_for(lambda: first[0].replica.leader_address() is not None, "a leader", 30)
+        leader = next(m for m in first if m.replica.is_leader())
+        writer = Writer(leader)
+        writer.start()
+        wait_for(lambda: len(writer.latencies_ms) > 20, "the first writes", 30)
+        started = time.monotonic()
+        for m in first:
+            m.replica.compact_soon()
+        snapshot = Path(leader.db.path.parent / "raft.snapshot")
+        wait_for(lambda: snapshot.exists() and snapshot.stat().st_size > 2**20, "a snapshot", 600)
+        print(
+            f"snapshot written: {snapshot.stat().st_size / 2**20:.0f} MB in "
+            f"{time.monotonic() - started:.1f} s",
+            flush=True,
+        )
+        terms_before = leader.replica.raftCurrentTerm
+        writes_before = len(writer.latencies_ms)
+        started = time.monotonic()
+        third = Member(paths[2])
+        members.append(third)
+        wait_for(lambda: bool(restores.seconds), "the restore", 900)
+        wait_for(lambda: third.db.applied_index >= leader.db.applied_index - 5, "the catch-up", 120)
+        installed_s = time.monotonic() - started
+        writer.stopping.set()
+        writer.join(60)
+        gaps = [b - a for a, b in zip(third.ticks, third.ticks[1:], strict=False)]
+        writes = writer.latencies_ms[writes_before:]
+        return {
+            "snapshot_mb": snapshot.stat().st_size / 2**20,
+            "install_s": installed_s,
+            "restore_s": restores.seconds[0],
+            "worst_tick_gap_s": max(gaps),
+            "ticks": len(third.ticks),
+            "writes": len(writes),
+            "write_p50_ms": statistics.median(writes),
+            "write_max_ms": max(writes),
+            "write_failures": writer.failures,
+            "elections": max(m.replica.raftCurrentTerm for m in members) - terms_before,
+        }
+    finally:
+        if writer is not None:
+            writer.stopping.set()
+        for m in members:
+            m.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mb", type=int, default=1024, help="size of the store (MB)")
+    args = parser.parse_args()
+    base = Path(tempfile.mkdtemp(prefix="bench-snapshot-install-"))
+    try:
+        r = run(args.mb, base)
+    finally:
+        if not os.environ.get("BENCH_KEEP"):
+            shutil.rmtree(base, ignore_errors=True)
+    print(
+        f"snapshot {r['snapshot_mb']:.0f} MB: shipped and installed in {r['install_s']:.1f} s, "
+        f"restore copy {r['restore_s']:.2f} s on its own thread\n"
+        f"installing follower: worst tick gap {r['worst_tick_gap_s'] * 1000:.0f} ms "
+        f"({r['ticks']} ticks); election timeout 1,000-2,500 ms\n"
+        f"writes meanwhile: {r['writes']}, p50 {r['write_p50_ms']:.1f} ms, "
+        f"max {r['write_max_ms']:.0f} ms, failed {r['write_failures']}; "
+        f"elections: {r['elections']}"
+    )
+
+
+if __name__ == "__main__":
+    main()
