@@ -28,76 +28,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from schedd.config import load_config
-from schedd.node import raft_conf
 from schedd.raft.proposer import Proposer
-from schedd.raft.replica import Replica
-from schedd.raft.snapshots import SnapshotHooks
-from schedd.store.apply import StateMachine
-from schedd.store.db import Database
-from tests.servers import free_ports
+from tests.replicas import Member, leader_of, pad, write_configs
 
-PAD_ROW_BYTES = 64 * 1024
 WRITE_EVERY_S = 0.02
-
-
-class Member:
-    """One replica with its store, as a node builds it."""
-
-    def __init__(self, config_path: Path) -> None:
-        config = load_config(config_path, env={"SCHEDD_ADMIN_TOKEN": "adm_" + "x" * 24})
-        self.db = Database(config.data_dir / "state.db")
-        self.hooks = SnapshotHooks(self.db, config.data_dir / "raft.snapshot")
-        self.replica = Replica(
-            config.raft_listen,
-            list(config.raft_peers),
-            raft_conf(config, self.hooks),
-            StateMachine(self.db),
-            self._halt,
-            restores=self.hooks,
-        )
-        self.ticks: list[float] = []
-        self.replica.addOnTickCallback(lambda: self.ticks.append(time.monotonic()))
-
-    @staticmethod
-    def _halt(reason: str) -> None:
-        print(f"halted: {reason}", file=sys.stderr)
-        os._exit(70)
-
-    def stop(self) -> None:
-        self.replica.destroy_synchronous()
-        self.db.close()
-
-
-def write_configs(base: Path) -> list[Path]:
-    ports = free_ports(6)
-    rafts = [f"127.0.0.1:{ports[2 * i + 1]}" for i in range(3)]
-    paths = []
-    for i in range(3):
-        path = base / f"n{i + 1}.toml"
-        peers = ", ".join(f'"{r}"' for r in rafts if r != rafts[i])
-        path.write_text(
-            f'[node]\nid = "n{i + 1}"\ndata_dir = "{base / f"n{i + 1}"}"\n'
-            f'[api]\nlisten = "127.0.0.1:{ports[2 * i]}"\n'
-            f'[raft]\nlisten = "{rafts[i]}"\npeers = [{peers}]\nsecret = "{"s" * 32}"\n'
-        )
-        paths.append(path)
-    return paths
-
-
-def pad(db_path: Path, megabytes: int) -> None:
-    """Grow a fresh store to about `megabytes` with incompressible rows outside schedd's tables:
-    a snapshot copies pages, whatever they hold."""
-    Database(db_path).close()
-    conn = Database(db_path).conn
-    conn.execute("CREATE TABLE bench_padding (id INTEGER PRIMARY KEY, data BLOB NOT NULL)")
-    rows = megabytes * 2**20 // PAD_ROW_BYTES
-    conn.execute("BEGIN")
-    for _ in range(rows):
-        conn.execute("INSERT INTO bench_padding (data) VALUES (?)", (os.urandom(PAD_ROW_BYTES),))
-    conn.execute("COMMIT")
-    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    conn.close()
 
 
 def wait_for(ready: Callable[[], bool], what: str, timeout_s: float) -> None:
@@ -161,8 +95,9 @@ def run(megabytes: int, base: Path) -> dict[str, float]:
     members = list(first)
     writer: Writer | None = None
     try:
-        wait_for(lambda: first[0].replica.leader_address() is not None, "a leader", 30)
-        leader = next(m for m in first if m.replica.is_leader())
+        wait_for(lambda: leader_of(first) is not None, "a leader", 30)
+        leader = leader_of(first)
+        assert leader is not None
         writer = Writer(leader)
         writer.start()
         wait_for(lambda: len(writer.latencies_ms) > 20, "the first writes", 30)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -19,6 +20,9 @@ from schedd.store.apply import StateMachine
 log = logging.getLogger(__name__)
 # pysyncobj's tick steps that must wait while a snapshot's copy runs (its private names).
 HELD_STEPS = ("_SyncObj__applyLogEntries", "_SyncObj__tryLogCompaction")
+# How often a follower receiving a snapshot tells the leader it is alive (under the connection
+# timeout, 5 s in node.raft_conf, with room to spare).
+SNAPSHOT_ACK_EVERY_S = 1.0
 
 
 class Restores(Protocol):
@@ -54,6 +58,7 @@ class Replica(SyncObj):  # type: ignore[misc]  # pysyncobj ships no types
         self._halt = halt
         self._restores = restores
         self._is_held = False
+        self._next_snapshot_ack = 0.0
         self._is_step_down_asked = False
         self._is_compaction_asked = False
         wire.install()  # bounded frames on every Raft connection
@@ -128,7 +133,24 @@ class Replica(SyncObj):  # type: ignore[misc]  # pysyncobj ships no types
             else:
                 del self.__dict__[name]
 
+    def _ack_snapshot_chunks(self) -> None:
+        """pysyncobj's follower answers a shipped snapshot only after its last chunk, and the
+        leader drops a connection it has read nothing from for connectionTimeout: a snapshot
+        that takes longer than that to ship started over, forever (100 MB never arrived, found
+        by benchmarks/bench_snapshot_install.py). So while chunks arrive, answer as pysyncobj
+        does for each chunk of a big entry: a next_node_idx with neither success nor reset
+        changes nothing at the leader but the time it last heard from this node."""
+        serializer = self._SyncObj__serializer
+        if serializer._Serializer__incomingTransmissionFile is None:
+            return
+        leader, now = self._SyncObj__raftLeader, time.monotonic()
+        if leader is None or now < self._next_snapshot_ack:
+            return
+        self._next_snapshot_ack = now + SNAPSHOT_ACK_EVERY_S
+        self._SyncObj__sendNextNodeIdx(leader, success=False, reset=False)
+
     def _onTick(self, timeToWait: float = 0.0) -> None:  # pysyncobj's tick hook, its names
+        self._ack_snapshot_chunks()
         # At start-up the snapshot file is loaded inside the tick, just before it applies.
         self._hold_apply(not self._is_restore_settled() or bool(self._SyncObj__needLoadDumpFile))
         if self._is_step_down_asked:

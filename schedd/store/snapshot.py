@@ -41,8 +41,29 @@ def write_snapshot(db_path: Path, out_path: Path, raft_state: bytes) -> int:
     return 0 if row is None else int(row[0])
 
 
+def check_length(path: Path) -> None:
+    """SnapshotError unless the file is exactly as long as its header says. A snapshot reaches a
+    follower in 64 KiB chunks; a chunk lost or sent twice around a reconnect (pysyncobj goes on
+    with the next chunk) leaves a file whose other pages SQLite would read without complaint."""
+    with path.open("rb") as f:
+        header = f.read(100)
+        size = f.seek(0, 2)
+    if len(header) < 100 or not header.startswith(b"SQLite format 3\x00"):
+        raise SnapshotError(f"{path} is not a schedd snapshot: no SQLite header")
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(header[28:32], "big")
+    is_count_valid = header[24:28] == header[92:96]  # SQLite's rule for the in-header count
+    if not is_count_valid or pages * page_size != size:
+        raise SnapshotError(
+            f"{path} is not a whole snapshot: {size} bytes, its header says "
+            f"{pages} pages of {page_size}"
+        )
+
+
 def read_snapshot(path: Path) -> tuple[int, bytes]:
-    """(applied index, Raft state) of a snapshot file; SnapshotError if it is not one."""
+    """(applied index, Raft state) of a snapshot file; SnapshotError if it is not a whole one."""
+    check_length(path)
     try:
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         try:

@@ -1,0 +1,91 @@
+"""Three Raft replicas in one process, built as a node builds its own (`node.raft_conf`, the
+node's snapshot hooks), for tests and benchmarks of Raft itself: snapshot shipping, installs.
+
+No HTTP, no dispatch: commands are proposed straight to a replica.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from schedd.config import load_config
+from schedd.node import raft_conf
+from schedd.raft.replica import Replica
+from schedd.raft.snapshots import SnapshotHooks
+from schedd.store.apply import StateMachine
+from schedd.store.db import Database
+from tests.servers import free_ports
+
+PAD_ROW_BYTES = 64 * 1024
+
+
+class Member:
+    """One replica with its store; `conf` overrides pysyncobj settings after raft_conf's."""
+
+    def __init__(self, config_path: Path, **conf: Any) -> None:
+        config = load_config(config_path, env={"SCHEDD_ADMIN_TOKEN": "adm_" + "x" * 24})
+        self.halted: list[str] = []
+        self.db = Database(config.data_dir / "state.db")
+        self.hooks = SnapshotHooks(self.db, config.data_dir / "raft.snapshot")
+        sync_conf = raft_conf(config, self.hooks)
+        for key, value in conf.items():
+            setattr(sync_conf, key, value)
+        self.replica = Replica(
+            config.raft_listen,
+            list(config.raft_peers),
+            sync_conf,
+            StateMachine(self.db),
+            self._halt,
+            restores=self.hooks,
+        )
+        self.ticks: list[float] = []
+        self.replica.addOnTickCallback(lambda: self.ticks.append(time.monotonic()))
+
+    def _halt(self, reason: str) -> None:
+        self.halted.append(reason)
+        raise RuntimeError(f"halted: {reason}")
+
+    def stop(self) -> None:
+        self.replica.destroy_synchronous()
+        self.db.close()
+
+
+def write_configs(base: Path, raft_extra: str = "") -> list[Path]:
+    """Configs of three nodes n1..n3 under `base` (data in base/nN), on free loopback ports."""
+    ports = free_ports(6)
+    rafts = [f"127.0.0.1:{ports[2 * i + 1]}" for i in range(3)]
+    paths = []
+    for i in range(3):
+        path = base / f"n{i + 1}.toml"
+        peers = ", ".join(f'"{r}"' for r in rafts if r != rafts[i])
+        path.write_text(
+            f'[node]\nid = "n{i + 1}"\ndata_dir = "{base / f"n{i + 1}"}"\n'
+            f'[api]\nlisten = "127.0.0.1:{ports[2 * i]}"\n'
+            f'[raft]\nlisten = "{rafts[i]}"\npeers = [{peers}]\nsecret = "{"s" * 32}"\n'
+            f"{raft_extra}"
+        )
+        paths.append(path)
+    return paths
+
+
+def pad(db_path: Path, megabytes: float) -> None:
+    """A fresh store grown to about `megabytes` with incompressible rows outside schedd's tables:
+    a snapshot copies pages, whatever they hold."""
+    db_path.parent.mkdir(parents=True, exist_ok=True)
+    db = Database(db_path)
+    try:
+        db.conn.execute("CREATE TABLE padding (id INTEGER PRIMARY KEY, data BLOB NOT NULL)")
+        db.conn.execute("BEGIN")
+        for _ in range(int(megabytes * 2**20) // PAD_ROW_BYTES):
+            db.conn.execute("INSERT INTO padding (data) VALUES (?)", (os.urandom(PAD_ROW_BYTES),))
+        db.conn.execute("COMMIT")
+        db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        db.close()
+
+
+def leader_of(members: list[Member]) -> Member | None:
+    return next((m for m in members if m.replica.is_leader()), None)
