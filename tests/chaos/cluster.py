@@ -30,6 +30,10 @@ SECTIONS = (
     f'[dispatch]\nlease_ttl = "{LEASE_TTL_S:g}s"\nmisfire_threshold = "{MISFIRE_THRESHOLD_S:g}s"\n'
     '\n[delivery]\nallow_cidrs = ["127.0.0.0/8", "10.0.0.0/8"]\n'
 )
+# Compact often, so a node that lost its disk ("wipe") or lagged gets a snapshot, not the log.
+RAFT_EXTRA = 'compaction_min_entries = 1000\ncompaction_min_time = "20s"\n'
+# What a node keeps on disk of the cluster's state (its config and secrets stay).
+STATE_FILES = ("state.db*", "raft.journal*", "raft.snapshot*")
 
 
 def freeze_code(base: Path) -> tuple[Path, str]:
@@ -79,7 +83,7 @@ class ChaosCluster:
 
     @classmethod
     def on_loopback(cls, base: Path, code_dir: Path) -> ChaosCluster:
-        made = make_nodes(base, 3, extra_sections=SECTIONS)
+        made = make_nodes(base, 3, raft_extra=RAFT_EXTRA, extra_sections=SECTIONS)
         nodes: list[NodeProcess] = [
             ChaosNode(**{f.name: getattr(n, f.name) for f in fields(n)}, code_dir=code_dir)
             for n in made
@@ -114,6 +118,14 @@ class ChaosCluster:
     def kill(self, node: NodeProcess) -> None:
         node.kill()
         self.paused.discard(node.node_id)
+
+    def wipe(self, node: NodeProcess) -> None:
+        """kill -9, then delete the node's state as if its disk were replaced: it must get it
+        all back from the others (a snapshot, once their logs are compacted)."""
+        self.kill(node)
+        for pattern in STATE_FILES:
+            for path in node.data_dir.glob(pattern):
+                path.unlink()
 
     def restart(self, node: NodeProcess) -> None:
         if not node.is_running():

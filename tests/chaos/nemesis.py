@@ -17,7 +17,7 @@ from tests.chaos.cluster import LEASE_TTL_S, PARTITIONS, ChaosCluster, cpu_load
 from tests.chaos.history import FaultEvent, History
 from tests.servers import ADMIN_TOKEN, NodeProcess
 
-PROCESS_KINDS = ("kill", "kill_all", "pause", "cpu_restart")
+PROCESS_KINDS = ("kill", "kill_all", "pause", "cpu_restart", "wipe")
 NETWORK_KINDS = ("partition",)
 CLOCK_KINDS = ("clock_jump",)
 JUMP_S = (20, 60)  # a wall-clock jump's size, either way
@@ -29,6 +29,7 @@ ROLES = {
     "kill_all": ("all",),
     "pause": ("leader", "follower"),
     "cpu_restart": ("leader", "follower", "any"),
+    "wipe": ("leader", "follower"),
     "partition": ("leader", "follower"),
     "clock_jump": ("leader", "follower"),
 }
@@ -38,6 +39,7 @@ COVERAGE = (  # every round starts with these, shuffled
     ("kill", "leader"),
     ("kill_all", "all"),
     ("cpu_restart", "any"),
+    ("wipe", "follower"),
     ("partition", "leader"),
     ("partition", "follower"),
     ("clock_jump", "leader"),
@@ -85,7 +87,7 @@ def plan_faults(seed: int, workload_s: float, kinds: tuple[str, ...]) -> list[Pl
 
 
 def _hold_s(rng: random.Random, kind: str) -> float:
-    if kind == "kill":
+    if kind in ("kill", "wipe"):
         return rng.uniform(2.0, 5.0)
     if kind == "kill_all":
         return rng.uniform(1.0, 3.0)
@@ -169,6 +171,9 @@ class Nemesis(threading.Thread):
         try:
             if fault.kind == "kill":
                 self.cluster.kill(node)
+                self._hold(event, node, role, fault.hold_s)
+            elif fault.kind == "wipe":
+                self.cluster.wipe(node)
                 self._hold(event, node, role, fault.hold_s)
             elif fault.kind == "pause":
                 self.cluster.pause(node)

@@ -20,7 +20,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.chaos.cluster import SECTIONS, ChaosCluster, ChaosNode
+from tests.chaos.cluster import RAFT_EXTRA, SECTIONS, ChaosCluster, ChaosNode
 from tests.receiver import Receiver
 
 API_PORT = 8701
@@ -132,8 +132,8 @@ class NetnsLab:
                 f'[node]\nid = "{node.node_id}"\ndata_dir = "{node.data_dir}"\n'
                 f'log_level = "info"\n\n[api]\nlisten = "{node.api_host}:{node.api_port}"\n\n'
                 f'[raft]\nlisten = "{node.raft}"\npeers = [{peers}]\n'
-                'election_timeout_min = "1s"\nelection_timeout_max = "2.5s"\n\n'
-                f"{SECTIONS}"
+                'election_timeout_min = "1s"\nelection_timeout_max = "2.5s"\n'
+                f"{RAFT_EXTRA}\n{SECTIONS}"
             )
         return nodes
 
