@@ -52,6 +52,11 @@ RETRIES = Counter("schedd_retries", "Delivery attempts after the first, by targe
 PRUNED_ROWS = Counter(
     "schedd_pruned_rows", "Rows deleted from this node's store by retention, by kind", ["kind"]
 )
+RECEIVES = Counter(
+    "schedd_queue_receives",
+    "Receive commands proposed by this node's API, by whether they got messages",
+    ["result"],
+)
 QUEUE_NACKS = Counter("schedd_queue_nacks", "Queue messages nacked through this node's API")
 APPLY_SECONDS = Histogram(
     "schedd_apply_seconds", "Time to apply one Raft log entry to SQLite", buckets=APPLY_BUCKETS_S

@@ -1,7 +1,9 @@
 """Built-in queue routes: long-poll receive, ack, nack, extend, and queue counts.
 
 Receive checks this node's replica first and proposes only when a message looks visible, so
-idle consumers cost no Raft traffic; receipts are made here and carried in the command.
+idle consumers cost no Raft traffic, and asks only for the visible messages that no other receive
+of this node has asked for (context.ReceiveHolds); receipts are made here and carried in the
+command.
 """
 
 from __future__ import annotations
@@ -64,14 +66,14 @@ def _receipts(body: dict[str, JSONValue]) -> list[str]:
     return list(receipts)  # type: ignore[arg-type]
 
 
-def _has_visible(tenant_id: str, queue: str, now_ms: int) -> Any:
-    def query(conn: sqlite3.Connection) -> bool:
+def _visible(tenant_id: str, queue: str, now_ms: int, limit: int) -> Any:
+    def query(conn: sqlite3.Connection) -> int:
         row = conn.execute(
-            "SELECT 1 FROM messages WHERE tenant_id = ? AND queue = ? AND visible_at_ms <= ? "
-            "LIMIT 1",
-            (tenant_id, queue, now_ms),
+            "SELECT count(*) FROM (SELECT 1 FROM messages WHERE tenant_id = ? AND queue = ? "
+            "AND visible_at_ms <= ? LIMIT ?)",
+            (tenant_id, queue, now_ms, limit),
         ).fetchone()
-        return row is not None
+        return int(row[0])
 
     return query
 
@@ -94,17 +96,23 @@ async def _poll(
     request: web.Request, tenant_id: str, queue: str, count: int, visibility_ms: int, wait_ms: int
 ) -> web.Response:
     ctx = request.app[CONTEXT]
+    key = (tenant_id, queue)
     deadline = time.monotonic() + wait_ms / 1000
     while True:
-        if await ctx.reads.read(_has_visible(tenant_id, queue, ctx.clock_ms())):
+        limit = count + ctx.receive_holds.held(key)
+        visible = await ctx.reads.read(_visible(tenant_id, queue, ctx.clock_ms(), limit))
+        asked = min(count, visible - ctx.receive_holds.held(key))
+        if asked > 0:
             command = {
                 "tenant_id": tenant_id,
                 "queue": queue,
-                "max": count,
+                "max": asked,
                 "visibility_ms": visibility_ms,
-                "receipts": [secrets.token_urlsafe(18) for _ in range(count)],
+                "receipts": [secrets.token_urlsafe(18) for _ in range(asked)],
             }
-            messages = (await propose(ctx, "receive_messages", command))["messages"]
+            with ctx.receive_holds.hold(key, asked):
+                messages = (await propose(ctx, "receive_messages", command))["messages"]
+            metrics.RECEIVES.labels("messages" if messages else "empty").inc()
             received_ms = ctx.clock_ms()
             for message in messages:
                 message["payload"] = ctx.payload_keys.open(message["payload"])

@@ -4,6 +4,7 @@ gauges, Raft state and request latency by route move as jobs fire and are receiv
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -163,3 +164,20 @@ def test_metrics_keep_the_callback_metric_names(node: NodeProcess) -> None:
     names = {name for name, _ in scrape(node)}
     assert {"schedd_callback_dead_letters_total", "schedd_retries_total"} <= names
     assert {"schedd_snapshot_seconds_count", "schedd_snapshot_failures_total"} <= names
+
+
+def test_long_polls_woken_by_one_message_propose_one_receive_for_it(node: NodeProcess) -> None:
+    """Eight long polls on one queue, then one message: one receive command, and none that came
+    back empty (before, every woken poll proposed a receive of `max` and seven were empty)."""
+    tenant = new_tenant(node)
+    before = scrape(node)
+    with ThreadPoolExecutor(8) as pool:
+        polls = [pool.submit(receive, node, tenant, "herd", 100) for _ in range(8)]
+        # due a second after the polls began waiting (each waits up to 5 s)
+        create_job(node, tenant.token, queue_job("herd", NO_RETRY, schedule={"delay": "1s"}))
+        got = [len(p.result(timeout=30)) for p in polls]
+    assert sorted(got) == [0] * 7 + [1]
+    after = scrape(node)
+    for result, added in (("messages", 1), ("empty", 0)):
+        name = "schedd_queue_receives_total"
+        assert value(after, name, result=result) - value(before, name, result=result) == added
