@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import re
 import shutil
 import statistics
@@ -145,12 +144,15 @@ def run(megabytes: int, base: Path) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=int, default=1024, help="size of the store (MB)")
+    parser.add_argument("--keep", action="store_true", help="keep the replicas' data (printed)")
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="bench-snapshot-install-"))
     try:
         r = run(args.mb, base)
     finally:
-        if not os.environ.get("BENCH_KEEP"):
+        if args.keep:
+            print(f"data kept in {base}")
+        else:
             shutil.rmtree(base, ignore_errors=True)
     print(
         f"snapshot {r['snapshot_mb']:.0f} MB: shipped and installed in {r['install_s']:.1f} s, "
