@@ -30,7 +30,15 @@ def run_dev(data_dir: Path, api_port: int, raft_port: int) -> list[str]:
     """Start `schedd dev --nodes 1`, return what it printed once ready, stop it with SIGINT."""
     command = [SCHEDD, "dev", "--nodes", "1", "--data-dir", str(data_dir)]
     command += ["--api-port", str(api_port), "--raft-port", str(raft_port)]
-    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    child = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        # Ctrl-C works even when these tests run in a background job of a shell script, whose
+        # children inherit SIGINT ignored (POSIX), as when CI is started with `&`.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     lines: list[str] = []
     assert child.stdout is not None
     reader = threading.Thread(target=lambda: lines.extend(child.stdout or []), daemon=True)
