@@ -22,23 +22,15 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from schedd.raft.proposer import Proposer
 from tests.replicas import Member, leader_of, pad, write_configs
+from tests.servers import wait_for
 
 WRITE_EVERY_S = 0.02
-
-
-def wait_for(ready: Callable[[], bool], what: str, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not ready():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 class Writer(threading.Thread):
@@ -94,17 +86,15 @@ def run(megabytes: int, base: Path) -> dict[str, float]:
     members = list(first)
     writer: Writer | None = None
     try:
-        wait_for(lambda: leader_of(first) is not None, "a leader", 30)
-        leader = leader_of(first)
-        assert leader is not None
+        leader = wait_for(lambda: leader_of(first), 30, "a leader")
         writer = Writer(leader)
         writer.start()
-        wait_for(lambda: len(writer.latencies_ms) > 20, "the first writes", 30)
+        wait_for(lambda: len(writer.latencies_ms) > 20, 30, "the first writes")
         started = time.monotonic()
         for m in first:
             m.replica.compact_soon()
         snapshot = Path(leader.db.path.parent / "raft.snapshot")
-        wait_for(lambda: snapshot.exists() and snapshot.stat().st_size > 2**20, "a snapshot", 600)
+        wait_for(lambda: snapshot.exists() and snapshot.stat().st_size > 2**20, 600, "a snapshot")
         print(
             f"snapshot written: {snapshot.stat().st_size / 2**20:.0f} MB in "
             f"{time.monotonic() - started:.1f} s",
@@ -115,8 +105,8 @@ def run(megabytes: int, base: Path) -> dict[str, float]:
         started = time.monotonic()
         third = Member(paths[2])
         members.append(third)
-        wait_for(lambda: bool(restores.seconds), "the restore", 900)
-        wait_for(lambda: third.db.applied_index >= leader.db.applied_index - 5, "the catch-up", 120)
+        wait_for(lambda: restores.seconds, 900, "the restore")
+        wait_for(lambda: third.db.applied_index >= leader.db.applied_index - 5, 120, "the catch-up")
         installed_s = time.monotonic() - started
         writer.stopping.set()
         writer.join(60)
