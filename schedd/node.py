@@ -333,7 +333,12 @@ class Node:
     def is_ready(self) -> bool:
         """Has a leader and has applied what it knew committed at start-up."""
         replica = self.replica
-        return bool(replica is not None and replica.isReady() and replica.leader_address())
+        return bool(
+            replica is not None
+            and replica.isReady()
+            and replica.leader_address()
+            and not replica.is_restoring()
+        )
 
     def members(self) -> list[str]:
         """Raft addresses of the group's members as this node knows them."""
@@ -358,7 +363,10 @@ class Node:
         commit = raw.get("commit_idx") if is_leader else raw.get("leader_commit_idx")
         if commit is None:
             return None
-        return int(commit), int(raw.get("last_applied") or 0), is_leader
+        applied = int(raw.get("last_applied") or 0)
+        if replica.is_restoring():  # pysyncobj counts the snapshot applied; the store is older
+            applied = min(applied, self.db.applied_index)
+        return int(commit), applied, is_leader
 
     def step_down(self) -> None:
         if self.replica is not None:
@@ -416,6 +424,7 @@ class Node:
             await asyncio.to_thread(replica.destroy_synchronous)
         self.checkpointer.stop()
         self.reads.close()
+        self.snapshots.close()  # a copy in progress uses the writer connection
         self.db.close()
         self._lock.release()
 

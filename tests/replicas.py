@@ -50,6 +50,7 @@ class Member:
 
     def stop(self) -> None:
         self.replica.destroy_synchronous()
+        self.hooks.close()
         self.db.close()
 
 

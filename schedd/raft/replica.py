@@ -108,6 +108,11 @@ class Replica(SyncObj):  # type: ignore[misc]  # pysyncobj ships no types
         when it passes its byte cap)."""
         self._is_compaction_asked = True
 
+    def is_restoring(self) -> bool:
+        """Whether a snapshot's copy is under way: pysyncobj's applied index is the snapshot's
+        already, the store's is not yet (any thread; may be a tick stale)."""
+        return self._is_held
+
     def _is_restore_settled(self) -> bool:
         try:
             return self._restores is None or self._restores.settled()

@@ -21,7 +21,7 @@ from pysyncobj import SERIALIZER_STATE
 
 from schedd import metrics
 from schedd.store.db import Database
-from schedd.store.files import durable_replace
+from schedd.store.files import durable_replace, sync_dir, sync_file
 from schedd.store.snapshot import (
     SnapshotError,
     open_snapshot,
@@ -105,6 +105,7 @@ class SnapshotHooks:
         one (this node lagged behind) replaces its content on a thread of its own: the copy
         takes seconds for a big database (3.5 s at 1 GB), and meanwhile the tick thread must
         go on answering the leader. The replica applies nothing until `settled()`."""
+        self.settled()  # raises if a copy failed: nothing may be loaded over that
         snapshot_index, raft_state = read_snapshot(Path(path))
         if snapshot_index > max(self._db.applied_index, self._restore_index):
             self.wait_restored()  # one copy at a time (a second install during one: rare)
@@ -114,6 +115,11 @@ class SnapshotHooks:
                 self._db.applied_index,
             )
             self._failed = True  # a snapshot of the old state still being built is void
+            # pysyncobj clears its journal once this returns: the received file must survive
+            # a power loss before the copy is done, or the node keeps neither (most of it was
+            # written back while it arrived).
+            sync_file(Path(path))
+            sync_dir(Path(path).parent)
             source = open_snapshot(Path(path))  # this file, even if the path is replaced
             self._restore_index = snapshot_index
             self._restore = threading.Thread(
@@ -134,18 +140,17 @@ class SnapshotHooks:
 
     def settled(self) -> bool:
         """(tick thread) Whether no restore is pending. A restore whose copy has just finished
-        is completed here: the node hears of it through `on_restore`. Raises SnapshotError if
-        the copy failed (the node cannot apply anything after that)."""
-        if self._restore is None:
-            return True
-        if self._restore.is_alive():
-            return False
-        self._restore = None
+        is completed here: the node hears of it through `on_restore`. Raises SnapshotError,
+        at every call from then on, if a copy failed: the node cannot apply anything after it."""
+        if self._restore is not None:
+            if self._restore.is_alive():
+                return False
+            self._restore = None
+            if self._restore_error is None and self._on_restore is not None:
+                self._on_restore()
         if self._restore_error is not None:
-            error, self._restore_error = self._restore_error, None
+            error = self._restore_error
             raise SnapshotError(f"restoring the snapshot failed: {error}") from error
-        if self._on_restore is not None:
-            self._on_restore()
         return True
 
     def wait_restored(self) -> None:
@@ -153,6 +158,11 @@ class SnapshotHooks:
         if self._restore is not None:
             self._restore.join()
         self.settled()
+
+    def close(self) -> None:
+        """Wait for a copy in progress (before the store's writer connection is closed)."""
+        if self._restore is not None:
+            self._restore.join()
 
 
 __all__ = ["SnapshotError", "SnapshotHooks"]

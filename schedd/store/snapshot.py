@@ -32,6 +32,7 @@ def write_snapshot(db_path: Path, out_path: Path, raft_state: bytes) -> int:
     copy = sqlite3.connect(str(out_path), isolation_level=None)
     try:
         copy.execute("PRAGMA journal_mode = DELETE")
+        copy.execute("DROP TABLE IF EXISTS snapshot_raft")  # a restore cut short left one
         copy.execute("CREATE TABLE snapshot_raft (state BLOB NOT NULL)")
         copy.execute("INSERT INTO snapshot_raft (state) VALUES (?)", (raft_state,))
         row = copy.execute("SELECT value FROM meta WHERE key = 'applied_index'").fetchone()

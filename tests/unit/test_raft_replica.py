@@ -153,9 +153,11 @@ def test_while_a_snapshot_copies_the_tick_goes_on_but_applies_and_compacts_nothi
         assert db.conn.execute("SELECT count(*) FROM nodes").fetchone() == (0,)
         assert not (tmp_path / "raft.snapshot").exists()
         assert result == []
+        assert node.is_restoring()  # the node reports itself behind (Node.commit_view)
 
         restore.done.set()  # the copy is done: apply and compaction resume
         proposal.join(10)
+        assert not node.is_restoring()
         assert result and result[0]["status"] == "ok"
         assert db.conn.execute("SELECT node_id FROM nodes").fetchall() == [("a",)]
         _wait_for(lambda: (tmp_path / "raft.snapshot").exists(), "no compaction after the copy")

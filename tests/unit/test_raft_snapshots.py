@@ -88,7 +88,19 @@ def test_a_copy_that_fails_is_reported_when_the_tick_thread_settles_it(
     hooks.deserialize(str(leader_snapshot))
     with pytest.raises(SnapshotError, match="disk full"):
         hooks.wait_restored()
+    with pytest.raises(SnapshotError, match="disk full"):  # at every tick, not once
+        hooks.settled()
+    with pytest.raises(SnapshotError, match="disk full"):  # nor forgotten by a newer install
+        hooks.deserialize(str(leader_snapshot))
     assert restored == []
+
+
+def test_a_snapshot_can_be_written_of_a_store_a_cut_short_restore_left_its_table_in(
+    db: Database, tmp_path: Path
+) -> None:
+    db.conn.execute("CREATE TABLE snapshot_raft (state BLOB NOT NULL)")
+    write_snapshot(db.path, tmp_path / "snap", b"state")
+    assert read_snapshot(tmp_path / "snap")[1] == b"state"
 
 
 def test_a_snapshot_being_built_when_one_is_installed_is_void(
