@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from schedd.raft.proposer import Proposer
+from schedd.store.db import connect
 from schedd.store.snapshot import SnapshotError, read_snapshot
 from tests.replicas import Member, leader_of, pad, write_configs
 from tests.servers import wait_for
@@ -41,7 +42,12 @@ def _snapshot_index(member: Member) -> int:
 
 
 def _count(member: Member, sql: str) -> int:
-    return int(member.db.conn.execute(sql).fetchone()[0])
+    """Through a reader of its own: the writer connection belongs to the replica's apply."""
+    conn = connect(member.db.path, readonly=True)
+    try:
+        return int(conn.execute(sql).fetchone()[0])
+    finally:
+        conn.close()
 
 
 # pysyncobj drops a shipped snapshot's file object without closing it (CPython closes it).
