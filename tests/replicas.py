@@ -17,7 +17,7 @@ from schedd.raft.replica import Replica
 from schedd.raft.snapshots import SnapshotHooks
 from schedd.store.apply import StateMachine
 from schedd.store.db import Database
-from tests.servers import free_ports
+from tests.servers import ADMIN_TOKEN, RAFT_SECRET, make_nodes
 
 PAD_ROW_BYTES = 64 * 1024
 
@@ -26,7 +26,8 @@ class Member:
     """One replica with its store; `conf` overrides pysyncobj settings after raft_conf's."""
 
     def __init__(self, config_path: Path, **conf: Any) -> None:
-        config = load_config(config_path, env={"SCHEDD_ADMIN_TOKEN": "adm_" + "x" * 24})
+        env = {"SCHEDD_ADMIN_TOKEN": ADMIN_TOKEN, "SCHEDD_RAFT_SECRET": RAFT_SECRET}
+        config = load_config(config_path, env=env)
         self.halted: list[str] = []
         self.db = Database(config.data_dir / "state.db")
         self.hooks = SnapshotHooks(self.db, config.data_dir / "raft.snapshot")
@@ -54,22 +55,9 @@ class Member:
         self.db.close()
 
 
-def write_configs(base: Path, raft_extra: str = "") -> list[Path]:
-    """Configs of three nodes n1..n3 under `base` (data in base/nN), on free loopback ports."""
-    ports = free_ports(6)
-    rafts = [f"127.0.0.1:{ports[2 * i + 1]}" for i in range(3)]
-    paths = []
-    for i in range(3):
-        path = base / f"n{i + 1}.toml"
-        peers = ", ".join(f'"{r}"' for r in rafts if r != rafts[i])
-        path.write_text(
-            f'[node]\nid = "n{i + 1}"\ndata_dir = "{base / f"n{i + 1}"}"\n'
-            f'[api]\nlisten = "127.0.0.1:{ports[2 * i]}"\n'
-            f'[raft]\nlisten = "{rafts[i]}"\npeers = [{peers}]\nsecret = "{"s" * 32}"\n'
-            f"{raft_extra}"
-        )
-        paths.append(path)
-    return paths
+def write_configs(base: Path) -> list[Path]:
+    """Configs of three nodes n1..n3 under `base` (data in base/nN), as the cluster tests'."""
+    return [node.config_path for node in make_nodes(base, 3)]
 
 
 def pad(db_path: Path, megabytes: float) -> None:

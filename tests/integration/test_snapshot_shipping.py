@@ -16,9 +16,17 @@ from schedd.store.snapshot import SnapshotError, read_snapshot
 from tests.replicas import Member, leader_of, pad, write_configs
 from tests.servers import wait_for
 
-FAST_ELECTIONS = 'election_timeout_min = "300ms"\nelection_timeout_max = "600ms"\n'
 CONNECTION_TIMEOUT_S = 2.0
 CHUNK_EVERY_S = 0.025  # 64 KiB chunks: 2.6 MB/s
+# Short elections (as raft_conf sets them for 300-600 ms), and a connection timeout the
+# shipping outlasts.
+SETTINGS = {
+    "raftMinTimeout": 0.3,
+    "raftMaxTimeout": 0.6,
+    "appendEntriesPeriod": 0.075,
+    "leaderFallbackTimeout": 1.2,
+    "connectionTimeout": CONNECTION_TIMEOUT_S,
+}
 
 
 def _throttle_shipping(member: Member) -> None:
@@ -59,11 +67,11 @@ def test_a_snapshot_that_ships_for_longer_than_the_connection_timeout_is_install
 ) -> None:
     """pysyncobj's follower said nothing until the last chunk, so the leader dropped the
     connection after connectionTimeout and started the snapshot over, forever."""
-    paths = write_configs(tmp_path, FAST_ELECTIONS)
+    paths = write_configs(tmp_path)
     pad(tmp_path / "n1" / "state.db", 8)  # 128 chunks: about 3.2 s to ship
-    (tmp_path / "n2").mkdir()
+    (tmp_path / "n2").mkdir(exist_ok=True)
     shutil.copy(tmp_path / "n1" / "state.db", tmp_path / "n2" / "state.db")
-    members = [Member(p, connectionTimeout=CONNECTION_TIMEOUT_S) for p in paths[:2]]
+    members = [Member(p, **SETTINGS) for p in paths[:2]]
     try:
         leader = wait_for(lambda: leader_of(members), 15, "a leader")
         for member in members:
@@ -76,7 +84,7 @@ def test_a_snapshot_that_ships_for_longer_than_the_connection_timeout_is_install
         index = wait_for(lambda: _snapshot_index(leader), 30, "the leader's snapshot")
 
         started = time.monotonic()
-        third = Member(paths[2], connectionTimeout=CONNECTION_TIMEOUT_S)
+        third = Member(paths[2], **SETTINGS)
         members.append(third)
         wait_for(lambda: third.db.applied_index >= index, 60, "the snapshot installed")
         assert time.monotonic() - started > CONNECTION_TIMEOUT_S  # the case under test
