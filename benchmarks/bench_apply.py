@@ -1,0 +1,175 @@
+"""Benchmark: the state machine's apply cost per run, one replica, no Raft and no HTTP.
+
+Creates N one-time queue jobs due at one instant, then applies, the way the cluster does:
+claims in batches of 500 (as a dispatcher sends them), receives of 100 and acks of 100 (as a
+consumer does). Prints the apply time per run for each kind of command. Every replica of a
+cluster pays these costs for every run, so they bound the spike's drain (issue 16).
+
+Commands are written as log entries (JSON bytes, as the journal holds them), so the figure
+includes decoding, and the benchmark runs unchanged across refactors of the command types.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from schedd.store.apply import StateMachine
+from schedd.store.db import Database
+
+NOW_MS = 1_790_000_000_000
+PARTITIONS = 16
+CLAIM_BATCH = 500
+RECEIVE_MAX = 100
+
+
+class Log:
+    """Applies JSON log entries at increasing indexes and times the ones asked for."""
+
+    def __init__(self, machine: StateMachine) -> None:
+        self.machine = machine
+        self.index = machine.db.applied_index
+        self.ids = itertools.count(1)
+
+    def apply(self, type_: str, body: dict[str, Any], ts_ms: int = NOW_MS) -> tuple[Any, float]:
+        envelope = {"v": 1, "type": type_, "id": f"c{next(self.ids)}", "ts": ts_ms, "body": body}
+        blob = json.dumps(envelope, separators=(",", ":")).encode()
+        self.index += 1
+        started = time.perf_counter()
+        result = self.machine.apply(blob, index=self.index)
+        elapsed = time.perf_counter() - started
+        assert result.get("status") == "ok", result
+        return result, elapsed
+
+
+def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _setup(log: Log, n: int) -> list[tuple[int, str]]:
+    tenant = {
+        "tenant_id": "t1",
+        "name": "bench",
+        "token_hash": "h",
+        "signing_secret": "s",
+        "max_active_jobs": n + 1,
+        "dispatch_rate": 1_000_000,
+        "allowed_hosts": [],
+    }
+    log.apply("create_tenant", tenant)
+    log.apply("register_node", {"node_id": "n1", "api": "a", "raft": "r"})
+    moves = [{"partition": p, "node_id": "n1", "epoch": 0} for p in range(PARTITIONS)]
+    log.apply("assign_leases", {"ttl_ms": 3_600_000, "moves": moves})
+    spec = {
+        "name": None,
+        "schedule": {"at": "2026-09-21T14:13:20Z"},
+        "window": None,
+        "target": {"type": "queue", "name": "q"},
+        "payload": {"n": 1},
+        "retry": {"max_attempts": 3, "backoff": "fixed", "initial_delay": "10s"},
+        "misfire_policy": "run_once",
+        "overlap_policy": "allow",
+    }
+    jobs = [(i % PARTITIONS, f"job-{i:08d}") for i in range(n)]
+    for chunk in _chunks(jobs, 1_000):
+        items = [
+            {
+                "job_id": job_id,
+                "partition": partition,
+                "spec": spec,
+                "next_run_at_ms": NOW_MS,
+                "next_fire_at_ms": NOW_MS,
+                "idempotency_key": None,
+                "request_hash": None,
+            }
+            for partition, job_id in chunk
+        ]
+        log.apply("create_jobs", {"tenant_id": "t1", "jobs": items}, ts_ms=NOW_MS - 60_000)
+    return jobs
+
+
+def _claims(log: Log, jobs: list[tuple[int, str]]) -> float:
+    spent = 0.0
+    for chunk in _chunks(jobs, CLAIM_BATCH):
+        claims = [
+            {
+                "partition": partition,
+                "epoch": 1,
+                "job_id": job_id,
+                "scheduled_at_ms": NOW_MS,
+                "fire_at_ms": NOW_MS,
+                "is_trigger": False,
+                "version": 1,
+                "next_run_at_ms": None,
+                "next_fire_at_ms": None,
+            }
+            for partition, job_id in chunk
+        ]
+        _, elapsed = log.apply("claim_runs", {"node_id": "n1", "claims": claims}, ts_ms=NOW_MS)
+        spent += elapsed
+    return spent
+
+
+def _receives_and_acks(log: Log, n: int) -> tuple[float, float, int]:
+    receive_s = ack_s = 0.0
+    received = 0
+    nonces = itertools.count()
+    while received < n:
+        body = {
+            "tenant_id": "t1",
+            "queue": "q",
+            "max": RECEIVE_MAX,
+            "receipts": [f"n{next(nonces)}" for _ in range(RECEIVE_MAX)],
+            "visibility_ms": 30_000,
+        }
+        result, elapsed = log.apply("receive_messages", body, ts_ms=NOW_MS + 1)
+        receive_s += elapsed
+        receipts = [m["receipt"] for m in result["messages"]]
+        assert receipts, "the queue ran dry before every run was received"
+        received += len(receipts)
+        ack = {"tenant_id": "t1", "queue": "q", "receipts": receipts}
+        result, elapsed = log.apply("ack_messages", ack, ts_ms=NOW_MS + 2)
+        assert result["acked"] == len(receipts)
+        ack_s += elapsed
+    return receive_s, ack_s, received
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=50_000, help="runs (default 50,000)")
+    parser.add_argument("--repeat", type=int, default=3, help="fresh stores measured (best kept)")
+    args = parser.parse_args()
+    best: dict[str, float] = {}
+    for _ in range(args.repeat):
+        with tempfile.TemporaryDirectory(prefix="schedd-bench-apply-") as tmp:
+            db = Database(Path(tmp) / "state.db")
+            try:
+                log = Log(StateMachine(db))
+                jobs = _setup(log, args.n)
+                claim_s = _claims(log, jobs)
+                receive_s, ack_s, received = _receives_and_acks(log, args.n)
+                assert received == args.n
+            finally:
+                db.close()
+        figures = {"claim": claim_s, "receive": receive_s, "ack": ack_s}
+        for name, seconds in figures.items():
+            best[name] = min(best.get(name, seconds), seconds)
+    total = sum(best.values())
+    print(f"apply cost per run, one replica, {args.n:,} runs (best of {args.repeat}):")
+    for name, seconds in best.items():
+        print(f"  {name:<8} {seconds / args.n * 1e6:6.1f} us")
+    print(f"  {'total':<8} {total / args.n * 1e6:6.1f} us")
+
+
+if __name__ == "__main__":
+    main()
