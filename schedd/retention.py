@@ -1,5 +1,5 @@
 """How long finished data is kept, per kind: the node's `[retention]` and a tenant's own
-(shorter) values. Pure values; the pruning itself is `store/apply_retention.py`."""
+(shorter) values. Pure values; the pruning itself is `store/apply/retention.py`."""
 
 from __future__ import annotations
 

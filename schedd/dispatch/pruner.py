@@ -1,5 +1,5 @@
 """On the leader: propose `prune` commands, paced, so history is kept for its retention and no
-longer. Apply does the deleting (store/apply_retention.py); this loop only decides when."""
+longer. Apply does the deleting (store/apply/retention.py); this loop only decides when."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from schedd.errors import SchedError
 from schedd.loop import Loop
 from schedd.metrics import oldest_due_ms
 from schedd.retention import Retention
-from schedd.store.apply_retention import MAX_ROWS_PER_PRUNE
+from schedd.store.apply.retention import MAX_ROWS_PER_PRUNE
 from schedd.store.command import LEVEL_OF_TYPE
 
 PASS_EVERY_S = 5.0  # a pass over every tenant starts this often when the last one finished

@@ -121,7 +121,7 @@ def test_same_commands_give_same_digest_fresh_and_after_replay(
 def test_stored_results_do_not_depend_on_key_order(tmp_path: Path, monkeypatch: Any) -> None:
     """Two code versions that build the same result with keys in another order store the same
     text, so their digests agree mid rolling upgrade."""
-    import schedd.store.apply as apply_module
+    import schedd.store.apply.machine as apply_module
 
     real = apply_module.HANDLERS["create_tenant"]
 

@@ -9,7 +9,7 @@ import pytest
 
 from schedd.retention import Retention
 from schedd.store import queries
-from schedd.store.apply_retention import MAX_ROWS_PER_PRUNE
+from schedd.store.apply.retention import MAX_ROWS_PER_PRUNE
 from schedd.store.db import Database
 from schedd.store.digest import state_digest
 from tests.conftest import NOW_MS, Applier

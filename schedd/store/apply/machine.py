@@ -14,15 +14,15 @@ from typing import Any
 
 from schedd import metrics
 from schedd.errors import CorruptLog
-from schedd.store import (
-    apply_cluster,
-    apply_deadletters,
-    apply_delivery,
-    apply_dispatch,
-    apply_jobs,
-    apply_queue,
-    apply_retention,
-    apply_tenants,
+from schedd.store.apply import (
+    cluster,
+    deadletters,
+    delivery,
+    dispatch,
+    jobs,
+    queue,
+    retention,
+    tenants,
 )
 from schedd.store.command import (
     BATCH,
@@ -41,14 +41,14 @@ log = logging.getLogger(__name__)
 Handler = Callable[[sqlite3.Connection, Command], dict[str, Any]]
 Queues = set[tuple[str, str]]  # (tenant_id, queue) pairs
 HANDLERS: Mapping[str, Handler] = {
-    **apply_cluster.HANDLERS,
-    **apply_tenants.HANDLERS,
-    **apply_jobs.HANDLERS,
-    **apply_dispatch.HANDLERS,
-    **apply_queue.HANDLERS,
-    **apply_deadletters.HANDLERS,
-    **apply_delivery.HANDLERS,
-    **apply_retention.HANDLERS,
+    **cluster.HANDLERS,
+    **tenants.HANDLERS,
+    **jobs.HANDLERS,
+    **dispatch.HANDLERS,
+    **queue.HANDLERS,
+    **deadletters.HANDLERS,
+    **delivery.HANDLERS,
+    **retention.HANDLERS,
 }
 PRUNE_EVERY = 1_000  # indexes between deterministic clean-ups of the dedupe tables
 APPLIED_COMMANDS_TTL_MS = 3_600_000

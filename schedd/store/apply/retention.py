@@ -14,7 +14,7 @@ from typing import Any
 
 from schedd import metrics
 from schedd.retention import KINDS, TENANT_KINDS, Retention
-from schedd.store.apply_queue import Message, expire_message
+from schedd.store.apply.queue import Message, expire_message
 from schedd.store.command import Command, ok, rejected
 from schedd.store.records import audit
 from schedd.store.retained import tenant_queues

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 from schedd.jobspec import stored_retry
 from schedd.model import RunStatus
 from schedd.retry import has_attempts_left
-from schedd.store.apply_jobs import cancel_job
+from schedd.store.apply.jobs import cancel_job
 from schedd.store.command import Command, ok
 
 SUCCEEDED, RETRY, FAILED, GONE = "succeeded", "retry", "failed", "gone"
