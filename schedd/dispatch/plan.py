@@ -36,7 +36,7 @@ class PlanJob:
             job_id=job_id,
             status=row.status,
             next_run_at_ms=row.next_run_at_ms,
-            schedule=spec["schedule"],
+            schedule=spec.get("schedule", {}),  # read only if the run is planned
             overlap_policy=spec.get("overlap_policy", "allow"),
             misfire_policy=spec.get("misfire_policy", "run_once"),
             window=spec.get("window"),
