@@ -2,7 +2,8 @@
 scrape time from the node's SQLite and Raft state (docs/metrics.md lists them all).
 
 Observing must stay cheap (a counter or histogram update); nothing here writes state, and the
-scrape-time reads are short read-only queries over indexes, capped where a count could be large.
+scrape-time store reads (store/gauges.py, handed in: this module sits below the store) are short
+read-only queries over indexes, capped where a count could be large.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -106,31 +107,7 @@ def exposition(node_registry: CollectorRegistry | None) -> bytes:
 QUEUE_LABELS = 50  # queue names are tenant-chosen: export the deepest ones, fold the rest
 OTHER_QUEUES = "(other)"  # not a valid queue name, so it never collides with a real one
 QUEUE_STATES = ("ready", "in_flight", "delayed", "dead")
-BACKLOG_CAP = 1_000_000  # the due backlog gauge saturates here (one index row read per run)
-SPLIT_BUDGET = 200_000  # invisible messages read per scrape to tell in-flight from delayed
-DEAD_SCAN_CAP = 100_000  # dead letters read per scrape to attribute them to queues
 RAFT_ROLES = ("leader", "follower", "candidate", "starting")
-
-_PARTITIONS = "WITH RECURSIVE p(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM p WHERE n < ?) "
-_BACKLOG = (
-    _PARTITIONS + "SELECT COUNT(*) FROM (SELECT 1 FROM due WHERE partition IN p "
-    "AND fire_at_ms <= ? LIMIT ?)"
-)
-_OLDEST_DUE = (
-    _PARTITIONS + "SELECT MIN((SELECT MIN(fire_at_ms) FROM due WHERE partition = p.n)) FROM p"
-)
-_QUEUE_COUNTS = (
-    "SELECT tenant_id, queue, SUM(visible_at_ms <= ?), SUM(visible_at_ms > ?) "
-    "FROM messages INDEXED BY messages_ready GROUP BY tenant_id, queue"
-)
-_IN_FLIGHT = (
-    "SELECT COUNT(receipt) FROM (SELECT receipt FROM messages WHERE tenant_id = ? AND queue = ? "
-    "AND visible_at_ms > ? LIMIT ?)"
-)
-_DEAD_BY_QUEUE = (
-    "SELECT json_extract(target, '$.name'), COUNT(*) FROM (SELECT target FROM deadletters "
-    "LIMIT ?) WHERE json_extract(target, '$.type') = 'queue' GROUP BY 1"
-)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -143,57 +120,6 @@ class StoreGauges:
     outbox: int
     deadletters: int
     partitions_owned: int
-
-
-def read_store(
-    conn: sqlite3.Connection, *, node_id: str, partitions: int, now_ms: int
-) -> StoreGauges:
-    """Read the store gauges in one read transaction (a consistent view)."""
-    conn.execute("BEGIN")
-    try:
-        backlog = conn.execute(_BACKLOG, (partitions - 1, now_ms, BACKLOG_CAP)).fetchone()[0]
-        oldest = oldest_due_ms(conn, partitions)
-        owned = conn.execute(
-            "SELECT COUNT(*) FROM leases WHERE node_id = ? AND expires_at_ms > ?", (node_id, now_ms)
-        ).fetchone()[0]
-        return StoreGauges(
-            due_backlog=backlog,
-            oldest_due_age_s=0.0 if oldest is None else max(now_ms - oldest, 0) / 1000,
-            queues=queue_counts(conn, now_ms),
-            outbox=conn.execute("SELECT COUNT(*) FROM outbox").fetchone()[0],
-            deadletters=conn.execute("SELECT COUNT(*) FROM deadletters").fetchone()[0],
-            partitions_owned=owned,
-        )
-    finally:
-        conn.execute("COMMIT")
-
-
-def oldest_due_ms(conn: sqlite3.Connection, partitions: int) -> int | None:
-    """The earliest fire time in the due index (one seek per partition), or None if empty."""
-    value = conn.execute(_OLDEST_DUE, (partitions - 1,)).fetchone()[0]
-    return None if value is None else int(value)
-
-
-def queue_counts(conn: sqlite3.Connection, now_ms: int) -> dict[str, dict[str, int]]:
-    """Messages per queue name and state. One pass over the (tenant, queue, visible_at) index;
-    invisible messages are then read by key to tell in-flight (held by a consumer) from delayed
-    (waiting out a retry backoff), up to SPLIT_BUDGET of them: past it they count as in flight."""
-    counts: dict[str, dict[str, int]] = {}
-    budget = SPLIT_BUDGET
-    for tenant_id, queue, ready, invisible in conn.execute(_QUEUE_COUNTS, (now_ms, now_ms)):
-        in_flight = invisible
-        if invisible and budget > 0:
-            in_flight = conn.execute(_IN_FLIGHT, (tenant_id, queue, now_ms, budget)).fetchone()[0]
-            in_flight += max(invisible - budget, 0)
-            budget -= invisible
-        row = counts.setdefault(queue, dict.fromkeys(QUEUE_STATES, 0))
-        row["ready"] += ready
-        row["in_flight"] += in_flight
-        row["delayed"] += invisible - in_flight
-    for queue, dead in conn.execute(_DEAD_BY_QUEUE, (DEAD_SCAN_CAP,)):
-        if isinstance(queue, str):
-            counts.setdefault(queue, dict.fromkeys(QUEUE_STATES, 0))["dead"] += dead
-    return counts
 
 
 def top_queues(
@@ -311,8 +237,17 @@ def snapshot_metrics(path: Path) -> list[Metric]:
     ]
 
 
+class StoreReader(Protocol):
+    """store/gauges.py `read_store`: the store gauges of one scrape."""
+
+    def __call__(
+        self, conn: sqlite3.Connection, *, node_id: str, partitions: int, now_ms: int
+    ) -> StoreGauges: ...
+
+
 class NodeCollector(Collector):
-    """Gauges computed at each scrape from this node's replica and Raft status."""
+    """Gauges computed at each scrape from this node's replica and Raft status; the store's
+    are read by `read_store` (store/gauges.py: this module sits below the store)."""
 
     def __init__(
         self,
@@ -320,6 +255,7 @@ class NodeCollector(Collector):
         node_id: str,
         partitions: int,
         connect: Callable[[], sqlite3.Connection],
+        read_store: StoreReader,
         status: Callable[[], Mapping[str, Any]],
         commit_index: Callable[[], int],
         snapshot_path: Path,
@@ -330,6 +266,7 @@ class NodeCollector(Collector):
         self._node_id = node_id
         self._partitions = partitions
         self._connect = connect
+        self._read_store = read_store
         self._status = status
         self._commit_index = commit_index
         self._snapshot_path = snapshot_path
@@ -343,7 +280,7 @@ class NodeCollector(Collector):
         try:
             conn = self._connect()
             try:
-                gauges = read_store(
+                gauges = self._read_store(
                     conn,
                     node_id=self._node_id,
                     partitions=self._partitions,

@@ -40,6 +40,7 @@ from schedd.store.command import Command
 from schedd.store.datadir import DataDirBusy, DataDirLock
 from schedd.store.db import Checkpointer, Database, ReadPool, connect
 from schedd.store.files import durable_replace
+from schedd.store.gauges import read_store
 from schedd.store.retained import RetainedCollector
 from schedd.tls import node_contexts
 
@@ -168,6 +169,7 @@ class Node:
                 node_id=config.node_id,
                 partitions=config.partitions,
                 connect=lambda: connect(self.db.path, readonly=True, cache_kib=1024),
+                read_store=read_store,
                 status=self.status,
                 commit_index=lambda: 0 if self.replica is None else self.replica.commit_index(),
                 snapshot_path=config.data_dir / "raft.snapshot",

@@ -8,7 +8,6 @@ command.
 
 from __future__ import annotations
 
-import json
 import re
 import secrets
 import sqlite3
@@ -22,6 +21,7 @@ from schedd.api.context import CONTEXT
 from schedd.api.http import json_response, principal, propose, read_object, require
 from schedd.errors import InvalidRequest
 from schedd.jsonbody import JSONValue, as_integer
+from schedd.store.queue_reads import queue_summaries, visible_count
 from schedd.timeformat import parse_duration, parse_instant
 
 QUEUE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
@@ -68,12 +68,7 @@ def _receipts(body: dict[str, JSONValue]) -> list[str]:
 
 def _visible(tenant_id: str, queue: str, now_ms: int, limit: int) -> Any:
     def query(conn: sqlite3.Connection) -> int:
-        row = conn.execute(
-            "SELECT count(*) FROM (SELECT 1 FROM messages WHERE tenant_id = ? AND queue = ? "
-            "AND visible_at_ms <= ? LIMIT ?)",
-            (tenant_id, queue, now_ms, limit),
-        ).fetchone()
-        return int(row[0])
+        return visible_count(conn, tenant_id, queue, now_ms, limit)
 
     return query
 
@@ -170,37 +165,6 @@ async def list_queues(request: web.Request) -> web.Response:
     now = ctx.clock_ms()
 
     def query(conn: sqlite3.Connection) -> list[dict[str, Any]]:
-        counts: dict[str, dict[str, Any]] = {}
-        for queue, ready, in_flight, delayed in conn.execute(
-            "SELECT queue, SUM(visible_at_ms <= ?), "
-            "SUM(visible_at_ms > ? AND receipt IS NOT NULL), "
-            "SUM(visible_at_ms > ? AND receipt IS NULL) FROM messages "
-            "WHERE tenant_id = ? GROUP BY queue",
-            (now, now, now, tenant_id),
-        ):
-            counts[queue] = {
-                "name": queue,
-                "ready": ready,
-                "in_flight": in_flight,
-                "delayed": delayed,
-                "dead": 0,
-            }
-        for target, dead in conn.execute(
-            "SELECT target, COUNT(*) FROM deadletters WHERE tenant_id = ? GROUP BY target",
-            (tenant_id,),
-        ):
-            name = json_name(target)
-            if name is not None:
-                empty = {"name": name, "ready": 0, "in_flight": 0, "delayed": 0, "dead": 0}
-                counts.setdefault(name, empty)
-                counts[name]["dead"] = dead
-        return sorted(counts.values(), key=lambda q: str(q["name"]))
+        return queue_summaries(conn, tenant_id, now)
 
     return json_response({"queues": await ctx.reads.read(query)})
-
-
-def json_name(target: str) -> str | None:
-    """The queue name of a dead letter's target, None for an HTTP target."""
-    parsed = json.loads(target)
-    name = parsed.get("name") if parsed.get("type") == "queue" else None
-    return None if name is None else str(name)

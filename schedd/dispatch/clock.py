@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from schedd.addresses import reachable_api_url
 from schedd.loop import Loop
 from schedd.peers import PeerReport, PeerReports
+from schedd.store.queries import list_nodes
 
 log = logging.getLogger(__name__)
 PROBE_EVERY_S = 2.0
@@ -161,7 +162,7 @@ class ClockProbe(Loop):
     def tick(self, now_ms: int) -> float:
         if self._conn is None:
             self._conn = self._connect()
-        rows = self._conn.execute("SELECT node_id, api, raft FROM nodes").fetchall()
+        rows = list_nodes(self._conn)
         peers = {n: reachable_api_url(api, raft) for n, api, raft in rows if n != self._node_id}
         leader_raft = self._leader_address()
         leader_id = next((n for n, _, raft in rows if raft == leader_raft), None)

@@ -5,57 +5,41 @@ claim them in batches. It only reads, decides and proposes; apply fences every c
 from __future__ import annotations
 
 import heapq
-import json
 import logging
 import sqlite3
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 from schedd import metrics
 from schedd.dispatch.admission import TenantBuckets
+from schedd.dispatch.plan import Claim, Hold, PlanJob, plan_run
 from schedd.errors import ClusterUnavailable
 from schedd.loop import Loop
-from schedd.model import AtSchedule, MisfirePolicy, OverlapPolicy, partition_of
-from schedd.schedule import fire_time, load_schedule, next_after
-from schedd.timeformat import parse_duration
+from schedd.model import partition_of
+from schedd.store.dispatch_reads import (
+    DueRun,
+    JobRow,
+    due_runs,
+    has_run_in_flight,
+    read_jobs,
+    tenant_rates,
+)
+from schedd.store.leases import held_partitions
 
 log = logging.getLogger(__name__)
 PRELOAD_WINDOW_MS = 60_000
 PRELOAD_EVERY_MS = 5_000
-LEASE_MARGIN_MS = 500  # stop using a lease this long before the local view says it ends
 MISFIRE_THRESHOLD_MS = 60_000
 CLAIM_BATCH = 500
 CLAIM_BATCHES_IN_FLIGHT = 3  # per dispatcher; more only queue up in the proposer
 MAX_CLAIMS_PER_TICK = 20_000
-HOLD_RETRY_MS = 1_000
 PARKED_RECHECK_S = 0.05  # how often runs over their tenant's rate look for fresh tokens
 CLOCK_RECHECK_S = 0.1  # while the clock is distrusted (dispatch/clock.py)
-IN_FLIGHT = ("dispatched", "delivered", "retrying")
 
 Submit = Callable[[str, Mapping[str, Any]], "Future[dict[str, Any]]"]
-
-
-class DueRun(NamedTuple):
-    """One row of the due index, ordered by when it fires (a tuple: heap comparisons in C)."""
-
-    fire_at_ms: int
-    partition: int
-    job_id: str
-    scheduled_at_ms: int
-    is_trigger: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class JobRow:
-    tenant_id: str
-    spec: dict[str, Any]
-    status: str
-    version: int
-    next_run_at_ms: int | None
 
 
 class Dispatcher(Loop):
@@ -142,11 +126,7 @@ class Dispatcher(Loop):
         return self._conn
 
     def _refresh_leases(self, conn: sqlite3.Connection, now_ms: int) -> None:
-        rows = conn.execute(
-            "SELECT partition, epoch FROM leases WHERE node_id = ? AND expires_at_ms > ?",
-            (self.node_id, now_ms + LEASE_MARGIN_MS),
-        ).fetchall()
-        owned = dict(rows)
+        owned = held_partitions(conn, self.node_id, now_ms)
         if set(owned) - set(self._owned):
             self._next_preload_ms = 0  # new partitions: read their due runs now
         self._owned = owned
@@ -154,14 +134,9 @@ class Dispatcher(Loop):
     def _preload(self, conn: sqlite3.Connection, now_ms: int) -> None:
         """Read every owned partition's runs due before now + the window (late ones included)."""
         horizon = now_ms + PRELOAD_WINDOW_MS
-        self._buckets.set_rates(dict(conn.execute("SELECT tenant_id, dispatch_rate FROM tenants")))
+        self._buckets.set_rates(tenant_rates(conn))
         for partition in self._owned:
-            rows = conn.execute(
-                "SELECT fire_at_ms, partition, job_id, scheduled_at_ms, is_trigger FROM due "
-                "WHERE partition = ? AND fire_at_ms <= ? ORDER BY fire_at_ms LIMIT ?",
-                (partition, horizon, MAX_CLAIMS_PER_TICK),
-            ).fetchall()
-            self._push(DueRun(f, p, j, s, bool(t)) for f, p, j, s, t in rows)
+            self._push(due_runs(conn, partition, horizon, MAX_CLAIMS_PER_TICK))
         self._next_preload_ms = now_ms + PRELOAD_EVERY_MS
 
     def _take_inbox(self, now_ms: int) -> None:
@@ -230,7 +205,7 @@ class Dispatcher(Loop):
     def _plan_batch(
         self, conn: sqlite3.Connection, due: list[DueRun], now_ms: int
     ) -> list[dict[str, Any]]:
-        jobs = _read_jobs(conn, {run.job_id for run in due})
+        jobs = read_jobs(conn, {run.job_id for run in due})
         claims: list[dict[str, Any]] = []
         for run in due:
             job = jobs.get(run.job_id)
@@ -254,6 +229,17 @@ class Dispatcher(Loop):
         self, conn: sqlite3.Connection, run: DueRun, job: JobRow, now_ms: int
     ) -> dict[str, Any] | None:
         """The claim for one due run, or None when it is not (or not yet) to be claimed."""
+        plan = plan_run(
+            PlanJob.from_row(run.job_id, job),
+            run,
+            now_ms,
+            misfire_threshold_ms=self.misfire_threshold_ms,
+            run_in_flight=lambda: has_run_in_flight(conn, run.job_id),
+        )
+        if isinstance(plan, Hold):
+            heapq.heappush(self._held, (plan.retry_at_ms, run))
+        if not isinstance(plan, Claim):
+            return None
         claim: dict[str, Any] = {
             "partition": run.partition,
             "epoch": self._owned[run.partition],
@@ -262,33 +248,11 @@ class Dispatcher(Loop):
             "fire_at_ms": run.fire_at_ms,
             "is_trigger": run.is_trigger,
             "version": job.version,
-            "next_run_at_ms": None,
-            "next_fire_at_ms": None,
+            "next_run_at_ms": plan.next_run_at_ms,
+            "next_fire_at_ms": plan.next_fire_at_ms,
         }
-        if run.is_trigger:
-            return claim
-        if job.status != "active" or job.next_run_at_ms != run.scheduled_at_ms:
-            return None  # changed since it was read: its current due row will come by
-        overlap = OverlapPolicy(job.spec.get("overlap_policy", "allow"))
-        if overlap is not OverlapPolicy.ALLOW and _has_run_in_flight(conn, run.job_id):
-            if overlap is OverlapPolicy.DELAY:
-                heapq.heappush(self._held, (now_ms + HOLD_RETRY_MS, run))
-                return None
-            claim["skip"] = "skipped: the previous run was still in flight"
-        schedule = load_schedule(job.spec["schedule"])
-        after = run.scheduled_at_ms
-        is_late = now_ms - run.fire_at_ms > self.misfire_threshold_ms
-        policy = MisfirePolicy(job.spec.get("misfire_policy", "run_once"))
-        if is_late and policy is not MisfirePolicy.RUN_ALL and not isinstance(schedule, AtSchedule):
-            after = now_ms  # one catch-up run (or none, for skip), then the next future one
-            if policy is MisfirePolicy.SKIP:
-                claim["skip"] = "skipped: missed while dispatch was down (misfire_policy skip)"
-        next_run = next_after(schedule, after)
-        if next_run is not None:
-            window = job.spec.get("window")
-            window_ms = 0 if window is None else parse_duration(window, field="window")
-            claim["next_run_at_ms"] = next_run
-            claim["next_fire_at_ms"] = fire_time(run.job_id, next_run, window_ms)
+        if plan.skip is not None:
+            claim["skip"] = plan.skip
         return claim
 
     def _settle(
@@ -316,29 +280,6 @@ class Dispatcher(Loop):
                         )
                     ]
                 )
-
-
-def _read_jobs(conn: sqlite3.Connection, job_ids: set[str]) -> dict[str, JobRow]:
-    jobs: dict[str, JobRow] = {}
-    ids = sorted(job_ids)
-    for start in range(0, len(ids), 500):
-        chunk = ids[start : start + 500]
-        marks = ",".join("?" * len(chunk))
-        rows = conn.execute(
-            "SELECT job_id, tenant_id, spec, status, version, next_run_at_ms FROM jobs "
-            f"WHERE job_id IN ({marks})",
-            chunk,
-        ).fetchall()
-        for job_id, tenant_id, spec, status, version, next_run in rows:
-            jobs[job_id] = JobRow(tenant_id, json.loads(spec), status, version, next_run)
-    return jobs
-
-
-def _has_run_in_flight(conn: sqlite3.Connection, job_id: str) -> bool:
-    row = conn.execute(
-        "SELECT 1 FROM runs WHERE job_id = ? AND status IN (?, ?, ?) LIMIT 1", (job_id, *IN_FLIGHT)
-    ).fetchone()
-    return row is not None
 
 
 def _job_order(run: DueRun) -> str:

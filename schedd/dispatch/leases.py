@@ -7,11 +7,11 @@ import logging
 import math
 import sqlite3
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from schedd.errors import ClusterUnavailable
 from schedd.loop import Loop
+from schedd.store.leases import Lease, live_nodes, read_leases
 
 log = logging.getLogger(__name__)
 LEASE_TTL_MS = 5_000
@@ -20,26 +20,6 @@ PLAN_EVERY_S = 1.0
 MAX_REBALANCE_MOVES = 64  # per round: moving a live lease costs its holder a preload
 
 Propose = Callable[[str, Mapping[str, Any]], dict[str, Any]]
-
-
-@dataclass(frozen=True, slots=True)
-class Lease:
-    partition: int
-    node_id: str
-    epoch: int
-    expires_at_ms: int
-
-
-def read_leases(conn: sqlite3.Connection) -> dict[int, Lease]:
-    rows = conn.execute("SELECT partition, node_id, epoch, expires_at_ms FROM leases").fetchall()
-    return {row[0]: Lease(*row) for row in rows}
-
-
-def live_nodes(conn: sqlite3.Connection, now_ms: int, ttl_ms: int) -> list[str]:
-    rows = conn.execute(
-        "SELECT node_id FROM nodes WHERE last_seen_ms > ? ORDER BY node_id", (now_ms - ttl_ms,)
-    ).fetchall()
-    return [row[0] for row in rows]
 
 
 def plan_moves(
@@ -52,7 +32,7 @@ def plan_moves(
     orphans = []
     for partition in range(partitions):
         lease = leases.get(partition)
-        if lease is not None and lease.node_id in held and lease.expires_at_ms > now_ms:
+        if lease is not None and lease.node_id in held and lease.is_valid(now_ms):
             held[lease.node_id].append(partition)
         else:
             orphans.append(partition)

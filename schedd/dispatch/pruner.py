@@ -10,10 +10,10 @@ from collections.abc import Callable
 from schedd.dispatch.leases import Propose
 from schedd.errors import SchedError
 from schedd.loop import Loop
-from schedd.metrics import oldest_due_ms
 from schedd.retention import Retention
 from schedd.store.apply.retention import MAX_ROWS_PER_PRUNE
 from schedd.store.command import LEVEL_OF_TYPE
+from schedd.store.gauges import oldest_due_ms
 
 PASS_EVERY_S = 5.0  # a pass over every tenant starts this often when the last one finished
 NEXT_PIECE_S = 0.05  # within a pass: at most 20 prune commands (5,000 rows) a second

@@ -6,9 +6,8 @@ import sqlite3
 from collections.abc import Callable, Collection, Mapping
 from typing import NamedTuple
 
+from schedd.store.leases import held_partitions
 from schedd.store.queries import Tenant, get_tenant
-
-LEASE_MARGIN_MS = 500  # as the dispatcher: stop using a lease a little before it ends
 
 
 class DueCall(NamedTuple):
@@ -49,13 +48,7 @@ def due_calls(
 ) -> list[DueCall]:
     """Due calls in the node's partitions, oldest first per tenant, at most `free_slots`
     (given the tenants that have due calls) per tenant, leaving out the rows in `skip`."""
-    partitions = [
-        row[0]
-        for row in conn.execute(
-            "SELECT partition FROM leases WHERE node_id = ? AND expires_at_ms > ?",
-            (node_id, now_ms + LEASE_MARGIN_MS),
-        )
-    ]
+    partitions = list(held_partitions(conn, node_id, now_ms))
     if not partitions:
         return []
     marks = ",".join("?" * len(partitions))

@@ -15,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from schedd import metrics
 from schedd.api.http import metrics_middleware
+from schedd.store import gauges as store_gauges
 from schedd.store.db import Database, connect
 from tests.conftest import NOW_MS, Applier
 from tests.unit.test_dispatcher import Cluster
@@ -70,7 +71,7 @@ def test_store_gauges_count_backlog_queues_outbox_dead_letters_and_owned_partiti
     fill_store(db)
     conn = connect(db.path, readonly=True)
     try:
-        gauges = metrics.read_store(conn, node_id="n1", partitions=4, now_ms=NOW_MS)
+        gauges = store_gauges.read_store(conn, node_id="n1", partitions=4, now_ms=NOW_MS)
     finally:
         conn.close()
     assert gauges.due_backlog == 2
@@ -87,10 +88,10 @@ def test_invisible_messages_past_the_split_budget_count_as_in_flight(
 ) -> None:
     for i in range(5):
         add_message(db, f"m{i}", "q", visible_at=NOW_MS + 1_000, receipt=None)
-    monkeypatch.setattr(metrics, "SPLIT_BUDGET", 2)
+    monkeypatch.setattr(store_gauges, "SPLIT_BUDGET", 2)
     conn = connect(db.path, readonly=True)
     try:
-        counts = metrics.queue_counts(conn, NOW_MS)
+        counts = store_gauges.queue_counts(conn, NOW_MS)
     finally:
         conn.close()
     assert counts["q"] == {"ready": 0, "in_flight": 3, "delayed": 2, "dead": 0}
@@ -121,6 +122,7 @@ def collector(path: Path | str, status: dict[str, Any]) -> metrics.NodeCollector
         node_id="n1",
         partitions=4,
         connect=lambda: connect(path, readonly=True),
+        read_store=store_gauges.read_store,
         status=lambda: status,
         commit_index=lambda: 12,
         snapshot_path=Path(path).with_name("raft.snapshot"),
@@ -214,7 +216,7 @@ def test_apply_observes_each_log_entry(apply: Applier) -> None:
 def test_read_store_leaves_no_transaction_open(db: Database) -> None:
     conn = connect(db.path, readonly=True)
     try:
-        metrics.read_store(conn, node_id="n1", partitions=4, now_ms=NOW_MS)
+        store_gauges.read_store(conn, node_id="n1", partitions=4, now_ms=NOW_MS)
         assert not conn.in_transaction
     finally:
         conn.close()

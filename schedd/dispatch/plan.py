@@ -1,0 +1,107 @@
+"""Planning one due run: the overlap policy, the misfire policy, the job's next run and its fire
+time in the window. A pure function of the job's stored fields and `now`; no store, no clock."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from schedd.model import AtSchedule, MisfirePolicy, OverlapPolicy
+from schedd.schedule import fire_time, load_schedule, next_after
+from schedd.store.dispatch_reads import DueRun, JobRow
+from schedd.timeformat import parse_duration
+
+HOLD_RETRY_MS = 1_000  # overlap "delay": a held run looks again this much later
+SKIP_OVERLAP = "skipped: the previous run was still in flight"
+SKIP_MISFIRE = "skipped: missed while dispatch was down (misfire_policy skip)"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlanJob:
+    """The stored fields of a job that plan its runs (the schedule as `jobs.spec` holds it)."""
+
+    job_id: str
+    status: str
+    next_run_at_ms: int | None
+    schedule: Mapping[str, str]
+    overlap_policy: str = "allow"
+    misfire_policy: str = "run_once"
+    window: str | None = None
+
+    @classmethod
+    def from_row(cls, job_id: str, row: JobRow) -> PlanJob:
+        spec: dict[str, Any] = row.spec
+        return cls(
+            job_id=job_id,
+            status=row.status,
+            next_run_at_ms=row.next_run_at_ms,
+            schedule=spec.get("schedule", {}),  # read only if the run is planned
+            overlap_policy=spec.get("overlap_policy", "allow"),
+            misfire_policy=spec.get("misfire_policy", "run_once"),
+            window=spec.get("window"),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Claim:
+    """Claim the run; `skip` records it as skipped instead of delivering it. The job's next
+    run (None: it has none left, or a trigger run leaves the schedule alone) and its fire time."""
+
+    next_run_at_ms: int | None = None
+    next_fire_at_ms: int | None = None
+    skip: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Stale:
+    """Not to be claimed: the job changed since the run was read (its current due row comes)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """Overlap "delay": look at the run again at `retry_at_ms`."""
+
+    retry_at_ms: int
+
+
+Plan = Claim | Stale | Hold
+
+
+def plan_run(
+    job: PlanJob,
+    run: DueRun,
+    now_ms: int,
+    *,
+    misfire_threshold_ms: int,
+    run_in_flight: Callable[[], bool],
+) -> Plan:
+    """What to do with one due run at `now_ms`. `run_in_flight` (whether another run of the job
+    is dispatched and unfinished) is asked only when the job's overlap policy needs it."""
+    if run.is_trigger:
+        return Claim()
+    if job.status != "active" or job.next_run_at_ms != run.scheduled_at_ms:
+        return Stale()
+    skip = None
+    overlap = OverlapPolicy(job.overlap_policy)
+    if overlap is not OverlapPolicy.ALLOW and run_in_flight():
+        if overlap is OverlapPolicy.DELAY:
+            return Hold(now_ms + HOLD_RETRY_MS)
+        skip = SKIP_OVERLAP
+    schedule = load_schedule(job.schedule)
+    after = run.scheduled_at_ms
+    is_late = now_ms - run.fire_at_ms > misfire_threshold_ms
+    policy = MisfirePolicy(job.misfire_policy)
+    if is_late and policy is not MisfirePolicy.RUN_ALL and not isinstance(schedule, AtSchedule):
+        after = now_ms  # one catch-up run (or none, for skip), then the next future one
+        if policy is MisfirePolicy.SKIP:
+            skip = SKIP_MISFIRE
+    next_run = next_after(schedule, after)
+    if next_run is None:
+        return Claim(skip=skip)
+    window_ms = 0 if job.window is None else parse_duration(job.window, field="window")
+    return Claim(
+        next_run_at_ms=next_run,
+        next_fire_at_ms=fire_time(job.job_id, next_run, window_ms),
+        skip=skip,
+    )

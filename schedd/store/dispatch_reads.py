@@ -1,0 +1,73 @@
+"""Reads for the dispatcher: the due index of a partition, the jobs a batch of due runs belongs
+to, whether a job has a run in flight, and the tenants' dispatch rates. Reads only."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+IN_FLIGHT = ("dispatched", "delivered", "retrying")  # run statuses that hold an overlap
+JOBS_PER_READ = 500
+
+
+class DueRun(NamedTuple):
+    """One row of the due index, ordered by when it fires (a tuple: heap comparisons in C)."""
+
+    fire_at_ms: int
+    partition: int
+    job_id: str
+    scheduled_at_ms: int
+    is_trigger: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class JobRow:
+    """The stored fields of a job that claiming one of its runs reads."""
+
+    tenant_id: str
+    spec: dict[str, Any]
+    status: str
+    version: int
+    next_run_at_ms: int | None
+
+
+def tenant_rates(conn: sqlite3.Connection) -> dict[str, int]:
+    """Each tenant's dispatch rate (runs a second)."""
+    return dict(conn.execute("SELECT tenant_id, dispatch_rate FROM tenants"))
+
+
+def due_runs(conn: sqlite3.Connection, partition: int, until_ms: int, limit: int) -> list[DueRun]:
+    """A partition's due rows firing at or before `until_ms` (late ones included), oldest first."""
+    rows = conn.execute(
+        "SELECT fire_at_ms, partition, job_id, scheduled_at_ms, is_trigger FROM due "
+        "WHERE partition = ? AND fire_at_ms <= ? ORDER BY fire_at_ms LIMIT ?",
+        (partition, until_ms, limit),
+    ).fetchall()
+    return [DueRun(f, p, j, s, bool(t)) for f, p, j, s, t in rows]
+
+
+def read_jobs(conn: sqlite3.Connection, job_ids: set[str]) -> dict[str, JobRow]:
+    """The jobs named that exist, by id (read in chunks of JOBS_PER_READ ids)."""
+    jobs: dict[str, JobRow] = {}
+    ids = sorted(job_ids)
+    for start in range(0, len(ids), JOBS_PER_READ):
+        chunk = ids[start : start + JOBS_PER_READ]
+        marks = ",".join("?" * len(chunk))
+        rows = conn.execute(
+            "SELECT job_id, tenant_id, spec, status, version, next_run_at_ms FROM jobs "
+            f"WHERE job_id IN ({marks})",
+            chunk,
+        ).fetchall()
+        for job_id, tenant_id, spec, status, version, next_run in rows:
+            jobs[job_id] = JobRow(tenant_id, json.loads(spec), status, version, next_run)
+    return jobs
+
+
+def has_run_in_flight(conn: sqlite3.Connection, job_id: str) -> bool:
+    """Whether one of the job's runs is dispatched and not yet finished (overlap policies)."""
+    row = conn.execute(
+        "SELECT 1 FROM runs WHERE job_id = ? AND status IN (?, ?, ?) LIMIT 1", (job_id, *IN_FLIGHT)
+    ).fetchone()
+    return row is not None
