@@ -23,10 +23,10 @@ from schedd.api.context import ApiContext, QueueSignal, TokenCache
 from schedd.api.limits import ServerLimits
 from schedd.config import MIN_SECRET_CHARS, NodeConfig, parse_listen
 from schedd.delivery.caller import Caller
-from schedd.delivery.guard import TargetGuard
 from schedd.dispatch.clock import ClockGuard
 from schedd.dispatch.service import DispatchService
 from schedd.errors import ClusterUnavailable, ConfigError, SchedError
+from schedd.guard.targets import TargetGuard
 from schedd.metrics import NodeCollector
 from schedd.peers import PeerReports
 from schedd.raft.membership import change_membership

@@ -26,9 +26,9 @@ from schedd.api.http import (
     read_object,
     require,
 )
-from schedd.delivery.guard import TargetGuard
-from schedd.delivery.ssrf import BlockedTarget, host_matches
 from schedd.errors import InvalidRequest, TenantNotFound, Unauthorized
+from schedd.guard.ssrf import BlockedTarget, host_matches
+from schedd.guard.targets import TargetGuard
 from schedd.jsonbody import JSONValue, as_integer
 from schedd.schedule import occurrences, parse_schedule
 from schedd.store import queries

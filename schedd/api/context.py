@@ -17,7 +17,6 @@ from typing import Any, Literal, Protocol
 from aiohttp import web
 
 from schedd.api.limits import AddressBudget, BodyGate, LongPolls, ServerLimits
-from schedd.delivery.guard import TargetGuard
 from schedd.errors import (
     ClusterUnavailable,
     Forbidden,
@@ -25,6 +24,7 @@ from schedd.errors import (
     TenantNotFound,
     Unauthorized,
 )
+from schedd.guard.targets import TargetGuard
 from schedd.retention import Retention
 from schedd.sealing import PayloadKeys
 from schedd.storage import StorageGuard

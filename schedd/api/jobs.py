@@ -27,8 +27,6 @@ from schedd.api.http import (
     read_object,
     rejection_error,
 )
-from schedd.delivery.dns import lookups_for
-from schedd.delivery.ssrf import BlockedTarget
 from schedd.errors import (
     ClusterUnavailable,
     Conflict,
@@ -38,6 +36,8 @@ from schedd.errors import (
     SchedError,
     StaleState,
 )
+from schedd.guard.dns import lookups_for
+from schedd.guard.ssrf import BlockedTarget
 from schedd.jobspec import JOB_FIELDS, JobSpec, job_to_json, parse_job, patch_job
 from schedd.model import JobStatus, not_live_message, partition_of
 from schedd.schedule import fire_time, first_run_at

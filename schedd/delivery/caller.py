@@ -27,13 +27,13 @@ from prometheus_client import Counter as MetricCounter
 from prometheus_client import Gauge, Histogram
 
 from schedd import __version__, metrics
-from schedd.delivery.dns import lookups_for
-from schedd.delivery.guard import TargetGuard
+from schedd.admission import TenantBuckets
 from schedd.delivery.outcome import Outcome, Verdict, classify, excerpt
 from schedd.delivery.signing import webhook_headers
-from schedd.delivery.ssrf import BlockedTarget, ParsedTarget
-from schedd.dispatch.admission import TenantBuckets
 from schedd.errors import ClusterUnavailable, SchedError
+from schedd.guard.dns import lookups_for
+from schedd.guard.ssrf import BlockedTarget, ParsedTarget
+from schedd.guard.targets import TargetGuard
 from schedd.jobspec import parse_target, stored_retry
 from schedd.model import HttpTarget, RetryPolicy
 from schedd.retry import backoff_ms

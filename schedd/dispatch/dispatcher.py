@@ -14,7 +14,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from schedd import metrics
-from schedd.dispatch.admission import TenantBuckets
+from schedd.admission import TenantBuckets
 from schedd.dispatch.plan import Claim, Hold, PlanJob, plan_run
 from schedd.errors import ClusterUnavailable
 from schedd.loop import Loop

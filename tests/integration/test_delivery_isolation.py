@@ -23,8 +23,8 @@ import pytest
 
 from schedd.delivery import caller as caller_module
 from schedd.delivery.caller import Caller
-from schedd.delivery.dns import BoundedResolver
-from schedd.delivery.guard import TargetGuard
+from schedd.guard.dns import BoundedResolver
+from schedd.guard.targets import TargetGuard
 from schedd.sealing import PayloadKeys
 from schedd.store.apply import StateMachine
 from schedd.store.db import Database, ReadPool

@@ -332,7 +332,7 @@ def test_a_job_through_runs_messages_and_dead_letters_matches_the_document(
 
 # ---------------------------------------------------------------------------- known 500s
 # Found while writing the document; the fix belongs to schedd/api/http.py (int_cursor) and
-# schedd/delivery/guard.py (TargetGuard.check).
+# schedd/guard/targets.py (TargetGuard.check).
 
 LONG_LABEL_URL = "http://" + "a" * 64 + ".example/hook"  # a DNS label may have 63 characters
 

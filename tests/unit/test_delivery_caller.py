@@ -6,8 +6,8 @@ import json
 from typing import Any
 
 from schedd.delivery.caller import Caller, _body, retry_delay_ms, take_turns
-from schedd.delivery.guard import TargetGuard
 from schedd.delivery.outcome import Outcome, Verdict
+from schedd.guard.targets import TargetGuard
 from schedd.model import Backoff, RetryPolicy
 from schedd.sealing import PayloadKeys
 from schedd.store.outbox import DueCall

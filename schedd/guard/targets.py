@@ -13,8 +13,8 @@ from ipaddress import IPv6Address, ip_network
 
 from aiohttp.abc import AbstractResolver, ResolveResult
 
-from schedd.delivery.dns import BoundedResolver
-from schedd.delivery.ssrf import (
+from schedd.guard.dns import BoundedResolver
+from schedd.guard.ssrf import (
     Network,
     ParsedTarget,
     Resolver,

@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from schedd.delivery.ssrf import (
+from schedd.errors import InvalidRequest
+from schedd.guard.ssrf import (
     Address,
     BlockedTarget,
     Network,
@@ -22,7 +23,6 @@ from schedd.delivery.ssrf import (
     resolve_and_check,
     system_resolver,
 )
-from schedd.errors import InvalidRequest
 
 FAKE_DNS: dict[str, list[str]] = {
     "public.example": ["93.184.216.34", "2606:2800:220:1:248:1893:25c8:1946"],

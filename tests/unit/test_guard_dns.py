@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from schedd.delivery.dns import BoundedResolver, LookupTimedOut, lookups_for
-from schedd.delivery.guard import TargetGuard
+from schedd.guard.dns import BoundedResolver, LookupTimedOut, lookups_for
+from schedd.guard.targets import TargetGuard
 
 HANG = "hang.test"  # its name server never answers (until the test ends)
 
