@@ -15,7 +15,6 @@ import functools
 import itertools
 import json
 import logging
-import random
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
@@ -26,7 +25,7 @@ import aiohttp
 from prometheus_client import Counter as MetricCounter
 from prometheus_client import Gauge, Histogram
 
-from schedd import __version__, metrics
+from schedd import __version__, metrics, retry
 from schedd.delivery.dns import lookups_for
 from schedd.delivery.guard import TargetGuard
 from schedd.delivery.outcome import Outcome, Verdict, classify, excerpt
@@ -35,8 +34,7 @@ from schedd.delivery.ssrf import BlockedTarget, ParsedTarget
 from schedd.dispatch.admission import TenantBuckets
 from schedd.errors import ClusterUnavailable, SchedError
 from schedd.jobspec import parse_target, stored_retry
-from schedd.model import HttpTarget, RetryPolicy
-from schedd.retry import backoff_ms
+from schedd.model import HttpTarget, RetryPolicy, delivery_id, idempotency_key
 from schedd.sealing import PayloadKeys, PayloadUnreadable
 from schedd.store import outbox
 from schedd.store.db import ReadPool
@@ -239,7 +237,7 @@ class Caller:
             checked = self._checked(target.url, tuple(tenant.allowed_hosts))
         except BlockedTarget as exc:
             return Outcome(verdict=Verdict.FAILED, status=None, error=f"blocked: {exc.reason}")
-        key = f"{call.job_id}:{format_instant(call.scheduled_at_ms)}"
+        key = idempotency_key(call.job_id, call.scheduled_at_ms)
         try:
             body = _body(call, self._payload_keys.open_text(call.payload)).encode()
         except PayloadUnreadable as exc:  # a key missing from this node's config: fixable
@@ -345,7 +343,7 @@ class Caller:
     async def _send_alert(self, tenant: Tenant, alert_url: str, dead: dict[str, Any]) -> None:
         checked = self._guard.parse(alert_url, tuple(tenant.allowed_hosts))
         scheduled_at = format_instant(dead["scheduled_at_ms"])
-        key = f"{dead['job_id']}:{scheduled_at}"
+        key = idempotency_key(dead["job_id"], dead["scheduled_at_ms"])
         event = {"type": "run.dead", "job_id": dead["job_id"], "scheduled_at": scheduled_at}
         body = json.dumps(event).encode()
         headers = _signed(tenant, f"dead:{key}", self._clock_ms(), body)
@@ -362,7 +360,7 @@ def _record(
     """One outcome as `record_callbacks` takes it."""
     retry_at_ms = None
     if outcome.verdict is Verdict.RETRY:
-        retry_at_ms = finished_ms + retry_delay_ms(policy, call.attempt, outcome)
+        retry_at_ms = finished_ms + retry_delay_ms(policy, call, outcome)
     return {
         "seq": call.seq,
         "job_id": call.job_id,  # apply checks the run too, not just the row's seq
@@ -408,12 +406,11 @@ def retry_policy(text: str) -> RetryPolicy:
     return stored_retry(value)
 
 
-def retry_delay_ms(policy: RetryPolicy, attempt: int, outcome: Outcome) -> int:
-    """Full jitter over the policy's backoff, at least what Retry-After asked, at most max_delay."""
-    delay = random.randint(0, backoff_ms(policy, attempt))
-    if outcome.retry_after_ms is not None:
-        delay = max(delay, outcome.retry_after_ms)
-    return min(delay, policy.max_delay_ms)
+def retry_delay_ms(policy: RetryPolicy, call: outbox.DueCall, outcome: Outcome) -> int:
+    """The one retry policy (`retry.retry_delay_ms`, as the queue's), keyed by the run and
+    attempt, at least what the outcome's Retry-After asked, at most max_delay."""
+    key = delivery_id(call.job_id, call.scheduled_at_ms)
+    return retry.retry_delay_ms(policy, call.attempt, key, floor_ms=outcome.retry_after_ms)
 
 
 def _signed(tenant: Tenant, msg_id: str, now_ms: int, body: bytes) -> dict[str, str]:
