@@ -6,8 +6,9 @@ import json
 from typing import Any
 
 from schedd import retry
-from schedd.delivery.caller import Caller, _body, retry_delay_ms, take_turns
+from schedd.delivery.caller import Caller, retry_delay_ms, take_turns
 from schedd.delivery.guard import TargetGuard
+from schedd.delivery.http import _body
 from schedd.delivery.outcome import Outcome, Verdict
 from schedd.model import Backoff, RetryPolicy
 from schedd.sealing import PayloadKeys
