@@ -1,8 +1,9 @@
-"""The one retry policy (schedd/retry.py): backoff, deterministic jitter, the Retry-After floor."""
+"""The one retry policy (schedd/retry.py): backoff, deterministic jitter, the Retry-After floor;
+and the keys it and the consumers know a run by (model.delivery_id, model.idempotency_key)."""
 
 from __future__ import annotations
 
-from schedd.model import Backoff, RetryPolicy
+from schedd.model import Backoff, RetryPolicy, delivery_id, idempotency_key
 from schedd.retry import backoff_ms, has_attempts_left, retry_delay_ms
 
 POLICY = RetryPolicy(
@@ -36,3 +37,8 @@ def test_a_floor_raises_the_delay_but_never_past_max_delay() -> None:
 
 def test_attempts_left_counts_against_max_attempts() -> None:
     assert has_attempts_left(POLICY, 3) and not has_attempts_left(POLICY, 4)
+
+
+def test_a_runs_delivery_id_and_idempotency_key() -> None:
+    assert delivery_id("job_1", 1_790_000_000_000) == "job_1:1790000000000"
+    assert idempotency_key("job_1", 1_790_000_000_000) == "job_1:2026-09-21T14:13:20Z"

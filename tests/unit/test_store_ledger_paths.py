@@ -215,3 +215,28 @@ def test_the_http_paths_through_the_ledger(apply: Applier, db: Database, twin: D
     report(twin, 2, 3, "succeeded")
     assert tables(twin) == tables(db)
     assert tables(db)["runs"][0][4:6] == ("succeeded", 3)
+
+
+def test_a_receive_after_the_visibility_timeout_through_the_ledger(
+    apply: Applier, db: Database, twin: Database
+) -> None:
+    twin_apply = Applier(StateMachine(twin))
+    for applier in (apply, twin_apply):
+        job_with(applier)
+        claim(applier)
+    receive(apply, NOW_MS, "r1")
+    hand_out(twin, NOW_MS, 1, "r1")
+    later = NOW_MS + 31_000  # attempt 1 timed out: failed, retried, and handed out again at once
+    receive(apply, later, "r2")
+    with tx(twin) as conn:
+        timed_out = "visibility timeout expired"
+        key = ("j1", NOW_MS, 1)
+        ledger.finish_attempts(
+            conn, [key], finished_at_ms=later, outcome="timed_out", error=timed_out
+        )
+        delay = retry_delay_ms(stored_retry(RETRY), 1, MSG)
+        ledger.schedule_retry(conn, MSG, later + delay)
+        ledger.set_runs(conn, [run(status=RunStatus.RETRYING, error=timed_out)])
+    hand_out(twin, later, 2, "r2")
+    assert tables(twin) == tables(db)
+    assert [row[5] for row in tables(db)["attempts"]] == ["timed_out", None]
