@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from schedd.timeformat import format_instant
+
 JSONValue = Any  # a decoded JSON value; jsonbody.py checks what may enter
 
 
@@ -117,3 +119,13 @@ def partition_of(job_id: str, partitions: int) -> int:
     """The partition of a job: a stable hash of its id (never Python's salted hash())."""
     digest = hashlib.blake2b(job_id.encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big") % partitions
+
+
+def delivery_id(job_id: str, scheduled_at_ms: int) -> str:
+    """The store's name of a run's delivery: its queue message id and its dead letter id."""
+    return f"{job_id}:{scheduled_at_ms}"
+
+
+def idempotency_key(job_id: str, scheduled_at_ms: int) -> str:
+    """What a run's consumer or endpoint dedupes on: `job_id:scheduled_at` (RFC 3339)."""
+    return f"{job_id}:{format_instant(scheduled_at_ms)}"

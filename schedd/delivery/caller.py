@@ -1,5 +1,6 @@
-"""HTTP callers: one per node, on its event loop. They call the URLs of the outbox rows in the
-partitions the node leases and record each attempt's outcome through the log.
+"""The outbox sender ("the caller"): one per node, on its event loop. It takes the due outbox rows
+in the partitions the node leases, has the deliverer of each row's target kind make the attempt
+(http.py; sender.py is the seam), and records each attempt's outcome through the log.
 
 At least once: a row stays due until an outcome is committed, so a crash between the call and
 the record (or a lease that moves meanwhile) means the call is made again, with the same
@@ -15,42 +16,36 @@ import functools
 import itertools
 import json
 import logging
-import random
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
 from prometheus_client import Counter as MetricCounter
 from prometheus_client import Gauge, Histogram
 
-from schedd import __version__, metrics
+from schedd import metrics, retry
 from schedd.admission import TenantBuckets
-from schedd.delivery.outcome import Outcome, Verdict, classify, excerpt
-from schedd.delivery.signing import webhook_headers
+from schedd.delivery.http import HttpDeliverer, request_url, signed
+from schedd.delivery.outcome import Outcome, Verdict, excerpt
+from schedd.delivery.sender import Deliverer, deliverer_for, target_kind
 from schedd.errors import ClusterUnavailable, SchedError
 from schedd.guard.dns import lookups_for
-from schedd.guard.ssrf import BlockedTarget, ParsedTarget
+from schedd.guard.ssrf import BlockedTarget
 from schedd.guard.targets import TargetGuard
-from schedd.jobspec import parse_target, stored_retry
-from schedd.model import HttpTarget, RetryPolicy
-from schedd.retry import backoff_ms
-from schedd.sealing import PayloadKeys, PayloadUnreadable
+from schedd.jobspec import stored_retry
+from schedd.model import RetryPolicy, delivery_id, idempotency_key
+from schedd.sealing import PayloadKeys
 from schedd.store import outbox
 from schedd.store.db import ReadPool
 from schedd.store.queries import Tenant
 from schedd.timeformat import format_instant
 
 log = logging.getLogger(__name__)
-USER_AGENT = f"schedd/{__version__} (+https://github.com/schedd/schedd)"
 POLL_S = 0.1  # due retries are found this often; new claims wake the caller at once
 OUTCOMES_PER_COMMAND = 500
 RECORD_RETRY_S = 0.5
-RESPONSE_CAP_BYTES = 2048  # read at most this much of a response; never stored beyond an excerpt
-RESPONSE_LINE_BYTES = 4096  # the status line, and each response header (name and value)
-RESPONSE_MAX_HEADERS = 64
 ALERT_TIMEOUT_S = 10.0
 
 CALLBACKS = MetricCounter("schedd_callbacks", "HTTP callback attempts by outcome", ["outcome"])
@@ -71,7 +66,8 @@ def wall_clock_ms() -> int:
 
 
 class Caller:
-    """Delivers this node's HTTP runs. `start()` on the node's loop, `stop()` on shutdown."""
+    """Delivers this node's outbox rows (a `sender.Sender`): HTTP, and the kinds of the extra
+    `deliverers`. `start()` on the node's loop, `stop()` on shutdown."""
 
     def __init__(
         self,
@@ -84,12 +80,14 @@ class Caller:
         concurrency: int,
         tenant_concurrency: int,
         clock_ms: Clock = wall_clock_ms,
+        deliverers: Sequence[Deliverer] = (),
     ) -> None:
         self.node_id = node_id
         self._reads = reads
         self._propose = propose
         self._guard = guard
-        self._payload_keys = payload_keys
+        self._http = HttpDeliverer(guard, payload_keys, concurrency=concurrency)
+        self._deliverers: dict[str, Deliverer] = {d.kind: d for d in (self._http, *deliverers)}
         self.concurrency = concurrency
         self.tenant_concurrency = tenant_concurrency
         self._clock_ms = clock_ms
@@ -102,29 +100,15 @@ class Caller:
         self._rates: dict[str, int] = {}
         self._buckets = TenantBuckets()  # each tenant's dispatch_rate, for calls and retries
         self._buckets.set_rates(self._rates)
-        # The static URL check of a (url, allowed hosts) pair, once: DNS is checked per connection.
-        self._checked = functools.lru_cache(maxsize=4096)(guard.parse)
         self._turn = 0
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._session: aiohttp.ClientSession | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        connector = aiohttp.TCPConnector(
-            resolver=self._guard.aiohttp_resolver(),
-            use_dns_cache=False,  # every new connection is resolved and checked again
-            limit=self.concurrency,
-            limit_per_host=0,
-        )
-        self._session = aiohttp.ClientSession(
-            connector=connector,
-            auto_decompress=False,
-            max_line_size=RESPONSE_LINE_BYTES,  # a longer header is a failed attempt
-            max_field_size=RESPONSE_LINE_BYTES,
-            max_headers=RESPONSE_MAX_HEADERS,
-        )
+        for deliverer in self._deliverers.values():
+            deliverer.start()
         self._spawn(self._call_loop())
         self._spawn(self._record_loop())
 
@@ -133,8 +117,8 @@ class Caller:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self._session is not None:
-            await self._session.close()
+        for deliverer in self._deliverers.values():
+            await deliverer.stop()
 
     def wake_threadsafe(self) -> None:
         """New due calls were committed (called from the apply thread)."""
@@ -231,68 +215,13 @@ class Caller:
     async def _attempt(
         self, call: outbox.DueCall, tenant: Tenant | None, started_ms: int, policy: RetryPolicy
     ) -> Outcome:
-        """Make one call; never raises (every failure is an outcome)."""
-        if tenant is None:
-            return Outcome(verdict=Verdict.FAILED, status=None, error="the tenant is gone")
-        target = http_target(call.target)
-        try:
-            checked = self._checked(target.url, tuple(tenant.allowed_hosts))
-        except BlockedTarget as exc:
-            return Outcome(verdict=Verdict.FAILED, status=None, error=f"blocked: {exc.reason}")
-        key = f"{call.job_id}:{format_instant(call.scheduled_at_ms)}"
-        try:
-            body = _body(call, self._payload_keys.open_text(call.payload)).encode()
-        except PayloadUnreadable as exc:  # a key missing from this node's config: fixable
-            return Outcome(verdict=Verdict.RETRY, status=None, error=str(exc))
-        headers = {
-            **target.headers,
-            "Idempotency-Key": key,
-            **_signed(tenant, key, started_ms, body),
-        }
-        timeout_s = target.timeout_ms / 1000
-        try:
-            status, head, retry_after = await self._send(
-                target.method, _url(target.url, checked), body, headers, timeout_s
-            )
-        except BlockedTarget as exc:  # from the resolver: the name now points somewhere blocked
-            return Outcome(verdict=Verdict.FAILED, status=None, error=f"blocked: {exc.reason}")
-        except TimeoutError:
-            return classify(
-                None,
-                error=f"timed out after {timeout_s:g}s",
-                retry_after=None,
-                now_s=time.time(),
-                max_delay_ms=policy.max_delay_ms,
-            )
-        except aiohttp.ClientResponseError as exc:  # e.g. a header over RESPONSE_LINE_BYTES
-            error = f"invalid response: {excerpt(str(exc.message).encode(), 200)}"
-            return classify(None, error=error, retry_after=None, now_s=time.time(), max_delay_ms=0)
-        except (aiohttp.ClientError, OSError) as exc:
-            error = f"connection failed: {type(exc).__name__}: {excerpt(str(exc).encode(), 200)}"
-            return classify(None, error=error, retry_after=None, now_s=time.time(), max_delay_ms=0)
-        return classify(
-            status,
-            error=None if 200 <= status <= 299 else (excerpt(head) or None),
-            retry_after=retry_after,
-            now_s=time.time(),
-            max_delay_ms=policy.max_delay_ms,
-        )
-
-    async def _send(
-        self, method: str, url: str, body: bytes, headers: dict[str, str], timeout_s: float
-    ) -> tuple[int, bytes, str | None]:
-        """(status, the first bytes of the response, Retry-After); redirects are not followed."""
-        assert self._session is not None, "start() first"
-        async with self._session.request(
-            method,
-            url,
-            data=body,
-            headers=headers,
-            allow_redirects=False,
-            timeout=aiohttp.ClientTimeout(total=timeout_s),
-        ) as response:
-            head = await response.content.read(RESPONSE_CAP_BYTES)
-            return response.status, head, response.headers.get("Retry-After")
+        """Have the deliverer of the row's kind make one attempt; never raises for a remote
+        failure (every one is an outcome)."""
+        deliverer = deliverer_for(self._deliverers, call)
+        if deliverer is None:  # a kind this node's version has no sender for: another may
+            error = f"no sender for target kind {target_kind(call.target)!r} on this node"
+            return Outcome(verdict=Verdict.RETRY, status=None, error=error)
+        return await deliverer.deliver(call, tenant, started_ms, policy)
 
     # ------------------------------------------------------------------ recording
 
@@ -345,12 +274,12 @@ class Caller:
     async def _send_alert(self, tenant: Tenant, alert_url: str, dead: dict[str, Any]) -> None:
         checked = self._guard.parse(alert_url, tuple(tenant.allowed_hosts))
         scheduled_at = format_instant(dead["scheduled_at_ms"])
-        key = f"{dead['job_id']}:{scheduled_at}"
+        key = idempotency_key(dead["job_id"], dead["scheduled_at_ms"])
         event = {"type": "run.dead", "job_id": dead["job_id"], "scheduled_at": scheduled_at}
         body = json.dumps(event).encode()
-        headers = _signed(tenant, f"dead:{key}", self._clock_ms(), body)
-        status, _, _ = await self._send(
-            "POST", _url(alert_url, checked), body, headers, ALERT_TIMEOUT_S
+        headers = signed(tenant, f"dead:{key}", self._clock_ms(), body)
+        status, _, _ = await self._http.send(
+            "POST", request_url(alert_url, checked), body, headers, ALERT_TIMEOUT_S
         )
         if not 200 <= status <= 299:
             log.warning("delivery: alert webhook answered %d", status)
@@ -362,7 +291,7 @@ def _record(
     """One outcome as `record_callbacks` takes it."""
     retry_at_ms = None
     if outcome.verdict is Verdict.RETRY:
-        retry_at_ms = finished_ms + retry_delay_ms(policy, call.attempt, outcome)
+        retry_at_ms = finished_ms + retry_delay_ms(policy, call, outcome)
     return {
         "seq": call.seq,
         "job_id": call.job_id,  # apply checks the run too, not just the row's seq
@@ -390,15 +319,6 @@ def take_turns(calls: list[outbox.DueCall], turn: int) -> list[outbox.DueCall]:
 
 
 @functools.lru_cache(maxsize=4096)
-def http_target(text: str) -> HttpTarget:
-    """An outbox row's target, parsed once per distinct text."""
-    target = parse_target(json.loads(text))
-    if not isinstance(target, HttpTarget):
-        raise ValueError("an outbox row holds a queue target")
-    return target
-
-
-@functools.lru_cache(maxsize=4096)
 def retry_policy(text: str) -> RetryPolicy:
     """An outbox row's retry policy, read as stored (never refused: see `stored_retry`)."""
     try:
@@ -408,38 +328,11 @@ def retry_policy(text: str) -> RetryPolicy:
     return stored_retry(value)
 
 
-def retry_delay_ms(policy: RetryPolicy, attempt: int, outcome: Outcome) -> int:
-    """Full jitter over the policy's backoff, at least what Retry-After asked, at most max_delay."""
-    delay = random.randint(0, backoff_ms(policy, attempt))
-    if outcome.retry_after_ms is not None:
-        delay = max(delay, outcome.retry_after_ms)
-    return min(delay, policy.max_delay_ms)
-
-
-def _signed(tenant: Tenant, msg_id: str, now_ms: int, body: bytes) -> dict[str, str]:
-    """schedd's own headers: JSON, who calls, and the Standard Webhooks signature(s)."""
-    return {
-        "Content-Type": "application/json",
-        "User-Agent": USER_AGENT,
-        **webhook_headers(tenant.signing_secrets(now_ms), msg_id, now_ms // 1000, body),
-    }
-
-
-def _body(call: outbox.DueCall, payload: str) -> str:
-    """`{job_id, scheduled_at, attempt, payload}`, with the payload's JSON text."""
-    head = json.dumps(
-        {"job_id": call.job_id, "scheduled_at": format_instant(call.scheduled_at_ms)},
-        separators=(",", ":"),
-    )
-    return f'{head[:-1]},"attempt":{call.attempt},"payload":{payload}}}'
-
-
-def _url(url: str, checked: ParsedTarget) -> str:
-    """The URL to request: a numeric host in the form that was checked (0x7f.1 -> 127.0.0.1)."""
-    if checked.address is None:
-        return url
-    parts = urlsplit(url)
-    return urlunsplit(parts._replace(netloc=checked.host_header))
+def retry_delay_ms(policy: RetryPolicy, call: outbox.DueCall, outcome: Outcome) -> int:
+    """The one retry policy (`retry.retry_delay_ms`, as the queue's), keyed by the run and
+    attempt, at least what the outcome's Retry-After asked, at most max_delay."""
+    key = delivery_id(call.job_id, call.scheduled_at_ms)
+    return retry.retry_delay_ms(policy, call.attempt, key, floor_ms=outcome.retry_after_ms)
 
 
 def _status_class(status: int | None) -> str:

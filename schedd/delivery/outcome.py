@@ -25,12 +25,13 @@ class Verdict(StrEnum):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Outcome:
-    """What one attempt came to; `error` is short text for the attempt record."""
+    """What one attempt came to (of any target kind); `error` is short text for the attempt
+    record."""
 
     verdict: Verdict
-    status: int | None
+    status: int | None  # the HTTP status; None without one (no response, or not HTTP)
     error: str | None = None
-    retry_after_ms: int | None = None
+    retry_after_ms: int | None = None  # the remote's Retry-After: the retry's floor (retry.py)
 
     @property
     def is_retryable(self) -> bool:

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from schedd.delivery import caller as caller_module
+from schedd.delivery import http as http_module
 from schedd.delivery.caller import Caller
 from schedd.guard.dns import BoundedResolver
 from schedd.guard.targets import TargetGuard
@@ -236,14 +236,14 @@ def test_a_retry_after_of_thousands_of_digits_is_a_retried_attempt_and_frees_its
 def test_an_exception_inside_one_call_is_recorded_and_frees_its_slot(
     node: Node, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real_classify = caller_module.classify
+    real_classify = http_module.classify
 
     def classify(status: int | None, **kwargs: Any) -> Any:
         if status == 503:
             raise RuntimeError("a bug met by this response")
         return real_classify(status, **kwargs)
 
-    monkeypatch.setattr(caller_module, "classify", classify)
+    monkeypatch.setattr(http_module, "classify", classify)
     receiver.script("buggy", Answer(503), Answer(200))
     node.tenant("bad")
     node.tenant("good")

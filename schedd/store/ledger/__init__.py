@@ -1,0 +1,77 @@
+"""The delivery ledger: the one place that writes delivery state (runs, queue messages, outbox
+rows, attempts, dead letters) for the claim, the queue, HTTP outcomes, redrive and retention.
+
+Functions take the apply transaction and typed rows (`rows.py`); they decide nothing (no clock,
+no policy: the caller passes the times `retry.retry_delay_ms` chose) and keep the statements,
+their order and their edge cases as replicas' digests expect. Target kinds: "queue" is pulled by
+consumers from `messages`; every other kind (http, and the brokers to come) is an `outbox` row
+pushed by that kind's node-side sender (docs/delivery.md, "Adding a target kind").
+The apply handlers still write with their own copies of these statements until they move here
+(issue 15 phase 2); tests/unit/test_store_ledger_paths.py checks both write the same rows.
+"""
+
+from __future__ import annotations
+
+from schedd.store.ledger.deliveries import (
+    bury,
+    claimed_delivery,
+    enqueue,
+    extend,
+    hand_out,
+    queue_target,
+    remove,
+    reported_rows,
+    schedule_retry,
+    unbury,
+)
+from schedd.store.ledger.rows import (
+    KEEP,
+    PULLED_KINDS,
+    Attempt,
+    DeadLetter,
+    Delivery,
+    Keep,
+    NewRun,
+    OutboxDelivery,
+    OutboxRow,
+    QueueDelivery,
+    Reported,
+    RunChange,
+)
+from schedd.store.ledger.runs import (
+    finish_attempts,
+    open_runs,
+    record_attempts,
+    set_runs,
+    start_attempts,
+)
+
+__all__ = [
+    "KEEP",
+    "PULLED_KINDS",
+    "Attempt",
+    "DeadLetter",
+    "Delivery",
+    "Keep",
+    "NewRun",
+    "OutboxDelivery",
+    "OutboxRow",
+    "QueueDelivery",
+    "Reported",
+    "RunChange",
+    "bury",
+    "claimed_delivery",
+    "enqueue",
+    "extend",
+    "finish_attempts",
+    "hand_out",
+    "open_runs",
+    "queue_target",
+    "record_attempts",
+    "remove",
+    "reported_rows",
+    "schedule_retry",
+    "set_runs",
+    "start_attempts",
+    "unbury",
+]
