@@ -10,7 +10,7 @@ import logging
 import sqlite3
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -21,6 +21,7 @@ from schedd.errors import ClusterUnavailable
 from schedd.loop import Loop
 from schedd.model import AtSchedule, MisfirePolicy, OverlapPolicy, partition_of
 from schedd.schedule import fire_time, load_schedule, next_after
+from schedd.store.commands import Claim, ClaimRuns, LogCommand
 from schedd.timeformat import parse_duration
 
 log = logging.getLogger(__name__)
@@ -36,7 +37,7 @@ PARKED_RECHECK_S = 0.05  # how often runs over their tenant's rate look for fres
 CLOCK_RECHECK_S = 0.1  # while the clock is distrusted (dispatch/clock.py)
 IN_FLIGHT = ("dispatched", "delivered", "retrying")
 
-Submit = Callable[[str, Mapping[str, Any]], "Future[dict[str, Any]]"]
+Submit = Callable[[LogCommand], "Future[dict[str, Any]]"]
 
 
 class DueRun(NamedTuple):
@@ -220,8 +221,8 @@ class Dispatcher(Loop):
         for start in range(0, len(due), CLAIM_BATCH):
             claims = self._plan_batch(conn, due[start : start + CLAIM_BATCH], now_ms)
             if claims:
-                body = {"node_id": self.node_id, "claims": claims}
-                in_flight.append((claims, self._submit("claim_runs", body)))
+                cmd = ClaimRuns(node_id=self.node_id, claims=tuple(Claim(**c) for c in claims))
+                in_flight.append((claims, self._submit(cmd)))
             while len(in_flight) >= CLAIM_BATCHES_IN_FLIGHT:
                 self._settle(*in_flight.popleft(), now_ms)
         while in_flight:

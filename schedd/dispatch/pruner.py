@@ -13,7 +13,7 @@ from schedd.loop import Loop
 from schedd.metrics import oldest_due_ms
 from schedd.retention import Retention
 from schedd.store.apply.retention import MAX_ROWS_PER_PRUNE
-from schedd.store.command import LEVEL_OF_TYPE
+from schedd.store.commands import LEVEL_OF_TYPE, Prune
 
 PASS_EVERY_S = 5.0  # a pass over every tenant starts this often when the last one finished
 NEXT_PIECE_S = 0.05  # within a pass: at most 20 prune commands (5,000 rows) a second
@@ -90,14 +90,14 @@ class Pruner(Loop):
         wait_s = self._wait_s(now_ms)
         if wait_s is not None:
             return wait_s
-        body = {
-            "retention_ms": self._retention.as_ms(),
-            "after_tenant": self._after,
-            "max_rows": MAX_ROWS_PER_PRUNE,
-            "commands_ms": COMMANDS_KEEP_MS,
-        }
+        cmd = Prune(
+            retention_ms=self._retention.as_ms(),
+            after_tenant=self._after,
+            max_rows=MAX_ROWS_PER_PRUNE,
+            commands_ms=COMMANDS_KEEP_MS,
+        )
         try:
-            result = self._propose("prune", body)
+            result = self._propose(cmd)
         except SchedError as exc:
             log.debug("prune not committed: %s", exc)
             return IDLE_S

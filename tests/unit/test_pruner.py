@@ -3,7 +3,6 @@ leader, runs overdue, a member too old to apply them); peers' reports from /heal
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ from schedd.dispatch.pruner import NEXT_PIECE_S, PASS_EVERY_S, SPIKE_PAUSE_S, Pr
 from schedd.peers import PeerReport, PeerReports
 from schedd.retention import Retention
 from schedd.storage import DiskWatch, MinFree, StorageGuard
+from schedd.store.commands import LogCommand
 from schedd.store.db import Database, connect
 from tests.conftest import NOW_MS
 
@@ -23,8 +23,8 @@ class Proposals:
         self.sent: list[tuple[str, dict[str, Any]]] = []
         self._answers = list(answers)
 
-    def __call__(self, type_: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        self.sent.append((type_, dict(body)))
+    def __call__(self, cmd: LogCommand) -> dict[str, Any]:
+        self.sent.append((cmd.TYPE, cmd.to_body()))
         return self._answers.pop(0)
 
 
