@@ -30,7 +30,16 @@ from schedd.errors import (
 from schedd.jsonbody import JSONValue, dumps, loads_object
 from schedd.storage import StorageGuard
 from schedd.store.command import Rejected, result_of
-from schedd.store.commands import LEVEL_OF_TYPE, LogCommand
+from schedd.store.commands import (
+    CreateJobs,
+    CreateTenant,
+    LogCommand,
+    RedriveDeadletter,
+    ResumeJob,
+    TriggerJob,
+    UpdateJob,
+    UpdateTenant,
+)
 
 log = logging.getLogger(__name__)
 
@@ -195,28 +204,25 @@ def require(body: dict[str, JSONValue], allowed: set[str]) -> None:
 
 # Commands refused while disk space is low: they add jobs, runs or messages. Deleting,
 # cancelling, pausing, retention and everything dispatch and consumers do go on.
-GROWING_COMMANDS = frozenset(
-    {
-        "create_jobs",
-        "update_job",
-        "resume_job",
-        "trigger_job",
-        "create_tenant",
-        "update_tenant",
-        "redrive_deadletter",
-    }
+GROWING_COMMANDS: tuple[type[LogCommand], ...] = (
+    CreateJobs,
+    UpdateJob,
+    ResumeJob,
+    TriggerJob,
+    CreateTenant,
+    UpdateTenant,
+    RedriveDeadletter,
 )
 
 
-def _check_cluster_can_take(storage: StorageGuard, type_: str) -> None:
+def _check_cluster_can_take(storage: StorageGuard, cmd: LogCommand) -> None:
     """Refuse, before it enters the log, a command that adds data while disk space is low, or
     one that a member of the cluster runs too old a version to apply (it would halt on it)."""
-    if type_ in GROWING_COMMANDS:
+    if isinstance(cmd, GROWING_COMMANDS):
         problem = storage.problem()
         if problem is not None:
             raise StorageLow(f"writes are refused: {problem}")
-    level = LEVEL_OF_TYPE.get(type_)
-    lagging = [] if level is None else storage.peers.lagging(level)
+    lagging = [] if cmd.LEVEL == 1 else storage.peers.lagging(cmd.LEVEL)
     if lagging:
         raise ClusterUnavailable(
             f"not every node can apply this yet: {', '.join(lagging)} must run this schedd "
@@ -229,7 +235,7 @@ async def propose(ctx: ApiContext, cmd: LogCommand, *, now_ms: int | None = None
     error class (errors.py REJECTIONS). A command that adds data is refused (507) before it
     enters the log while disk space is low."""
     if ctx.storage is not None:
-        _check_cluster_can_take(ctx.storage, cmd.TYPE)
+        _check_cluster_can_take(ctx.storage, cmd)
     result = result_of(await ctx.proposer.propose(cmd, now_ms=now_ms))
     if isinstance(result, Rejected):
         raise rejection_error(result.code, result.message)

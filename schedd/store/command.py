@@ -14,10 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from schedd.errors import CorruptLog
-from schedd.store.commands import CATALOGUE, LEVEL_OF_TYPE, LOG_LEVEL, LogCommand
+from schedd.store.commands import CATALOGUE, LogCommand
 from schedd.store.events import Event
 
-__all__ = ["LEVEL_OF_TYPE", "LOG_LEVEL"]  # with the catalogue; named here for older imports
 FORMAT_VERSION = 1
 BATCH = "batch"  # a group commit: body {"commands": [envelope, ...]}
 # The largest encoded command (one log entry) a proposer sends: well under pysyncobj's
@@ -137,11 +136,10 @@ class Applied:
 @dataclass(frozen=True, slots=True)
 class Rejected:
     """A command refused by the state it met (a business outcome); `code` is one SchedError
-    class's code (errors.py REJECTIONS)."""
+    class's code (errors.py REJECTIONS). It changed nothing, so it reports no event."""
 
     code: str
     message: str
-    events: tuple[Event, ...] = ()  # always empty: a rejected command changed nothing
 
     def to_json(self) -> dict[str, Any]:
         return {"status": "rejected", "code": self.code, "message": self.message}
