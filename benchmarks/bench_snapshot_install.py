@@ -27,6 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from schedd.raft.proposer import Proposer
+from schedd.store.commands import RegisterNode
 from tests.replicas import Member, leader_of, pad, write_configs
 from tests.servers import wait_for
 
@@ -50,10 +51,10 @@ class Writer(threading.Thread):
         n = 0
         while not self.stopping.is_set():
             n += 1
-            body = {"node_id": f"w{n % 50}", "api": "http://x", "raft": "y"}
+            body = RegisterNode(node_id=f"w{n % 50}", api="http://x", raft="y")
             started = time.perf_counter()
             try:
-                result = await self.proposer.propose("register_node", body)
+                result = await self.proposer.propose(body)
                 assert result["status"] == "ok", result
                 self.latencies_ms.append((time.perf_counter() - started) * 1000)
             except Exception:

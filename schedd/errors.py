@@ -13,6 +13,13 @@ class SchedError(Exception):
     http_status = 500
     exit_code = 1
 
+    @classmethod
+    def from_rejection(cls, message: str) -> SchedError:
+        """This error as apply's Rejected(code, message) reports it (the message is whole)."""
+        exc = cls.__new__(cls)
+        Exception.__init__(exc, message)
+        return exc
+
 
 class InvalidRequest(SchedError, ValueError):
     """The caller sent something the contract does not allow; `field` names what."""
@@ -111,6 +118,16 @@ class StaleState(Conflict):
     code = "stale_state"
 
 
+class TenantExists(Conflict):
+    """A tenant of that name exists already."""
+
+    code = "tenant_exists"
+
+
+class DeadletterNotFound(NotFound):
+    code = "deadletter_not_found"
+
+
 class IdempotencyMismatch(Conflict):
     """An Idempotency-Key was reused with a different body."""
 
@@ -123,6 +140,7 @@ class QuotaExceeded(SchedError):
 
     code = "quota_exceeded"
     http_status = 429
+    retry_after_s = 1
 
     def __init__(self, message: str, retry_after_s: int = 1) -> None:
         super().__init__(message)
@@ -175,3 +193,28 @@ class CorruptLog(BaseException):
     """A log entry this node cannot apply: the node halts rather than diverge."""
 
     code = "corrupt_log"
+
+
+# The codes of apply's rejections (store/command.py Rejected), each one error class.
+REJECTIONS: dict[str, type[SchedError]] = {
+    cls.code: cls
+    for cls in (
+        SchedError,  # "internal": a committed command met a bug (apply contained it)
+        JobNotFound,
+        TenantNotFound,
+        DeadletterNotFound,
+        Conflict,
+        TenantExists,
+        StaleState,
+        IdempotencyMismatch,
+        QuotaExceeded,
+    )
+}
+
+
+def rejection_error(code: str, message: str) -> SchedError:
+    """The error for a rejection apply returned; an unknown code (a newer node's) keeps it."""
+    exc = REJECTIONS.get(code, SchedError).from_rejection(message)
+    if exc.code != code:
+        exc.code = code
+    return exc

@@ -36,18 +36,25 @@ from schedd.raft.snapshots import SnapshotHooks
 from schedd.sealing import PayloadKeys
 from schedd.storage import DiskWatch, StorageGuard
 from schedd.store.apply import StateMachine
-from schedd.store.command import Command
+from schedd.store.commands import RegisterNode
 from schedd.store.datadir import DataDirBusy, DataDirLock
 from schedd.store.db import Checkpointer, Database, ReadPool, connect
+from schedd.store.events import (
+    CredentialsChanged,
+    DeliveriesReady,
+    DueAdded,
+    MessagesReady,
+    StateReplaced,
+)
 from schedd.store.files import durable_replace
 from schedd.store.gauges import read_store
 from schedd.store.retained import RetainedCollector
+from schedd.subscribers import Subscribers
 from schedd.tls import node_contexts
 
 log = logging.getLogger(__name__)
 HALT_EXIT_CODE = 70
 REGISTER_RETRY_S = 1.0
-OUTBOX_FEEDERS = frozenset({"claim_runs", "redrive_deadletter"})
 
 
 def halt_process(reason: str) -> None:
@@ -137,13 +144,14 @@ class Node:
         self.db = Database(config.data_dir / "state.db")
         self._check_partitions()
         self.tokens = TokenCache()
-        self.machine = StateMachine(
-            self.db,
-            on_applied=self._on_applied,
-            on_fed=lambda queues: self.queue_signal.pulse_threadsafe(queues),
-        )
+        self.queue_signal = QueueSignal()
+        self.events = Subscribers()  # apply's events, routed after each entry committed
+        subscribe_caches(self.events, self.tokens, self.queue_signal)
+        self.machine = StateMachine(self.db, on_events=self.events.publish)
         self.snapshots = SnapshotHooks(
-            self.db, config.data_dir / "raft.snapshot", on_restore=self._on_restored
+            self.db,
+            config.data_dir / "raft.snapshot",
+            on_restore=lambda: self.events.publish([StateReplaced()]),
         )
         self.replica: Replica | None = None
         self.reads = ReadPool(self.db.path)
@@ -162,7 +170,6 @@ class Node:
             if config.payload_keys_file is None
             else PayloadKeys.from_file(config.payload_keys_file)
         )
-        self.queue_signal = QueueSignal()
         self.metrics = CollectorRegistry(auto_describe=False)  # this node's scrape-time gauges
         self.metrics.register(
             NodeCollector(
@@ -181,26 +188,6 @@ class Node:
                 lambda: connect(self.db.path, readonly=True, cache_kib=1024), self.storage.disk
             )
         )
-
-    def _on_applied(self, cmd: Command) -> None:
-        """Runs on the tick thread after each applied command: keep caches and loops informed."""
-        if cmd.type == "rotate_tenant":
-            self.tokens.clear()
-        if self.dispatch is not None:
-            self.dispatch.on_applied(cmd)
-        if cmd.type in OUTBOX_FEEDERS and self.caller is not None:
-            self.caller.wake_threadsafe()
-
-    def _on_restored(self) -> None:
-        """Runs on the tick thread after a snapshot replaced the whole state (a lagging node
-        installed the leader's): every cache and loop that follows applied commands starts over,
-        since no command told them what changed."""
-        self.tokens.clear()
-        if self.dispatch is not None:
-            self.dispatch.on_restored()
-        self.queue_signal.pulse_all_threadsafe()
-        if self.caller is not None:
-            self.caller.wake_threadsafe()
 
     def _check_partitions(self) -> None:
         stored = self.db.get_meta("partitions", 0)
@@ -294,6 +281,7 @@ class Node:
             tenant_concurrency=self.config.tenant_concurrency,
         )
         self.caller.start()
+        subscribe_loops(self.events, self.dispatch, self.caller)
 
     def _limits(self) -> ServerLimits:
         cfg = self.config
@@ -314,14 +302,12 @@ class Node:
 
     async def _register(self, proposer: Proposer) -> None:
         """Publish this node's addresses through the log once a leader exists."""
-        body = {
-            "node_id": self.config.node_id,
-            "api": self.config.api_url,
-            "raft": self.config.raft_listen,
-        }
+        cmd = RegisterNode(
+            node_id=self.config.node_id, api=self.config.api_url, raft=self.config.raft_listen
+        )
         while True:
             try:
-                await proposer.propose("register_node", body)
+                await proposer.propose(cmd)
                 return
             except SchedError as exc:
                 log.debug("node registration deferred: %s", exc)
@@ -429,6 +415,27 @@ class Node:
         self.snapshots.close()  # a copy in progress uses the writer connection
         self.db.close()
         self._lock.release()
+
+
+def subscribe_caches(events: Subscribers, tokens: TokenCache, signal: QueueSignal) -> None:
+    """The token cache and the queues' long polls follow apply from the start. After a snapshot
+    install (StateReplaced) every subscriber starts over: no command told it what changed."""
+    events.subscribe(CredentialsChanged, lambda _: tokens.clear())
+    events.subscribe(StateReplaced, lambda _: tokens.clear())
+    events.subscribe(MessagesReady, lambda ready: signal.pulse_threadsafe(_queues(ready)))
+    events.subscribe(StateReplaced, lambda _: signal.pulse_all_threadsafe())
+
+
+def subscribe_loops(events: Subscribers, dispatch: DispatchService, caller: Caller) -> None:
+    """The dispatcher and the HTTP caller follow apply once they run."""
+    events.subscribe(DueAdded, dispatch.on_due)
+    events.subscribe(StateReplaced, lambda _: dispatch.on_restored())
+    events.subscribe(DeliveriesReady, lambda _: caller.wake_threadsafe())
+    events.subscribe(StateReplaced, lambda _: caller.wake_threadsafe())
+
+
+def _queues(ready: list[MessagesReady]) -> set[tuple[str, str]]:
+    return {(event.tenant_id, event.queue) for event in ready}
 
 
 async def serve(config: NodeConfig, *, stop_event: asyncio.Event) -> None:

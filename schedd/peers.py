@@ -1,5 +1,5 @@
 """What this node last heard from each peer's /healthz (read by the clock probe every 2 s):
-whether its disk is low, and the log level it applies (store/command.py LOG_LEVEL)."""
+whether its disk is low, and the log level it applies (store/commands.py LOG_LEVEL)."""
 
 from __future__ import annotations
 

@@ -12,6 +12,7 @@ import pytest
 
 from schedd.store.apply import StateMachine
 from schedd.store.command import Command, encode
+from schedd.store.commands import LogCommand
 from schedd.store.db import Database
 
 NOW_MS = 1_790_000_000_000  # 2026-09-21T14:13:20Z
@@ -37,6 +38,10 @@ class Applier:
     def __call__(self, type_: str, body: dict[str, Any], *, ts_ms: int = NOW_MS) -> dict[str, Any]:
         cmd = Command(type=type_, id=f"cmd-{next(self._ids)}", ts_ms=ts_ms, body=body)
         return self.blob(encode(cmd))
+
+    def typed(self, cmd: LogCommand, *, ts_ms: int = NOW_MS) -> dict[str, Any]:
+        """Apply a typed command (what producers hand the proposer) through the wire format."""
+        return self(cmd.TYPE, cmd.to_body(), ts_ms=ts_ms)
 
     def blob(self, blob: bytes) -> dict[str, Any]:
         self.index += 1

@@ -32,7 +32,7 @@ from schedd.guard.targets import TargetGuard
 from schedd.jsonbody import JSONValue, as_integer
 from schedd.schedule import occurrences, parse_schedule
 from schedd.store import queries
-from schedd.store.command import LOG_LEVEL
+from schedd.store.commands import LOG_LEVEL, CreateTenant, RotateTenant, UpdateTenant
 from schedd.store.digest import state_digest
 from schedd.timeformat import format_instant, parse_instant
 
@@ -125,7 +125,7 @@ async def create_tenant(request: web.Request) -> web.Response:
     body = await read_object(request, limit_bytes=TENANT_BODY_LIMIT)
     fields = await _tenant_fields(body, creating=True, guard=ctx.guard)
     credentials, shown_once = _credentials("tnt_" + uuid.uuid4().hex[:16])
-    await propose(ctx, "create_tenant", credentials | fields)
+    await propose(ctx, CreateTenant.from_body(credentials | fields))
     return json_response(shown_once, status=201)
 
 
@@ -165,9 +165,7 @@ async def update_tenant(request: web.Request) -> web.Response:
     stored = await ctx.reads.read(lambda conn: queries.get_tenant(conn, tenant_id))
     hosts = [] if stored is None else stored.allowed_hosts
     changes = await _tenant_fields(body, creating=False, guard=ctx.guard, stored_hosts=hosts)
-    await propose(
-        ctx, "update_tenant", {"tenant_id": tenant_id, "changes": changes, "actor": "admin"}
-    )
+    await propose(ctx, UpdateTenant(tenant_id=tenant_id, changes=changes, actor="admin"))
     return json_response(await _tenant_json(ctx, tenant_id))
 
 
@@ -177,7 +175,8 @@ async def rotate_tenant(request: web.Request) -> web.Response:
     principal(request).require_admin()
     credentials, shown_once = _credentials(tenant_id)
     # The old signing secret keeps signing callbacks (beside the new one) for the overlap.
-    await propose(ctx, "rotate_tenant", credentials | {"overlap_ms": ctx.secret_overlap_ms})
+    cmd = RotateTenant.from_body(credentials | {"overlap_ms": ctx.secret_overlap_ms})
+    await propose(ctx, cmd)
     return json_response(shown_once)
 
 

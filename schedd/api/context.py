@@ -9,7 +9,7 @@ import asyncio
 import hashlib
 import hmac
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -29,15 +29,14 @@ from schedd.retention import Retention
 from schedd.sealing import PayloadKeys
 from schedd.storage import StorageGuard
 from schedd.store import queries
+from schedd.store.commands import Barrier, LogCommand
 from schedd.store.db import ReadPool
 
 
 class Proposing(Protocol):
     """Replicates commands (raft.proposer.Proposer)."""
 
-    async def propose(
-        self, type_: str, body: Mapping[str, Any], *, now_ms: int | None = None
-    ) -> dict[str, Any]: ...
+    async def propose(self, cmd: LogCommand, *, now_ms: int | None = None) -> dict[str, Any]: ...
 
 
 class RaftStatus(Protocol):
@@ -237,7 +236,7 @@ class ApiContext:
     async def _barrier_entry(self) -> None:
         # Callers share one barrier in flight.
         if self._barrier is None or self._barrier.done():
-            self._barrier = asyncio.ensure_future(self.proposer.propose("barrier", {}))
+            self._barrier = asyncio.ensure_future(self.proposer.propose(Barrier()))
         await asyncio.shield(self._barrier)
 
     async def _applied_leader_commit(self) -> None:

@@ -9,6 +9,7 @@ from schedd.api.http import decode_cursor, json_response, page, principal, propo
 from schedd.errors import NotFound
 from schedd.model import partition_of
 from schedd.store import queries
+from schedd.store.commands import DeleteDeadletter, RedriveDeadletter
 
 routes = web.RouteTableDef()
 
@@ -50,13 +51,13 @@ async def get_deadletter(request: web.Request) -> web.Response:
 async def redrive(request: web.Request) -> web.Response:
     ctx, tenant_id, dl_id = _addressed(request)
     job_id = dl_id.split(":", 1)[0]
-    body = {"tenant_id": tenant_id, "id": dl_id, "partition": partition_of(job_id, ctx.partitions)}
-    await propose(ctx, "redrive_deadletter", body)
+    partition = partition_of(job_id, ctx.partitions)
+    await propose(ctx, RedriveDeadletter(tenant_id=tenant_id, id=dl_id, partition=partition))
     return json_response({"id": dl_id, "status": "redriven"}, status=202)
 
 
 @routes.delete("/v1/deadletters/{id}")
 async def delete(request: web.Request) -> web.Response:
     ctx, tenant_id, dl_id = _addressed(request)
-    await propose(ctx, "delete_deadletter", {"tenant_id": tenant_id, "id": dl_id})
+    await propose(ctx, DeleteDeadletter(tenant_id=tenant_id, id=dl_id))
     return web.Response(status=204)

@@ -20,20 +20,26 @@ from schedd import metrics
 from schedd.api.context import CONTEXT, ApiContext, Principal, authenticate
 from schedd.errors import (
     ClusterUnavailable,
-    Conflict,
-    IdempotencyMismatch,
     InvalidRequest,
-    NotFound,
     PayloadTooLarge,
-    QuotaExceeded,
     RequestTimeout,
     SchedError,
-    StaleState,
     StorageLow,
+    rejection_error,
 )
 from schedd.jsonbody import JSONValue, dumps, loads_object
 from schedd.storage import StorageGuard
-from schedd.store.command import LEVEL_OF_TYPE
+from schedd.store.command import Rejected, result_of
+from schedd.store.commands import (
+    CreateJobs,
+    CreateTenant,
+    LogCommand,
+    RedriveDeadletter,
+    ResumeJob,
+    TriggerJob,
+    UpdateJob,
+    UpdateTenant,
+)
 
 log = logging.getLogger(__name__)
 
@@ -196,42 +202,27 @@ def require(body: dict[str, JSONValue], allowed: set[str]) -> None:
         raise InvalidRequest(unknown[0], "is not a known field")
 
 
-_REJECTIONS: dict[str, type[SchedError]] = {
-    "job_not_found": NotFound,
-    "tenant_not_found": NotFound,
-    "deadletter_not_found": NotFound,
-    "conflict": Conflict,
-    "tenant_exists": Conflict,
-    "stale_state": StaleState,
-    "idempotency_mismatch": IdempotencyMismatch,
-    "quota_exceeded": QuotaExceeded,
-}
-
-
 # Commands refused while disk space is low: they add jobs, runs or messages. Deleting,
 # cancelling, pausing, retention and everything dispatch and consumers do go on.
-GROWING_COMMANDS = frozenset(
-    {
-        "create_jobs",
-        "update_job",
-        "resume_job",
-        "trigger_job",
-        "create_tenant",
-        "update_tenant",
-        "redrive_deadletter",
-    }
+GROWING_COMMANDS: tuple[type[LogCommand], ...] = (
+    CreateJobs,
+    UpdateJob,
+    ResumeJob,
+    TriggerJob,
+    CreateTenant,
+    UpdateTenant,
+    RedriveDeadletter,
 )
 
 
-def _check_cluster_can_take(storage: StorageGuard, type_: str) -> None:
+def _check_cluster_can_take(storage: StorageGuard, cmd: LogCommand) -> None:
     """Refuse, before it enters the log, a command that adds data while disk space is low, or
     one that a member of the cluster runs too old a version to apply (it would halt on it)."""
-    if type_ in GROWING_COMMANDS:
+    if isinstance(cmd, GROWING_COMMANDS):
         problem = storage.problem()
         if problem is not None:
             raise StorageLow(f"writes are refused: {problem}")
-    level = LEVEL_OF_TYPE.get(type_)
-    lagging = [] if level is None else storage.peers.lagging(level)
+    lagging = [] if cmd.LEVEL == 1 else storage.peers.lagging(cmd.LEVEL)
     if lagging:
         raise ClusterUnavailable(
             f"not every node can apply this yet: {', '.join(lagging)} must run this schedd "
@@ -239,21 +230,13 @@ def _check_cluster_can_take(storage: StorageGuard, type_: str) -> None:
         )
 
 
-def rejection_error(rejection: dict[str, Any]) -> SchedError:
-    """The API error for a rejection apply returned ({"code", "message"}); keeps its code."""
-    exc = _REJECTIONS.get(rejection["code"], SchedError)(rejection["message"])
-    exc.code = rejection["code"]
-    return exc
-
-
-async def propose(
-    ctx: ApiContext, type_: str, body: dict[str, Any], *, now_ms: int | None = None
-) -> dict[str, Any]:
-    """Replicate a command; a rejection becomes the matching API error. A command that adds
-    data is refused (507) before it enters the log while disk space is low."""
+async def propose(ctx: ApiContext, cmd: LogCommand, *, now_ms: int | None = None) -> dict[str, Any]:
+    """Replicate a command; returns its result's fields, and a rejection is raised as its
+    error class (errors.py REJECTIONS). A command that adds data is refused (507) before it
+    enters the log while disk space is low."""
     if ctx.storage is not None:
-        _check_cluster_can_take(ctx.storage, type_)
-    result = await ctx.proposer.propose(type_, body, now_ms=now_ms)
-    if result.get("status") == "rejected":
-        raise rejection_error(result)
-    return result
+        _check_cluster_can_take(ctx.storage, cmd)
+    result = result_of(await ctx.proposer.propose(cmd, now_ms=now_ms))
+    if isinstance(result, Rejected):
+        raise rejection_error(result.code, result.message)
+    return dict(result.fields)

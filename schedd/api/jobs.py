@@ -25,7 +25,6 @@ from schedd.api.http import (
     propose,
     query_limit,
     read_object,
-    rejection_error,
 )
 from schedd.errors import (
     ClusterUnavailable,
@@ -35,6 +34,7 @@ from schedd.errors import (
     NoLeader,
     SchedError,
     StaleState,
+    rejection_error,
 )
 from schedd.guard.dns import lookups_for
 from schedd.guard.ssrf import BlockedTarget
@@ -43,6 +43,15 @@ from schedd.model import JobStatus, not_live_message, partition_of
 from schedd.schedule import fire_time, first_run_at
 from schedd.store import queries
 from schedd.store.command import MAX_COMMAND_BYTES, compact_json
+from schedd.store.commands import (
+    CancelJob,
+    CreateJobs,
+    NewJob,
+    PauseJob,
+    ResumeJob,
+    TriggerJob,
+    UpdateJob,
+)
 from schedd.timeformat import format_instant, parse_instant
 
 MAX_BATCH = 1_000
@@ -151,8 +160,9 @@ async def _read_job(ctx: ApiContext, tenant_id: str, job_id: str) -> dict[str, A
 async def _create(
     ctx: ApiContext, tenant_id: str, actor: str, items: list[dict[str, Any]], now: int
 ) -> list[dict[str, Any]]:
-    body = {"tenant_id": tenant_id, "actor": actor, "jobs": items}
-    result = await propose(ctx, "create_jobs", body, now_ms=now)
+    jobs = tuple(NewJob(**item) for item in items)
+    cmd = CreateJobs(tenant_id=tenant_id, actor=actor, jobs=jobs)
+    result = await propose(ctx, cmd, now_ms=now)
     results: list[dict[str, Any]] = result["results"]
     return results
 
@@ -171,7 +181,7 @@ async def create_job(request: web.Request) -> web.Response:
         raise blocked
     [outcome] = await _create(ctx, tenant_id, who.actor, [item], now)
     if "error" in outcome:
-        raise rejection_error(outcome["error"])
+        raise rejection_error(outcome["error"]["code"], outcome["error"]["message"])
     if not outcome["created"]:  # an Idempotency-Key replay: the job as it is now
         return json_response(await _read_job(ctx, tenant_id, outcome["job_id"]), status=201)
     job = queries.job_json(
@@ -298,8 +308,8 @@ async def list_jobs(request: web.Request) -> web.Response:
 @routes.delete("/v1/jobs/{job_id}")
 async def cancel_job(request: web.Request) -> web.Response:
     ctx, who = request.app[CONTEXT], principal(request)
-    body = {"tenant_id": who.tenant(), "job_id": request.match_info["job_id"], "actor": who.actor}
-    await propose(ctx, "cancel_job", body)
+    job_id = request.match_info["job_id"]
+    await propose(ctx, CancelJob(tenant_id=who.tenant(), job_id=job_id, actor=who.actor))
     return web.Response(status=204)
 
 
@@ -307,7 +317,7 @@ async def cancel_job(request: web.Request) -> web.Response:
 async def pause_job(request: web.Request) -> web.Response:
     ctx, who = request.app[CONTEXT], principal(request)
     tenant_id, job_id = who.tenant(), request.match_info["job_id"]
-    await propose(ctx, "pause_job", {"tenant_id": tenant_id, "job_id": job_id, "actor": who.actor})
+    await propose(ctx, PauseJob(tenant_id=tenant_id, job_id=job_id, actor=who.actor))
     return json_response(await _read_job(ctx, tenant_id, job_id))
 
 
@@ -320,16 +330,16 @@ async def resume_job(request: web.Request) -> web.Response:
         now = ctx.clock_ms()
         spec = parse_job(_spec_fields(job), now_ms=now, payload_limit=2**62)
         run_at, fire_at = _next_runs(job_id, spec, now)
-        body = {
-            "tenant_id": tenant_id,
-            "job_id": job_id,
-            "actor": who.actor,
-            "expected_version": job["version"],
-            "next_run_at_ms": run_at,
-            "next_fire_at_ms": fire_at,
-        }
+        cmd = ResumeJob(
+            tenant_id=tenant_id,
+            job_id=job_id,
+            actor=who.actor,
+            expected_version=job["version"],
+            next_run_at_ms=run_at,
+            next_fire_at_ms=fire_at,
+        )
         try:
-            await propose(ctx, "resume_job", body)
+            await propose(ctx, cmd)
         except StaleState:
             continue
         return json_response(await _read_job(ctx, tenant_id, job_id))
@@ -349,18 +359,18 @@ async def update_job(request: web.Request) -> web.Response:
         if blocked is not None:
             raise blocked
         run_at, fire_at = _current_or_new_run(job, job_id, spec, changes, now)
-        body = {
-            "tenant_id": tenant_id,
-            "job_id": job_id,
-            "actor": who.actor,
-            "expected_version": job["version"],
-            "spec": _stored_spec(ctx, spec),
-            "next_run_at_ms": run_at,
-            "next_fire_at_ms": fire_at,
-            "fields": sorted(changes),
-        }
+        update = UpdateJob(
+            tenant_id=tenant_id,
+            job_id=job_id,
+            actor=who.actor,
+            expected_version=job["version"],
+            spec=_stored_spec(ctx, spec),
+            next_run_at_ms=run_at,
+            next_fire_at_ms=fire_at,
+            fields=tuple(sorted(changes)),
+        )
         try:
-            await propose(ctx, "update_job", body)
+            await propose(ctx, update)
         except StaleState:
             continue
         return json_response(await _read_job(ctx, tenant_id, job_id))
@@ -386,8 +396,8 @@ async def trigger_job(request: web.Request) -> web.Response:
     ctx, who = request.app[CONTEXT], principal(request)
     tenant_id, job_id = who.tenant(), request.match_info["job_id"]
     now = ctx.clock_ms()
-    body = {"tenant_id": tenant_id, "job_id": job_id, "actor": who.actor, "scheduled_at_ms": now}
-    await propose(ctx, "trigger_job", body)
+    cmd = TriggerJob(tenant_id=tenant_id, job_id=job_id, actor=who.actor, scheduled_at_ms=now)
+    await propose(ctx, cmd)
     return json_response({"job_id": job_id, "scheduled_at": format_instant(now)}, status=202)
 
 

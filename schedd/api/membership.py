@@ -14,6 +14,7 @@ from schedd.api.http import json_response, principal, propose, read_object, requ
 from schedd.errors import Conflict, NoLeader, NotFound
 from schedd.raft.membership import parse_address
 from schedd.store import queries
+from schedd.store.commands import DeregisterNode
 
 log = logging.getLogger(__name__)
 routes = web.RouteTableDef()
@@ -53,7 +54,7 @@ async def remove_node(request: web.Request) -> web.Response:
     await ctx.raft.change_membership("remove", address)
     log.warning("cluster membership: removed %s (%s)", address, node_id or "never registered")
     if node_id is not None:
-        await propose(ctx, "deregister_node", {"node_id": node_id})
+        await propose(ctx, DeregisterNode(node_id=node_id))
     return json_response({"removed": address, "node_id": node_id, "members": ctx.raft.members()})
 
 

@@ -21,8 +21,11 @@ from schedd.api.context import CONTEXT
 from schedd.api.http import json_response, principal, propose, read_object, require
 from schedd.errors import InvalidRequest
 from schedd.jsonbody import JSONValue, as_integer
+from schedd.store.commands import AckMessages, ExtendMessages, NackMessages, ReceiveMessages
 from schedd.store.queue_reads import queue_summaries, visible_count
 from schedd.timeformat import parse_duration, parse_instant
+
+Settle = AckMessages | NackMessages | ExtendMessages
 
 QUEUE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 BODY_LIMIT = 256 * 1024
@@ -98,15 +101,15 @@ async def _poll(
         visible = await ctx.reads.read(_visible(tenant_id, queue, ctx.clock_ms(), limit))
         asked = min(count, visible - ctx.receive_holds.held(key))
         if asked > 0:
-            command = {
-                "tenant_id": tenant_id,
-                "queue": queue,
-                "max": asked,
-                "visibility_ms": visibility_ms,
-                "receipts": [secrets.token_urlsafe(18) for _ in range(asked)],
-            }
+            command = ReceiveMessages(
+                tenant_id=tenant_id,
+                queue=queue,
+                max=asked,
+                visibility_ms=visibility_ms,
+                receipts=tuple(secrets.token_urlsafe(18) for _ in range(asked)),
+            )
             with ctx.receive_holds.hold(key, asked):
-                messages = (await propose(ctx, "receive_messages", command))["messages"]
+                messages = (await propose(ctx, command))["messages"]
             metrics.RECEIVES.labels("messages" if messages else "empty").inc()
             received_ms = ctx.clock_ms()
             for message in messages:
@@ -121,19 +124,21 @@ async def _poll(
         await ctx.queue_signal.wait(tenant_id, queue, min(remaining, RECHECK_S))
 
 
-async def _settle(request: web.Request, type_: str, extra: dict[str, Any]) -> dict[str, Any]:
+async def _settle(
+    request: web.Request, kind: type[Settle], extra: dict[str, Any]
+) -> dict[str, Any]:
     ctx, tenant_id, queue = request.app[CONTEXT], principal(request).tenant(), _queue(request)
     body = await read_object(request, limit_bytes=BODY_LIMIT)
     require(body, {"receipts", *extra})
     command = {"tenant_id": tenant_id, "queue": queue, "receipts": _receipts(body)}
     for parse in extra.values():
         command.update(parse(body))
-    return await propose(ctx, type_, command)
+    return await propose(ctx, kind.from_body(command))
 
 
 @routes.post("/v1/queues/{name}/ack")
 async def ack(request: web.Request) -> web.Response:
-    result = await _settle(request, "ack_messages", {})
+    result = await _settle(request, AckMessages, {})
     return json_response({"acked": result["acked"]})
 
 
@@ -145,7 +150,7 @@ async def nack(request: web.Request) -> web.Response:
             raise InvalidRequest("error", "must be a string")
         return {"error": text[:4000]}
 
-    result = await _settle(request, "nack_messages", {"error": error})
+    result = await _settle(request, NackMessages, {"error": error})
     metrics.QUEUE_NACKS.inc(result["nacked"])
     return json_response({"nacked": result["nacked"]})
 
@@ -155,7 +160,7 @@ async def extend(request: web.Request) -> web.Response:
     def visibility(body: dict[str, JSONValue]) -> dict[str, Any]:
         return {"visibility_ms": _ms(body, "visibility_timeout", "30s", 1_000, MAX_VISIBILITY_MS)}
 
-    result = await _settle(request, "extend_messages", {"visibility_timeout": visibility})
+    result = await _settle(request, ExtendMessages, {"visibility_timeout": visibility})
     return json_response({"extended": result["extended"]})
 
 

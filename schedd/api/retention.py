@@ -13,6 +13,7 @@ from schedd.errors import TenantNotFound
 from schedd.retention import parse_tenant_retention, retention_json
 from schedd.storage import file_sizes
 from schedd.store import queries
+from schedd.store.commands import SetRetention
 from schedd.store.retained import last_prune_ms, retained
 from schedd.timeformat import format_instant
 
@@ -44,7 +45,7 @@ async def set_retention(request: web.Request) -> web.Response:
     """Replace the tenant's own values: kinds it does not name follow the node's again."""
     ctx, tenant_id = request.app[CONTEXT], principal(request).tenant()
     own = parse_tenant_retention(await read_object(request, limit_bytes=BODY_LIMIT), field="body")
-    await propose(ctx, "set_retention", {"tenant_id": tenant_id, "retention_ms": own})
+    await propose(ctx, SetRetention(tenant_id=tenant_id, retention_ms=own))
     return json_response(await _tenant_retention(ctx, tenant_id))
 
 

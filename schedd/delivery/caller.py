@@ -38,6 +38,7 @@ from schedd.jobspec import stored_retry
 from schedd.model import RetryPolicy, delivery_id, idempotency_key
 from schedd.sealing import PayloadKeys
 from schedd.store import outbox
+from schedd.store.commands import CallbackOutcome, LogCommand, RecordCallbacks
 from schedd.store.db import ReadPool
 from schedd.store.queries import Tenant
 from schedd.timeformat import format_instant
@@ -57,7 +58,7 @@ CALLS_IN_FLIGHT = Gauge(
     "schedd_callbacks_in_flight", "HTTP calls started whose outcome is not recorded yet"
 )
 
-Propose = Callable[[str, Mapping[str, Any]], Awaitable[dict[str, Any]]]
+Propose = Callable[[LogCommand], Awaitable[dict[str, Any]]]
 Clock = Callable[[], int]
 
 
@@ -232,8 +233,9 @@ class Caller:
             while self._outcomes:
                 batch = self._outcomes[:OUTCOMES_PER_COMMAND]
                 try:
+                    outcomes = tuple(CallbackOutcome(**o) for o in batch)
                     result = await self._propose(
-                        "record_callbacks", {"node_id": self.node_id, "outcomes": batch}
+                        RecordCallbacks(node_id=self.node_id, outcomes=outcomes)
                     )
                 except ClusterUnavailable as exc:
                     log.warning("delivery: outcomes not recorded yet count=%d: %s", len(batch), exc)

@@ -9,7 +9,7 @@ import logging
 import sqlite3
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from typing import Any
 
@@ -19,6 +19,8 @@ from schedd.dispatch.plan import Claim, Hold, PlanJob, plan_run
 from schedd.errors import ClusterUnavailable
 from schedd.loop import Loop
 from schedd.model import partition_of
+from schedd.store.commands import Claim as ClaimItem
+from schedd.store.commands import ClaimRuns, LogCommand
 from schedd.store.dispatch_reads import (
     DueRun,
     JobRow,
@@ -39,7 +41,7 @@ MAX_CLAIMS_PER_TICK = 20_000
 PARKED_RECHECK_S = 0.05  # how often runs over their tenant's rate look for fresh tokens
 CLOCK_RECHECK_S = 0.1  # while the clock is distrusted (dispatch/clock.py)
 
-Submit = Callable[[str, Mapping[str, Any]], "Future[dict[str, Any]]"]
+Submit = Callable[[LogCommand], "Future[dict[str, Any]]"]
 
 
 class Dispatcher(Loop):
@@ -186,7 +188,7 @@ class Dispatcher(Loop):
         """Plan and propose claims batch by batch, a few batches in flight: planning the next
         batch overlaps the replication of the last, and the log never holds more than a few
         of this node's claims ahead of other commands (receives, acks, creates)."""
-        in_flight: deque[tuple[list[dict[str, Any]], Future[dict[str, Any]]]] = deque()
+        in_flight: deque[tuple[list[ClaimItem], Future[dict[str, Any]]]] = deque()
         self._claim_started_s = time.monotonic()
         # All of these are due now. In job order, a batch's rows (job, run, message, attempt:
         # all keyed by job id) share pages, so each replica writes far fewer pages per claim
@@ -195,8 +197,8 @@ class Dispatcher(Loop):
         for start in range(0, len(due), CLAIM_BATCH):
             claims = self._plan_batch(conn, due[start : start + CLAIM_BATCH], now_ms)
             if claims:
-                body = {"node_id": self.node_id, "claims": claims}
-                in_flight.append((claims, self._submit("claim_runs", body)))
+                cmd = ClaimRuns(node_id=self.node_id, claims=tuple(claims))
+                in_flight.append((claims, self._submit(cmd)))
             while len(in_flight) >= CLAIM_BATCHES_IN_FLIGHT:
                 self._settle(*in_flight.popleft(), now_ms)
         while in_flight:
@@ -204,9 +206,9 @@ class Dispatcher(Loop):
 
     def _plan_batch(
         self, conn: sqlite3.Connection, due: list[DueRun], now_ms: int
-    ) -> list[dict[str, Any]]:
+    ) -> list[ClaimItem]:
         jobs = read_jobs(conn, {run.job_id for run in due})
-        claims: list[dict[str, Any]] = []
+        claims: list[ClaimItem] = []
         for run in due:
             job = jobs.get(run.job_id)
             if job is None:
@@ -227,7 +229,7 @@ class Dispatcher(Loop):
 
     def _plan(
         self, conn: sqlite3.Connection, run: DueRun, job: JobRow, now_ms: int
-    ) -> dict[str, Any] | None:
+    ) -> ClaimItem | None:
         """The claim for one due run, or None when it is not (or not yet) to be claimed."""
         plan = plan_run(
             PlanJob.from_row(run.job_id, job),
@@ -240,24 +242,20 @@ class Dispatcher(Loop):
             heapq.heappush(self._held, (plan.retry_at_ms, run))
         if not isinstance(plan, Claim):
             return None
-        claim: dict[str, Any] = {
-            "partition": run.partition,
-            "epoch": self._owned[run.partition],
-            "job_id": run.job_id,
-            "scheduled_at_ms": run.scheduled_at_ms,
-            "fire_at_ms": run.fire_at_ms,
-            "is_trigger": run.is_trigger,
-            "version": job.version,
-            "next_run_at_ms": plan.next_run_at_ms,
-            "next_fire_at_ms": plan.next_fire_at_ms,
-        }
-        if plan.skip is not None:
-            claim["skip"] = plan.skip
-        return claim
+        return ClaimItem(
+            partition=run.partition,
+            epoch=self._owned[run.partition],
+            job_id=run.job_id,
+            scheduled_at_ms=run.scheduled_at_ms,
+            fire_at_ms=run.fire_at_ms,
+            is_trigger=run.is_trigger,
+            version=job.version,
+            next_run_at_ms=plan.next_run_at_ms,
+            next_fire_at_ms=plan.next_fire_at_ms,
+            skip=plan.skip,
+        )
 
-    def _settle(
-        self, batch: list[dict[str, Any]], future: Future[dict[str, Any]], now_ms: int
-    ) -> None:
+    def _settle(self, batch: list[ClaimItem], future: Future[dict[str, Any]], now_ms: int) -> None:
         try:
             result = future.result()
         except (ClusterUnavailable, TimeoutError) as exc:
@@ -268,18 +266,12 @@ class Dispatcher(Loop):
         self.rejected.update(result.get("rejected", {}))
         # The result counts rejections without naming them: every claim's lag is observed.
         committed_ms = now_ms + int((time.monotonic() - self._claim_started_s) * 1000)
-        metrics.record_claims(result, (claim["fire_at_ms"] for claim in batch), committed_ms)
+        metrics.record_claims(result, (claim.fire_at_ms for claim in batch), committed_ms)
         horizon = now_ms + PRELOAD_WINDOW_MS
         for claim in batch:  # a recurring job's next run, if it falls in the window
-            next_fire = claim["next_fire_at_ms"]
-            if next_fire is not None and next_fire <= horizon:
-                self._push(
-                    [
-                        DueRun(
-                            next_fire, claim["partition"], claim["job_id"], claim["next_run_at_ms"]
-                        )
-                    ]
-                )
+            next_fire, next_run = claim.next_fire_at_ms, claim.next_run_at_ms
+            if next_fire is not None and next_run is not None and next_fire <= horizon:
+                self._push([DueRun(next_fire, claim.partition, claim.job_id, next_run)])
 
 
 def _job_order(run: DueRun) -> str:

@@ -11,6 +11,7 @@ from typing import Any
 
 from schedd.errors import ClusterUnavailable
 from schedd.loop import Loop
+from schedd.store.commands import AssignLeases, LeaseMove, LogCommand, NodeHeartbeat
 from schedd.store.leases import Lease, live_nodes, read_leases
 
 log = logging.getLogger(__name__)
@@ -19,7 +20,7 @@ HEARTBEAT_EVERY_S = 1.0
 PLAN_EVERY_S = 1.0
 MAX_REBALANCE_MOVES = 64  # per round: moving a live lease costs its holder a preload
 
-Propose = Callable[[str, Mapping[str, Any]], dict[str, Any]]
+Propose = Callable[[LogCommand], dict[str, Any]]
 
 
 def plan_moves(
@@ -69,7 +70,7 @@ class Heartbeat(Loop):
 
     def tick(self, now_ms: int) -> float:
         try:
-            self._propose("node_heartbeat", {"node_id": self._node_id, "ttl_ms": self._ttl_ms})
+            self._propose(NodeHeartbeat(node_id=self._node_id, ttl_ms=self._ttl_ms))
         except ClusterUnavailable as exc:
             log.debug("heartbeat not committed: %s", exc)
         return HEARTBEAT_EVERY_S
@@ -105,7 +106,8 @@ class LeaseManager(Loop):
         moves = plan_moves(self._partitions, read_leases(self._conn), live, now_ms)
         if moves:
             try:
-                result = self._propose("assign_leases", {"ttl_ms": self._ttl_ms, "moves": moves})
+                lease_moves = tuple(LeaseMove(**move) for move in moves)
+                result = self._propose(AssignLeases(ttl_ms=self._ttl_ms, moves=lease_moves))
                 log.info("leases moved count=%s planned=%d", result.get("moved"), len(moves))
             except ClusterUnavailable as exc:
                 log.debug("lease moves not committed: %s", exc)

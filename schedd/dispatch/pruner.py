@@ -12,7 +12,7 @@ from schedd.errors import SchedError
 from schedd.loop import Loop
 from schedd.retention import Retention
 from schedd.store.apply.retention import MAX_ROWS_PER_PRUNE
-from schedd.store.command import LEVEL_OF_TYPE
+from schedd.store.commands import LEVEL_OF_TYPE, Prune
 from schedd.store.gauges import oldest_due_ms
 
 PASS_EVERY_S = 5.0  # a pass over every tenant starts this often when the last one finished
@@ -90,14 +90,14 @@ class Pruner(Loop):
         wait_s = self._wait_s(now_ms)
         if wait_s is not None:
             return wait_s
-        body = {
-            "retention_ms": self._retention.as_ms(),
-            "after_tenant": self._after,
-            "max_rows": MAX_ROWS_PER_PRUNE,
-            "commands_ms": COMMANDS_KEEP_MS,
-        }
+        cmd = Prune(
+            retention_ms=self._retention.as_ms(),
+            after_tenant=self._after,
+            max_rows=MAX_ROWS_PER_PRUNE,
+            commands_ms=COMMANDS_KEEP_MS,
+        )
         try:
-            result = self._propose("prune", body)
+            result = self._propose(cmd)
         except SchedError as exc:
             log.debug("prune not committed: %s", exc)
             return IDLE_S

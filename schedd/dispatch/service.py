@@ -1,5 +1,5 @@
 """One node's dispatch machinery: heartbeat, lease manager, dispatcher and pruner, started and
-stopped together, and told about committed commands that add due runs."""
+stopped together, and told about committed due runs (DueAdded) and snapshot installs."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from schedd.dispatch.pruner import Pruner
 from schedd.peers import PeerReports
 from schedd.raft.proposer import ThreadProposer
 from schedd.retention import Retention
-from schedd.store.command import Command
 from schedd.store.db import connect
+from schedd.store.events import DueAdded
 
 STOP_WAIT_S = 1.0
 
@@ -91,22 +91,9 @@ class DispatchService:
         """A snapshot replaced the store's content (tick thread): the dispatcher reads it anew."""
         self.dispatcher.forget()
 
-    def on_applied(self, cmd: Command) -> None:
-        """A command was applied (tick thread): pass new due runs to the dispatcher."""
-        b = cmd.body
-        if cmd.type == "create_jobs":
-            for item in b["jobs"]:
-                if item["next_fire_at_ms"] is not None:
-                    self.dispatcher.offer(
-                        item["job_id"],
-                        item["next_fire_at_ms"],
-                        item["next_run_at_ms"],
-                        is_trigger=False,
-                    )
-        elif cmd.type in ("update_job", "resume_job") and b.get("next_fire_at_ms") is not None:
+    def on_due(self, events: list[DueAdded]) -> None:
+        """Due rows were committed (tick thread): the dispatcher fires them without a preload."""
+        for due in events:
             self.dispatcher.offer(
-                b["job_id"], b["next_fire_at_ms"], b["next_run_at_ms"], is_trigger=False
+                due.job_id, due.fire_at_ms, due.scheduled_at_ms, is_trigger=due.is_trigger
             )
-        elif cmd.type == "trigger_job":
-            at = b["scheduled_at_ms"]
-            self.dispatcher.offer(b["job_id"], at, at, is_trigger=True)

@@ -13,14 +13,15 @@ import concurrent.futures
 import logging
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pysyncobj import FAIL_REASON
 
 from schedd.errors import ClusterUnavailable, CommandTooLarge, NoLeader, OutcomeUnknown, SchedError
-from schedd.store.command import MAX_COMMAND_BYTES, Command, encode, encode_batch
+from schedd.store.command import MAX_COMMAND_BYTES, encode, encode_batch, wire
+from schedd.store.commands import LogCommand
 
 log = logging.getLogger(__name__)
 
@@ -74,10 +75,9 @@ class Proposer:
         self._pending: list[_Proposal] = []
         self._in_flight = 0
 
-    async def propose(
-        self, type_: str, body: Mapping[str, Any], *, now_ms: int | None = None
-    ) -> dict[str, Any]:
-        """Replicate one command; returns apply's result on this node (read-your-writes).
+    async def propose(self, cmd: LogCommand, *, now_ms: int | None = None) -> dict[str, Any]:
+        """Replicate one command; returns apply's result on this node (read-your-writes): its
+        JSON, as applied_commands keeps it (store/command.py result_of reads it back).
 
         Raises NoLeader when nothing was applied within the deadline, OutcomeUnknown when the
         command may have been applied; both are 503s that the client may retry. A command
@@ -86,15 +86,10 @@ class Proposer:
         refusal = self._refusal()
         if refusal is not None:  # every command carries this node's clock as its time
             raise ClusterUnavailable(f"this node takes no writes now ({refusal}); use another")
-        cmd = Command(
-            type=type_,
-            id=uuid.uuid4().hex,
-            ts_ms=int(time.time() * 1000) if now_ms is None else now_ms,
-            body=body,
-        )
-        blob = encode(cmd)
+        ts_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        blob = encode(wire(cmd, id=uuid.uuid4().hex, ts_ms=ts_ms))
         if len(blob) > MAX_COMMAND_BYTES:
-            raise CommandTooLarge(type_, len(blob), MAX_COMMAND_BYTES)
+            raise CommandTooLarge(cmd.TYPE, len(blob), MAX_COMMAND_BYTES)
         proposal = _Proposal(blob, asyncio.get_running_loop().create_future())
         self._pending.append(proposal)
         self._flush()
@@ -209,12 +204,10 @@ class ThreadProposer:
         self._proposer = proposer
         self._loop = loop
 
-    def submit(
-        self, type_: str, body: Mapping[str, Any]
-    ) -> concurrent.futures.Future[dict[str, Any]]:
+    def submit(self, cmd: LogCommand) -> concurrent.futures.Future[dict[str, Any]]:
         """Start a proposal; the future ends with apply's result or a ClusterUnavailable."""
-        return asyncio.run_coroutine_threadsafe(self._proposer.propose(type_, body), self._loop)
+        return asyncio.run_coroutine_threadsafe(self._proposer.propose(cmd), self._loop)
 
-    def propose(self, type_: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    def propose(self, cmd: LogCommand) -> dict[str, Any]:
         """Propose and wait (a little longer than the proposer's own deadline)."""
-        return self.submit(type_, body).result(self._proposer.timeout_s + 1.0)
+        return self.submit(cmd).result(self._proposer.timeout_s + 1.0)

@@ -1,42 +1,62 @@
-"""Commands: the Raft log's entries, encoded by us as versioned JSON (never pickle).
+"""Commands: the Raft log's entries, encoded by us as versioned JSON (never pickle); and what
+apply answers for each (Applied or Rejected).
 
-`type` is a wire name: never rename or reuse one; bump `v` before changing a body's meaning.
+The envelope lives here; the command types and their bodies are the catalogue, commands.py
+(where the rule on wire names is written).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+import sqlite3
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
 
 from schedd.errors import CorruptLog
+from schedd.store.commands import CATALOGUE, LogCommand
+from schedd.store.events import Event
 
 FORMAT_VERSION = 1
-# The command types this version applies, as a level: a node halts on a type it does not know,
-# so a type added at level N is proposed only once every member reports N or more (/healthz
-# `log_level`; a rolling upgrade runs old and new nodes side by side). Level 2: prune and
-# set_retention (issue 14).
-LOG_LEVEL = 2
-LEVEL_OF_TYPE = {"prune": 2, "set_retention": 2}
 BATCH = "batch"  # a group commit: body {"commands": [envelope, ...]}
-# A handler's report of the (tenant_id, queue) pairs that got messages. An effect for the node
-# (it wakes those queues' long polls), not a result: apply takes it out before the result is
-# stored or answered, so results and digests stay what they were.
-FED_QUEUES = "fed_queues"
 # The largest encoded command (one log entry) a proposer sends: well under pysyncobj's
 # appendEntriesBatchSizeBytes (4 MiB, node.py), past which entries take a path that misbehaves.
 MAX_COMMAND_BYTES = 1024 * 1024
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Command:
-    """One Raft log entry: what to do (`type`, `body`), its id and the proposer's clock."""
+B = TypeVar("B", covariant=True)
 
-    type: str  # "create_jobs", "cancel_job", ...
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Command(Generic[B]):
+    """One Raft log entry: what to do (`type`, `body`), its id and the proposer's clock. On the
+    wire the body is a JSON object; apply sees it as its catalogue type (`typed`)."""
+
+    type: str  # "create_jobs", "cancel_job", ...: the catalogue's TYPE
     id: str  # proposer-made; applying the same id twice acts once
     ts_ms: int  # the proposer's clock: the only "now" apply may use
-    body: Mapping[str, Any]
+    body: B
+
+
+Wire = Command[Mapping[str, Any]]
+
+
+def wire(cmd: LogCommand, *, id: str, ts_ms: int) -> Wire:
+    """The log entry of a typed command."""
+    return Command(type=cmd.TYPE, id=id, ts_ms=ts_ms, body=cmd.to_body())
+
+
+def typed(cmd: Wire, *, index: int) -> Command[LogCommand]:
+    """The entry with its body read as its catalogue type; CorruptLog if the type is unknown
+    or the body does not fit it (an undecodable entry: the node halts)."""
+    kind = CATALOGUE.get(cmd.type)
+    if kind is None:
+        raise CorruptLog(f"unknown command type {cmd.type!r} at index {index}")
+    try:
+        body = kind.from_body(cmd.body)
+    except ValueError as exc:
+        raise CorruptLog(f"undecodable {cmd.type} body at index {index}: {exc}") from None
+    return Command(type=cmd.type, id=cmd.id, ts_ms=cmd.ts_ms, body=body)
 
 
 _COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
@@ -54,12 +74,12 @@ def canonical_json(value: Any) -> str:
     return _CANONICAL.encode(value)
 
 
-def envelope(cmd: Command) -> dict[str, Any]:
+def envelope(cmd: Wire) -> dict[str, Any]:
     """The JSON object of a command."""
     return {"v": FORMAT_VERSION, "type": cmd.type, "id": cmd.id, "ts": cmd.ts_ms, "body": cmd.body}
 
 
-def encode(cmd: Command) -> bytes:
+def encode(cmd: Wire) -> bytes:
     """The bytes that enter the log."""
     text = json.dumps(envelope(cmd), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     return text.encode()
@@ -74,7 +94,7 @@ def encode_batch(blobs: list[bytes], *, id: str, ts_ms: int) -> bytes:
     return head[:-1].encode() + b',"body":{"commands":[' + b",".join(blobs) + b"]}}"
 
 
-def unbatch(cmd: Command, *, index: int) -> list[Command]:
+def unbatch(cmd: Wire, *, index: int) -> list[Wire]:
     """The commands inside a batch entry; CorruptLog if they cannot be read."""
     try:
         return [_from_envelope(item) for item in cmd.body["commands"]]
@@ -82,7 +102,7 @@ def unbatch(cmd: Command, *, index: int) -> list[Command]:
         raise CorruptLog(f"undecodable batch at index {index}: {exc}") from None
 
 
-def decode(blob: bytes, *, index: int) -> Command:
+def decode(blob: bytes, *, index: int) -> Wire:
     """Parse a log entry; anything unreadable is a CorruptLog (the node halts)."""
     try:
         return _from_envelope(json.loads(blob))
@@ -90,7 +110,7 @@ def decode(blob: bytes, *, index: int) -> Command:
         raise CorruptLog(f"undecodable log entry at index {index}: {exc}") from None
 
 
-def _from_envelope(item: Mapping[str, Any]) -> Command:
+def _from_envelope(item: Mapping[str, Any]) -> Wire:
     if item["v"] != FORMAT_VERSION:
         raise ValueError(f"unknown command format version {item['v']!r}")
     cmd = Command(
@@ -101,16 +121,48 @@ def _from_envelope(item: Mapping[str, Any]) -> Command:
     return cmd
 
 
-def ok(**fields: Any) -> dict[str, Any]:
-    """An apply result for a command that took effect."""
-    return {"status": "ok", **fields}
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """A command took effect: its result fields (as proposers and applied_commands see them)
+    and the events the node routes once the entry committed (never stored, never answered)."""
+
+    fields: Mapping[str, Any] = field(default_factory=dict)
+    events: tuple[Event, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"status": "ok", **self.fields}
 
 
-def fed(pairs: set[tuple[str, str]]) -> dict[str, Any]:
-    """The FED_QUEUES field of a result, for `ok(**fed(pairs))`; empty when nothing was fed."""
-    return {FED_QUEUES: sorted(pairs)} if pairs else {}
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    """A command refused by the state it met (a business outcome); `code` is one SchedError
+    class's code (errors.py REJECTIONS). It changed nothing, so it reports no event."""
+
+    code: str
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"status": "rejected", "code": self.code, "message": self.message}
 
 
-def rejected(code: str, message: str) -> dict[str, Any]:
-    """An apply result for a command refused by the state it met (a business outcome)."""
-    return {"status": "rejected", "code": code, "message": message}
+Result = Applied | Rejected
+# An apply function: (the transaction, the typed command) -> its result. Registered by wire
+# name in the apply modules' HANDLERS.
+Handler = Callable[[sqlite3.Connection, Any], Result]
+
+
+def ok(*events: Event, **fields: Any) -> Applied:
+    """The result of a command that took effect, with the events it reports."""
+    return Applied(fields, events)
+
+
+def rejected(code: str, message: str) -> Rejected:
+    """The result of a command refused by the state it met (a business outcome)."""
+    return Rejected(code, message)
+
+
+def result_of(answer: Mapping[str, Any]) -> Result:
+    """A result as a proposer receives it (its JSON) read back."""
+    if answer.get("status") == "rejected":
+        return Rejected(str(answer["code"]), str(answer["message"]))
+    return Applied({k: v for k, v in answer.items() if k != "status"})

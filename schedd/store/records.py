@@ -11,7 +11,7 @@ from schedd.store.command import Command
 
 def audit(
     tx: sqlite3.Connection,
-    cmd: Command,
+    cmd: Command[Any],
     *,
     tenant_id: str | None,
     job_id: str | None = None,
@@ -24,7 +24,7 @@ def audit(
         (
             cmd.ts_ms,
             tenant_id,
-            str(cmd.body.get("actor", "admin")),
+            _actor(cmd),
             cmd.type,
             job_id,
             None if detail is None else json.dumps(detail, separators=(",", ":")),
@@ -76,3 +76,9 @@ def remove_scheduled_due(tx: sqlite3.Connection, job: ScheduledRun) -> None:
             job.next_run_at_ms,
         ),
     )
+
+
+def _actor(cmd: Command[Any]) -> str:
+    """Who proposed the command (its body's `actor`; "admin" when it names none)."""
+    actor = getattr(cmd.body, "actor", None)
+    return "admin" if actor is None else str(actor)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from schedd.raft.proposer import Proposer
+from schedd.store.commands import RegisterNode
 from schedd.store.db import connect
 from schedd.store.snapshot import SnapshotError, read_snapshot
 from tests.replicas import Member, leader_of, pad, write_configs
@@ -76,8 +77,8 @@ def test_a_snapshot_that_ships_for_longer_than_the_connection_timeout_is_install
         leader = wait_for(lambda: leader_of(members), 15, "a leader")
         for member in members:
             _throttle_shipping(member)
-        body = {"node_id": "n9", "api": "http://x", "raft": "y"}
-        result = asyncio.run(Proposer(leader.replica, timeout_s=10).propose("register_node", body))
+        body = RegisterNode(node_id="n9", api="http://x", raft="y")
+        result = asyncio.run(Proposer(leader.replica, timeout_s=10).propose(body))
         assert result["status"] == "ok"
         for member in members:
             member.replica.compact_soon()

@@ -12,6 +12,7 @@ from schedd.addresses import reachable_api_url
 from schedd.dispatch.clock import ClockGuard, PeerReading, is_trusted_by
 from schedd.errors import ClusterUnavailable
 from schedd.raft.proposer import Proposer
+from schedd.store.commands import NodeHeartbeat
 from schedd.store.db import Database
 from tests.conftest import Applier
 from tests.unit.test_dispatcher import Cluster, ms
@@ -152,5 +153,5 @@ def test_a_proposer_whose_clock_is_distrusted_refuses_before_sending() -> None:
 
     proposer = Proposer(Replica(), timeout_s=1, refusal=lambda: "wall clock jumped +30.000s")
     with pytest.raises(ClusterUnavailable, match="clock jumped"):
-        asyncio.run(proposer.propose("node_heartbeat", {"node_id": "n1", "ttl_ms": 2000}))
+        asyncio.run(proposer.propose(NodeHeartbeat(node_id="n1", ttl_ms=2000)))
     assert sent == []

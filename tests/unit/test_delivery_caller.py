@@ -16,7 +16,7 @@ from schedd.store.outbox import DueCall
 
 
 def caller(concurrency: int = 256, tenant_concurrency: int = 32) -> Caller:
-    async def propose(type_: str, body: Any) -> dict[str, Any]:
+    async def propose(cmd: Any) -> dict[str, Any]:
         raise AssertionError("not called here")
 
     return Caller(

@@ -15,6 +15,7 @@ from schedd.dispatch.dispatcher import Dispatcher
 from schedd.jobspec import job_to_json, parse_job
 from schedd.model import partition_of
 from schedd.schedule import fire_time, first_run_at
+from schedd.store.commands import LogCommand
 from schedd.store.db import Database, connect
 from schedd.timeformat import format_instant, parse_instant
 from tests.conftest import Applier
@@ -50,9 +51,9 @@ class Cluster:
             "n1", PARTITIONS, lambda: connect(db.path, readonly=True), self.submit
         )
 
-    def submit(self, type_: str, body: dict[str, Any]) -> Future[dict[str, Any]]:
+    def submit(self, cmd: LogCommand) -> Future[dict[str, Any]]:
         future: Future[dict[str, Any]] = Future()
-        future.set_result(self.apply(type_, body, ts_ms=self.now))
+        future.set_result(self.apply.typed(cmd, ts_ms=self.now))
         return future
 
     def add_job(self, job_id: str, body: dict[str, Any], now: int, tenant: str = "t1") -> None:

@@ -12,6 +12,7 @@ from pysyncobj import FAIL_REASON
 from schedd.errors import NoLeader, OutcomeUnknown, PayloadTooLarge
 from schedd.raft.proposer import Proposer
 from schedd.store.command import MAX_COMMAND_BYTES
+from schedd.store.commands import Barrier, UpdateTenant
 
 
 class Silent:
@@ -35,7 +36,7 @@ def test_a_proposal_taken_into_a_group_times_out_as_unknown_not_no_leader() -> N
     async def main() -> None:
         proposer = HandedOver(Silent(), timeout_s=0.05)
         with pytest.raises(OutcomeUnknown):
-            await proposer.propose("barrier", {})
+            await proposer.propose(Barrier())
 
     asyncio.run(main())
 
@@ -43,10 +44,10 @@ def test_a_proposal_taken_into_a_group_times_out_as_unknown_not_no_leader() -> N
 def test_a_proposal_still_queued_behind_another_times_out_as_no_leader() -> None:
     async def main() -> None:
         proposer = HandedOver(Silent(), timeout_s=0.05)
-        first = asyncio.ensure_future(proposer.propose("barrier", {"n": 1}))
+        first = asyncio.ensure_future(proposer.propose(Barrier()))
         await asyncio.sleep(0)  # the first takes the only in-flight slot
         with pytest.raises(NoLeader):
-            await proposer.propose("barrier", {"n": 2})
+            await proposer.propose(Barrier())
         with pytest.raises(OutcomeUnknown):
             await first
 
@@ -57,7 +58,7 @@ def test_a_silent_cluster_is_unknown_once_sent() -> None:
     async def main() -> None:
         proposer = Proposer(Silent(), timeout_s=0.05)
         with pytest.raises(OutcomeUnknown):
-            await proposer.propose("barrier", {})
+            await proposer.propose(Barrier())
 
     asyncio.run(main())
 
@@ -104,7 +105,7 @@ class Replayed:
 def test_a_single_proposal_answered_replayed_is_unknown_not_a_result() -> None:
     async def main() -> None:
         with pytest.raises(OutcomeUnknown):
-            await Proposer(Replayed(), timeout_s=0.2).propose("create_jobs", {})
+            await Proposer(Replayed(), timeout_s=0.2).propose(Barrier())
 
     asyncio.run(main())
 
@@ -124,7 +125,7 @@ def test_an_oversized_command_is_refused_and_never_proposed() -> None:
         replica = Recording()
         proposer = Proposer(replica, timeout_s=1.0)
         with pytest.raises(PayloadTooLarge) as refused:
-            await proposer.propose("create_jobs", {"pad": "x" * MAX_COMMAND_BYTES})
+            await proposer.propose(padded(MAX_COMMAND_BYTES))
         assert refused.value.http_status == 413
         assert f"{MAX_COMMAND_BYTES}-byte limit" in str(refused.value)
         with pytest.raises(PayloadTooLarge):
@@ -139,7 +140,12 @@ def test_a_command_just_under_the_cap_is_proposed() -> None:
         replica = Recording()
         proposer = Proposer(replica, timeout_s=0.05)
         with pytest.raises(OutcomeUnknown):  # the recording replica never answers
-            await proposer.propose("create_jobs", {"pad": "x" * (MAX_COMMAND_BYTES - 200)})
+            await proposer.propose(padded(MAX_COMMAND_BYTES - 200))
         assert len(replica.blobs) >= 1 and len(replica.blobs[0]) <= MAX_COMMAND_BYTES
 
     asyncio.run(main())
+
+
+def padded(size: int) -> UpdateTenant:
+    """A command whose body holds `size` bytes of padding."""
+    return UpdateTenant(tenant_id="t1", changes={"pad": "x" * size})

@@ -3,7 +3,6 @@ leader, runs overdue, a member too old to apply them); peers' reports from /heal
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ from schedd.dispatch.pruner import NEXT_PIECE_S, PASS_EVERY_S, SPIKE_PAUSE_S, Pr
 from schedd.peers import PeerReport, PeerReports
 from schedd.retention import Retention
 from schedd.storage import DiskWatch, MinFree, StorageGuard
+from schedd.store.commands import CancelJob, CreateJobs, LogCommand, SetRetention
 from schedd.store.db import Database, connect
 from tests.conftest import NOW_MS
 
@@ -23,8 +23,8 @@ class Proposals:
         self.sent: list[tuple[str, dict[str, Any]]] = []
         self._answers = list(answers)
 
-    def __call__(self, type_: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        self.sent.append((type_, dict(body)))
+    def __call__(self, cmd: LogCommand) -> dict[str, Any]:
+        self.sent.append((cmd.TYPE, cmd.to_body()))
         return self._answers.pop(0)
 
 
@@ -110,13 +110,15 @@ def test_the_api_refuses_a_command_an_old_member_cannot_apply(tmp_path: Path) ->
     peers = PeerReports("n1")
     peers.record({"n2": PeerReport(log_level=2), "n3": PeerReport(log_level=1)}, ["n1", "n2", "n3"])
     guard = StorageGuard(DiskWatch(tmp_path, MinFree(bytes=0)), peers)
+    retention = SetRetention(tenant_id="t1", retention_ms={})
     with pytest.raises(ClusterUnavailable, match="n3 must run this schedd version first"):
-        _check_cluster_can_take(guard, "set_retention")
-    _check_cluster_can_take(guard, "create_jobs")  # a level-1 command: fine
+        _check_cluster_can_take(guard, retention)
+    create = CreateJobs(tenant_id="t1", jobs=())
+    _check_cluster_can_take(guard, create)  # a level-1 command: fine
     low = StorageGuard(DiskWatch(tmp_path, MinFree(percent=99.99)), peers)
     with pytest.raises(StorageLow):
-        _check_cluster_can_take(low, "create_jobs")
-    _check_cluster_can_take(low, "cancel_job")  # frees space: never refused
+        _check_cluster_can_take(low, create)
+    _check_cluster_can_take(low, CancelJob(tenant_id="t1", job_id="j1"))  # frees space
 
 
 def test_a_long_overload_slows_pruning_but_never_stops_it(db: Database) -> None:

@@ -6,9 +6,12 @@ import asyncio
 import json
 from typing import Any
 
-from schedd.api.context import QueueSignal
+from schedd.api.context import QueueSignal, TokenCache
+from schedd.node import subscribe_caches
 from schedd.store.apply import StateMachine
 from schedd.store.db import Database
+from schedd.store.events import Event, MessagesReady
+from schedd.subscribers import Subscribers
 from tests.conftest import NOW_MS, Applier
 from tests.unit.test_store_dispatch import spec
 
@@ -54,7 +57,9 @@ def _claim(apply: Applier, job_id: str) -> dict[str, Any]:
 
 def test_a_long_poll_wakes_for_its_own_queue_only(db: Database) -> None:
     signal = QueueSignal()
-    apply = Applier(StateMachine(db, on_fed=signal.pulse_threadsafe))
+    events = Subscribers()
+    subscribe_caches(events, TokenCache(), signal)  # as the node routes MessagesReady
+    apply = Applier(StateMachine(db, on_events=events.publish))
     _setup(apply)
 
     async def scenario() -> None:
@@ -62,7 +67,7 @@ def test_a_long_poll_wakes_for_its_own_queue_only(db: Database) -> None:
         waiter = asyncio.create_task(signal.wait("t1", "A", 30.0))
         await asyncio.sleep(0)  # the waiter is registered
         result = await asyncio.to_thread(_claim, apply, "jb")  # queue B gets a message
-        assert result["claimed"] == 1 and "fed_queues" not in result  # an effect, not a result
+        assert result == {"status": "ok", "claimed": 1, "rejected": {}}  # no event in it
         done, _ = await asyncio.wait({waiter}, timeout=0.3)
         assert not done and signal.wakeups == 0  # B's message left A's receive asleep
         started = asyncio.get_running_loop().time()
@@ -74,14 +79,15 @@ def test_a_long_poll_wakes_for_its_own_queue_only(db: Database) -> None:
     asyncio.run(scenario())
 
 
-def test_fed_queues_are_never_stored_in_results(db: Database) -> None:
-    fed: list[set[tuple[str, str]]] = []
-    apply = Applier(StateMachine(db, on_fed=fed.append))
+def test_events_are_reported_after_commit_and_never_stored_in_results(db: Database) -> None:
+    reported: list[list[Event]] = []
+    apply = Applier(StateMachine(db, on_events=reported.append))
     _setup(apply)
+    reported.clear()
     _claim(apply, "ja")
-    assert fed == [{("t1", "A")}]
+    assert reported == [[MessagesReady("t1", "A")]]
     stored = [json.loads(r) for (r,) in db.conn.execute("SELECT result FROM applied_commands")]
-    assert all("fed_queues" not in result for result in stored)
+    assert stored[-1] == {"status": "ok", "claimed": 1, "rejected": {}}
 
 
 def test_a_timed_out_wait_leaves_nothing_behind() -> None:

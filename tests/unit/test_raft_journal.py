@@ -21,6 +21,7 @@ from schedd.raft import journal
 from schedd.raft.proposer import Proposer
 from schedd.raft.replica import Replica
 from schedd.store.apply import StateMachine
+from schedd.store.commands import RegisterNode
 from schedd.store.db import Database
 
 Events = list[tuple[str, Any]]
@@ -108,8 +109,8 @@ def test_an_entry_is_on_disk_before_it_is_applied(
         return real_apply(blob, index=index)
 
     machine.apply = apply  # type: ignore[method-assign]
-    body = {"node_id": "a", "api": "http://x", "raft": "y"}
-    result = asyncio.run(Proposer(node, timeout_s=5).propose("register_node", body))
+    body = RegisterNode(node_id="a", api="http://x", raft="y")
+    result = asyncio.run(Proposer(node, timeout_s=5).propose(body))
     assert result["status"] == "ok"
     index = applied[-1]
     added, applied_at = events.index(("add", index)), events.index(("apply", index))

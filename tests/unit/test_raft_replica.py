@@ -15,6 +15,7 @@ from pysyncobj import SyncObjConf
 from schedd.raft.proposer import Proposer
 from schedd.raft.replica import Replica, Restores
 from schedd.store.apply import StateMachine
+from schedd.store.commands import RegisterNode, UpdateTenant
 from schedd.store.db import Database
 
 
@@ -63,8 +64,8 @@ def test_apply_index_is_last_applied_plus_one(replica: Replica) -> None:
     proposer = Proposer(replica, timeout_s=5)
 
     async def register(node_id: str) -> None:
-        body = {"node_id": node_id, "api": "http://x", "raft": "y"}
-        result = await proposer.propose("register_node", body)
+        body = RegisterNode(node_id=node_id, api="http://x", raft="y")
+        result = await proposer.propose(body)
         assert result["status"] == "ok"
 
     db: Database = replica._state_machine.db
@@ -82,7 +83,7 @@ def test_apply_index_is_last_applied_plus_one(replica: Replica) -> None:
 
 def test_result_reaches_the_proposer(replica: Replica) -> None:
     proposer = Proposer(replica, timeout_s=5)
-    result = asyncio.run(proposer.propose("update_tenant", {"tenant_id": "nope", "changes": {}}))
+    result = asyncio.run(proposer.propose(UpdateTenant(tenant_id="nope", changes={})))
     assert result == {
         "status": "rejected",
         "code": "tenant_not_found",
@@ -141,9 +142,9 @@ def test_while_a_snapshot_copies_the_tick_goes_on_but_applies_and_compacts_nothi
         _wait_for(lambda: len(ticks) > 2, "the tick stopped")
         committed = node.commit_index()
         proposer = Proposer(node, timeout_s=10)
-        body = {"node_id": "a", "api": "http://x", "raft": "y"}
+        body = RegisterNode(node_id="a", api="http://x", raft="y")
         proposal = threading.Thread(
-            target=lambda: result.append(asyncio.run(proposer.propose("register_node", body)))
+            target=lambda: result.append(asyncio.run(proposer.propose(body)))
         )
         proposal.start()
         node.forceLogCompaction()
@@ -194,8 +195,8 @@ def test_a_journal_past_its_cap_compacts_without_waiting_for_its_time_slot(
 
         async def fill() -> None:
             for i in range(40):  # about 400 KB of entries: twice the cap
-                body = {"node_id": f"n{i}", "api": "http://x/" + "a" * 10_000, "raft": "y"}
-                assert (await proposer.propose("register_node", body))["status"] == "ok"
+                body = RegisterNode(node_id=f"n{i}", api="http://x/" + "a" * 10_000, raft="y")
+                assert (await proposer.propose(body))["status"] == "ok"
 
         asyncio.run(fill())
         deadline = time.monotonic() + 15

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -9,7 +10,7 @@ import pytest
 
 from schedd.errors import CorruptLog
 from schedd.store import queries
-from schedd.store.apply import StateMachine
+from schedd.store.apply import StateMachine, machine
 from schedd.store.command import Command, encode, encode_batch
 from schedd.store.db import Database
 from schedd.store.digest import state_digest
@@ -222,14 +223,32 @@ def test_undecodable_entry_and_unknown_type_halt(apply: Applier) -> None:
 
 
 def test_handler_bug_is_recorded_as_rejection_and_does_not_wedge(
+    apply: Applier, db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tenant(apply)
+
+    def buggy(tx: sqlite3.Connection, cmd: Command[Any]) -> Any:
+        tx.execute(
+            "INSERT INTO nodes (node_id, api, raft, registered_at_ms) VALUES ('x', '', '', 0)"
+        )
+        raise KeyError("a bug")
+
+    monkeypatch.setitem(machine.HANDLERS, "barrier", buggy)  # type: ignore[index]
+    result = apply("barrier", {})
+    assert result["status"] == "rejected" and result["code"] == "internal"
+    assert db.conn.execute("SELECT COUNT(*) FROM nodes").fetchone() == (0,)  # rolled back
+    assert db.applied_index == apply.index
+    assert create(apply, job_item("b"))[0]["created"] is True  # the canary write
+
+
+def test_a_body_that_does_not_fit_its_type_halts_as_corrupt_log(
     apply: Applier, db: Database
 ) -> None:
     tenant(apply)
-    result = apply("create_jobs", {"tenant_id": "t1", "jobs": [{"job_id": "a"}]})  # no fields
-    assert result["status"] == "rejected" and result["code"] == "internal"
-    assert db.conn.execute("SELECT COUNT(*) FROM jobs").fetchone() == (0,)
-    assert db.applied_index == apply.index
-    assert create(apply, job_item("b"))[0]["created"] is True  # the canary write
+    before = db.applied_index
+    with pytest.raises(CorruptLog, match="NewJob: no 'partition'"):
+        apply("create_jobs", {"tenant_id": "t1", "jobs": [{"job_id": "a"}]})  # no fields
+    assert db.applied_index == before  # nothing applied: the node stops here
 
 
 def test_digest_is_equal_for_equal_histories(tmp_path: Any) -> None:
@@ -301,7 +320,7 @@ def test_batch_entry_applies_each_command_in_its_own_savepoint(
         type="create_jobs",
         id="b",
         ts_ms=NOW_MS,
-        body={"tenant_id": "t1", "jobs": [{"job_id": "x"}]},
+        body={"tenant_id": "t1", "jobs": [job_item("a")]},  # job "a" again: IntegrityError
     )
     later = Command(
         type="create_jobs", id="l", ts_ms=NOW_MS, body={"tenant_id": "t1", "jobs": [job_item("c")]}

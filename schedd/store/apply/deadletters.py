@@ -7,24 +7,28 @@ import sqlite3
 from typing import Any
 
 from schedd.model import RunStatus
-from schedd.store.command import Command, fed, ok, rejected
+from schedd.store.command import Command, Handler, Result, ok, rejected
+from schedd.store.commands import DeleteDeadletter, RedriveDeadletter
+from schedd.store.events import DeliveriesReady, MessagesReady
 
 _COLUMNS = "id, tenant_id, job_id, scheduled_at_ms, attempts, target, payload"
 
 
-def _find(tx: sqlite3.Connection, cmd: Command) -> tuple[Any, ...] | None:
+def _find(
+    tx: sqlite3.Connection, cmd: Command[RedriveDeadletter | DeleteDeadletter]
+) -> tuple[Any, ...] | None:
     row: tuple[Any, ...] | None = tx.execute(
         f"SELECT {_COLUMNS} FROM deadletters WHERE id = ? AND tenant_id = ?",
-        (cmd.body["id"], cmd.body["tenant_id"]),
+        (cmd.body.id, cmd.body.tenant_id),
     ).fetchone()
     return row
 
 
-def redrive_deadletter(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
+def redrive_deadletter(tx: sqlite3.Connection, cmd: Command[RedriveDeadletter]) -> Result:
     """Give a dead run exactly one more attempt, delivered like a fresh claim."""
     row = _find(tx, cmd)
     if row is None:
-        return rejected("deadletter_not_found", f"no dead letter with id {cmd.body['id']!r}")
+        return rejected("deadletter_not_found", f"no dead letter with id {cmd.body.id!r}")
     dl_id, tenant_id, job_id, scheduled_at, attempts, target_json, payload = row
     target = json.loads(target_json)
     # One attempt more than the API allows after a 100-attempt run: stored policies are read
@@ -58,7 +62,7 @@ def redrive_deadletter(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
             "INSERT INTO outbox (partition, tenant_id, job_id, scheduled_at_ms, attempt, "
             "due_at_ms, target, payload, retry) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
-                int(cmd.body.get("partition", 0)),
+                cmd.body.partition or 0,
                 tenant_id,
                 job_id,
                 scheduled_at,
@@ -75,17 +79,18 @@ def redrive_deadletter(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
         "WHERE job_id = ? AND scheduled_at_ms = ?",
         (RunStatus.RETRYING.value, job_id, scheduled_at),
     )
-    return ok(**fed({(tenant_id, target["name"])} if target["type"] == "queue" else set()))
+    is_queue = target["type"] == "queue"
+    return ok(MessagesReady(tenant_id, target["name"]) if is_queue else DeliveriesReady())
 
 
-def delete_deadletter(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
+def delete_deadletter(tx: sqlite3.Connection, cmd: Command[DeleteDeadletter]) -> Result:
     if _find(tx, cmd) is None:
-        return rejected("deadletter_not_found", f"no dead letter with id {cmd.body['id']!r}")
-    tx.execute("DELETE FROM deadletters WHERE id = ?", (cmd.body["id"],))
+        return rejected("deadletter_not_found", f"no dead letter with id {cmd.body.id!r}")
+    tx.execute("DELETE FROM deadletters WHERE id = ?", (cmd.body.id,))
     return ok()
 
 
-HANDLERS = {
-    "redrive_deadletter": redrive_deadletter,
-    "delete_deadletter": delete_deadletter,
+HANDLERS: dict[str, Handler] = {
+    RedriveDeadletter.TYPE: redrive_deadletter,
+    DeleteDeadletter.TYPE: delete_deadletter,
 }

@@ -12,40 +12,42 @@ from collections import Counter
 from typing import Any
 
 from schedd.model import JobStatus, RunStatus
-from schedd.store.command import Command, compact_json, fed, ok
+from schedd.store.command import Command, Handler, Result, compact_json, ok
+from schedd.store.commands import AssignLeases, Claim, ClaimRuns, NodeHeartbeat
+from schedd.store.events import DeliveriesReady, Event, MessagesReady
 
 
-def node_heartbeat(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
+def node_heartbeat(tx: sqlite3.Connection, cmd: Command[NodeHeartbeat]) -> Result:
     """A node is alive: record it and extend every lease it holds by `ttl_ms`."""
     b = cmd.body
-    tx.execute("UPDATE nodes SET last_seen_ms = ? WHERE node_id = ?", (cmd.ts_ms, b["node_id"]))
+    tx.execute("UPDATE nodes SET last_seen_ms = ? WHERE node_id = ?", (cmd.ts_ms, b.node_id))
     tx.execute(
         "UPDATE leases SET expires_at_ms = ? WHERE node_id = ?",
-        (cmd.ts_ms + int(b["ttl_ms"]), b["node_id"]),
+        (cmd.ts_ms + b.ttl_ms, b.node_id),
     )
     return ok()
 
 
-def assign_leases(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
+def assign_leases(tx: sqlite3.Connection, cmd: Command[AssignLeases]) -> Result:
     """Give partitions to nodes; each move names the epoch it replaces (compare-and-set)."""
-    expires_at = cmd.ts_ms + int(cmd.body["ttl_ms"])
+    expires_at = cmd.ts_ms + cmd.body.ttl_ms
     moved = 0
-    for move in cmd.body["moves"]:
-        row = tx.execute("SELECT epoch FROM leases WHERE partition = ?", (move["partition"],))
+    for move in cmd.body.moves:
+        row = tx.execute("SELECT epoch FROM leases WHERE partition = ?", (move.partition,))
         current = row.fetchone()
-        if (0 if current is None else current[0]) != move["epoch"]:
+        if (0 if current is None else current[0]) != move.epoch:
             continue  # someone moved it meanwhile: this move was decided on a stale view
         tx.execute(
             "INSERT INTO leases (partition, node_id, epoch, expires_at_ms) VALUES (?, ?, ?, ?) "
             "ON CONFLICT (partition) DO UPDATE SET node_id = excluded.node_id, "
             "epoch = excluded.epoch, expires_at_ms = excluded.expires_at_ms",
-            (move["partition"], move["node_id"], move["epoch"] + 1, expires_at),
+            (move.partition, move.node_id, move.epoch + 1, expires_at),
         )
         moved += 1
     return ok(moved=moved)
 
 
-def claim_runs(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
+def claim_runs(tx: sqlite3.Connection, cmd: Command[ClaimRuns]) -> Result:
     """Claim due runs; returns {"claimed": n, "rejected": {reason: count}}.
 
     Set-based: each round reads every claim's lease, due row, job and run in one query and
@@ -54,22 +56,21 @@ def claim_runs(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
     effects exactly as one-by-one claims would.
     """
     rejected: Counter[str] = Counter()
-    queues: set[tuple[str, str]] = set()
-    leases = _leases(tx, {claim["partition"] for claim in cmd.body["claims"]})
+    fed: set[Event] = set()  # the queues that got messages; DeliveriesReady for outbox rows
+    leases = _leases(tx, {claim.partition for claim in cmd.body.claims})
     claimed = sum(
-        _claim_round(tx, cmd, claims, leases, rejected, queues)
-        for claims in _rounds(cmd.body["claims"])
+        _claim_round(tx, cmd, claims, leases, rejected, fed) for claims in _rounds(cmd.body.claims)
     )
-    return ok(claimed=claimed, rejected=dict(rejected), **fed(queues))
+    return ok(*sorted(fed, key=repr), claimed=claimed, rejected=dict(rejected))
 
 
-def _rounds(claims: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+def _rounds(claims: tuple[Claim, ...]) -> list[list[Claim]]:
     """Split claims so that no round names a job twice, keeping each job's claims in order."""
-    rounds: list[list[dict[str, Any]]] = []
+    rounds: list[list[Claim]] = []
     seen: Counter[str] = Counter()
     for claim in claims:
-        k = seen[claim["job_id"]]
-        seen[claim["job_id"]] += 1
+        k = seen[claim.job_id]
+        seen[claim.job_id] += 1
         if k == len(rounds):
             rounds.append([])
         rounds[k].append(claim)
@@ -107,19 +108,17 @@ ORDER BY c.seq
 
 def _claim_round(
     tx: sqlite3.Connection,
-    cmd: Command,
-    claims: list[dict[str, Any]],
+    cmd: Command[ClaimRuns],
+    claims: list[Claim],
     leases: dict[int, tuple[str, int, int]],
     rejected: Counter[str],
-    queues: set[tuple[str, str]],
+    fed: set[Event],
 ) -> int:
-    keys = json.dumps(
-        [[c["job_id"], c["scheduled_at_ms"], c["fire_at_ms"], c["partition"]] for c in claims]
-    )
-    accepted: list[tuple[dict[str, Any], str, dict[str, Any]]] = []  # claim, tenant, spec
+    keys = json.dumps([[c.job_id, c.scheduled_at_ms, c.fire_at_ms, c.partition] for c in claims])
+    accepted: list[tuple[Claim, str, dict[str, Any]]] = []  # claim, tenant, spec
     for seq, is_due, tenant_id, spec, status, version, has_run in tx.execute(_CLAIM_STATE, (keys,)):
         claim = claims[seq]
-        reason = _refusal(cmd, claim, leases.get(claim["partition"]), is_due, status, version)
+        reason = _refusal(cmd, claim, leases.get(claim.partition), is_due, status, version)
         if reason is None and has_run:
             reason = "duplicate_run"
         if reason is None:
@@ -128,24 +127,25 @@ def _claim_round(
             rejected[reason] += 1
     if accepted:
         _record_runs(tx, cmd, accepted)
-    queues.update(
-        (tenant_id, spec["target"]["name"])
-        for claim, tenant_id, spec in accepted
-        if spec["target"]["type"] == "queue" and not claim.get("skip")
-    )
+    for claim, tenant_id, spec in accepted:
+        if claim.skip:
+            continue
+        target = spec["target"]
+        is_queue = target["type"] == "queue"
+        fed.add(MessagesReady(tenant_id, target["name"]) if is_queue else DeliveriesReady())
     return len(accepted)
 
 
 def _refusal(
-    cmd: Command,
-    claim: dict[str, Any],
+    cmd: Command[ClaimRuns],
+    claim: Claim,
     lease: tuple[str, int, int] | None,
     is_due: int,
     status: str | None,
     version: int | None,
 ) -> str | None:
     """Why apply refuses one claim (a counted reason, never an error), or None."""
-    if lease is None or lease[0] != cmd.body["node_id"] or lease[1] != claim["epoch"]:
+    if lease is None or lease[0] != cmd.body.node_id or lease[1] != claim.epoch:
         return "stale_lease"
     if lease[2] < cmd.ts_ms:
         return "expired_lease"
@@ -153,15 +153,15 @@ def _refusal(
         return "not_due"
     if status is None or status == JobStatus.CANCELLED:
         return "cancelled"
-    if not claim["is_trigger"] and (status != JobStatus.ACTIVE or version != claim["version"]):
+    if not claim.is_trigger and (status != JobStatus.ACTIVE or version != claim.version):
         return "stale_version"
     return None
 
 
 def _record_runs(
     tx: sqlite3.Connection,
-    cmd: Command,
-    accepted: list[tuple[dict[str, Any], str, dict[str, Any]]],
+    cmd: Command[ClaimRuns],
+    accepted: list[tuple[Claim, str, dict[str, Any]]],
 ) -> None:
     """Per accepted claim, in one transaction: the due row goes, the run row and its delivery
     (a queue message or an outbox row) come, and a scheduled run moves its job on."""
@@ -171,10 +171,10 @@ def _record_runs(
         "AND job_id = ? AND scheduled_at_ms = ?",
         [
             (
-                c["partition"],
-                c["fire_at_ms"],
-                c["job_id"],
-                c["scheduled_at_ms"],
+                c.partition,
+                c.fire_at_ms,
+                c.job_id,
+                c.scheduled_at_ms,
             )
             for c, _, _ in accepted
         ],
@@ -184,29 +184,29 @@ def _record_runs(
         "dispatched_at_ms, finished_at_ms, error) VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?)",
         [
             (
-                c["job_id"],
-                c["scheduled_at_ms"],
+                c.job_id,
+                c.scheduled_at_ms,
                 tenant_id,
-                c["fire_at_ms"],
-                RunStatus.SKIPPED.value if c.get("skip") else RunStatus.DISPATCHED.value,
+                c.fire_at_ms,
+                RunStatus.SKIPPED.value if c.skip else RunStatus.DISPATCHED.value,
                 now,
-                now if c.get("skip") else None,
-                c.get("skip"),  # a reason: misfire policy "skip", or overlap policy "skip"
+                now if c.skip else None,
+                c.skip,  # a reason: misfire policy "skip", or overlap policy "skip"
             )
             for c, tenant_id, _ in accepted
         ],
     )
-    delivered = [(c, t, spec) for c, t, spec in accepted if not c.get("skip")]
+    delivered = [(c, t, spec) for c, t, spec in accepted if not c.skip]
     tx.executemany(
         "INSERT INTO messages (msg_id, tenant_id, queue, job_id, scheduled_at_ms, attempt, "
         "visible_at_ms, receipt, payload, retry) VALUES (?, ?, ?, ?, ?, 0, ?, NULL, ?, ?)",
         [
             (
-                f"{c['job_id']}:{c['scheduled_at_ms']}",
+                f"{c.job_id}:{c.scheduled_at_ms}",
                 tenant_id,
                 spec["target"]["name"],
-                c["job_id"],
-                c["scheduled_at_ms"],
+                c.job_id,
+                c.scheduled_at_ms,
                 now,
                 compact_json(spec.get("payload")),
                 compact_json(spec["retry"]),
@@ -220,10 +220,10 @@ def _record_runs(
         "due_at_ms, target, payload, retry) VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?)",
         [
             (
-                c["partition"],
+                c.partition,
                 tenant_id,
-                c["job_id"],
-                c["scheduled_at_ms"],
+                c.job_id,
+                c.scheduled_at_ms,
                 now,
                 compact_json(spec["target"]),
                 compact_json(spec.get("payload")),
@@ -233,11 +233,11 @@ def _record_runs(
             if spec["target"]["type"] != "queue"
         ],
     )
-    _advance_jobs(tx, cmd, [(c, t) for c, t, _ in accepted if not c["is_trigger"]])
+    _advance_jobs(tx, cmd, [(c, t) for c, t, _ in accepted if not c.is_trigger])
 
 
 def _advance_jobs(
-    tx: sqlite3.Connection, cmd: Command, scheduled: list[tuple[dict[str, Any], str]]
+    tx: sqlite3.Connection, cmd: Command[ClaimRuns], scheduled: list[tuple[Claim, str]]
 ) -> None:
     """Move each job to the next run its claimer computed, or complete it when none is left."""
     tx.executemany(
@@ -245,13 +245,11 @@ def _advance_jobs(
         "next_fire_at_ms = ?, updated_at_ms = ? WHERE job_id = ?",
         [
             (
-                (
-                    JobStatus.ACTIVE if c["next_run_at_ms"] is not None else JobStatus.COMPLETED
-                ).value,
-                c["next_run_at_ms"],
-                c["next_fire_at_ms"],
+                (JobStatus.ACTIVE if c.next_run_at_ms is not None else JobStatus.COMPLETED).value,
+                c.next_run_at_ms,
+                c.next_fire_at_ms,
                 cmd.ts_ms,
-                c["job_id"],
+                c.job_id,
             )
             for c, _ in scheduled
         ],
@@ -261,24 +259,24 @@ def _advance_jobs(
         "VALUES (?, ?, ?, ?, 0)",
         [
             (
-                c["partition"],
-                c["next_fire_at_ms"],
-                c["job_id"],
-                c["next_run_at_ms"],
+                c.partition,
+                c.next_fire_at_ms,
+                c.job_id,
+                c.next_run_at_ms,
             )
             for c, _ in scheduled
-            if c["next_run_at_ms"] is not None
+            if c.next_run_at_ms is not None
         ],
     )
-    completed = Counter(tenant_id for c, tenant_id in scheduled if c["next_run_at_ms"] is None)
+    completed = Counter(tenant_id for c, tenant_id in scheduled if c.next_run_at_ms is None)
     tx.executemany(
         "UPDATE tenants SET live_jobs = live_jobs - ? WHERE tenant_id = ?",
         [(count, tenant_id) for tenant_id, count in sorted(completed.items())],
     )
 
 
-HANDLERS = {
-    "node_heartbeat": node_heartbeat,
-    "assign_leases": assign_leases,
-    "claim_runs": claim_runs,
+HANDLERS: dict[str, Handler] = {
+    NodeHeartbeat.TYPE: node_heartbeat,
+    AssignLeases.TYPE: assign_leases,
+    ClaimRuns.TYPE: claim_runs,
 }

@@ -9,8 +9,20 @@ import sqlite3
 from typing import Any, NamedTuple
 
 from schedd.model import JobStatus
-from schedd.store.command import Command, compact_json, ok, rejected
+from schedd.store.command import Command, Handler, Rejected, Result, compact_json, ok, rejected
+from schedd.store.commands import (
+    CancelJob,
+    CreateJobs,
+    NewJob,
+    PauseJob,
+    ResumeJob,
+    TriggerJob,
+    UpdateJob,
+)
+from schedd.store.events import DueAdded
 from schedd.store.records import add_due, audit, remove_scheduled_due
+
+JobCommand = CancelJob | UpdateJob | PauseJob | ResumeJob | TriggerJob
 
 LIVE = (JobStatus.ACTIVE.value, JobStatus.PAUSED.value)
 
@@ -27,36 +39,38 @@ class JobRow(NamedTuple):
     next_fire_at_ms: int | None
 
 
-def _load(tx: sqlite3.Connection, cmd: Command) -> JobRow | None:
+def _load(tx: sqlite3.Connection, cmd: Command[JobCommand]) -> JobRow | None:
     """The job the command names, if it exists and belongs to the command's tenant."""
     row = tx.execute(
-        f"SELECT {', '.join(JobRow._fields)} FROM jobs WHERE job_id = ?", (cmd.body["job_id"],)
+        f"SELECT {', '.join(JobRow._fields)} FROM jobs WHERE job_id = ?", (cmd.body.job_id,)
     ).fetchone()
-    if row is None or row[1] != cmd.body["tenant_id"]:
+    if row is None or row[1] != cmd.body.tenant_id:
         return None
     return JobRow(*row)
 
 
-def _not_found(cmd: Command) -> dict[str, Any]:
-    return rejected("job_not_found", f"no job with id {cmd.body['job_id']!r}")
+def _not_found(cmd: Command[JobCommand]) -> Rejected:
+    return rejected("job_not_found", f"no job with id {cmd.body.job_id!r}")
 
 
-def _set_status(tx: sqlite3.Connection, cmd: Command, status: str, *, live_delta: int) -> None:
+def _set_status(
+    tx: sqlite3.Connection, cmd: Command[CancelJob | PauseJob], status: str, *, live_delta: int
+) -> None:
     """Move a job out of `active` (cancel, pause): it has no next run until resumed."""
     tx.execute(
         "UPDATE jobs SET status = ?, next_run_at_ms = NULL, next_fire_at_ms = NULL, "
         "version = version + 1, updated_at_ms = ? WHERE job_id = ?",
-        (status, cmd.ts_ms, cmd.body["job_id"]),
+        (status, cmd.ts_ms, cmd.body.job_id),
     )
     if live_delta:
         tx.execute(
             "UPDATE tenants SET live_jobs = live_jobs + ? WHERE tenant_id = ?",
-            (live_delta, cmd.body["tenant_id"]),
+            (live_delta, cmd.body.tenant_id),
         )
 
 
-def create_jobs(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
-    tenant_id = cmd.body["tenant_id"]
+def create_jobs(tx: sqlite3.Connection, cmd: Command[CreateJobs]) -> Result:
+    tenant_id = cmd.body.tenant_id
     tenant = tx.execute(
         "SELECT max_active_jobs, live_jobs FROM tenants WHERE tenant_id = ?", (tenant_id,)
     ).fetchone()
@@ -64,31 +78,35 @@ def create_jobs(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
         return rejected("tenant_not_found", f"no tenant with id {tenant_id!r}")
     limit, live = tenant
     results: list[dict[str, Any]] = []
-    for item in cmd.body["jobs"]:
+    events: list[DueAdded] = []
+    for item in cmd.body.jobs:
         result = _create_one(tx, cmd, item, can_add=live < limit)
         if result.get("created"):
             live += 1
+            events += _add_due(
+                tx, item.partition, item.job_id, item.next_fire_at_ms, item.next_run_at_ms
+            )
         results.append(result)
     tx.execute("UPDATE tenants SET live_jobs = ? WHERE tenant_id = ?", (live, tenant_id))
-    return ok(results=results)
+    return ok(*events, results=results)
 
 
 def _create_one(
-    tx: sqlite3.Connection, cmd: Command, item: dict[str, Any], *, can_add: bool
+    tx: sqlite3.Connection, cmd: Command[CreateJobs], item: NewJob, *, can_add: bool
 ) -> dict[str, Any]:
-    tenant_id, key = cmd.body["tenant_id"], item.get("idempotency_key")
+    tenant_id, key = cmd.body.tenant_id, item.idempotency_key
     if key is not None:
         seen = tx.execute(
             "SELECT request_hash, job_id FROM idempotency WHERE tenant_id = ? AND key = ?",
             (tenant_id, key),
         ).fetchone()
         if seen is not None:
-            if seen[0] != item["request_hash"]:
+            if seen[0] != item.request_hash:
                 return {"error": _error("idempotency_mismatch", _MISMATCH)}
             return {"job_id": seen[1], "created": False}
     if not can_add:
         return {"error": _error("quota_exceeded", "tenant has reached max_active_jobs")}
-    job_id = item["job_id"]
+    job_id = item.job_id
     tx.execute(
         "INSERT INTO jobs (job_id, tenant_id, partition, spec, status, next_run_at_ms, "
         "next_fire_at_ms, version, created_at_ms, updated_at_ms) "
@@ -96,26 +114,19 @@ def _create_one(
         (
             job_id,
             tenant_id,
-            item["partition"],
-            compact_json(item["spec"]),
-            item["next_run_at_ms"],
-            item["next_fire_at_ms"],
+            item.partition,
+            compact_json(item.spec),
+            item.next_run_at_ms,
+            item.next_fire_at_ms,
             cmd.ts_ms,
             cmd.ts_ms,
         ),
-    )
-    add_due(
-        tx,
-        partition=item["partition"],
-        fire_at_ms=item["next_fire_at_ms"],
-        job_id=job_id,
-        scheduled_at_ms=item["next_run_at_ms"],
     )
     if key is not None:
         tx.execute(
             "INSERT INTO idempotency (tenant_id, key, request_hash, job_id, created_at_ms) "
             "VALUES (?, ?, ?, ?, ?)",
-            (tenant_id, key, item["request_hash"], job_id, cmd.ts_ms),
+            (tenant_id, key, item.request_hash, job_id, cmd.ts_ms),
         )
     audit(tx, cmd, tenant_id=tenant_id, job_id=job_id, detail=None)
     return {"job_id": job_id, "created": True}
@@ -128,27 +139,50 @@ def _error(code: str, message: str) -> dict[str, str]:
     return {"code": code, "message": message}
 
 
-def cancel_job(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
+def _add_due(
+    tx: sqlite3.Connection,
+    partition: int,
+    job_id: str,
+    fire_at_ms: int | None,
+    run_at_ms: int | None,
+    *,
+    is_trigger: bool = False,
+) -> list[DueAdded]:
+    """Put a job's next run in the due index (none without one: a schedule that has ended)."""
+    if fire_at_ms is None or run_at_ms is None:
+        return []
+    add_due(
+        tx,
+        partition=partition,
+        fire_at_ms=fire_at_ms,
+        job_id=job_id,
+        scheduled_at_ms=run_at_ms,
+        is_trigger=is_trigger,
+    )
+    return [DueAdded(job_id, fire_at_ms, run_at_ms, is_trigger)]
+
+
+def cancel_job(tx: sqlite3.Connection, cmd: Command[CancelJob]) -> Result:
     job = _load(tx, cmd)
     if job is None:
         return _not_found(cmd)
     status = job.status
     if status == JobStatus.CANCELLED:
         return ok()
-    tx.execute("DELETE FROM due WHERE job_id = ?", (cmd.body["job_id"],))
+    tx.execute("DELETE FROM due WHERE job_id = ?", (cmd.body.job_id,))
     _set_status(tx, cmd, JobStatus.CANCELLED.value, live_delta=-1 if status in LIVE else 0)
-    audit(tx, cmd, tenant_id=job.tenant_id, job_id=cmd.body["job_id"], detail={"was": status})
+    audit(tx, cmd, tenant_id=job.tenant_id, job_id=cmd.body.job_id, detail={"was": status})
     return ok()
 
 
-def update_job(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
+def update_job(tx: sqlite3.Connection, cmd: Command[UpdateJob]) -> Result:
     """Replace a job's spec and next run (PATCH); the proposer read `expected_version`."""
     job = _load(tx, cmd)
     if job is None:
         return _not_found(cmd)
     if job.status not in LIVE:
         return rejected("conflict", f"job is {job.status}; create a new job instead")
-    if job.version != cmd.body["expected_version"]:
+    if job.version != cmd.body.expected_version:
         return rejected("stale_state", "the job changed meanwhile; read it again")
     b = cmd.body
     is_active = job.status == JobStatus.ACTIVE  # a paused job gets its next run on resume
@@ -157,28 +191,25 @@ def update_job(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
         "UPDATE jobs SET spec = ?, next_run_at_ms = ?, next_fire_at_ms = ?, "
         "version = version + 1, updated_at_ms = ? WHERE job_id = ?",
         (
-            compact_json(b["spec"]),
-            b["next_run_at_ms"] if is_active else None,
-            b["next_fire_at_ms"] if is_active else None,
+            compact_json(b.spec),
+            b.next_run_at_ms if is_active else None,
+            b.next_fire_at_ms if is_active else None,
             cmd.ts_ms,
-            b["job_id"],
+            b.job_id,
         ),
     )
-    if is_active:
-        add_due(
-            tx,
-            partition=job.partition,
-            fire_at_ms=b["next_fire_at_ms"],
-            job_id=b["job_id"],
-            scheduled_at_ms=b["next_run_at_ms"],
-        )
-    audit(
-        tx, cmd, tenant_id=job.tenant_id, job_id=b["job_id"], detail={"fields": b.get("fields", [])}
+    due = (
+        _add_due(tx, job.partition, b.job_id, b.next_fire_at_ms, b.next_run_at_ms)
+        if is_active
+        else []
     )
-    return ok()
+    audit(
+        tx, cmd, tenant_id=job.tenant_id, job_id=b.job_id, detail={"fields": list(b.fields or ())}
+    )
+    return ok(*due)
 
 
-def pause_job(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
+def pause_job(tx: sqlite3.Connection, cmd: Command[PauseJob]) -> Result:
     job = _load(tx, cmd)
     if job is None:
         return _not_found(cmd)
@@ -188,11 +219,11 @@ def pause_job(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
         return rejected("conflict", f"a {job.status} job cannot be paused")
     remove_scheduled_due(tx, job)
     _set_status(tx, cmd, JobStatus.PAUSED.value, live_delta=0)
-    audit(tx, cmd, tenant_id=job.tenant_id, job_id=cmd.body["job_id"], detail=None)
+    audit(tx, cmd, tenant_id=job.tenant_id, job_id=cmd.body.job_id, detail=None)
     return ok()
 
 
-def resume_job(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
+def resume_job(tx: sqlite3.Connection, cmd: Command[ResumeJob]) -> Result:
     """Resume a paused job at the next run the proposer computed from its "now"."""
     job = _load(tx, cmd)
     if job is None:
@@ -201,26 +232,20 @@ def resume_job(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
         return ok()
     if job.status != JobStatus.PAUSED:
         return rejected("conflict", f"a {job.status} job cannot be resumed")
-    if job.version != cmd.body["expected_version"]:
+    if job.version != cmd.body.expected_version:
         return rejected("stale_state", "the job changed meanwhile; read it again")
     b = cmd.body
     tx.execute(
         "UPDATE jobs SET status = 'active', next_run_at_ms = ?, next_fire_at_ms = ?, "
         "version = version + 1, updated_at_ms = ? WHERE job_id = ?",
-        (b["next_run_at_ms"], b["next_fire_at_ms"], cmd.ts_ms, b["job_id"]),
+        (b.next_run_at_ms, b.next_fire_at_ms, cmd.ts_ms, b.job_id),
     )
-    add_due(
-        tx,
-        partition=job.partition,
-        fire_at_ms=b["next_fire_at_ms"],
-        job_id=b["job_id"],
-        scheduled_at_ms=b["next_run_at_ms"],
-    )
-    audit(tx, cmd, tenant_id=job.tenant_id, job_id=b["job_id"], detail=None)
-    return ok()
+    due = _add_due(tx, job.partition, b.job_id, b.next_fire_at_ms, b.next_run_at_ms)
+    audit(tx, cmd, tenant_id=job.tenant_id, job_id=b.job_id, detail=None)
+    return ok(*due)
 
 
-def trigger_job(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
+def trigger_job(tx: sqlite3.Connection, cmd: Command[TriggerJob]) -> Result:
     """Add one extra run now, outside the schedule (it does not move next_run_at)."""
     job = _load(tx, cmd)
     if job is None:
@@ -228,29 +253,23 @@ def trigger_job(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
     if job.status == JobStatus.CANCELLED:
         return rejected("conflict", "a cancelled job cannot be triggered")
     b = cmd.body
-    add_due(
-        tx,
-        partition=job.partition,
-        fire_at_ms=b["scheduled_at_ms"],
-        job_id=b["job_id"],
-        scheduled_at_ms=b["scheduled_at_ms"],
-        is_trigger=True,
-    )
+    at = b.scheduled_at_ms
+    due = _add_due(tx, job.partition, b.job_id, at, at, is_trigger=True)
     audit(
         tx,
         cmd,
         tenant_id=job.tenant_id,
-        job_id=b["job_id"],
-        detail={"scheduled_at_ms": b["scheduled_at_ms"]},
+        job_id=b.job_id,
+        detail={"scheduled_at_ms": b.scheduled_at_ms},
     )
-    return ok(scheduled_at_ms=b["scheduled_at_ms"])
+    return ok(*due, scheduled_at_ms=at)
 
 
-HANDLERS = {
-    "create_jobs": create_jobs,
-    "cancel_job": cancel_job,
-    "update_job": update_job,
-    "pause_job": pause_job,
-    "resume_job": resume_job,
-    "trigger_job": trigger_job,
+HANDLERS: dict[str, Handler] = {
+    CreateJobs.TYPE: create_jobs,
+    CancelJob.TYPE: cancel_job,
+    UpdateJob.TYPE: update_job,
+    PauseJob.TYPE: pause_job,
+    ResumeJob.TYPE: resume_job,
+    TriggerJob.TYPE: trigger_job,
 }

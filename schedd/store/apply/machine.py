@@ -13,7 +13,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from schedd import metrics
-from schedd.errors import CorruptLog
 from schedd.store.apply import (
     cluster,
     deadletters,
@@ -26,20 +25,22 @@ from schedd.store.apply import (
 )
 from schedd.store.command import (
     BATCH,
-    FED_QUEUES,
     Command,
+    Handler,
+    Rejected,
+    Result,
+    Wire,
     canonical_json,
     decode,
-    ok,
-    rejected,
+    typed,
     unbatch,
 )
+from schedd.store.commands import CATALOGUE, LogCommand
 from schedd.store.db import Database
+from schedd.store.events import Event
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[sqlite3.Connection, Command], dict[str, Any]]
-Queues = set[tuple[str, str]]  # (tenant_id, queue) pairs
 HANDLERS: Mapping[str, Handler] = {
     **cluster.HANDLERS,
     **tenants.HANDLERS,
@@ -54,6 +55,8 @@ PRUNE_EVERY = 1_000  # indexes between deterministic clean-ups of the dedupe tab
 APPLIED_COMMANDS_TTL_MS = 3_600_000
 IDEMPOTENCY_TTL_MS = 48 * 3_600_000
 REPLAYED: dict[str, Any] = {"status": "replayed"}
+if set(HANDLERS) != set(CATALOGUE):  # every wire type has its apply function, and only those
+    raise RuntimeError(f"apply functions and catalogue differ: {set(HANDLERS) ^ set(CATALOGUE)}")
 
 
 class StateMachine:
@@ -63,15 +66,14 @@ class StateMachine:
         self,
         db: Database,
         *,
-        on_applied: Callable[[Command], None] | None = None,
-        on_fed: Callable[[Queues], None] | None = None,
+        on_events: Callable[[list[Event]], None] | None = None,
     ) -> None:
         self.db = db
-        self._on_applied = on_applied
+        # The events of an entry's commands that took effect, once the entry committed.
+        self._on_events = on_events
         # The last index this machine applied itself (or found at start-up). The store can be
         # ahead of it only when a snapshot restore replaced its content.
         self._applied_here = db.applied_index
-        self._on_fed = on_fed  # the queues an entry put messages in, after it committed
 
     def apply(self, blob: bytes, *, index: int) -> dict[str, Any]:
         """Apply the entry at `index`; returns the result that the proposer receives.
@@ -82,26 +84,18 @@ class StateMachine:
         if index <= self.db.applied_index:
             return self._replayed(blob, index)
         cmd = decode(blob, index=index)
-        commands = unbatch(cmd, index=index) if cmd.type == BATCH else [cmd]
-        handlers = [_handler(sub, index) for sub in commands]
+        commands = [typed(sub, index=index) for sub in _unbatched(cmd, index)]
         started = time.perf_counter()  # measured for metrics only; never part of the state
-        fed: Queues = set()
+        events: list[Event] = []
         with self.db.transaction(applied_index=index) as tx:
-            results = [
-                self._apply_one(tx, handler, sub, index, fed)
-                for handler, sub in zip(handlers, commands, strict=True)
-            ]
+            results = [self._apply_one(tx, sub, index, events) for sub in commands]
             if index % PRUNE_EVERY == 0:
                 _prune(tx, cmd.ts_ms)
         metrics.APPLY_SECONDS.observe(time.perf_counter() - started)
         self._applied_here = index
-        if self._on_applied is not None:
-            for sub, result in zip(commands, results, strict=True):
-                if result.get("status") == "ok":
-                    self._on_applied(sub)
-        if fed and self._on_fed is not None:
-            self._on_fed(fed)
-        return ok(results=results) if cmd.type == BATCH else results[0]
+        if events and self._on_events is not None:
+            self._on_events(events)
+        return {"status": "ok", "results": results} if cmd.type == BATCH else results[0]
 
     def _replayed(self, blob: bytes, index: int) -> dict[str, Any]:
         """An entry the store already holds. At a restart nobody waits for it: skip it. After
@@ -111,22 +105,24 @@ class StateMachine:
         if self.db.applied_index <= self._applied_here:
             return REPLAYED  # a restart's replay: this machine applied it, or found it applied
         cmd = decode(blob, index=index)
-        commands = unbatch(cmd, index=index) if cmd.type == BATCH else [cmd]
+        commands = _unbatched(cmd, index)
         kept = (_kept_result(self.db.conn, sub.id) for sub in commands)
         results = [result for result in kept if result is not None]
         if len(results) != len(commands):
             return REPLAYED  # its results were pruned: the proposer answers outcome_unknown
-        return ok(results=results) if cmd.type == BATCH else results[0]
+        return {"status": "ok", "results": results} if cmd.type == BATCH else results[0]
 
     def _apply_one(
-        self, tx: sqlite3.Connection, handler: Handler, cmd: Command, index: int, fed: Queues
+        self, tx: sqlite3.Connection, cmd: Command[LogCommand], index: int, events: list[Event]
     ) -> dict[str, Any]:
+        """Apply one command in a savepoint; its result as stored and answered (JSON). Its
+        events join `events` (a rejected or contained command reports none)."""
         seen = _kept_result(tx, cmd.id)
         if seen is not None:
-            return seen
+            return seen  # the same command id again: it acted once
         tx.execute("SAVEPOINT command")
         try:
-            result = handler(tx, cmd)
+            result = HANDLERS[cmd.type](tx, cmd)
         except sqlite3.DatabaseError as exc:
             if not isinstance(exc, sqlite3.IntegrityError):
                 raise  # disk full, I/O error, corruption: this node cannot go on without diverging
@@ -134,24 +130,26 @@ class StateMachine:
         except Exception as exc:
             result = self._contain(tx, cmd, index, exc)
         tx.execute("RELEASE command")
-        fed.update((str(t), str(q)) for t, q in result.pop(FED_QUEUES, ()))
+        answer = result.to_json()
         tx.execute(
             "INSERT INTO applied_commands (command_id, applied_index, at_ms, result) "
             "VALUES (?, ?, ?, ?)",
-            (cmd.id, index, cmd.ts_ms, canonical_json(result)),
+            (cmd.id, index, cmd.ts_ms, canonical_json(answer)),
         )
-        return result
+        if not isinstance(result, Rejected):
+            events.extend(result.events)
+        return answer
 
     @staticmethod
     def _contain(
-        tx: sqlite3.Connection, cmd: Command, index: int, exc: Exception
-    ) -> dict[str, Any]:
+        tx: sqlite3.Connection, cmd: Command[LogCommand], index: int, exc: Exception
+    ) -> Result:
         # A bug that a committed command met. It meets it on every replica alike (apply reads
         # only the command and the database), so undo its writes and record a rejection
         # rather than retry the entry forever.
         log.exception("apply failed; recorded as rejected index=%d type=%s", index, cmd.type)
         tx.execute("ROLLBACK TO command")
-        return rejected("internal", f"{cmd.type} could not be applied: {exc}")
+        return Rejected("internal", f"{cmd.type} could not be applied: {exc}")
 
 
 def _kept_result(conn: sqlite3.Connection, command_id: str) -> dict[str, Any] | None:
@@ -162,11 +160,8 @@ def _kept_result(conn: sqlite3.Connection, command_id: str) -> dict[str, Any] | 
     return None if row is None else dict(json.loads(row[0]))
 
 
-def _handler(cmd: Command, index: int) -> Handler:
-    handler = HANDLERS.get(cmd.type)
-    if handler is None:
-        raise CorruptLog(f"unknown command type {cmd.type!r} at index {index}")
-    return handler
+def _unbatched(cmd: Wire, index: int) -> list[Wire]:
+    return unbatch(cmd, index=index) if cmd.type == BATCH else [cmd]
 
 
 def _prune(tx: sqlite3.Connection, now_ms: int) -> None:

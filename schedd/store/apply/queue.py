@@ -13,7 +13,9 @@ from typing import Any, NamedTuple
 from schedd.jobspec import stored_retry
 from schedd.model import RunStatus
 from schedd.retry import has_attempts_left, retry_delay_ms
-from schedd.store.command import Command, fed, ok
+from schedd.store.command import Command, Handler, Result, ok
+from schedd.store.commands import AckMessages, ExtendMessages, NackMessages, ReceiveMessages
+from schedd.store.events import MessagesReady
 from schedd.timeformat import format_instant
 
 
@@ -30,7 +32,7 @@ class Message(NamedTuple):
 _COLUMNS = ", ".join(Message._fields)
 
 
-def receive_messages(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
+def receive_messages(tx: sqlite3.Connection, cmd: Command[ReceiveMessages]) -> Result:
     """Hand out up to `max` visible messages, each as a new attempt under a fresh receipt.
 
     A receipt is "<nonce>.<msg_id>": the proposer's random nonce, and the message it names, so
@@ -40,7 +42,7 @@ def receive_messages(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
     rows = tx.execute(
         f"SELECT {_COLUMNS} FROM messages WHERE tenant_id = ? AND queue = ? "
         "AND visible_at_ms <= ? ORDER BY visible_at_ms, msg_id LIMIT ?",
-        (b["tenant_id"], b["queue"], cmd.ts_ms, int(b["max"])),
+        (b.tenant_id, b.queue, cmd.ts_ms, b.max),
     ).fetchall()
     messages = []
     for message in map(Message._make, rows):
@@ -49,9 +51,9 @@ def receive_messages(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
             tx, cmd, message, "visibility timeout expired", "timed_out"
         ):
             messages.append(message)
-    nonces = b["receipts"]
+    nonces = b.receipts
     receipts = [f"{nonce}.{m.msg_id}" for nonce, m in zip(nonces, messages, strict=False)]
-    visible_at = cmd.ts_ms + int(b["visibility_ms"])
+    visible_at = cmd.ts_ms + b.visibility_ms
     tx.executemany(
         "UPDATE messages SET attempt = ?, visible_at_ms = ?, receipt = ? WHERE msg_id = ?",
         [(m.attempt + 1, visible_at, r, m.msg_id) for m, r in zip(messages, receipts, strict=True)],
@@ -80,21 +82,23 @@ def _delivery(message: Message, receipt: str) -> dict[str, Any]:
     }
 
 
-def _by_receipts(tx: sqlite3.Connection, cmd: Command) -> list[Message]:
+def _by_receipts(
+    tx: sqlite3.Connection, cmd: Command[AckMessages | NackMessages | ExtendMessages]
+) -> list[Message]:
     """The tenant's messages in this queue that the command's receipts hold now (each once)."""
-    wanted = {str(r) for r in cmd.body["receipts"]}
+    wanted = {str(r) for r in cmd.body.receipts}
     ids = sorted({r.partition(".")[2] for r in wanted})
     marks = ",".join("?" * len(ids))
     rows = tx.execute(
         # "+": look messages up by key, not by the tenant's (possibly huge) queue index
         f"SELECT {_COLUMNS} FROM messages WHERE msg_id IN ({marks}) AND +tenant_id = ? "
         "AND +queue = ? ORDER BY msg_id",
-        (*ids, cmd.body["tenant_id"], cmd.body["queue"]),
+        (*ids, cmd.body.tenant_id, cmd.body.queue),
     )
     return [m for m in map(Message._make, rows) if m.receipt in wanted]
 
 
-def ack_messages(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
+def ack_messages(tx: sqlite3.Connection, cmd: Command[AckMessages]) -> Result:
     """The consumer finished: the run succeeded. Unknown or expired receipts are not counted."""
     messages = _by_receipts(tx, cmd)
     tx.executemany("DELETE FROM messages WHERE msg_id = ?", [(m.msg_id,) for m in messages])
@@ -110,29 +114,29 @@ def ack_messages(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
     return ok(acked=len(messages))
 
 
-def nack_messages(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
+def nack_messages(tx: sqlite3.Connection, cmd: Command[NackMessages]) -> Result:
     """The consumer failed: retry per the job's policy, or make the run a dead letter."""
     nacked = 0
-    error = str(cmd.body.get("error") or "nacked")[:4000]
+    error = (cmd.body.error or "nacked")[:4000]
     for message in _by_receipts(tx, cmd):
         _fail_attempt(tx, cmd, message, error, "failed")
         nacked += 1
-    queue = (str(cmd.body["tenant_id"]), str(cmd.body["queue"]))
-    return ok(nacked=nacked, **fed({queue} if nacked else set()))
+    fed = [MessagesReady(cmd.body.tenant_id, cmd.body.queue)] if nacked else []
+    return ok(*fed, nacked=nacked)
 
 
-def extend_messages(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
+def extend_messages(tx: sqlite3.Connection, cmd: Command[ExtendMessages]) -> Result:
     """Keep messages invisible for longer while their consumer works on them."""
     messages = _by_receipts(tx, cmd)
     tx.executemany(
         "UPDATE messages SET visible_at_ms = ? WHERE msg_id = ?",
-        [(cmd.ts_ms + int(cmd.body["visibility_ms"]), m.msg_id) for m in messages],
+        [(cmd.ts_ms + cmd.body.visibility_ms, m.msg_id) for m in messages],
     )
     return ok(extended=len(messages))
 
 
 def _fail_attempt(
-    tx: sqlite3.Connection, cmd: Command, message: Message, error: str, outcome: str
+    tx: sqlite3.Connection, cmd: Command[Any], message: Message, error: str, outcome: str
 ) -> bool:
     """End the current attempt as failed; True if the run will be tried again."""
     _finish_attempt(tx, cmd, message, outcome, error)
@@ -146,14 +150,14 @@ def _fail_attempt(
         _set_run(tx, message, RunStatus.RETRYING, error=error)
         return True
     tx.execute("DELETE FROM messages WHERE msg_id = ?", (message.msg_id,))
-    _dead_letter(tx, cmd, message, cmd.body["tenant_id"], cmd.body["queue"], error)
+    _dead_letter(tx, cmd, message, cmd.body.tenant_id, cmd.body.queue, error)
     _set_run(tx, message, RunStatus.DEAD, error=error, finished_at_ms=cmd.ts_ms)
     return False
 
 
 def expire_message(
     tx: sqlite3.Connection,
-    cmd: Command,
+    cmd: Command[Any],
     message: Message,
     *,
     tenant_id: str,
@@ -170,7 +174,12 @@ def expire_message(
 
 
 def _dead_letter(
-    tx: sqlite3.Connection, cmd: Command, message: Message, tenant_id: str, queue: str, error: str
+    tx: sqlite3.Connection,
+    cmd: Command[Any],
+    message: Message,
+    tenant_id: str,
+    queue: str,
+    error: str,
 ) -> None:
     tx.execute(
         "INSERT OR REPLACE INTO deadletters (id, tenant_id, job_id, scheduled_at_ms, attempts, "
@@ -190,7 +199,7 @@ def _dead_letter(
 
 
 def _finish_attempt(
-    tx: sqlite3.Connection, cmd: Command, message: Message, outcome: str, error: str | None
+    tx: sqlite3.Connection, cmd: Command[Any], message: Message, outcome: str, error: str | None
 ) -> None:
     tx.execute(
         "UPDATE attempts SET finished_at_ms = ?, outcome = ?, error = ? "
@@ -215,9 +224,9 @@ def _set_run(
     )
 
 
-HANDLERS = {
-    "receive_messages": receive_messages,
-    "ack_messages": ack_messages,
-    "nack_messages": nack_messages,
-    "extend_messages": extend_messages,
+HANDLERS: dict[str, Handler] = {
+    ReceiveMessages.TYPE: receive_messages,
+    AckMessages.TYPE: ack_messages,
+    NackMessages.TYPE: nack_messages,
+    ExtendMessages.TYPE: extend_messages,
 }

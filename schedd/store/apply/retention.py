@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 import sqlite3
 from dataclasses import dataclass, field
-from typing import Any
 
 from schedd import metrics
 from schedd.retention import KINDS, TENANT_KINDS, Retention
 from schedd.store.apply.queue import Message, expire_message
-from schedd.store.command import Command, ok, rejected
+from schedd.store.command import Command, Handler, Result, ok, rejected
+from schedd.store.commands import Prune, SetRetention
 from schedd.store.records import audit
 from schedd.store.retained import tenant_queues
 from schedd.timeformat import format_duration
@@ -43,16 +43,16 @@ class Budget:
         self.deleted[kind] += count
 
 
-def prune(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
+def prune(tx: sqlite3.Connection, cmd: Command[Prune]) -> Result:
     """Prune the tenants after `after_tenant` in id order, until the row budget is spent.
 
     Returns `next_after`: where the next prune command starts ("" once a pass over every
     tenant is complete, `done` true)."""
     b = cmd.body
-    policy = Retention(**{k: int(b["retention_ms"][k]) for k in KINDS})
-    after = str(b.get("after_tenant", ""))
-    budget = Budget(min(int(b.get("max_rows", MAX_ROWS_PER_PRUNE)), MAX_ROWS_PER_PRUNE))
-    max_tenants = min(int(b.get("max_tenants", MAX_TENANTS_PER_PRUNE)), MAX_TENANTS_PER_PRUNE)
+    policy = Retention(**{k: b.retention_ms[k] for k in KINDS})
+    after = b.after_tenant or ""
+    budget = Budget(min(_or(b.max_rows, MAX_ROWS_PER_PRUNE), MAX_ROWS_PER_PRUNE))
+    max_tenants = min(_or(b.max_tenants, MAX_TENANTS_PER_PRUNE), MAX_TENANTS_PER_PRUNE)
     if after == "":
         _prune_audit(tx, None, cmd.ts_ms - policy.audit, budget)  # admin actions
     tenants = tx.execute(
@@ -67,7 +67,7 @@ def prune(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
         if budget.left <= 0:
             break  # this tenant may have more: the next command starts with it again
         next_after = tenant_id
-    commands = _prune_commands(tx, cmd, b.get("commands_ms"))
+    commands = _prune_commands(tx, cmd, b.commands_ms)
     done = budget.left > 0 and len(tenants) < max_tenants and commands < MAX_COMMANDS_PER_PRUNE
     tx.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('last_prune_ms', ?)", (cmd.ts_ms,))
     deleted = budget.deleted | {"commands": commands}
@@ -76,7 +76,7 @@ def prune(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
     return ok(deleted=deleted, next_after="" if done else next_after, done=done)
 
 
-def _prune_commands(tx: sqlite3.Connection, cmd: Command, keep_ms: int | None) -> int:
+def _prune_commands(tx: sqlite3.Connection, cmd: Command[Prune], keep_ms: int | None) -> int:
     """Kept results of commands older than `keep_ms` (when the prune names it)."""
     if keep_ms is None:
         return 0
@@ -90,7 +90,7 @@ def _prune_commands(tx: sqlite3.Connection, cmd: Command, keep_ms: int | None) -
 
 
 def _prune_tenant(
-    tx: sqlite3.Connection, cmd: Command, tenant_id: str, policy: Retention, budget: Budget
+    tx: sqlite3.Connection, cmd: Command[Prune], tenant_id: str, policy: Retention, budget: Budget
 ) -> None:
     now = cmd.ts_ms
     # Messages first: each becomes a dead letter (and its run dead), never vanishes unseen.
@@ -103,7 +103,7 @@ def _prune_tenant(
 
 def _expire_messages(
     tx: sqlite3.Connection,
-    cmd: Command,
+    cmd: Command[Prune],
     tenant_id: str,
     cutoff_ms: int,
     retention_ms: int,
@@ -196,21 +196,25 @@ def _prune_audit(
     budget.take("audit", len(old))
 
 
-def set_retention(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
+def set_retention(tx: sqlite3.Connection, cmd: Command[SetRetention]) -> Result:
     """A tenant's own retention per kind (milliseconds); kinds not named are cleared."""
     b = cmd.body
-    own = {k: int(v) for k, v in b["retention_ms"].items() if k in TENANT_KINDS}
+    own = {k: v for k, v in b.retention_ms.items() if k in TENANT_KINDS}
     updated = tx.execute(
         "UPDATE tenants SET retention = ?, updated_at_ms = ? WHERE tenant_id = ?",
-        (json.dumps(own, sort_keys=True), cmd.ts_ms, b["tenant_id"]),
+        (json.dumps(own, sort_keys=True), cmd.ts_ms, b.tenant_id),
     ).rowcount
     if not updated:
-        return rejected("tenant_not_found", f"no tenant with id {b['tenant_id']!r}")
-    audit(tx, cmd, tenant_id=b["tenant_id"], detail={"retention_ms": own})
+        return rejected("tenant_not_found", f"no tenant with id {b.tenant_id!r}")
+    audit(tx, cmd, tenant_id=b.tenant_id, detail={"retention_ms": own})
     return ok(retention_ms=own)
 
 
-HANDLERS = {
-    "prune": prune,
-    "set_retention": set_retention,
+HANDLERS: dict[str, Handler] = {
+    Prune.TYPE: prune,
+    SetRetention.TYPE: set_retention,
 }
+
+
+def _or(value: int | None, default: int) -> int:
+    return default if value is None else value

@@ -4,41 +4,42 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from typing import Any
 
-from schedd.store.command import Command, ok, rejected
+from schedd.store.command import Command, Handler, Result, ok, rejected
+from schedd.store.commands import CreateTenant, RotateTenant, UpdateTenant
+from schedd.store.events import CredentialsChanged
 from schedd.store.records import audit
 
 TENANT_FIELDS = ("name", "max_active_jobs", "dispatch_rate", "allowed_hosts", "alert_url")
 
 
-def create_tenant(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
+def create_tenant(tx: sqlite3.Connection, cmd: Command[CreateTenant]) -> Result:
     b = cmd.body
-    if tx.execute("SELECT 1 FROM tenants WHERE name = ?", (b["name"],)).fetchone():
-        return rejected("tenant_exists", f"a tenant named {b['name']!r} exists already")
+    if tx.execute("SELECT 1 FROM tenants WHERE name = ?", (b.name,)).fetchone():
+        return rejected("tenant_exists", f"a tenant named {b.name!r} exists already")
     tx.execute(
         "INSERT INTO tenants (tenant_id, name, token_hash, signing_secret, max_active_jobs, "
         "dispatch_rate, allowed_hosts, alert_url, created_at_ms, updated_at_ms) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
-            b["tenant_id"],
-            b["name"],
-            b["token_hash"],
-            b["signing_secret"],
-            int(b["max_active_jobs"]),
-            int(b["dispatch_rate"]),
-            json.dumps(b["allowed_hosts"]),
-            b.get("alert_url"),
+            b.tenant_id,
+            b.name,
+            b.token_hash,
+            b.signing_secret,
+            b.max_active_jobs,
+            b.dispatch_rate,
+            json.dumps(list(b.allowed_hosts)),
+            b.alert_url,
             cmd.ts_ms,
             cmd.ts_ms,
         ),
     )
-    audit(tx, cmd, tenant_id=b["tenant_id"], detail={"name": b["name"]})
-    return ok(tenant_id=b["tenant_id"])
+    audit(tx, cmd, tenant_id=b.tenant_id, detail={"name": b.name})
+    return ok(tenant_id=b.tenant_id)
 
 
-def update_tenant(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
-    tenant_id, changes = cmd.body["tenant_id"], cmd.body["changes"]
+def update_tenant(tx: sqlite3.Connection, cmd: Command[UpdateTenant]) -> Result:
+    tenant_id, changes = cmd.body.tenant_id, cmd.body.changes
     if not tx.execute("SELECT 1 FROM tenants WHERE tenant_id = ?", (tenant_id,)).fetchone():
         return rejected("tenant_not_found", f"no tenant with id {tenant_id!r}")
     name = changes.get("name")
@@ -59,28 +60,28 @@ def update_tenant(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
     return ok(tenant_id=tenant_id)
 
 
-def rotate_tenant(tx: sqlite3.Connection, cmd: Command) -> dict[str, Any]:
+def rotate_tenant(tx: sqlite3.Connection, cmd: Command[RotateTenant]) -> Result:
     """New token and signing secret; the old secret still signs for `overlap_ms`."""
     b = cmd.body
     updated = tx.execute(
         "UPDATE tenants SET token_hash = ?, previous_secret = signing_secret, "
         "previous_secret_until_ms = ?, signing_secret = ?, updated_at_ms = ? WHERE tenant_id = ?",
         (
-            b["token_hash"],
-            cmd.ts_ms + int(b.get("overlap_ms", 0)),
-            b["signing_secret"],
+            b.token_hash,
+            cmd.ts_ms + (b.overlap_ms or 0),
+            b.signing_secret,
             cmd.ts_ms,
-            b["tenant_id"],
+            b.tenant_id,
         ),
     ).rowcount
     if not updated:
-        return rejected("tenant_not_found", f"no tenant with id {b['tenant_id']!r}")
-    audit(tx, cmd, tenant_id=b["tenant_id"], detail=None)
-    return ok(tenant_id=b["tenant_id"])
+        return rejected("tenant_not_found", f"no tenant with id {b.tenant_id!r}")
+    audit(tx, cmd, tenant_id=b.tenant_id, detail=None)
+    return ok(CredentialsChanged(b.tenant_id), tenant_id=b.tenant_id)
 
 
-HANDLERS = {
-    "create_tenant": create_tenant,
-    "update_tenant": update_tenant,
-    "rotate_tenant": rotate_tenant,
+HANDLERS: dict[str, Handler] = {
+    CreateTenant.TYPE: create_tenant,
+    UpdateTenant.TYPE: update_tenant,
+    RotateTenant.TYPE: rotate_tenant,
 }

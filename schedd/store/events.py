@@ -1,0 +1,48 @@
+"""What an applied command changed that a node's loops and caches follow: apply reports these
+with its result, and the node hands each to whoever subscribed (node.py) after the entry
+committed. Never part of a result, a digest or the log; a rejected command reports none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class DueAdded:
+    """A due row came (a job created, updated, resumed or triggered): the dispatcher fires it
+    without waiting for its next preload."""
+
+    job_id: str
+    fire_at_ms: int
+    scheduled_at_ms: int
+    is_trigger: bool
+
+
+@dataclass(frozen=True, slots=True)
+class MessagesReady:
+    """A queue got messages (a claim, a nack to retry, a redrive): its long polls wake."""
+
+    tenant_id: str
+    queue: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveriesReady:
+    """The HTTP outbox got calls to make (a claim, a redrive): the caller looks at once."""
+
+
+@dataclass(frozen=True, slots=True)
+class CredentialsChanged:
+    """A tenant's token changed: tokens cached for authentication are dropped."""
+
+    tenant_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class StateReplaced:
+    """A snapshot replaced the whole store: everything that follows applied commands starts
+    over (reported by the snapshot install, not by a command)."""
+
+
+Event = DueAdded | MessagesReady | DeliveriesReady | CredentialsChanged | StateReplaced

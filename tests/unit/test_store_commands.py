@@ -1,0 +1,158 @@
+"""The command catalogue: bodies round-trip, a body that does not fit is a CorruptLog, and each
+rejection code is one error class."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import fields
+from pathlib import Path
+from typing import Any, Union, get_args, get_origin, get_type_hints
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from schedd.errors import (
+    REJECTIONS,
+    CorruptLog,
+    DeadletterNotFound,
+    JobNotFound,
+    SchedError,
+    StaleState,
+    TenantExists,
+    rejection_error,
+)
+from schedd.store.command import Command, Rejected, result_of, typed
+from schedd.store.commands import CATALOGUE, LEVEL_OF_TYPE, LOG_LEVEL, Body, LogCommand
+
+FIXTURE = Path(__file__).parent.parent / "fixtures" / "journal-level2.jsonl"
+APPLY = Path(__file__).parents[2] / "schedd" / "store" / "apply"
+JSON_LEAF = st.none() | st.booleans() | st.integers() | st.text(max_size=5)
+JSON = st.recursive(
+    JSON_LEAF,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner),
+    max_leaves=6,
+)
+
+
+def _strategy(tp: Any) -> st.SearchStrategy[Any]:
+    origin, args = get_origin(tp), get_args(tp)
+    if origin is Union or type(tp).__name__ == "UnionType":
+        [inner] = [a for a in args if a is not type(None)]
+        return st.none() | _strategy(inner)
+    if tp is str:
+        return st.text(max_size=8)
+    if tp is bool:
+        return st.booleans()
+    if tp is int:
+        return st.integers(min_value=-(2**53), max_value=2**53)
+    if origin is tuple:
+        return st.lists(_strategy(args[0]), max_size=3).map(tuple)
+    if origin is Mapping:
+        values = JSON if args[1] is Any else _strategy(args[1])
+        return st.dictionaries(st.text(max_size=6), values, max_size=3)
+    return _instances(tp)
+
+
+def _instances(cls: type[Body]) -> st.SearchStrategy[Any]:
+    hints = get_type_hints(cls)
+    return st.builds(cls, **{f.name: _strategy(hints[f.name]) for f in fields(cls)})  # type: ignore[arg-type]
+
+
+def _fixture_commands() -> list[tuple[str, dict[str, Any]]]:
+    commands = []
+    for line in FIXTURE.read_text().splitlines():
+        entry = json.loads(json.loads(line)["entry"])
+        subs = entry["body"]["commands"] if entry["type"] == "batch" else [entry]
+        commands += [(sub["type"], sub["body"]) for sub in subs]
+    return commands
+
+
+@pytest.mark.parametrize("cls", list(CATALOGUE.values()), ids=list(CATALOGUE))
+@given(data=st.data())
+def test_every_type_round_trips_through_its_json_body(cls: type[LogCommand], data: Any) -> None:
+    cmd = data.draw(_instances(cls))
+    body = json.loads(json.dumps(cmd.to_body()))  # through JSON, as the log carries it
+    assert cls.from_body(body) == cmd
+
+
+@pytest.mark.parametrize(("type_", "body"), _fixture_commands())
+def test_todays_log_bodies_read_back_byte_for_byte(type_: str, body: dict[str, Any]) -> None:
+    assert CATALOGUE[type_].from_body(body).to_body() == body
+
+
+def test_the_catalogue_names_each_type_once_with_its_level() -> None:
+    assert all(name == cls.TYPE and cls.VERSION == 1 for name, cls in CATALOGUE.items())
+    assert LEVEL_OF_TYPE == {"prune": 2, "set_retention": 2}
+    assert max(cls.LEVEL for cls in CATALOGUE.values()) == LOG_LEVEL
+
+
+def _wire(type_: str, body: Any) -> Command[Any]:
+    return Command(type=type_, id="c1", ts_ms=1, body=body)
+
+
+@pytest.mark.parametrize(
+    ("type_", "body", "complaint"),
+    [
+        ("no_such_type", {}, "unknown command type 'no_such_type'"),
+        ("cancel_job", {"tenant_id": "t1"}, "CancelJob: no 'job_id'"),
+        ("cancel_job", {"tenant_id": "t1", "job_id": 7}, "CancelJob.job_id: 7 is not a str"),
+        ("node_heartbeat", {"node_id": "n", "ttl_ms": True}, "True is not a int"),
+        ("node_heartbeat", {"node_id": "n", "ttl_ms": "5"}, "'5' is not a int"),
+        ("ack_messages", {"tenant_id": "t", "queue": "q", "receipts": "r"}, "str is not a list"),
+        ("assign_leases", {"ttl_ms": 1, "moves": [{"partition": 1}]}, "LeaseMove: no 'node_id'"),
+        ("claim_runs", {"node_id": "n", "claims": [3]}, "Claim: not a JSON object"),
+        ("set_retention", {"tenant_id": "t", "retention_ms": {"runs": 1.5}}, "1.5 is not a int"),
+    ],
+)
+def test_a_body_that_does_not_fit_is_a_corrupt_log(type_: str, body: Any, complaint: str) -> None:
+    with pytest.raises(CorruptLog, match=re.escape(complaint)):
+        typed(_wire(type_, body), index=42)
+
+
+def test_an_absent_optional_key_stays_absent_and_reads_as_none() -> None:
+    cmd = typed(_wire("nack_messages", {"tenant_id": "t", "queue": "q", "receipts": []}), index=1)
+    assert cmd.body.error is None  # type: ignore[attr-defined]
+    assert "error" not in cmd.body.to_body()
+
+
+def test_every_rejection_code_apply_uses_is_one_error_class() -> None:
+    used = set()
+    for path in APPLY.glob("*.py"):
+        used |= set(re.findall(r'[rR]ejected\("([a-z_]+)"', path.read_text()))
+    assert used and used <= set(REJECTIONS)
+    assert all(cls.code == code for code, cls in REJECTIONS.items())
+
+
+@pytest.mark.parametrize(
+    ("code", "cls", "status"),
+    [
+        ("job_not_found", JobNotFound, 404),
+        ("deadletter_not_found", DeadletterNotFound, 404),
+        ("tenant_exists", TenantExists, 409),
+        ("stale_state", StaleState, 409),
+        ("internal", SchedError, 500),
+    ],
+)
+def test_a_rejection_becomes_its_error_with_the_message_whole(
+    code: str, cls: type[SchedError], status: int
+) -> None:
+    exc = rejection_error(code, "what apply said")
+    assert type(exc) is cls and exc.code == code and exc.http_status == status
+    assert str(exc) == "what apply said"
+
+
+def test_an_unknown_rejection_code_keeps_its_code() -> None:
+    exc = rejection_error("from_a_newer_node", "m")
+    assert type(exc) is SchedError and exc.code == "from_a_newer_node"
+
+
+def test_a_result_reads_back_from_its_json() -> None:
+    assert result_of({"status": "rejected", "code": "conflict", "message": "m"}) == Rejected(
+        "conflict", "m"
+    )
+    applied = result_of({"status": "ok", "acked": 2})
+    assert not isinstance(applied, Rejected) and applied.fields == {"acked": 2}
+    assert applied.to_json() == {"status": "ok", "acked": 2}
