@@ -17,9 +17,9 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 from pysyncobj import SyncObjConf
 
-from schedd.api.admin import MetricsAccess
 from schedd.api.app import build_app, start_metrics_site
 from schedd.api.context import ApiContext, QueueSignal, TokenCache
+from schedd.api.health import MetricsAccess
 from schedd.api.limits import ServerLimits
 from schedd.config import MIN_SECRET_CHARS, NodeConfig, parse_listen
 from schedd.delivery.caller import Caller

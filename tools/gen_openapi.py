@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from schedd import __version__
-from schedd.api import admin, jobs, queues
+from schedd.api import jobs, queues, schedules, tenants
 from schedd.jobspec import DEFAULT_PAYLOAD_LIMIT, HTTP_METHODS, MAX_WINDOW_MS
 from schedd.model import Backoff, JobStatus, MisfirePolicy, OverlapPolicy, RunStatus
 from schedd.retention import KINDS, MIN_RETENTION_MS, TENANT_KINDS
@@ -450,7 +450,7 @@ def preview_schemas() -> dict[str, Schema]:
                 "count": {
                     "type": "integer",
                     "minimum": 1,
-                    "maximum": admin.MAX_PREVIEW,
+                    "maximum": schedules.MAX_PREVIEW,
                     "default": 10,
                 },
             },
@@ -552,10 +552,10 @@ def tenant_schemas() -> dict[str, Schema]:
     limit = {"type": "integer", "minimum": 0, "maximum": 10**12}
     settings: dict[str, Schema] = {
         "name": {"type": "string", "minLength": 1, "maxLength": 200, "pattern": r"\S"},
-        "max_active_jobs": limit | {"default": admin.DEFAULT_MAX_ACTIVE_JOBS},
+        "max_active_jobs": limit | {"default": tenants.DEFAULT_MAX_ACTIVE_JOBS},
         "dispatch_rate": limit
         | {
-            "default": admin.DEFAULT_DISPATCH_RATE,
+            "default": tenants.DEFAULT_DISPATCH_RATE,
             "description": "Runs per second on each node; 0 = no limit.",
         },
         "allowed_hosts": {

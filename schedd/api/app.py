@@ -7,7 +7,19 @@ import ssl
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from schedd.api import admin, deadletters, jobs, membership, openapi, queues, retention
+from schedd.api import (
+    audit,
+    cluster,
+    deadletters,
+    health,
+    jobs,
+    membership,
+    openapi,
+    queues,
+    retention,
+    schedules,
+    tenants,
+)
 from schedd.api.context import CONTEXT, ApiContext
 from schedd.api.http import auth_middleware, errors_middleware, metrics_middleware
 
@@ -16,7 +28,7 @@ def build_app(
     ctx: ApiContext,
     *,
     node_metrics: CollectorRegistry | None = None,
-    metrics_access: admin.MetricsAccess | None = None,
+    metrics_access: health.MetricsAccess | None = None,
 ) -> web.Application:
     """The API of one node; `ctx` carries everything handlers share, `node_metrics` the
     node's scrape-time gauges for /metrics, `metrics_access` who may read them here."""
@@ -26,11 +38,12 @@ def build_app(
     )
     app[CONTEXT] = ctx
     if node_metrics is not None:
-        app[admin.NODE_METRICS] = node_metrics
+        app[health.NODE_METRICS] = node_metrics
     if metrics_access is not None:
-        app[admin.METRICS_ACCESS] = metrics_access
+        app[health.METRICS_ACCESS] = metrics_access
     app.add_routes(jobs.routes)
-    app.add_routes(admin.routes)
+    for resource in (tenants, cluster, audit, schedules, health):
+        app.add_routes(resource.routes)
     app.add_routes(membership.routes)
     app.add_routes(queues.routes)
     app.add_routes(deadletters.routes)
@@ -41,7 +54,7 @@ def build_app(
 
 async def start_metrics_site(
     node_metrics: CollectorRegistry,
-    access: admin.MetricsAccess,
+    access: health.MetricsAccess,
     host: str,
     port: int,
     ssl_context: ssl.SSLContext | None = None,
@@ -49,9 +62,9 @@ async def start_metrics_site(
     """Serve GET /metrics alone on its own address (`[metrics] listen`), over HTTPS when the
     API has a certificate (its token must not cross the network in clear); cleanup() stops it."""
     app = web.Application(middlewares=[errors_middleware])
-    app[admin.NODE_METRICS] = node_metrics
-    app[admin.METRICS_ACCESS] = access
-    app.router.add_get("/metrics", admin.metrics)
+    app[health.NODE_METRICS] = node_metrics
+    app[health.METRICS_ACCESS] = access
+    app.router.add_get("/metrics", health.metrics)
     runner = web.AppRunner(app, access_log=None, keepalive_timeout=15.0)
     await runner.setup()
     await web.TCPSite(runner, host, port, ssl_context=ssl_context).start()

@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 PRINCIPAL = web.RequestKey("principal", Principal)
-# /metrics checks its own tokens (admin or [metrics] token; never a tenant's): api/admin.py
+# /metrics checks its own tokens (admin or [metrics] token; never a tenant's): api/health.py
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/v1/openapi.json"})
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
 _CURSOR = re.compile(r"[A-Za-z0-9_-]{1,400}")

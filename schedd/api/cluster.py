@@ -1,0 +1,68 @@
+"""Cluster routes (admin): the members and their partitions, one node's state digest."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from schedd.api.context import CONTEXT
+from schedd.api.http import (
+    json_response,
+    principal,
+)
+from schedd.store import queries
+from schedd.store.digest import state_digest
+
+routes = web.RouteTableDef()
+
+
+@routes.get("/v1/cluster")
+async def cluster(request: web.Request) -> web.Response:
+    ctx = request.app[CONTEXT]
+    principal(request).require_admin()
+    status = ctx.raft.status()
+    registered = await ctx.reads.read(queries.list_nodes)
+    leases = await ctx.reads.read(lambda conn: queries.partitions_by_node(conn, ctx.clock_ms()))
+    names = {raft: node_id for node_id, _, raft in registered}
+    nodes = [
+        _node_json(status, node_id, api, raft) | {"partitions": leases.get(node_id, [])}
+        for node_id, api, raft in registered
+    ]
+    if status["self"] not in names:  # not registered yet: show this node anyway
+        nodes.append(_node_json(status, ctx.node_id, None, status["self"]))
+    leader = status["leader"]
+    members = ctx.raft.members()  # Raft addresses, as this node's journal has them
+    return json_response({"leader": names.get(leader, leader), "members": members, "nodes": nodes})
+
+
+def _node_json(status: dict[str, Any], node_id: str, api: str | None, raft: str) -> dict[str, Any]:
+    is_self = raft == status["self"]
+    return {
+        "node_id": node_id,
+        "api": api,
+        "raft": raft,
+        "role": "leader" if raft == status["leader"] else "follower",
+        "healthy": is_self or bool(status["connected"].get(raft)),
+        "partitions": [],
+        "applied_index": status["applied_index"] if is_self else status["match_index"].get(raft),
+    }
+
+
+@routes.get("/v1/admin/state")
+async def admin_state(request: web.Request) -> web.Response:
+    ctx = request.app[CONTEXT]
+    principal(request).require_admin()
+    status = ctx.raft.status()
+    index, digest = await ctx.reads.read(state_digest)
+    names = {raft: node_id for node_id, _, raft in await ctx.reads.read(queries.list_nodes)}
+    return json_response(
+        {
+            "node_id": ctx.node_id,
+            "role": status["role"],
+            "leader": names.get(status["leader"], status["leader"]),
+            "term": status["term"],
+            "applied_index": index,
+            "digest": digest,
+        }
+    )
