@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from pysyncobj import FAIL_REASON
 
 from schedd.errors import ClusterUnavailable, CommandTooLarge, NoLeader, OutcomeUnknown, SchedError
-from schedd.store.command import MAX_COMMAND_BYTES, encode, encode_batch, wire
+from schedd.store.command import MAX_COMMAND_BYTES, encode_batch, encode_command
 from schedd.store.commands import LogCommand
 
 log = logging.getLogger(__name__)
@@ -87,7 +87,7 @@ class Proposer:
         if refusal is not None:  # every command carries this node's clock as its time
             raise ClusterUnavailable(f"this node takes no writes now ({refusal}); use another")
         ts_ms = int(time.time() * 1000) if now_ms is None else now_ms
-        blob = encode(wire(cmd, id=uuid.uuid4().hex, ts_ms=ts_ms))
+        blob = encode_command(cmd, id=uuid.uuid4().hex, ts_ms=ts_ms)
         if len(blob) > MAX_COMMAND_BYTES:
             raise CommandTooLarge(cmd.TYPE, len(blob), MAX_COMMAND_BYTES)
         proposal = _Proposal(blob, asyncio.get_running_loop().create_future())

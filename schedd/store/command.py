@@ -13,8 +13,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+import msgspec
+
 from schedd.errors import CorruptLog
-from schedd.store.commands import CATALOGUE, LogCommand
+from schedd.store.commands import DECODERS, LogCommand
 from schedd.store.events import Event
 
 FORMAT_VERSION = 1
@@ -41,20 +43,19 @@ class Command(Generic[B]):
 Wire = Command[Mapping[str, Any]]
 
 
-def wire(cmd: LogCommand, *, id: str, ts_ms: int) -> Wire:
-    """The log entry of a typed command."""
-    return Command(type=cmd.TYPE, id=id, ts_ms=ts_ms, body=cmd.to_body())
-
-
-def typed(cmd: Wire, *, index: int) -> Command[LogCommand]:
+def typed(cmd: Command[Any], *, index: int) -> Command[LogCommand]:
     """The entry with its body read as its catalogue type; CorruptLog if the type is unknown
-    or the body does not fit it (an undecodable entry: the node halts)."""
-    kind = CATALOGUE.get(cmd.type)
-    if kind is None:
+    or the body does not fit it (an undecodable entry: the node halts). The body is the raw
+    JSON of a decoded entry, or a JSON object already parsed."""
+    decoder = DECODERS.get(cmd.type)
+    if decoder is None:
         raise CorruptLog(f"unknown command type {cmd.type!r} at index {index}")
     try:
-        body = kind.from_body(cmd.body)
-    except ValueError as exc:
+        if isinstance(cmd.body, msgspec.Raw):
+            body = decoder.decode(cmd.body)
+        else:
+            body = msgspec.convert(cmd.body, decoder.type)
+    except msgspec.DecodeError as exc:  # ValidationError included
         raise CorruptLog(f"undecodable {cmd.type} body at index {index}: {exc}") from None
     return Command(type=cmd.type, id=cmd.id, ts_ms=cmd.ts_ms, body=body)
 
@@ -80,9 +81,44 @@ def envelope(cmd: Wire) -> dict[str, Any]:
 
 
 def encode(cmd: Wire) -> bytes:
-    """The bytes that enter the log."""
+    """The bytes that enter the log, for a body given as a JSON object."""
     text = json.dumps(envelope(cmd), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     return text.encode()
+
+
+class _Envelope(msgspec.Struct, frozen=True):
+    """A log entry on the wire; its body stays raw JSON until its type is known."""
+
+    v: int
+    type: str
+    id: str
+    ts: int
+    body: msgspec.Raw
+
+
+class _Outgoing(msgspec.Struct, frozen=True):
+    """A typed command's log entry, encoded by msgspec in one pass."""
+
+    v: int
+    type: str
+    id: str
+    ts: int
+    body: LogCommand
+
+
+class _Batch(msgspec.Struct, frozen=True):
+    commands: list[_Envelope]
+
+
+_ENCODER = msgspec.json.Encoder()
+_ENVELOPE = msgspec.json.Decoder(_Envelope)
+_BATCH = msgspec.json.Decoder(_Batch)
+
+
+def encode_command(cmd: LogCommand, *, id: str, ts_ms: int) -> bytes:
+    """The bytes that enter the log for a typed command (the same JSON as `encode` of its
+    body, without building the body's objects)."""
+    return _ENCODER.encode(_Outgoing(v=FORMAT_VERSION, type=cmd.TYPE, id=id, ts=ts_ms, body=cmd))
 
 
 def encode_batch(blobs: list[bytes], *, id: str, ts_ms: int) -> bytes:
@@ -94,31 +130,30 @@ def encode_batch(blobs: list[bytes], *, id: str, ts_ms: int) -> bytes:
     return head[:-1].encode() + b',"body":{"commands":[' + b",".join(blobs) + b"]}}"
 
 
-def unbatch(cmd: Wire, *, index: int) -> list[Wire]:
-    """The commands inside a batch entry; CorruptLog if they cannot be read."""
+def unbatch(cmd: Command[Any], *, index: int) -> list[Command[Any]]:
+    """The commands inside a batch entry (bodies still raw); CorruptLog if unreadable."""
     try:
-        return [_from_envelope(item) for item in cmd.body["commands"]]
-    except (ValueError, KeyError, TypeError) as exc:
+        batch = _BATCH.decode(cmd.body) if isinstance(cmd.body, msgspec.Raw) else None
+        if batch is None:
+            batch = msgspec.convert(cmd.body, _Batch)
+        return [_from_envelope(item) for item in batch.commands]
+    except (ValueError, msgspec.DecodeError) as exc:
         raise CorruptLog(f"undecodable batch at index {index}: {exc}") from None
 
 
-def decode(blob: bytes, *, index: int) -> Wire:
-    """Parse a log entry; anything unreadable is a CorruptLog (the node halts)."""
+def decode(blob: bytes, *, index: int) -> Command[Any]:
+    """Parse a log entry's envelope (its body stays raw JSON: `typed` reads it); anything
+    unreadable is a CorruptLog (the node halts)."""
     try:
-        return _from_envelope(json.loads(blob))
-    except (ValueError, KeyError, TypeError) as exc:
+        return _from_envelope(_ENVELOPE.decode(blob))
+    except (ValueError, msgspec.DecodeError) as exc:
         raise CorruptLog(f"undecodable log entry at index {index}: {exc}") from None
 
 
-def _from_envelope(item: Mapping[str, Any]) -> Wire:
-    if item["v"] != FORMAT_VERSION:
-        raise ValueError(f"unknown command format version {item['v']!r}")
-    cmd = Command(
-        type=str(item["type"]), id=str(item["id"]), ts_ms=int(item["ts"]), body=item["body"]
-    )
-    if not isinstance(cmd.body, dict):
-        raise ValueError("body is not an object")
-    return cmd
+def _from_envelope(item: _Envelope) -> Command[Any]:
+    if item.v != FORMAT_VERSION:
+        raise ValueError(f"unknown command format version {item.v!r}")
+    return Command(type=item.type, id=item.id, ts_ms=item.ts, body=item.body)
 
 
 @dataclass(frozen=True, slots=True)

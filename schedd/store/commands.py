@@ -1,4 +1,4 @@
-"""The catalogue of log commands: one frozen dataclass per wire type, and the log levels.
+"""The catalogue of log commands: one frozen struct (msgspec) per wire type, and the log levels.
 
 A wire name (`TYPE`) is never renamed or reused; bump a type's `VERSION` (and carry it in the
 body) before changing what a body means. `to_body()` gives the JSON object of today's log
@@ -8,10 +8,10 @@ not fit (apply turns that into a CorruptLog). Only the encoding lives here, neve
 
 from __future__ import annotations
 
-import types
-from collections.abc import Callable, Mapping
-from dataclasses import MISSING, dataclass, field, fields, is_dataclass
-from typing import Any, ClassVar, Self, TypeVar, Union, get_args, get_origin, get_type_hints
+from collections.abc import Mapping
+from typing import Any, ClassVar, Self, TypeVar
+
+import msgspec
 
 JSONObject = Mapping[str, Any]  # kept as the proposer built it (a job spec, tenant changes)
 
@@ -21,128 +21,50 @@ JSONObject = Mapping[str, Any]  # kept as the proposer built it (a job spec, ten
 # set_retention (issue 14). LEVEL_OF_TYPE names the types above level 1.
 LOG_LEVEL = 2
 
-_OMIT = {"omit_none": True}  # an optional key: absent from the body when None
 
-
-def optional(default: Any = None) -> Any:
-    """A field whose key may be absent from the body (absent when None)."""
-    return field(default=default, metadata=_OMIT)
-
-
-Decoder = Callable[[Any], Any]
-_CODECS: dict[type, list[tuple[str, Decoder, Any, bool]]] = {}
-
-
-class Body:
-    """A body (or a nested item of one) encoded as a JSON object, field by field."""
-
-    __slots__ = ()
+class Body(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A body (or a nested item of one) encoded as a JSON object, field by field: msgspec
+    structs, so a log entry is read from its bytes into these types in one strict pass (an int
+    field takes no bool or float; a missing field without default is an error). A field whose
+    default is None is absent from the body when None; unknown keys are ignored."""
 
     def to_body(self) -> dict[str, Any]:
-        """The JSON object of today's log for this value."""
-        out: dict[str, Any] = {}
-        for name, _decode, _default, omit_none in _codec(type(self)):
-            value = getattr(self, name)
-            if value is None and omit_none:
-                continue
-            out[name] = _encode(value)
-        return out
+        """The JSON object of today's log for this value (as the log's bytes read back)."""
+        body: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(self))
+        return body
 
     @classmethod
     def from_body(cls, body: Any) -> Self:
         """Read a JSON object back; ValueError when it does not fit this type."""
-        if not isinstance(body, dict):
-            raise ValueError(f"{cls.__name__}: not a JSON object")
-        values = {}
-        for name, decode, default, _omit in _codec(cls):
-            if name in body:
-                try:
-                    values[name] = decode(body[name])
-                except ValueError as exc:
-                    raise ValueError(f"{cls.__name__}.{name}: {exc}") from None
-            elif default is MISSING:
-                raise ValueError(f"{cls.__name__}: no {name!r}")
-        return cls(**values)
+        try:
+            return msgspec.convert(body, cls)
+        except msgspec.ValidationError as exc:
+            raise ValueError(f"{cls.__name__}: {exc}") from None
 
 
-class LogCommand(Body):
+class LogCommand(Body, frozen=True, kw_only=True, omit_defaults=True):
     """One command type of the log. Subclasses set TYPE (the wire name) and VERSION."""
 
-    __slots__ = ()
     TYPE: ClassVar[str]
     VERSION: ClassVar[int] = 1
     LEVEL: ClassVar[int] = 1  # the log level that introduced the type
 
 
-def _encode(value: Any) -> Any:
-    if isinstance(value, Body):
-        return value.to_body()
-    if isinstance(value, tuple):
-        return [_encode(v) for v in value]
-    return value
-
-
-def _codec(cls: type) -> list[tuple[str, Decoder, Any, bool]]:
-    codec = _CODECS.get(cls)
-    if codec is None:
-        hints = get_type_hints(cls)
-        codec = [
-            (f.name, _decoder(hints[f.name]), f.default, bool(f.metadata.get("omit_none")))
-            for f in fields(cls)
-        ]
-        _CODECS[cls] = codec
-    return codec
-
-
-def _decoder(tp: Any) -> Decoder:  # one case per JSON shape
-    origin, args = get_origin(tp), get_args(tp)
-    if tp is Any:
-        return lambda v: v
-    if origin in (Union, types.UnionType):
-        inner = _decoder(next(a for a in args if a is not type(None)))
-        return lambda v: None if v is None else inner(v)
-    if tp in (str, int, bool):
-        return _scalar(tp)
-    if origin is tuple:
-        item = _decoder(args[0])
-        return lambda v: tuple(item(x) for x in _typed(v, list))
-    if origin in (Mapping, dict):
-        value = _decoder(args[1])
-        return lambda v: {_typed(k, str): value(x) for k, x in _typed(v, dict).items()}
-    if isinstance(tp, type) and is_dataclass(tp) and issubclass(tp, Body):
-        return tp.from_body
-    raise TypeError(f"no decoder for {tp!r}")
-
-
-def _scalar(tp: type) -> Decoder:
-    def decode(v: Any) -> Any:
-        if type(v) is not tp:  # exact: a bool is no int here, an int no bool
-            raise ValueError(f"{v!r} is not a {tp.__name__}")
-        return v
-
-    return decode
-
-
-def _typed(v: Any, tp: type) -> Any:
-    if not isinstance(v, tp):
-        raise ValueError(f"{type(v).__name__} is not a {tp.__name__}")
-    return v
-
-
-B = TypeVar("B", bound=type[Body])
+B = TypeVar("B", bound=type[LogCommand])
+DECODERS: dict[str, msgspec.json.Decoder[Any]] = {}
 
 
 def body_type(cls: B) -> B:
-    """Check a Body dataclass's field types once, at import (a typo fails loudly)."""
-    _codec(cls)
+    """Register a command type: its JSON decoder is built (and its field types checked) once,
+    at import, so a typo fails loudly."""
+    DECODERS[cls.TYPE] = msgspec.json.Decoder(cls)
     return cls
 
 
 # ---------------------------------------------------------------------------- cluster
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RegisterNode(LogCommand):
+class RegisterNode(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
     """A node's API and Raft addresses, so any node can list them."""
 
     TYPE = "register_node"
@@ -151,16 +73,14 @@ class RegisterNode(LogCommand):
     raft: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DeregisterNode(LogCommand):
+class DeregisterNode(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
     """Forget a node removed from the Raft group."""
 
     TYPE = "deregister_node"
     node_id: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Barrier(LogCommand):
+class Barrier(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
     """A no-op: once applied on a node, it holds everything committed before."""
 
     TYPE = "barrier"
@@ -169,45 +89,41 @@ class Barrier(LogCommand):
 # ---------------------------------------------------------------------------- tenants
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CreateTenant(LogCommand):
+class CreateTenant(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
     TYPE = "create_tenant"
     tenant_id: str
     token_hash: str
     signing_secret: str
-    actor: str | None = optional()
+    actor: str | None = None
     name: str
     max_active_jobs: int
     dispatch_rate: int
     allowed_hosts: tuple[str, ...]
-    alert_url: str | None = optional()
+    alert_url: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class UpdateTenant(LogCommand):
+class UpdateTenant(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
     TYPE = "update_tenant"
     tenant_id: str
     changes: JSONObject  # only the fields named change (alert_url may be set to null)
-    actor: str | None = optional()
+    actor: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RotateTenant(LogCommand):
+class RotateTenant(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
     """New token and signing secret; the old secret still signs for `overlap_ms`."""
 
     TYPE = "rotate_tenant"
     tenant_id: str
     token_hash: str
     signing_secret: str
-    actor: str | None = optional()
-    overlap_ms: int | None = optional()
+    actor: str | None = None
+    overlap_ms: int | None = None
 
 
 # ---------------------------------------------------------------------------- jobs
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class NewJob(Body):
+class NewJob(Body, frozen=True, kw_only=True, omit_defaults=True):
     """One job of a create_jobs command, with its id, partition and first run decided."""
 
     job_id: str
@@ -219,70 +135,63 @@ class NewJob(Body):
     request_hash: str | None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CreateJobs(LogCommand):
+class CreateJobs(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
     TYPE = "create_jobs"
     tenant_id: str
-    actor: str | None = optional()
+    actor: str | None = None
     jobs: tuple[NewJob, ...]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CancelJob(LogCommand):
+class CancelJob(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
     TYPE = "cancel_job"
     tenant_id: str
     job_id: str
-    actor: str | None = optional()
+    actor: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class UpdateJob(LogCommand):
+class UpdateJob(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
     """Replace a job's spec and next run; the proposer read `expected_version`."""
 
     TYPE = "update_job"
     tenant_id: str
     job_id: str
-    actor: str | None = optional()
+    actor: str | None = None
     expected_version: int
     spec: JSONObject
     next_run_at_ms: int | None
     next_fire_at_ms: int | None
-    fields: tuple[str, ...] | None = optional()
+    fields: tuple[str, ...] | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PauseJob(LogCommand):
+class PauseJob(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
     TYPE = "pause_job"
     tenant_id: str
     job_id: str
-    actor: str | None = optional()
+    actor: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ResumeJob(LogCommand):
+class ResumeJob(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
     TYPE = "resume_job"
     tenant_id: str
     job_id: str
-    actor: str | None = optional()
+    actor: str | None = None
     expected_version: int
     next_run_at_ms: int | None
     next_fire_at_ms: int | None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TriggerJob(LogCommand):
+class TriggerJob(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
     TYPE = "trigger_job"
     tenant_id: str
     job_id: str
-    actor: str | None = optional()
+    actor: str | None = None
     scheduled_at_ms: int
 
 
 # ---------------------------------------------------------------------------- dispatch
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class NodeHeartbeat(LogCommand):
+class NodeHeartbeat(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
     """A node is alive: every lease it holds lasts `ttl_ms` more."""
 
     TYPE = "node_heartbeat"
@@ -290,8 +199,7 @@ class NodeHeartbeat(LogCommand):
     ttl_ms: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LeaseMove(Body):
+class LeaseMove(Body, frozen=True, kw_only=True, omit_defaults=True):
     """Give `partition` to `node_id`, replacing the lease at `epoch` (compare-and-set)."""
 
     partition: int
@@ -299,15 +207,13 @@ class LeaseMove(Body):
     epoch: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AssignLeases(LogCommand):
+class AssignLeases(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
     TYPE = "assign_leases"
     ttl_ms: int
     moves: tuple[LeaseMove, ...]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Claim(Body):
+class Claim(Body, frozen=True, kw_only=True, omit_defaults=True):
     """One due run a claimer takes, with what it read (lease epoch, job version) and the job's
     next run it computed; `skip` (a reason) records the run as skipped instead."""
 
@@ -320,11 +226,10 @@ class Claim(Body):
     is_trigger: bool
     next_run_at_ms: int | None
     next_fire_at_ms: int | None
-    skip: str | None = optional()
+    skip: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ClaimRuns(LogCommand):
+class ClaimRuns(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
     TYPE = "claim_runs"
     node_id: str
     claims: tuple[Claim, ...]
@@ -333,8 +238,7 @@ class ClaimRuns(LogCommand):
 # ---------------------------------------------------------------------------- queues
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ReceiveMessages(LogCommand):
+class ReceiveMessages(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
     """Hand out up to `max` visible messages, one fresh receipt each."""
 
     TYPE = "receive_messages"
@@ -345,25 +249,22 @@ class ReceiveMessages(LogCommand):
     receipts: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AckMessages(LogCommand):
+class AckMessages(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
     TYPE = "ack_messages"
     tenant_id: str
     queue: str
     receipts: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class NackMessages(LogCommand):
+class NackMessages(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
     TYPE = "nack_messages"
     tenant_id: str
     queue: str
     receipts: tuple[str, ...]
-    error: str | None = optional()
+    error: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ExtendMessages(LogCommand):
+class ExtendMessages(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
     TYPE = "extend_messages"
     tenant_id: str
     queue: str
@@ -374,16 +275,14 @@ class ExtendMessages(LogCommand):
 # ---------------------------------------------------------------------------- dead letters
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RedriveDeadletter(LogCommand):
+class RedriveDeadletter(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
     TYPE = "redrive_deadletter"
     tenant_id: str
     id: str
-    partition: int | None = optional()
+    partition: int | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DeleteDeadletter(LogCommand):
+class DeleteDeadletter(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
     TYPE = "delete_deadletter"
     tenant_id: str
     id: str
@@ -392,13 +291,12 @@ class DeleteDeadletter(LogCommand):
 # ---------------------------------------------------------------------------- HTTP delivery
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CallbackOutcome(Body):
+class CallbackOutcome(Body, frozen=True, kw_only=True, omit_defaults=True):
     """How one HTTP attempt ended (delivery/outcome.py verdicts)."""
 
     seq: int
-    job_id: str | None = optional()
-    scheduled_at_ms: int | None = optional()
+    job_id: str | None = None
+    scheduled_at_ms: int | None = None
     attempt: int
     started_at_ms: int
     finished_at_ms: int
@@ -407,8 +305,7 @@ class CallbackOutcome(Body):
     retry_at_ms: int | None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RecordCallbacks(LogCommand):
+class RecordCallbacks(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
     TYPE = "record_callbacks"
     node_id: str
     outcomes: tuple[CallbackOutcome, ...]
@@ -417,21 +314,19 @@ class RecordCallbacks(LogCommand):
 # ---------------------------------------------------------------------------- retention
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Prune(LogCommand):
+class Prune(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
     """Delete finished data past its retention, tenants after `after_tenant`, within budgets."""
 
     TYPE = "prune"
     LEVEL = 2
     retention_ms: Mapping[str, int]
-    after_tenant: str | None = optional()
-    max_rows: int | None = optional()
-    max_tenants: int | None = optional()
-    commands_ms: int | None = optional()
+    after_tenant: str | None = None
+    max_rows: int | None = None
+    max_tenants: int | None = None
+    commands_ms: int | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SetRetention(LogCommand):
+class SetRetention(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
     """A tenant's own retention per kind (milliseconds); kinds not named are cleared."""
 
     TYPE = "set_retention"

@@ -29,7 +29,6 @@ from schedd.store.command import (
     Handler,
     Rejected,
     Result,
-    Wire,
     canonical_json,
     decode,
     typed,
@@ -160,7 +159,7 @@ def _kept_result(conn: sqlite3.Connection, command_id: str) -> dict[str, Any] | 
     return None if row is None else dict(json.loads(row[0]))
 
 
-def _unbatched(cmd: Wire, index: int) -> list[Wire]:
+def _unbatched(cmd: Command[Any], index: int) -> list[Command[Any]]:
     return unbatch(cmd, index=index) if cmd.type == BATCH else [cmd]
 
 
