@@ -230,15 +230,14 @@ def test_an_outbox_retry_moves_the_row_to_its_next_attempt(db: Database) -> None
 
 
 def test_attempts_start_finish_and_keep_an_error_a_success_does_not_name(db: Database) -> None:
-    start = ledger.Attempt(job_id="j", scheduled_at_ms=5, attempt=1, started_at_ms=10)
     with tx(db) as conn:
-        ledger.start_attempts(conn, [start])
+        ledger.start_attempts(conn, [("j", 5, 1)], started_at_ms=10)
         ledger.finish_attempts(conn, [("j", 5, 1)], finished_at_ms=20, outcome="failed", error="e")
         ledger.finish_attempts(conn, [("j", 5, 1)], finished_at_ms=30, outcome="succeeded")
         ledger.finish_attempts(conn, [("j", 5, 2)], finished_at_ms=30, outcome="failed", error="e")
     assert rows(db, "attempts") == [("j", 5, 1, 10, 30, "succeeded", "e")]  # no attempt 2 row
-    with tx(db) as conn:
-        ledger.start_attempts(conn, [start])  # a receive again: the leftover row is replaced
+    with tx(db) as conn:  # a receive again: the leftover row is replaced
+        ledger.start_attempts(conn, [("j", 5, 1)], started_at_ms=10)
     assert rows(db, "attempts") == [("j", 5, 1, 10, None, None, None)]
 
 

@@ -45,14 +45,7 @@ def hand_out(db: Database, at_ms: int, attempt: int, nonce: str) -> None:
     """receive_messages of MSG: its attempt starts."""
     with tx(db) as conn:
         ledger.hand_out(conn, [(MSG, attempt, at_ms + 30_000, f"{nonce}.{MSG}")])
-        ledger.start_attempts(
-            conn,
-            [
-                ledger.Attempt(
-                    job_id="j1", scheduled_at_ms=NOW_MS, attempt=attempt, started_at_ms=at_ms
-                )
-            ],
-        )
+        ledger.start_attempts(conn, [("j1", NOW_MS, attempt)], started_at_ms=at_ms)
         ledger.set_runs(conn, [run(status=RunStatus.DELIVERED, attempt=attempt)])
 
 

@@ -17,7 +17,6 @@ from schedd.store import ledger
 from schedd.store.command import Command, Handler, Result, ok
 from schedd.store.commands import AckMessages, ExtendMessages, NackMessages, ReceiveMessages
 from schedd.store.events import MessagesReady
-from schedd.timeformat import format_instant
 
 
 class Message(NamedTuple):
@@ -71,18 +70,21 @@ def _hand_out(
         [(m.msg_id, m.attempt + 1, visible_at, r) for m, r in zip(messages, receipts, strict=True)],
     )
     ledger.start_attempts(
+        tx, [(m.job_id, m.scheduled_at_ms, m.attempt + 1) for m in messages], started_at_ms=now
+    )
+    delivered = RunStatus.DELIVERED
+    ledger.set_runs(
         tx,
         [
-            ledger.Attempt(
+            ledger.RunChange(
                 job_id=m.job_id,
                 scheduled_at_ms=m.scheduled_at_ms,
+                status=delivered,
                 attempt=m.attempt + 1,
-                started_at_ms=now,
             )
             for m in messages
         ],
     )
-    ledger.set_runs(tx, [_run(m, RunStatus.DELIVERED, attempt=m.attempt + 1) for m in messages])
 
 
 def _run(message: Message, status: RunStatus, **columns: Any) -> ledger.RunChange:
@@ -98,12 +100,13 @@ def _key(message: Message) -> tuple[str, int, int]:
 
 
 def _delivery(message: Message, receipt: str) -> dict[str, Any]:
+    key = idempotency_key(message.job_id, message.scheduled_at_ms)
     return {
         "receipt": receipt,
         "job_id": message.job_id,
-        "scheduled_at": format_instant(message.scheduled_at_ms),
+        "scheduled_at": key[len(message.job_id) + 1 :],  # "job_id:scheduled_at": formatted once
         "attempt": message.attempt + 1,
-        "idempotency_key": idempotency_key(message.job_id, message.scheduled_at_ms),
+        "idempotency_key": key,
         "payload": json.loads(message.payload),
     }
 
@@ -127,11 +130,22 @@ def _by_receipts(
 def ack_messages(tx: sqlite3.Connection, cmd: Command[AckMessages]) -> Result:
     """The consumer finished: the run succeeded. Unknown or expired receipts are not counted."""
     messages = _by_receipts(tx, cmd)
+    now, succeeded = cmd.ts_ms, RunStatus.SUCCEEDED
     ledger.remove(tx, [m.msg_id for m in messages])
-    ledger.finish_attempts(
-        tx, [_key(m) for m in messages], finished_at_ms=cmd.ts_ms, outcome="succeeded"
+    attempts = [(m.job_id, m.scheduled_at_ms, m.attempt) for m in messages]
+    ledger.finish_attempts(tx, attempts, finished_at_ms=now, outcome="succeeded")
+    ledger.set_runs(
+        tx,
+        [
+            ledger.RunChange(
+                job_id=m.job_id,
+                scheduled_at_ms=m.scheduled_at_ms,
+                status=succeeded,
+                finished_at_ms=now,
+            )
+            for m in messages
+        ],
     )
-    ledger.set_runs(tx, [_run(m, RunStatus.SUCCEEDED, finished_at_ms=cmd.ts_ms) for m in messages])
     return ok(acked=len(messages))
 
 
