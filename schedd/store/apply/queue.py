@@ -94,7 +94,7 @@ def _run(message: Message, status: RunStatus, **columns: Any) -> ledger.RunChang
     )
 
 
-def _key(message: Message) -> tuple[str, int, int]:
+def _current_attempt(message: Message) -> tuple[str, int, int]:
     """The message's current attempt, as the ledger names one."""
     return message.job_id, message.scheduled_at_ms, message.attempt
 
@@ -172,7 +172,9 @@ def _fail_attempt(
 ) -> bool:
     """End the current attempt as failed; True if the run will be tried again."""
     now = cmd.ts_ms
-    ledger.finish_attempts(tx, [_key(message)], finished_at_ms=now, outcome=outcome, error=error)
+    ledger.finish_attempts(
+        tx, [_current_attempt(message)], finished_at_ms=now, outcome=outcome, error=error
+    )
     policy = stored_retry(json.loads(message.retry))
     if has_attempts_left(policy, message.attempt):
         delay = retry_delay_ms(policy, message.attempt, message.msg_id)
@@ -197,7 +199,7 @@ def expire_message(
     if message.receipt is not None:
         ledger.finish_attempts(
             tx,
-            [_key(message)],
+            [_current_attempt(message)],
             finished_at_ms=cmd.ts_ms,
             outcome="timed_out",
             error="visibility timeout expired",
