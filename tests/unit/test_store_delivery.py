@@ -199,6 +199,23 @@ def test_one_command_naming_an_attempt_twice_records_it_once(
     assert run_row(db) == ("succeeded", 1, None, NOW_MS + 200)
 
 
+@pytest.mark.parametrize(
+    ("named", "fate"),
+    [
+        ({"job_id": "j2"}, "stale"),  # the seq is the row's, the run another's: a late outcome
+        ({"job_id": "j1", "scheduled_at_ms": NOW_MS + 1}, "stale"),
+        ({"job_id": "j1", "scheduled_at_ms": NOW_MS}, "succeeded"),
+        ({}, "succeeded"),  # an entry from before outcomes named their run: seq and attempt
+        ({"job_id": None, "scheduled_at_ms": None}, "succeeded"),  # the catalogue reads null
+    ],  # as absent (store/commands.py), and no caller ever wrote a null run
+)
+def test_an_outcome_counts_only_for_the_run_it_names(
+    claimed: Applier, db: Database, named: dict[str, Any], fate: str
+) -> None:
+    assert record(claimed, "succeeded", **named)[fate] == 1
+    assert run_row(db)[0] == ("succeeded" if fate == "succeeded" else "dispatched")
+
+
 def test_a_redriven_http_run_of_100_attempts_is_recorded_not_refused(
     claimed: Applier, db: Database
 ) -> None:

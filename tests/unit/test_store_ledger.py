@@ -1,13 +1,12 @@
-"""The delivery ledger (schedd/store/ledger.py) against a real store: the rows each write leaves,
-the same rows the apply paths write today, and the first outcome of an attempt winning."""
+"""The delivery ledger (schedd/store/ledger/) against a real store: the rows each write leaves,
+which columns a change leaves alone, and the first outcome of an attempt winning. What each
+delivery path leaves through the apply handlers is in test_store_ledger_paths.py."""
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,7 +15,6 @@ from schedd.jobspec import stored_retry
 from schedd.model import RetryPolicy, RunStatus
 from schedd.retry import retry_delay_ms
 from schedd.store import ledger
-from schedd.store.apply import StateMachine
 from schedd.store.db import Database
 from tests.conftest import NOW_MS, Applier
 from tests.unit.test_store_delivery import HTTP
@@ -24,16 +22,6 @@ from tests.unit.test_store_delivery import RETRY as HTTP_RETRY
 from tests.unit.test_store_dispatch import claim, setup, spec
 
 TABLES = ("runs", "messages", "outbox", "attempts", "deadletters")
-
-
-@pytest.fixture
-def twin(tmp_path: Path) -> Iterator[tuple[Database, Applier]]:
-    """A second store, to write by hand what the first one's apply wrote."""
-    database = Database(tmp_path / "twin.db")
-    try:
-        yield database, Applier(StateMachine(database))
-    finally:
-        database.close()
 
 
 @contextmanager
@@ -66,40 +54,37 @@ def job_with(apply: Applier, **extra: Any) -> None:
         assert apply("update_job", body)["status"] == "ok"
 
 
-def claim_by_hand(db: Database) -> None:
-    """What the claim of j1 writes to the ledger, from the job's stored spec."""
-    stored = json.loads(db.conn.execute("SELECT spec FROM jobs").fetchone()[0])
-    run = ledger.NewRun(job_id="j1", scheduled_at_ms=NOW_MS, tenant_id="t1", fire_at_ms=NOW_MS)
-    delivery = ledger.claimed_delivery(
-        run,
-        partition=3,
-        target=stored["target"],
-        payload=stored.get("payload"),
-        retry=stored["retry"],
-        now_ms=NOW_MS,
-    )
-    with tx(db) as conn:
-        ledger.open_runs(conn, [run], NOW_MS)
-        ledger.enqueue(conn, [delivery])
-
-
 Extra = dict[str, Any]
+RUN = ("j1", NOW_MS, "t1", NOW_MS, "dispatched", 0, NOW_MS, None, None)
+HTTP_TARGET = (
+    '{"type":"http","url":"https://hooks.example.com/x","method":"POST","headers":{},'
+    '"timeout":"10s"}'
+)
+RETRY_TEXT = '{"max_attempts":2,"backoff":"fixed","initial_delay":"10s","max_delay":"10s"}'
 
 
 @pytest.mark.parametrize(
-    "extra", [{}, {"target": HTTP, "retry": HTTP_RETRY}], ids=["queue", "http"]
+    ("extra", "table", "delivery"),
+    [
+        ({}, "messages", (f"j1:{NOW_MS}", "t1", "q", "j1", NOW_MS, 0, NOW_MS, None)),
+        ({"target": HTTP, "retry": HTTP_RETRY}, "outbox", (1, 3, "t1", "j1", NOW_MS, 1, NOW_MS)),
+    ],
+    ids=["queue", "http"],
 )
-def test_a_claimed_run_and_its_delivery_are_the_rows_the_claim_writes(
-    apply: Applier, db: Database, twin: tuple[Database, Applier], extra: Extra
+def test_a_claimed_run_gets_one_delivery_of_its_targets_kind(
+    apply: Applier, db: Database, extra: Extra, table: str, delivery: tuple[Any, ...]
 ) -> None:
+    """A queue message, visible now and never received; or an outbox row due now for attempt 1,
+    with the target's JSON. Payload and retry are copied from the job as compact JSON."""
     job_with(apply, **extra)
-    version = 2 if extra else 1
-    assert claim(apply, version=version, next_ms=None)["claimed"] == 1
-    twin_db, twin_apply = twin
-    job_with(twin_apply, **extra)
-    claim_by_hand(twin_db)
-    assert tables(twin_db) == tables(db)
-    assert rows(db, "messages" if not extra else "outbox")  # one delivery, of the right kind
+    assert claim(apply, version=2 if extra else 1, next_ms=None)["claimed"] == 1
+    assert rows(db, "runs") == [RUN]
+    copied = (
+        ('{"n":1}', RETRY_TEXT) if table == "messages" else (HTTP_TARGET, '{"n":1}', RETRY_TEXT)
+    )
+    assert {t: r for t, r in tables(db).items() if r and t != "runs"} == {
+        table: [(*delivery, *copied)]
+    }
 
 
 def test_a_skipped_run_is_finished_at_once_with_its_reason(db: Database) -> None:
@@ -187,11 +172,13 @@ def test_set_runs_writes_only_the_columns_it_is_given(db: Database) -> None:
     assert run_state(db) == ("succeeded", 2, None, None)
 
 
-def test_set_runs_refuses_changes_that_write_different_columns(db: Database) -> None:
+@pytest.mark.parametrize("first", [0, 1], ids=["fewer-after", "more-after"])
+def test_set_runs_refuses_changes_that_write_different_columns(db: Database, first: int) -> None:
     one = ledger.RunChange(job_id="j", scheduled_at_ms=5, status=RunStatus.DEAD, error="x")
     other = ledger.RunChange(job_id="j", scheduled_at_ms=5, status=RunStatus.DEAD)
+    changes = [one, other] if first == 0 else [other, one]
     with pytest.raises(ValueError, match="same columns"), tx(db) as conn:
-        ledger.set_runs(conn, [one, other])
+        ledger.set_runs(conn, changes)
 
 
 def _fields(change: ledger.RunChange) -> dict[str, Any]:
@@ -230,15 +217,14 @@ def test_an_outbox_retry_moves_the_row_to_its_next_attempt(db: Database) -> None
 
 
 def test_attempts_start_finish_and_keep_an_error_a_success_does_not_name(db: Database) -> None:
-    start = ledger.Attempt(job_id="j", scheduled_at_ms=5, attempt=1, started_at_ms=10)
     with tx(db) as conn:
-        ledger.start_attempts(conn, [start])
+        ledger.start_attempts(conn, [("j", 5, 1)], started_at_ms=10)
         ledger.finish_attempts(conn, [("j", 5, 1)], finished_at_ms=20, outcome="failed", error="e")
         ledger.finish_attempts(conn, [("j", 5, 1)], finished_at_ms=30, outcome="succeeded")
         ledger.finish_attempts(conn, [("j", 5, 2)], finished_at_ms=30, outcome="failed", error="e")
     assert rows(db, "attempts") == [("j", 5, 1, 10, 30, "succeeded", "e")]  # no attempt 2 row
-    with tx(db) as conn:
-        ledger.start_attempts(conn, [start])  # a receive again: the leftover row is replaced
+    with tx(db) as conn:  # a receive again: the leftover row is replaced
+        ledger.start_attempts(conn, [("j", 5, 1)], started_at_ms=10)
     assert rows(db, "attempts") == [("j", 5, 1, 10, None, None, None)]
 
 

@@ -7,6 +7,7 @@ import sqlite3
 from typing import Any
 
 from schedd.model import RunStatus
+from schedd.store import ledger
 from schedd.store.command import Command, Handler, Result, ok, rejected
 from schedd.store.commands import DeleteDeadletter, RedriveDeadletter
 from schedd.store.events import DeliveriesReady, MessagesReady
@@ -29,8 +30,24 @@ def redrive_deadletter(tx: sqlite3.Connection, cmd: Command[RedriveDeadletter]) 
     row = _find(tx, cmd)
     if row is None:
         return rejected("deadletter_not_found", f"no dead letter with id {cmd.body.id!r}")
-    dl_id, tenant_id, job_id, scheduled_at, attempts, target_json, payload = row
+    dl_id, tenant_id, job_id, scheduled_at, _attempts, target_json, _payload = row
     target = json.loads(target_json)
+    ledger.enqueue(tx, [_one_more(cmd, row, target)], is_redrive=True)
+    ledger.unbury(tx, dl_id)
+    again = ledger.RunChange(
+        job_id=job_id, scheduled_at_ms=scheduled_at, status=RunStatus.RETRYING, finished_at_ms=None
+    )
+    ledger.set_runs(tx, [again])
+    if target["type"] in ledger.PULLED_KINDS:
+        return ok(MessagesReady(tenant_id, target["name"]))
+    return ok(DeliveriesReady())
+
+
+def _one_more(
+    cmd: Command[RedriveDeadletter], row: tuple[Any, ...], target: dict[str, Any]
+) -> ledger.Delivery:
+    """The dead letter's delivery again, due now, allowed one attempt more than it made."""
+    dl_id, tenant_id, job_id, scheduled_at, attempts, target_json, payload = row
     # One attempt more than the API allows after a 100-attempt run: stored policies are read
     # leniently (jobspec.stored_retry), never judged by the API's rules. Written as before
     # 2026-12-01, so this command applies alike on every version.
@@ -40,53 +57,36 @@ def redrive_deadletter(tx: sqlite3.Connection, cmd: Command[RedriveDeadletter]) 
         "initial_delay": "1s",
         "max_delay": "1s",
     }
-    if target["type"] == "queue":
-        tx.execute(
-            "INSERT OR REPLACE INTO messages (msg_id, tenant_id, queue, job_id, scheduled_at_ms, "
-            "attempt, visible_at_ms, receipt, payload, retry) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?, ?)",
-            (
-                dl_id,
-                tenant_id,
-                target["name"],
-                job_id,
-                scheduled_at,
-                attempts,
-                cmd.ts_ms,
-                payload,
-                json.dumps(one_more),
-            ),
+    retry = json.dumps(one_more)  # with spaces, as written since v1: stored text is unchanged
+    if target["type"] in ledger.PULLED_KINDS:
+        return ledger.QueueDelivery(
+            msg_id=dl_id,
+            tenant_id=tenant_id,
+            queue=target["name"],
+            job_id=job_id,
+            scheduled_at_ms=scheduled_at,
+            attempt=attempts,  # counts receives: the next one is attempts + 1
+            visible_at_ms=cmd.ts_ms,
+            payload=payload,
+            retry=retry,
         )
-    else:
-        tx.execute(
-            "INSERT INTO outbox (partition, tenant_id, job_id, scheduled_at_ms, attempt, "
-            "due_at_ms, target, payload, retry) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                cmd.body.partition or 0,
-                tenant_id,
-                job_id,
-                scheduled_at,
-                attempts + 1,
-                cmd.ts_ms,
-                target_json,
-                payload,
-                json.dumps(one_more),
-            ),
-        )
-    tx.execute("DELETE FROM deadletters WHERE id = ?", (dl_id,))
-    tx.execute(
-        "UPDATE runs SET status = ?, finished_at_ms = NULL "
-        "WHERE job_id = ? AND scheduled_at_ms = ?",
-        (RunStatus.RETRYING.value, job_id, scheduled_at),
+    return ledger.OutboxDelivery(
+        partition=cmd.body.partition or 0,
+        tenant_id=tenant_id,
+        job_id=job_id,
+        scheduled_at_ms=scheduled_at,
+        attempt=attempts + 1,  # the next one to make
+        due_at_ms=cmd.ts_ms,
+        target=target_json,
+        payload=payload,
+        retry=retry,
     )
-    is_queue = target["type"] == "queue"
-    return ok(MessagesReady(tenant_id, target["name"]) if is_queue else DeliveriesReady())
 
 
 def delete_deadletter(tx: sqlite3.Connection, cmd: Command[DeleteDeadletter]) -> Result:
     if _find(tx, cmd) is None:
         return rejected("deadletter_not_found", f"no dead letter with id {cmd.body.id!r}")
-    tx.execute("DELETE FROM deadletters WHERE id = ?", (cmd.body.id,))
+    ledger.unbury(tx, cmd.body.id)
     return ok()
 
 

@@ -11,8 +11,9 @@ import sqlite3
 from collections import Counter
 from typing import Any
 
-from schedd.model import JobStatus, RunStatus
-from schedd.store.command import Command, Handler, Result, compact_json, ok
+from schedd.model import JobStatus
+from schedd.store import ledger
+from schedd.store.command import Command, Handler, Result, ok
 from schedd.store.commands import AssignLeases, Claim, ClaimRuns, NodeHeartbeat
 from schedd.store.events import DeliveriesReady, Event, MessagesReady
 
@@ -131,7 +132,7 @@ def _claim_round(
         if claim.skip:
             continue
         target = spec["target"]
-        is_queue = target["type"] == "queue"
+        is_queue = target["type"] in ledger.PULLED_KINDS
         fed.add(MessagesReady(tenant_id, target["name"]) if is_queue else DeliveriesReady())
     return len(accepted)
 
@@ -179,58 +180,30 @@ def _record_runs(
             for c, _, _ in accepted
         ],
     )
-    tx.executemany(
-        "INSERT INTO runs (job_id, scheduled_at_ms, tenant_id, fire_at_ms, status, attempt, "
-        "dispatched_at_ms, finished_at_ms, error) VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?)",
+    runs = [
+        ledger.NewRun(
+            job_id=c.job_id,
+            scheduled_at_ms=c.scheduled_at_ms,
+            tenant_id=tenant_id,
+            fire_at_ms=c.fire_at_ms,
+            skipped=c.skip,  # a reason: misfire policy "skip", or overlap policy "skip"
+        )
+        for c, tenant_id, _ in accepted
+    ]
+    ledger.open_runs(tx, runs, now)
+    ledger.enqueue(
+        tx,
         [
-            (
-                c.job_id,
-                c.scheduled_at_ms,
-                tenant_id,
-                c.fire_at_ms,
-                RunStatus.SKIPPED.value if c.skip else RunStatus.DISPATCHED.value,
-                now,
-                now if c.skip else None,
-                c.skip,  # a reason: misfire policy "skip", or overlap policy "skip"
+            ledger.claimed_delivery(
+                run,
+                partition=c.partition,
+                target=spec["target"],
+                payload=spec.get("payload"),
+                retry=spec["retry"],
+                now_ms=now,
             )
-            for c, tenant_id, _ in accepted
-        ],
-    )
-    delivered = [(c, t, spec) for c, t, spec in accepted if not c.skip]
-    tx.executemany(
-        "INSERT INTO messages (msg_id, tenant_id, queue, job_id, scheduled_at_ms, attempt, "
-        "visible_at_ms, receipt, payload, retry) VALUES (?, ?, ?, ?, ?, 0, ?, NULL, ?, ?)",
-        [
-            (
-                f"{c.job_id}:{c.scheduled_at_ms}",
-                tenant_id,
-                spec["target"]["name"],
-                c.job_id,
-                c.scheduled_at_ms,
-                now,
-                compact_json(spec.get("payload")),
-                compact_json(spec["retry"]),
-            )
-            for c, tenant_id, spec in delivered
-            if spec["target"]["type"] == "queue"
-        ],
-    )
-    tx.executemany(
-        "INSERT INTO outbox (partition, tenant_id, job_id, scheduled_at_ms, attempt, "
-        "due_at_ms, target, payload, retry) VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?)",
-        [
-            (
-                c.partition,
-                tenant_id,
-                c.job_id,
-                c.scheduled_at_ms,
-                now,
-                compact_json(spec["target"]),
-                compact_json(spec.get("payload")),
-                compact_json(spec["retry"]),
-            )
-            for c, tenant_id, spec in delivered
-            if spec["target"]["type"] != "queue"
+            for run, (c, _, spec) in zip(runs, accepted, strict=True)
+            if not c.skip
         ],
     )
     _advance_jobs(tx, cmd, [(c, t) for c, t, _ in accepted if not c.is_trigger])

@@ -11,12 +11,12 @@ import sqlite3
 from typing import Any, NamedTuple
 
 from schedd.jobspec import stored_retry
-from schedd.model import RunStatus
+from schedd.model import RunStatus, idempotency_key
 from schedd.retry import has_attempts_left, retry_delay_ms
+from schedd.store import ledger
 from schedd.store.command import Command, Handler, Result, ok
 from schedd.store.commands import AckMessages, ExtendMessages, NackMessages, ReceiveMessages
 from schedd.store.events import MessagesReady
-from schedd.timeformat import format_instant
 
 
 class Message(NamedTuple):
@@ -53,31 +53,60 @@ def receive_messages(tx: sqlite3.Connection, cmd: Command[ReceiveMessages]) -> R
             messages.append(message)
     nonces = b.receipts
     receipts = [f"{nonce}.{m.msg_id}" for nonce, m in zip(nonces, messages, strict=False)]
-    visible_at = cmd.ts_ms + b.visibility_ms
-    tx.executemany(
-        "UPDATE messages SET attempt = ?, visible_at_ms = ?, receipt = ? WHERE msg_id = ?",
-        [(m.attempt + 1, visible_at, r, m.msg_id) for m, r in zip(messages, receipts, strict=True)],
-    )
-    tx.executemany(
-        "INSERT OR REPLACE INTO attempts (job_id, scheduled_at_ms, attempt, started_at_ms) "
-        "VALUES (?, ?, ?, ?)",
-        [(m.job_id, m.scheduled_at_ms, m.attempt + 1, cmd.ts_ms) for m in messages],
-    )
-    tx.executemany(
-        "UPDATE runs SET status = ?, attempt = ? WHERE job_id = ? AND scheduled_at_ms = ?",
-        [(RunStatus.DELIVERED.value, m.attempt + 1, m.job_id, m.scheduled_at_ms) for m in messages],
-    )
+    _hand_out(tx, cmd, messages, receipts)
     return ok(messages=[_delivery(m, r) for m, r in zip(messages, receipts, strict=True)])
 
 
+def _hand_out(
+    tx: sqlite3.Connection,
+    cmd: Command[ReceiveMessages],
+    messages: list[Message],
+    receipts: list[str],
+) -> None:
+    """Each message's next attempt starts now, under its receipt; its run is delivered."""
+    now, visible_at = cmd.ts_ms, cmd.ts_ms + cmd.body.visibility_ms
+    ledger.hand_out(
+        tx,
+        [(m.msg_id, m.attempt + 1, visible_at, r) for m, r in zip(messages, receipts, strict=True)],
+    )
+    ledger.start_attempts(
+        tx, [(m.job_id, m.scheduled_at_ms, m.attempt + 1) for m in messages], started_at_ms=now
+    )
+    delivered = RunStatus.DELIVERED
+    ledger.set_runs(
+        tx,
+        [
+            ledger.RunChange(
+                job_id=m.job_id,
+                scheduled_at_ms=m.scheduled_at_ms,
+                status=delivered,
+                attempt=m.attempt + 1,
+            )
+            for m in messages
+        ],
+    )
+
+
+def _run(message: Message, status: RunStatus, **columns: Any) -> ledger.RunChange:
+    """The change of a message's run to `status`, writing only the columns given."""
+    return ledger.RunChange(
+        job_id=message.job_id, scheduled_at_ms=message.scheduled_at_ms, status=status, **columns
+    )
+
+
+def _current_attempt(message: Message) -> tuple[str, int, int]:
+    """The message's current attempt, as the ledger names one."""
+    return message.job_id, message.scheduled_at_ms, message.attempt
+
+
 def _delivery(message: Message, receipt: str) -> dict[str, Any]:
-    scheduled_at = format_instant(message.scheduled_at_ms)
+    key = idempotency_key(message.job_id, message.scheduled_at_ms)
     return {
         "receipt": receipt,
         "job_id": message.job_id,
-        "scheduled_at": scheduled_at,
+        "scheduled_at": key[len(message.job_id) + 1 :],  # "job_id:scheduled_at": formatted once
         "attempt": message.attempt + 1,
-        "idempotency_key": f"{message.job_id}:{scheduled_at}",
+        "idempotency_key": key,
         "payload": json.loads(message.payload),
     }
 
@@ -101,15 +130,21 @@ def _by_receipts(
 def ack_messages(tx: sqlite3.Connection, cmd: Command[AckMessages]) -> Result:
     """The consumer finished: the run succeeded. Unknown or expired receipts are not counted."""
     messages = _by_receipts(tx, cmd)
-    tx.executemany("DELETE FROM messages WHERE msg_id = ?", [(m.msg_id,) for m in messages])
-    tx.executemany(
-        "UPDATE attempts SET finished_at_ms = ?, outcome = 'succeeded' "
-        "WHERE job_id = ? AND scheduled_at_ms = ? AND attempt = ?",
-        [(cmd.ts_ms, m.job_id, m.scheduled_at_ms, m.attempt) for m in messages],
-    )
-    tx.executemany(
-        "UPDATE runs SET status = ?, finished_at_ms = ? WHERE job_id = ? AND scheduled_at_ms = ?",
-        [(RunStatus.SUCCEEDED.value, cmd.ts_ms, m.job_id, m.scheduled_at_ms) for m in messages],
+    now, succeeded = cmd.ts_ms, RunStatus.SUCCEEDED
+    ledger.remove(tx, [m.msg_id for m in messages])
+    attempts = [(m.job_id, m.scheduled_at_ms, m.attempt) for m in messages]
+    ledger.finish_attempts(tx, attempts, finished_at_ms=now, outcome="succeeded")
+    ledger.set_runs(
+        tx,
+        [
+            ledger.RunChange(
+                job_id=m.job_id,
+                scheduled_at_ms=m.scheduled_at_ms,
+                status=succeeded,
+                finished_at_ms=now,
+            )
+            for m in messages
+        ],
     )
     return ok(acked=len(messages))
 
@@ -128,10 +163,7 @@ def nack_messages(tx: sqlite3.Connection, cmd: Command[NackMessages]) -> Result:
 def extend_messages(tx: sqlite3.Connection, cmd: Command[ExtendMessages]) -> Result:
     """Keep messages invisible for longer while their consumer works on them."""
     messages = _by_receipts(tx, cmd)
-    tx.executemany(
-        "UPDATE messages SET visible_at_ms = ? WHERE msg_id = ?",
-        [(cmd.ts_ms + cmd.body.visibility_ms, m.msg_id) for m in messages],
-    )
+    ledger.extend(tx, [m.msg_id for m in messages], cmd.ts_ms + cmd.body.visibility_ms)
     return ok(extended=len(messages))
 
 
@@ -139,19 +171,17 @@ def _fail_attempt(
     tx: sqlite3.Connection, cmd: Command[Any], message: Message, error: str, outcome: str
 ) -> bool:
     """End the current attempt as failed; True if the run will be tried again."""
-    _finish_attempt(tx, cmd, message, outcome, error)
+    now = cmd.ts_ms
+    ledger.finish_attempts(
+        tx, [_current_attempt(message)], finished_at_ms=now, outcome=outcome, error=error
+    )
     policy = stored_retry(json.loads(message.retry))
     if has_attempts_left(policy, message.attempt):
         delay = retry_delay_ms(policy, message.attempt, message.msg_id)
-        tx.execute(
-            "UPDATE messages SET visible_at_ms = ?, receipt = NULL WHERE msg_id = ?",
-            (cmd.ts_ms + delay, message.msg_id),
-        )
-        _set_run(tx, message, RunStatus.RETRYING, error=error)
+        ledger.schedule_retry(tx, message.msg_id, now + delay)
+        ledger.set_runs(tx, [_run(message, RunStatus.RETRYING, error=error)])
         return True
-    tx.execute("DELETE FROM messages WHERE msg_id = ?", (message.msg_id,))
-    _dead_letter(tx, cmd, message, cmd.body.tenant_id, cmd.body.queue, error)
-    _set_run(tx, message, RunStatus.DEAD, error=error, finished_at_ms=cmd.ts_ms)
+    _bury(tx, cmd, message, tenant_id=cmd.body.tenant_id, queue=cmd.body.queue, error=error)
     return False
 
 
@@ -167,61 +197,39 @@ def expire_message(
     """Retention: a message nobody received in time becomes a dead letter, its run dead (an
     attempt whose visibility timeout passed ends as timed out)."""
     if message.receipt is not None:
-        _finish_attempt(tx, cmd, message, "timed_out", "visibility timeout expired")
-    tx.execute("DELETE FROM messages WHERE msg_id = ?", (message.msg_id,))
-    _dead_letter(tx, cmd, message, tenant_id, queue, error)
-    _set_run(tx, message, RunStatus.DEAD, error=error, finished_at_ms=cmd.ts_ms)
+        ledger.finish_attempts(
+            tx,
+            [_current_attempt(message)],
+            finished_at_ms=cmd.ts_ms,
+            outcome="timed_out",
+            error="visibility timeout expired",
+        )
+    _bury(tx, cmd, message, tenant_id=tenant_id, queue=queue, error=error)
 
 
-def _dead_letter(
+def _bury(
     tx: sqlite3.Connection,
     cmd: Command[Any],
     message: Message,
+    *,
     tenant_id: str,
     queue: str,
     error: str,
 ) -> None:
-    tx.execute(
-        "INSERT OR REPLACE INTO deadletters (id, tenant_id, job_id, scheduled_at_ms, attempts, "
-        "error, target, payload, created_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            message.msg_id,
-            tenant_id,
-            message.job_id,
-            message.scheduled_at_ms,
-            message.attempt,
-            error,
-            json.dumps({"type": "queue", "name": queue}),
-            message.payload,
-            cmd.ts_ms,
-        ),
+    """The message becomes a dead letter (of its id) and its run is dead."""
+    dead = ledger.DeadLetter(
+        id=message.msg_id,
+        tenant_id=tenant_id,
+        job_id=message.job_id,
+        scheduled_at_ms=message.scheduled_at_ms,
+        attempts=message.attempt,
+        error=error,
+        target=ledger.queue_target(queue),
+        payload=message.payload,
+        created_at_ms=cmd.ts_ms,
     )
-
-
-def _finish_attempt(
-    tx: sqlite3.Connection, cmd: Command[Any], message: Message, outcome: str, error: str | None
-) -> None:
-    tx.execute(
-        "UPDATE attempts SET finished_at_ms = ?, outcome = ?, error = ? "
-        "WHERE job_id = ? AND scheduled_at_ms = ? AND attempt = ?",
-        (cmd.ts_ms, outcome, error, message.job_id, message.scheduled_at_ms, message.attempt),
-    )
-
-
-def _set_run(
-    tx: sqlite3.Connection,
-    message: Message,
-    status: RunStatus,
-    *,
-    attempt: int | None = None,
-    error: str | None = None,
-    finished_at_ms: int | None = None,
-) -> None:
-    tx.execute(
-        "UPDATE runs SET status = ?, attempt = COALESCE(?, attempt), error = COALESCE(?, error), "
-        "finished_at_ms = COALESCE(?, finished_at_ms) WHERE job_id = ? AND scheduled_at_ms = ?",
-        (status.value, attempt, error, finished_at_ms, message.job_id, message.scheduled_at_ms),
-    )
+    run = _run(message, RunStatus.DEAD, error=error, finished_at_ms=cmd.ts_ms)
+    ledger.bury(tx, message.msg_id, dead, run)
 
 
 HANDLERS: dict[str, Handler] = {

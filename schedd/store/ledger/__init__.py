@@ -6,8 +6,9 @@ no policy: the caller passes the times `retry.retry_delay_ms` chose) and keep th
 their order and their edge cases as replicas' digests expect. Target kinds: "queue" is pulled by
 consumers from `messages`; every other kind (http, and the brokers to come) is an `outbox` row
 pushed by that kind's node-side sender (docs/delivery.md, "Adding a target kind").
-The apply handlers still write with their own copies of these statements until they move here
-(issue 15 phase 2); tests/unit/test_store_ledger_paths.py checks both write the same rows.
+The apply handlers (`store/apply/` dispatch, queue, deadletters, delivery; retention through
+`queue.expire_message`) write delivery state only through these functions;
+tests/unit/test_store_ledger_paths.py pins the rows each delivery path leaves.
 """
 
 from __future__ import annotations

@@ -20,7 +20,6 @@ from schedd.store.ledger.rows import (
     QueueDelivery,
     Reported,
     RunChange,
-    values,
 )
 from schedd.store.ledger.runs import set_runs
 
@@ -79,16 +78,16 @@ def enqueue(
     messages = [d for d in deliveries if isinstance(d, QueueDelivery)]
     tx.executemany(
         ("INSERT OR REPLACE " if is_redrive else "INSERT ") + _MESSAGE,
-        [values(d) for d in messages],
+        messages,
     )
-    tx.executemany(_OUTBOX, [values(d) for d in deliveries if isinstance(d, OutboxDelivery)])
+    tx.executemany(_OUTBOX, [d for d in deliveries if isinstance(d, OutboxDelivery)])
 
 
 def hand_out(tx: sqlite3.Connection, handed: Sequence[tuple[str, int, int, str]]) -> None:
     """Messages received: (msg_id, attempt, visible_at_ms, receipt) each."""
     tx.executemany(
-        "UPDATE messages SET attempt = ?, visible_at_ms = ?, receipt = ? WHERE msg_id = ?",
-        [(attempt, visible_at, receipt, msg_id) for msg_id, attempt, visible_at, receipt in handed],
+        "UPDATE messages SET attempt = ?2, visible_at_ms = ?3, receipt = ?4 WHERE msg_id = ?1",
+        handed,
     )
 
 
@@ -163,7 +162,7 @@ def bury(tx: sqlite3.Connection, delivery: str | int, dead: DeadLetter, run: Run
     tx.execute(
         "INSERT OR REPLACE INTO deadletters (id, tenant_id, job_id, scheduled_at_ms, attempts, "
         "error, target, payload, created_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        values(dead),
+        dead,
     )
     set_runs(tx, [run])
 
