@@ -270,7 +270,6 @@ class Node:
             peer_tls=self.tls_peers,
             peers=self.peers,
         )
-        self.dispatch.start()
         self.caller = Caller(
             self.config.node_id,
             self.reads,
@@ -280,8 +279,11 @@ class Node:
             concurrency=self.config.delivery_concurrency,
             tenant_concurrency=self.config.tenant_concurrency,
         )
-        self.caller.start()
+        # Subscribed before they start: a due run committed while the dispatcher's first
+        # preload runs is offered, not left for the next preload.
         subscribe_loops(self.events, self.dispatch, self.caller)
+        self.dispatch.start()
+        self.caller.start()
 
     def _limits(self) -> ServerLimits:
         cfg = self.config

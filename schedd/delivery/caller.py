@@ -211,7 +211,9 @@ class Caller:
         CALLBACK_SECONDS.labels(status_class=_status_class(outcome.status)).observe(
             (finished - started) / 1000
         )
-        metrics.record_delivery("http", call.attempt, call.scheduled_at_ms, started)
+        metrics.record_delivery(
+            target_kind(call.target), call.attempt, call.scheduled_at_ms, started
+        )
 
     async def _attempt(
         self, call: outbox.DueCall, tenant: Tenant | None, started_ms: int, policy: RetryPolicy

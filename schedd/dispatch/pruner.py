@@ -12,7 +12,7 @@ from schedd.errors import SchedError
 from schedd.loop import Loop
 from schedd.retention import Retention
 from schedd.store.apply.retention import MAX_ROWS_PER_PRUNE
-from schedd.store.commands import LEVEL_OF_TYPE, Prune
+from schedd.store.commands import Prune
 from schedd.store.gauges import oldest_due_ms
 
 PASS_EVERY_S = 5.0  # a pass over every tenant starts this often when the last one finished
@@ -25,8 +25,8 @@ MAX_SPIKE_PAUSE_S = 60.0
 OVERLOADED_PIECE_S = 0.5
 IDLE_S = 1.0  # a follower checks this often whether it became the leader
 # Results kept to answer a retried command: a proposer retries within its request timeout
-# (seconds), so two minutes is plenty (apply.py's own clean-up keeps them an hour; a receive's
-# result holds its messages: 280 MB in ten minutes at 1,500 runs/s, measured).
+# (seconds), so two minutes is plenty (apply/machine.py's own clean-up keeps them an hour; a
+# receive's result holds its messages: 280 MB in ten minutes at 1,500 runs/s, measured).
 COMMANDS_KEEP_MS = 120_000
 
 log = logging.getLogger(__name__)
@@ -63,7 +63,7 @@ class Pruner(Loop):
         if not self._is_leader():
             self._after = ""
             return IDLE_S
-        old = self._lagging(LEVEL_OF_TYPE["prune"])
+        old = self._lagging(Prune.LEVEL)
         if old:
             if old != self._warned:
                 log.warning(

@@ -117,8 +117,18 @@ _BATCH = msgspec.json.Decoder(_Batch)
 
 def encode_command(cmd: LogCommand, *, id: str, ts_ms: int) -> bytes:
     """The bytes that enter the log for a typed command (the same JSON as `encode` of its
-    body, without building the body's objects)."""
-    return _ENCODER.encode(_Outgoing(v=FORMAT_VERSION, type=cmd.TYPE, id=id, ts=ts_ms, body=cmd))
+    body, without building the body's objects).
+
+    msgspec checks types when it decodes, not when a struct is built: a producer that put a
+    float in an int field would write an entry every replica halts on (CorruptLog, at every
+    restart). So the bytes are read back as apply will read them, here, before they can enter
+    the log; a command that does not fit its type is a TypeError in its producer."""
+    blob = _ENCODER.encode(_Outgoing(v=FORMAT_VERSION, type=cmd.TYPE, id=id, ts=ts_ms, body=cmd))
+    try:
+        DECODERS[cmd.TYPE].decode(_ENVELOPE.decode(blob).body)
+    except msgspec.DecodeError as exc:
+        raise TypeError(f"{cmd.TYPE} does not fit its type: {exc}") from None
+    return blob
 
 
 def encode_batch(blobs: list[bytes], *, id: str, ts_ms: int) -> bytes:

@@ -1,6 +1,6 @@
 """One node's SQLite file: the writer connection apply uses, readers for everything else.
 
-Only apply (store/apply.py) writes, inside `transaction()`, which records the applied index.
+Only apply (store/apply/) writes, inside `transaction()`, which records the applied index.
 """
 
 from __future__ import annotations

@@ -33,7 +33,15 @@ from schedd.store.command import (
     result_of,
     typed,
 )
-from schedd.store.commands import CATALOGUE, LEVEL_OF_TYPE, LOG_LEVEL, Body, LogCommand
+from schedd.store.commands import (
+    CATALOGUE,
+    LEVEL_OF_TYPE,
+    LOG_LEVEL,
+    AckMessages,
+    Body,
+    LogCommand,
+    NodeHeartbeat,
+)
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "journal-level2.jsonl"
 APPLY = Path(__file__).parents[2] / "schedd" / "store" / "apply"
@@ -205,3 +213,17 @@ def test_a_result_reads_back_from_its_json() -> None:
     applied = result_of({"status": "ok", "acked": 2})
     assert not isinstance(applied, Rejected) and applied.fields == {"acked": 2}
     assert applied.to_json() == {"status": "ok", "acked": 2}
+
+
+@pytest.mark.parametrize(
+    "cmd",
+    [
+        NodeHeartbeat(node_id="n1", ttl_ms=5000.0),  # type: ignore[arg-type]
+        AckMessages(tenant_id="t", queue="q", receipts=("r", 7)),  # type: ignore[arg-type]
+    ],
+)
+def test_a_command_that_does_not_fit_its_type_never_reaches_the_log(cmd: LogCommand) -> None:
+    """msgspec checks types when it decodes, not when a struct is built: the proposer's
+    encoding reads its bytes back, so a producer's slip fails there, not on every replica."""
+    with pytest.raises(TypeError, match=f"{cmd.TYPE} does not fit its type"):
+        encode_command(cmd, id="c1", ts_ms=1)

@@ -25,7 +25,7 @@ MAX_ROWS_PER_PRUNE = 250  # measured: about 4 ms of apply (median), 8 ms p90
 MAX_TENANTS_PER_PRUNE = 64
 _MESSAGE_COLUMNS = ", ".join(Message._fields)
 PRUNED = ("messages", "runs", "jobs", "deadletters", "audit")  # in the order they are pruned
-# The results kept to answer a retried command (apply.py keeps them an hour, pruned every
+# The results kept to answer a retried command (apply/machine.py keeps them an hour, pruned every
 # 1,000 entries): a prune that names `commands_ms` also deletes those older than that, up to
 # this many, outside the row budget (each is one small delete by key).
 MAX_COMMANDS_PER_PRUNE = 1_000
