@@ -64,6 +64,13 @@ _COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 _CANONICAL = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, sort_keys=True)
 
 
+def stored_json(text: str | bytes) -> Any:
+    """A JSON text the store holds (written by compact_json or canonical_json), read at C speed:
+    the same values json.loads gives (the store never holds NaN or lone surrogates), several
+    times faster on the claim and receive paths, which read one spec or payload per run."""
+    return msgspec.json.decode(text)
+
+
 def compact_json(value: Any) -> str:
     """JSON text without spaces; one shared encoder (json.dumps with options builds one a call)."""
     return _COMPACT.encode(value)

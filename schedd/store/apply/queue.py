@@ -14,7 +14,7 @@ from schedd.jobspec import stored_retry
 from schedd.model import RunStatus, idempotency_key
 from schedd.retry import has_attempts_left, retry_delay_ms
 from schedd.store import ledger
-from schedd.store.command import Command, Handler, Result, ok
+from schedd.store.command import Command, Handler, Result, ok, stored_json
 from schedd.store.commands import AckMessages, ExtendMessages, NackMessages, ReceiveMessages
 from schedd.store.events import MessagesReady
 
@@ -72,18 +72,11 @@ def _hand_out(
     ledger.start_attempts(
         tx, [(m.job_id, m.scheduled_at_ms, m.attempt + 1) for m in messages], started_at_ms=now
     )
-    delivered = RunStatus.DELIVERED
-    ledger.set_runs(
+    ledger.mark_runs(
         tx,
-        [
-            ledger.RunChange(
-                job_id=m.job_id,
-                scheduled_at_ms=m.scheduled_at_ms,
-                status=delivered,
-                attempt=m.attempt + 1,
-            )
-            for m in messages
-        ],
+        RunStatus.DELIVERED,
+        [(m.attempt + 1, m.job_id, m.scheduled_at_ms) for m in messages],
+        columns=("attempt",),
     )
 
 
@@ -107,7 +100,7 @@ def _delivery(message: Message, receipt: str) -> dict[str, Any]:
         "scheduled_at": key[len(message.job_id) + 1 :],  # "job_id:scheduled_at": formatted once
         "attempt": message.attempt + 1,
         "idempotency_key": key,
-        "payload": json.loads(message.payload),
+        "payload": stored_json(message.payload),
     }
 
 
@@ -130,21 +123,15 @@ def _by_receipts(
 def ack_messages(tx: sqlite3.Connection, cmd: Command[AckMessages]) -> Result:
     """The consumer finished: the run succeeded. Unknown or expired receipts are not counted."""
     messages = _by_receipts(tx, cmd)
-    now, succeeded = cmd.ts_ms, RunStatus.SUCCEEDED
+    now = cmd.ts_ms
     ledger.remove(tx, [m.msg_id for m in messages])
     attempts = [(m.job_id, m.scheduled_at_ms, m.attempt) for m in messages]
     ledger.finish_attempts(tx, attempts, finished_at_ms=now, outcome="succeeded")
-    ledger.set_runs(
+    ledger.mark_runs(
         tx,
-        [
-            ledger.RunChange(
-                job_id=m.job_id,
-                scheduled_at_ms=m.scheduled_at_ms,
-                status=succeeded,
-                finished_at_ms=now,
-            )
-            for m in messages
-        ],
+        RunStatus.SUCCEEDED,
+        [(now, m.job_id, m.scheduled_at_ms) for m in messages],
+        columns=("finished_at_ms",),
     )
     return ok(acked=len(messages))
 

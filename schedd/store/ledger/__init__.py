@@ -41,6 +41,7 @@ from schedd.store.ledger.rows import (
 )
 from schedd.store.ledger.runs import (
     finish_attempts,
+    mark_runs,
     open_runs,
     record_attempts,
     set_runs,
@@ -66,6 +67,7 @@ __all__ = [
     "extend",
     "finish_attempts",
     "hand_out",
+    "mark_runs",
     "open_runs",
     "queue_target",
     "record_attempts",
