@@ -181,6 +181,18 @@ def test_set_runs_refuses_changes_that_write_different_columns(db: Database, fir
         ledger.set_runs(conn, changes)
 
 
+def test_mark_runs_sets_the_status_and_only_the_columns_named(db: Database) -> None:
+    open_run(db)
+    with tx(db) as conn:
+        ledger.mark_runs(conn, RunStatus.DELIVERED, [(3, "j", 5)], columns=("attempt",))
+    assert run_state(db) == ("delivered", 3, None, None)
+    with tx(db) as conn:
+        ledger.mark_runs(conn, RunStatus.SUCCEEDED, [(9, "j", 5)], columns=("finished_at_ms",))
+    assert run_state(db) == ("succeeded", 3, None, 9)
+    with pytest.raises(ValueError, match="not run columns"), tx(db) as conn:
+        ledger.mark_runs(conn, RunStatus.DEAD, [("x", "j", 5)], columns=("tenant_id",))
+
+
 def _fields(change: ledger.RunChange) -> dict[str, Any]:
     return {
         "job_id": change.job_id,
