@@ -29,6 +29,7 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
 	$(BIN)/python benchmarks/bench_schedule.py
+	$(BIN)/python benchmarks/bench_apply.py
 	$(BIN)/python benchmarks/bench_api.py
 	$(BIN)/python benchmarks/bench_dispatch.py
 	@echo "(the 1,000,000-job benchmark takes minutes: $(BIN)/python benchmarks/bench_scale.py)"
