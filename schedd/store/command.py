@@ -40,7 +40,7 @@ class Command(Generic[B]):
     body: B
 
 
-Wire = Command[Mapping[str, Any]]
+Wire = Command[Mapping[str, Any]]  # a body as a JSON object: tests and the fixture writer
 
 
 def typed(cmd: Command[Any], *, index: int) -> Command[LogCommand]:
@@ -88,7 +88,8 @@ def envelope(cmd: Wire) -> dict[str, Any]:
 
 
 def encode(cmd: Wire) -> bytes:
-    """The bytes that enter the log, for a body given as a JSON object."""
+    """The bytes of a log entry whose body is given as a JSON object (json, as the code before
+    the typed catalogue wrote them: tests and tools/fixtures use it; nodes use encode_command)."""
     text = json.dumps(envelope(cmd), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     return text.encode()
 

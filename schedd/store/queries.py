@@ -203,15 +203,6 @@ def _run_to_json(row: tuple[Any, ...], attempts: list[tuple[Any, ...]]) -> dict[
     }
 
 
-def idempotent_job_id(conn: sqlite3.Connection, tenant_id: str, key: str) -> tuple[str, str] | None:
-    """(request_hash, job_id) recorded for a tenant's Idempotency-Key, if any."""
-    row: tuple[str, str] | None = conn.execute(
-        "SELECT request_hash, job_id FROM idempotency WHERE tenant_id = ? AND key = ?",
-        (tenant_id, key),
-    ).fetchone()
-    return row
-
-
 def list_audit(
     conn: sqlite3.Connection, tenant_id: str | None, *, after: int, limit: int
 ) -> list[dict[str, Any]]:
