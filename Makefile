@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint bench bench-retention chaos dist clean
+.PHONY: install run test lint bench bench-compare bench-retention chaos dist clean
 
 install: $(STAMP)
 
@@ -34,6 +34,11 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_dispatch.py
 	@echo "(the 1,000,000-job benchmark takes minutes: $(BIN)/python benchmarks/bench_scale.py)"
 	@echo "(installing a 1 GB snapshot on a follower takes about 2 minutes: $(BIN)/python benchmarks/bench_snapshot_install.py)"
+
+# BullMQ (npm, a private redis-server) and schedd on one and three nodes, the same spike, side by
+# side (issue 16): about 5-8 minutes at the default N=100,000; ARGS="--n 5000" for a short run.
+bench-compare: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[test,bench]' && $(BIN)/python benchmarks/compare.py $(ARGS)
 
 # Retention under load (issue 14): 10 minutes, three nodes; ARGS="--duration 150" for a short run.
 bench-retention: $(STAMP)

@@ -1,0 +1,356 @@
+"""Benchmark: the same spike on BullMQ (Redis) and on schedd, one and three nodes, in one run.
+
+Issue 16: N one-time jobs, created in batches of 1,000, all due at one whole second T well
+after the last create; one consumer of the same strength per system (BullMQ: one Worker,
+concurrency 100; schedd: one process with 16 receive loops of at most 100 messages, acking what
+they get). Drain = last first delivery - T; lost, duplicated and early deliveries are counted.
+Prints one table with the ratios to BullMQ, writes benchmarks/results/compare.json and
+compare.png (runs received over seconds since T). BullMQ is a pinned npm package installed into
+benchmarks/.bullmq/ (git-ignored) and runs against a private redis-server on a loopback port.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from schedd.timeformat import format_instant
+from tests.servers import free_ports, http, make_nodes, running
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+BULLMQ_SRC = HERE / "bullmq"
+BULLMQ_DIR = HERE / ".bullmq"  # git-ignored: npm installs the pinned bullmq here
+BATCH = 1000
+RECEIVERS = 16
+SYSTEMS = ("bullmq", "schedd1", "schedd3")
+Delivery = tuple[str, float]  # (run key, first seen at, epoch s)
+
+
+# --- the summary (pure) -------------------------------------------------------------------------
+
+
+def due_at(now_s: float, n: int, rate: float, lead_s: float | None) -> int:
+    """T, a whole second: after the estimated creation time (n / rate), a lead of at least 10 s
+    (half the creation time when longer) unless `lead_s` is given. spike.mjs uses the same rule."""
+    create_s = n / max(rate, 1.0)
+    lead = lead_s if lead_s is not None else max(10.0, 0.5 * create_s)
+    return math.ceil(now_s + create_s + lead)
+
+
+def summarize(deliveries: list[Delivery], expected: set[str], due_s: float) -> dict[str, Any]:
+    """Counts and drain of one system's deliveries: `first` lists each run's first delivery
+    in seconds since T, sorted (the plot's curve)."""
+    first: dict[str, float] = {}
+    twice = 0
+    for key, at in deliveries:
+        if key in first:
+            twice += 1
+            first[key] = min(first[key], at)
+        else:
+            first[key] = at
+    times = sorted(at - due_s for key, at in first.items() if key in expected)
+    return {
+        "received": len(times),
+        "lost": len(expected - first.keys()),
+        "twice": twice,
+        "early": sum(1 for t in times if t < 0),
+        "unexpected": len(first.keys() - expected),
+        "drain_s": round(times[-1], 3) if times else None,
+        "first": [round(t, 3) for t in times],
+    }
+
+
+def ratios(rows: list[dict[str, Any]]) -> None:
+    """Add each row's drain and create rate as a ratio to BullMQ's (when BullMQ ran)."""
+    base = next((r for r in rows if r["system"] == "bullmq"), None)
+    for row in rows:
+        for field in ("drain_s", "create_rate"):
+            mine, theirs = row.get(field), base.get(field) if base else None
+            row[f"{field}_ratio"] = round(mine / theirs, 2) if mine and theirs else None
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    head = ("system", "N", "create/s", "x bullmq", "drain s", "x bullmq", "lost", "twice", "early")
+    lines = [" | ".join(head)]
+    for r in rows:
+        drain = "timeout" if r["timed_out"] else r["drain_s"]
+        cells = [r["system"], f"{r['n']:,}", f"{r['create_rate']:,.0f}", r["create_rate_ratio"]]
+        cells += [drain, r["drain_s_ratio"], r["lost"], r["twice"], r["early"]]
+        lines.append(" | ".join("-" if c is None else str(c) for c in cells))
+    return "\n".join(lines)
+
+
+# --- BullMQ -------------------------------------------------------------------------------------
+
+
+def install_bullmq() -> None:
+    """npm install the pinned bullmq and ioredis into benchmarks/.bullmq/ unless there."""
+    BULLMQ_DIR.mkdir(exist_ok=True)
+    shutil.copy(BULLMQ_SRC / "package.json", BULLMQ_DIR / "package.json")
+    shutil.copy(BULLMQ_SRC / "spike.mjs", BULLMQ_DIR / "spike.mjs")  # resolves bullmq from here
+    pinned = json.loads((BULLMQ_SRC / "package.json").read_text())["dependencies"]
+    if all(installed_version(name) == version for name, version in pinned.items()):
+        return
+    print(f"installing {pinned} into {BULLMQ_DIR}", flush=True)
+    subprocess.run(
+        ["npm", "install", "--no-audit", "--no-fund", "--no-save"],
+        cwd=BULLMQ_DIR,
+        check=True,
+        timeout=300,
+    )
+
+
+def installed_version(package: str) -> str | None:
+    path = BULLMQ_DIR / "node_modules" / package / "package.json"
+    return json.loads(path.read_text())["version"] if path.exists() else None
+
+
+@contextmanager
+def redis_server(tmp: Path) -> Iterator[int]:
+    """A private redis-server on a free loopback port, no persistence; stopped by PID."""
+    [port] = free_ports(1)
+    log = (tmp / "redis.log").open("wb")
+    command = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", ""]
+    command += ["--appendonly", "no", "--dir", str(tmp), "--daemonize", "no"]
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_for_port(port, process, timeout_s=10)
+        yield port
+    finally:
+        stop(process)
+        log.close()
+
+
+def wait_for_port(port: int, process: subprocess.Popen[bytes], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"redis-server exited with {process.returncode}")
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"redis-server did not listen on {port} within {timeout_s} s")
+
+
+def stop(process: subprocess.Popen[Any]) -> None:
+    """SIGTERM this process (by its PID), wait, then SIGKILL."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
+def run_bullmq(n: int, lead_s: float | None, timeout_s: float) -> dict[str, Any]:
+    install_bullmq()
+    with (
+        tempfile.TemporaryDirectory(prefix="compare-redis-") as tmp,
+        redis_server(Path(tmp)) as port,
+    ):
+        out = Path(tmp) / "bullmq.json"
+        command = ["node", str(BULLMQ_DIR / "spike.mjs"), "--port", str(port), "--n", str(n)]
+        command += ["--out", str(out), "--timeout-s", str(timeout_s)]
+        command += [] if lead_s is None else ["--lead-s", str(lead_s)]
+        node = subprocess.Popen(command)
+        try:
+            node.wait(timeout=timeout_s + 60 + n / 100)  # creation at >= 100 jobs/s, then drain
+        finally:
+            stop(node)
+        raw = json.loads(out.read_text())
+    deliveries = [(str(i), at / 1000) for i, at in raw["deliveries"]]
+    due_s = raw["due_ms"] / 1000
+    create_s = (raw["create_end_ms"] - raw["create_start_ms"]) / 1000
+    summary = summarize(deliveries, {str(i) for i in range(n)}, due_s)
+    lead = due_s - raw["create_end_ms"] / 1000
+    return row("bullmq", n, create_s, lead, raw["timed_out"], summary)
+
+
+def row(
+    system: str, n: int, create_s: float, lead_s: float, timed_out: bool, summary: dict[str, Any]
+) -> dict[str, Any]:
+    print(
+        f"{system}: created {n:,} in {create_s:.1f} s (T {lead_s:.1f} s after the last create); "
+        f"received {summary['received']:,}, drain {summary['drain_s']} s"
+        + (" (timed out)" if timed_out else ""),
+        flush=True,
+    )
+    return {
+        "system": system,
+        "n": n,
+        "create_s": round(create_s, 2),
+        "create_rate": round(n / create_s, 1) if create_s else None,
+        "lead_s": round(lead_s, 2),
+        "timed_out": timed_out,
+        **summary,
+    }
+
+
+# --- schedd -------------------------------------------------------------------------------------
+
+
+async def post_batches(
+    session: aiohttp.ClientSession, urls: list[str], bodies: list[dict[str, Any]]
+) -> list[str]:
+    """Batches of 1,000, two requests in flight; the run keys (job id:scheduled at) created."""
+    chunks = [bodies[i : i + BATCH] for i in range(0, len(bodies), BATCH)]
+    created: list[str] = []
+
+    async def post(i: int, chunk: list[dict[str, Any]]) -> None:
+        async with session.post(f"{urls[i % len(urls)]}/v1/jobs:batch", json={"jobs": chunk}) as r:
+            assert r.status == 200, await r.text()
+            results = (await r.json())["results"]
+        for result in results:
+            assert "error" not in result, result
+            created.append(f"{result['job_id']}:{result['next_run_at']}")
+
+    for start in range(0, len(chunks), 2):
+        await asyncio.gather(*(post(start + k, c) for k, c in enumerate(chunks[start : start + 2])))
+    return created
+
+
+async def receive_all(
+    session: aiohttp.ClientSession, urls: list[str], expected: int, stop_at: float
+) -> tuple[list[Delivery], bool]:
+    """16 receive loops (at most 100 messages, long poll) that ack what they get, until every
+    expected run was seen once or `stop_at` (monotonic); (deliveries, timed out)."""
+    deliveries: list[Delivery] = []
+    seen: set[str] = set()
+
+    async def loop(w: int) -> None:
+        base = f"{urls[w % len(urls)]}/v1/queues/spike"
+        body = {"max": 100, "wait": "1s", "visibility_timeout": "60s"}
+        while len(seen) < expected and time.monotonic() < stop_at:
+            async with session.post(f"{base}/receive", json=body) as r:
+                if r.status != 200:
+                    await asyncio.sleep(0.2)
+                    continue
+                messages = (await r.json())["messages"]
+            now = time.time()
+            for m in messages:
+                deliveries.append((m["idempotency_key"], now))
+                seen.add(m["idempotency_key"])
+            if messages:
+                receipts = {"receipts": [m["receipt"] for m in messages]}
+                async with session.post(f"{base}/ack", json=receipts) as r:
+                    await r.read()
+
+    await asyncio.gather(*(loop(w) for w in range(RECEIVERS)))
+    return deliveries, len(seen) < expected
+
+
+async def spike_schedd(
+    urls: list[str], token: str, n: int, lead_s: float | None, timeout_s: float
+) -> tuple[float, float, float, list[str], list[Delivery], bool]:
+    headers = {"Authorization": f"Bearer {token}"}
+    timeout = aiohttp.ClientTimeout(total=120)
+    connector = aiohttp.TCPConnector(limit=RECEIVERS + 4)
+    async with aiohttp.ClientSession(headers=headers, timeout=timeout, connector=connector) as s:
+        later = format_instant((int(time.time()) + 3600) * 1000)  # calibration: due in an hour
+        start = time.time()
+        await post_batches(s, urls, [job(later, "calibrate")] * BATCH)
+        rate = BATCH / max(0.001, time.time() - start)
+        due_s = due_at(time.time(), n, rate, lead_s)
+        start = time.time()
+        created = await post_batches(s, urls, [job(format_instant(due_s * 1000), "spike")] * n)
+        create_s = time.time() - start
+        print(f"schedd: {n:,} created in {create_s:.1f} s, due in {due_s - time.time():.1f} s")
+        await asyncio.sleep(max(0.0, due_s - time.time() - 1))
+        stop_at = time.monotonic() + (due_s - time.time()) + timeout_s
+        deliveries, timed_out = await receive_all(s, urls, len(created), stop_at)
+    return due_s, create_s, due_s - start - create_s, created, deliveries, timed_out
+
+
+def job(run_at: str, queue: str) -> dict[str, Any]:
+    return {"schedule": {"run_at": run_at}, "target": {"type": "queue", "name": queue}}
+
+
+def run_schedd(nodes: int, n: int, lead_s: float | None, timeout_s: float) -> dict[str, Any]:
+    with (
+        tempfile.TemporaryDirectory(prefix="compare-schedd-") as tmp,
+        running(make_nodes(Path(tmp), nodes)) as cluster,
+    ):
+        urls = [node.url for node in cluster]
+        tenant = {"name": "bench", "max_active_jobs": 10_000_000, "dispatch_rate": 0}
+        status, body, _ = http("POST", f"{urls[0]}/v1/tenants", tenant)
+        assert status == 201, body
+        result = asyncio.run(spike_schedd(urls, body["token"], n, lead_s, timeout_s))
+    due_s, create_s, lead, created, deliveries, timed_out = result
+    summary = summarize(deliveries, set(created), due_s)
+    return row(f"schedd{nodes}", n, create_s, lead, timed_out, summary)
+
+
+# --- output -------------------------------------------------------------------------------------
+
+
+def plot(rows: list[dict[str, Any]], path: Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("(matplotlib is not installed: no plot)")
+        return
+    fig, ax = plt.subplots(figsize=(9, 5))
+    for r in rows:
+        ax.plot(r["first"], range(1, len(r["first"]) + 1), label=f"{r['system']} ({r['n']:,})")
+    ax.set_xlabel("seconds since T (all jobs due)")
+    ax.set_ylabel("runs received (first delivery)")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    print(f"plot: {path}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=100_000, help="jobs (620000: the seed's spike)")
+    parser.add_argument("--systems", default=",".join(SYSTEMS), help="comma-separated subset")
+    parser.add_argument(
+        "--lead-s", type=float, help="T lies this far after the last create (default: estimated)"
+    )
+    parser.add_argument(
+        "--timeout-s", type=float, help="drain timeout after T (default: max(120, 3 s per 1,000))"
+    )
+    args = parser.parse_args()
+    systems = [s for s in args.systems.split(",") if s]
+    if unknown := set(systems) - set(SYSTEMS):
+        parser.error(f"unknown systems {sorted(unknown)}: pick from {', '.join(SYSTEMS)}")
+    timeout_s = args.timeout_s or max(120.0, 3 * args.n / 1000)
+    rows = []
+    for system in systems:
+        if system == "bullmq":
+            rows.append(run_bullmq(args.n, args.lead_s, timeout_s))
+        else:
+            rows.append(run_schedd(int(system[-1]), args.n, args.lead_s, timeout_s))
+    ratios(rows)
+    print(table(rows))
+    RESULTS.mkdir(exist_ok=True)
+    brief = [{k: v for k, v in r.items() if k != "first"} for r in rows]
+    (RESULTS / "compare.json").write_text(json.dumps(brief, indent=2) + "\n")
+    plot(rows, RESULTS / "compare.png")
+
+
+if __name__ == "__main__":
+    main()
