@@ -347,8 +347,12 @@ def main() -> None:
     ratios(rows)
     print(table(rows))
     RESULTS.mkdir(exist_ok=True)
-    brief = [{k: v for k, v in r.items() if k != "first"} for r in rows]
-    (RESULTS / "compare.json").write_text(json.dumps(brief, indent=2) + "\n")
+    when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    report = {
+        "measured_at": when,
+        "rows": [{k: v for k, v in r.items() if k != "first"} for r in rows],
+    }
+    (RESULTS / "compare.json").write_text(json.dumps(report, indent=2) + "\n")
     plot(rows, RESULTS / "compare.png")
 
 
