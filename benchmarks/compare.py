@@ -47,9 +47,10 @@ Delivery = tuple[str, float]  # (run key, first seen at, epoch s)
 
 
 def due_at(now_s: float, n: int, rate: float, lead_s: float | None) -> int:
-    """T, a whole second: after the estimated creation time (n / rate), a lead of at least 10 s
-    (half the creation time when longer) unless `lead_s` is given. spike.mjs uses the same rule."""
-    create_s = n / max(rate, 1.0)
+    """T, a whole second: after the estimated creation time (1.5 n / rate: `rate` is one batch's,
+    which overestimates a long run's), a lead of at least 10 s (half the creation time when
+    longer) unless `lead_s` is given. spike.mjs uses the same rule."""
+    create_s = 1.5 * n / max(rate, 1.0)
     lead = lead_s if lead_s is not None else max(10.0, 0.5 * create_s)
     return math.ceil(now_s + create_s + lead)
 

@@ -28,7 +28,7 @@ function args() {
 
 // The same rule as compare.py's due_at: after the estimated creation time, a lead of at least 10 s.
 function dueAt(nowMs, n, rate, leadS) {
-  const createS = n / rate;
+  const createS = (1.5 * n) / rate; // one batch's rate overestimates a long run's
   const lead = leadS ?? Math.max(10, 0.5 * createS);
   return Math.ceil((nowMs / 1000 + createS + lead)) * 1000;
 }

@@ -27,9 +27,9 @@ def test_summary_of_nothing_received_and_of_unknown_keys() -> None:
 
 
 def test_due_at_is_a_whole_second_after_the_estimated_creation_and_the_lead() -> None:
-    assert due_at(1000.2, 10_000, 1000.0, None) == 1021  # 10 s to create, then at least 10 s
-    assert due_at(1000.2, 100_000, 1000.0, None) == 1151  # 100 s to create, then half of it
-    assert due_at(1000.2, 10_000, 1000.0, 3.0) == 1014  # the lead given
+    assert due_at(1000.2, 4_000, 1000.0, None) == 1017  # 6 s to create, then at least 10 s
+    assert due_at(1000.2, 100_000, 1000.0, None) == 1226  # 150 s to create, then half of it
+    assert due_at(1000.2, 10_000, 1000.0, 3.0) == 1019  # 15 s to create, then the lead given
 
 
 def row(system: str, drain: float | None, rate: float, timed_out: bool = False) -> dict[str, Any]:
