@@ -16,67 +16,33 @@ import time
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks import queue_client as client
 from benchmarks.lag import summarize
 from schedd.timeformat import format_instant, parse_instant
 from tests.servers import http, make_nodes, running
 
 RESULTS = Path(__file__).resolve().parent / "results"
-WORKERS = 16  # consumer connections, spread over the nodes
 
 
 async def create(urls: list[str], token: str, bodies: list[dict[str, Any]]) -> None:
-    headers = {"Authorization": f"Bearer {token}"}
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=120)) as session:
-        chunks = [bodies[i : i + 1000] for i in range(0, len(bodies), 1000)]
-
-        async def post(i: int, chunk: list[dict[str, Any]]) -> None:
-            url = f"{urls[i % len(urls)]}/v1/jobs:batch"
-            async with session.post(url, json={"jobs": chunk}, headers=headers) as response:
-                assert response.status == 200, await response.text()
-
-        for start in range(0, len(chunks), 2):
-            await asyncio.gather(
-                *(post(start + k, c) for k, c in enumerate(chunks[start : start + 2]))
-            )
+    async with client.session(token) as s:
+        await client.post_batches(s, urls, bodies)
 
 
 async def consume(
     urls: list[str], token: str, queue: str, expected: int, deadline_s: float
 ) -> list[tuple[float, float, str]]:
     """(received_at, lag_s, idempotency_key) per message, until `expected` or the deadline."""
-    headers = {"Authorization": f"Bearer {token}"}
-    seen: list[tuple[float, float, str]] = []
-    stop_at = time.monotonic() + deadline_s
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session:
-
-        async def worker(w: int) -> None:
-            base = urls[w % len(urls)]
-            while len(seen) < expected and time.monotonic() < stop_at:
-                body = {"max": 100, "wait": "1s", "visibility_timeout": "60s"}
-                async with session.post(
-                    f"{base}/v1/queues/{queue}/receive", json=body, headers=headers
-                ) as r:
-                    if r.status != 200:
-                        await asyncio.sleep(0.2)
-                        continue
-                    messages = (await r.json())["messages"]
-                now = time.time()
-                for m in messages:
-                    lag = now - parse_instant(m["scheduled_at"], field="x") / 1000
-                    seen.append((now, lag, m["idempotency_key"]))
-                if messages:
-                    receipts = {"receipts": [m["receipt"] for m in messages]}
-                    async with session.post(
-                        f"{base}/v1/queues/{queue}/ack", json=receipts, headers=headers
-                    ) as r:
-                        await r.read()
-
-        await asyncio.gather(*(worker(w) for w in range(WORKERS)))
-    return seen
+    async with client.session(token, total_s=60) as s:
+        received, _ = await client.receive_all(
+            s, urls, queue, expected, time.monotonic() + deadline_s
+        )
+    return [
+        (at, at - parse_instant(m["scheduled_at"], field="x") / 1000, m["idempotency_key"])
+        for m, at in received
+    ]
 
 
 def background(urls: list[str], token: str, count: int) -> None:

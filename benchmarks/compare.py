@@ -26,10 +26,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks import queue_client as client
+from benchmarks.queue_client import BATCH
 from schedd.timeformat import format_instant
 from tests.servers import free_ports, http, make_nodes, running
 
@@ -37,8 +37,6 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 BULLMQ_SRC = HERE / "bullmq"
 BULLMQ_DIR = HERE / ".bullmq"  # git-ignored: npm installs the pinned bullmq here
-BATCH = 1000
-RECEIVERS = 16
 SYSTEMS = ("bullmq", "schedd1", "schedd3")
 Delivery = tuple[str, float]  # (run key, first seen at, epoch s)
 
@@ -209,75 +207,26 @@ def row(
 # --- schedd -------------------------------------------------------------------------------------
 
 
-async def post_batches(
-    session: aiohttp.ClientSession, urls: list[str], bodies: list[dict[str, Any]]
-) -> list[str]:
-    """Batches of 1,000, two requests in flight; the run keys (job id:scheduled at) created."""
-    chunks = [bodies[i : i + BATCH] for i in range(0, len(bodies), BATCH)]
-    created: list[str] = []
-
-    async def post(i: int, chunk: list[dict[str, Any]]) -> None:
-        async with session.post(f"{urls[i % len(urls)]}/v1/jobs:batch", json={"jobs": chunk}) as r:
-            assert r.status == 200, await r.text()
-            results = (await r.json())["results"]
-        for result in results:
-            assert "error" not in result, result
-            created.append(f"{result['job_id']}:{result['next_run_at']}")
-
-    for start in range(0, len(chunks), 2):
-        await asyncio.gather(*(post(start + k, c) for k, c in enumerate(chunks[start : start + 2])))
-    return created
-
-
-async def receive_all(
-    session: aiohttp.ClientSession, urls: list[str], expected: int, stop_at: float
-) -> tuple[list[Delivery], bool]:
-    """16 receive loops (at most 100 messages, long poll) that ack what they get, until every
-    expected run was seen once or `stop_at` (monotonic); (deliveries, timed out)."""
-    deliveries: list[Delivery] = []
-    seen: set[str] = set()
-
-    async def loop(w: int) -> None:
-        base = f"{urls[w % len(urls)]}/v1/queues/spike"
-        body = {"max": 100, "wait": "1s", "visibility_timeout": "60s"}
-        while len(seen) < expected and time.monotonic() < stop_at:
-            async with session.post(f"{base}/receive", json=body) as r:
-                if r.status != 200:
-                    await asyncio.sleep(0.2)
-                    continue
-                messages = (await r.json())["messages"]
-            now = time.time()
-            for m in messages:
-                deliveries.append((m["idempotency_key"], now))
-                seen.add(m["idempotency_key"])
-            if messages:
-                receipts = {"receipts": [m["receipt"] for m in messages]}
-                async with session.post(f"{base}/ack", json=receipts) as r:
-                    await r.read()
-
-    await asyncio.gather(*(loop(w) for w in range(RECEIVERS)))
-    return deliveries, len(seen) < expected
-
-
 async def spike_schedd(
     urls: list[str], token: str, n: int, lead_s: float | None, timeout_s: float
 ) -> tuple[float, float, float, list[str], list[Delivery], bool]:
-    headers = {"Authorization": f"Bearer {token}"}
-    timeout = aiohttp.ClientTimeout(total=120)
-    connector = aiohttp.TCPConnector(limit=RECEIVERS + 4)
-    async with aiohttp.ClientSession(headers=headers, timeout=timeout, connector=connector) as s:
+    async with client.session(token) as s:
         later = format_instant((int(time.time()) + 3600) * 1000)  # calibration: due in an hour
         start = time.time()
-        await post_batches(s, urls, [job(later, "calibrate")] * BATCH)
+        await client.post_batches(s, urls, [job(later, "calibrate")] * BATCH)
         rate = BATCH / max(0.001, time.time() - start)
         due_s = due_at(time.time(), n, rate, lead_s)
         start = time.time()
-        created = await post_batches(s, urls, [job(format_instant(due_s * 1000), "spike")] * n)
+        results = await client.post_batches(
+            s, urls, [job(format_instant(due_s * 1000), "spike")] * n
+        )
+        created = [f"{r['job_id']}:{r['next_run_at']}" for r in results]
         create_s = time.time() - start
         print(f"schedd: {n:,} created in {create_s:.1f} s, due in {due_s - time.time():.1f} s")
         await asyncio.sleep(max(0.0, due_s - time.time() - 1))
         stop_at = time.monotonic() + (due_s - time.time()) + timeout_s
-        deliveries, timed_out = await receive_all(s, urls, len(created), stop_at)
+        received, timed_out = await client.receive_all(s, urls, "spike", len(created), stop_at)
+    deliveries = [(m["idempotency_key"], at) for m, at in received]
     return due_s, create_s, due_s - start - create_s, created, deliveries, timed_out
 
 
