@@ -9,11 +9,10 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections import Counter
-from typing import Any
 
 from schedd.model import JobStatus
 from schedd.store import ledger
-from schedd.store.command import Command, Handler, Result, ok, stored_json
+from schedd.store.command import Command, Handler, Result, ok
 from schedd.store.commands import AssignLeases, Claim, ClaimRuns, NodeHeartbeat
 from schedd.store.events import DeliveriesReady, Event, MessagesReady
 
@@ -116,24 +115,23 @@ def _claim_round(
     fed: set[Event],
 ) -> int:
     keys = json.dumps([[c.job_id, c.scheduled_at_ms, c.fire_at_ms, c.partition] for c in claims])
-    accepted: list[tuple[Claim, str, dict[str, Any]]] = []  # claim, tenant, spec
+    accepted: list[tuple[Claim, str, ledger.JobDelivery]] = []  # claim, tenant, what to deliver
     for seq, is_due, tenant_id, spec, status, version, has_run in tx.execute(_CLAIM_STATE, (keys,)):
         claim = claims[seq]
         reason = _refusal(cmd, claim, leases.get(claim.partition), is_due, status, version)
         if reason is None and has_run:
             reason = "duplicate_run"
         if reason is None:
-            accepted.append((claim, tenant_id, stored_json(spec)))
+            accepted.append((claim, tenant_id, ledger.job_delivery(spec)))
         else:
             rejected[reason] += 1
     if accepted:
         _record_runs(tx, cmd, accepted)
-    for claim, tenant_id, spec in accepted:
+    for claim, tenant_id, job in accepted:
         if claim.skip:
             continue
-        target = spec["target"]
-        is_queue = target["type"] in ledger.PULLED_KINDS
-        fed.add(MessagesReady(tenant_id, target["name"]) if is_queue else DeliveriesReady())
+        is_queue = job.kind in ledger.PULLED_KINDS
+        fed.add(MessagesReady(tenant_id, job.queue or "") if is_queue else DeliveriesReady())
     return len(accepted)
 
 
@@ -162,7 +160,7 @@ def _refusal(
 def _record_runs(
     tx: sqlite3.Connection,
     cmd: Command[ClaimRuns],
-    accepted: list[tuple[Claim, str, dict[str, Any]]],
+    accepted: list[tuple[Claim, str, ledger.JobDelivery]],
 ) -> None:
     """Per accepted claim, in one transaction: the due row goes, the run row and its delivery
     (a queue message or an outbox row) come, and a scheduled run moves its job on."""
@@ -189,15 +187,8 @@ def _record_runs(
     ledger.enqueue(
         tx,
         [
-            ledger.claimed_delivery(
-                run,
-                partition=c.partition,
-                target=spec["target"],
-                payload=spec.get("payload"),
-                retry=spec["retry"],
-                now_ms=now,
-            )
-            for run, (c, _, spec) in zip(runs, accepted, strict=True)
+            ledger.claimed_delivery(run, partition=c.partition, job=job, now_ms=now)
+            for run, (c, _, job) in zip(runs, accepted, strict=True)
             if not c.skip
         ],
     )

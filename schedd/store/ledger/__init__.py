@@ -14,11 +14,13 @@ tests/unit/test_store_ledger_paths.py pins the rows each delivery path leaves.
 from __future__ import annotations
 
 from schedd.store.ledger.deliveries import (
+    JobDelivery,
     bury,
     claimed_delivery,
     enqueue,
     extend,
     hand_out,
+    job_delivery,
     queue_target,
     remove,
     reported_rows,
@@ -54,6 +56,7 @@ __all__ = [
     "Attempt",
     "DeadLetter",
     "Delivery",
+    "JobDelivery",
     "Keep",
     "NewRun",
     "OutboxDelivery",
@@ -67,6 +70,7 @@ __all__ = [
     "extend",
     "finish_attempts",
     "hand_out",
+    "job_delivery",
     "mark_runs",
     "open_runs",
     "queue_target",

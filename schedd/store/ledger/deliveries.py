@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+
+import msgspec
 
 from schedd.model import delivery_id
-from schedd.store.command import compact_json
 from schedd.store.ledger.rows import (
     PULLED_KINDS,
     DeadLetter,
@@ -24,28 +24,60 @@ from schedd.store.ledger.rows import (
 from schedd.store.ledger.runs import set_runs
 
 
-def claimed_delivery(
-    run: NewRun,
-    *,
-    partition: int,
-    target: Mapping[str, Any],
-    payload: Any,
-    retry: Any,
-    now_ms: int,
-) -> Delivery:
+class JobDelivery(msgspec.Struct, frozen=True):
+    """What a claim copies from a job's stored spec: its target's kind and queue name, and the
+    target, payload and retry policy as the spec's own JSON text (compact_json wrote the spec, so
+    a slice of it is exactly the text compact_json gives its value: no parse and re-encode)."""
+
+    kind: str
+    queue: str | None
+    target: str
+    payload: str
+    retry: str
+
+
+class _Target(msgspec.Struct):
+    type: str
+    name: str | None = None
+
+
+class _Spec(msgspec.Struct):
+    target: msgspec.Raw
+    retry: msgspec.Raw
+    payload: msgspec.Raw = msgspec.Raw(b"null")  # absent: null, as spec.get("payload") was
+
+
+_SPEC = msgspec.json.Decoder(_Spec)
+_TARGET = msgspec.json.Decoder(_Target)
+
+
+def job_delivery(spec: str) -> JobDelivery:
+    """The delivery fields of a job's stored spec (JSON text), read once per claimed run."""
+    fields = _SPEC.decode(spec)
+    target = _TARGET.decode(fields.target)
+    return JobDelivery(
+        target.type,
+        target.name,
+        bytes(fields.target).decode(),
+        bytes(fields.payload).decode(),
+        bytes(fields.retry).decode(),
+    )
+
+
+def claimed_delivery(run: NewRun, *, partition: int, job: JobDelivery, now_ms: int) -> Delivery:
     """A claimed run's delivery, by its target's kind: a message visible now with no receive
-    yet, or an outbox row due now for its first attempt (JSON values copied from the job)."""
-    if target["type"] in PULLED_KINDS:
+    yet, or an outbox row due now for its first attempt (JSON texts copied from the job)."""
+    if job.kind in PULLED_KINDS:
         return QueueDelivery(  # by position: a claim builds thousands a second
             delivery_id(run.job_id, run.scheduled_at_ms),  # msg_id
             run.tenant_id,
-            target["name"],  # queue
+            job.queue or "",  # queue: a queue target always names one
             run.job_id,
             run.scheduled_at_ms,
             0,  # attempt: no receive yet
             now_ms,  # visible_at_ms
-            compact_json(payload),
-            compact_json(retry),
+            job.payload,
+            job.retry,
         )
     return OutboxDelivery(
         partition=partition,
@@ -54,9 +86,9 @@ def claimed_delivery(
         scheduled_at_ms=run.scheduled_at_ms,
         attempt=1,
         due_at_ms=now_ms,
-        target=compact_json(target),
-        payload=compact_json(payload),
-        retry=compact_json(retry),
+        target=job.target,
+        payload=job.payload,
+        retry=job.retry,
     )
 
 
