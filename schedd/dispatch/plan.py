@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from schedd.model import AtSchedule, MisfirePolicy, OverlapPolicy
 from schedd.schedule import fire_time, load_schedule, next_after
@@ -31,15 +30,15 @@ class PlanJob:
 
     @classmethod
     def from_row(cls, job_id: str, row: JobRow) -> PlanJob:
-        spec: dict[str, Any] = row.spec
+        spec = row.spec
         return cls(
             job_id=job_id,
             status=row.status,
             next_run_at_ms=row.next_run_at_ms,
-            schedule=spec.get("schedule", {}),  # read only if the run is planned
-            overlap_policy=spec.get("overlap_policy", "allow"),
-            misfire_policy=spec.get("misfire_policy", "run_once"),
-            window=spec.get("window"),
+            schedule=spec.schedule,  # read only if the run is planned
+            overlap_policy=spec.overlap_policy,
+            misfire_policy=spec.misfire_policy,
+            window=spec.window,
         )
 
 

@@ -17,7 +17,7 @@ from schedd.dispatch.plan import (
     plan_run,
 )
 from schedd.schedule import fire_time
-from schedd.store.dispatch_reads import DueRun, JobRow
+from schedd.store.dispatch_reads import DueRun, JobRow, PlanFields
 from schedd.timeformat import parse_instant
 
 THRESHOLD_MS = 60_000
@@ -357,11 +357,11 @@ def test_a_threshold_of_zero_makes_any_delay_late() -> None:
 
 
 def test_a_job_row_becomes_the_plan_input_with_the_spec_defaults() -> None:
-    row = JobRow("t1", {"schedule": EVERY_5M}, "active", 3, T12)
+    row = JobRow("t1", PlanFields(schedule=EVERY_5M), "active", 3, T12)
     assert PlanJob.from_row(JOB, row) == job(EVERY_5M)
     row = JobRow(
         "t1",
-        {"schedule": ONE_TIME, "overlap_policy": "delay", "misfire_policy": "skip", "window": "1m"},
+        PlanFields(schedule=ONE_TIME, overlap_policy="delay", misfire_policy="skip", window="1m"),
         "paused",
         3,
         None,

@@ -9,6 +9,7 @@ from schedd.store.db import Database
 from schedd.store.dispatch_reads import (
     JOBS_PER_READ,
     DueRun,
+    PlanFields,
     due_runs,
     has_run_in_flight,
     read_jobs,
@@ -75,14 +76,14 @@ def test_read_jobs_past_one_chunk_of_ids(db: Database) -> None:
     db.conn.executemany(
         "INSERT INTO jobs (job_id, tenant_id, partition, spec, status, next_run_at_ms, version, "
         "created_at_ms, updated_at_ms) VALUES (?, 't1', 0, ?, 'active', ?, 2, 0, 0)",
-        [(f"j{i:04}", json.dumps({"n": i}), i) for i in range(count)],
+        [(f"j{i:04}", json.dumps({"n": i, "window": f"{i}s"}), i) for i in range(count)],
     )
     jobs = read_jobs(db.conn, {f"j{i:04}" for i in range(count)} | {"missing"})
     assert len(jobs) == count
     last = jobs[f"j{count - 1:04}"]
     assert (last.tenant_id, last.spec, last.status, last.version) == (
         "t1",
-        {"n": count - 1},
+        PlanFields(window=f"{count - 1}s"),
         "active",
         2,
     )
