@@ -5,6 +5,7 @@ Core code holds integer epoch milliseconds; only this module turns them into tex
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import time
@@ -31,6 +32,11 @@ def parse_instant(value: object, *, field: str) -> int:
     """Parse an RFC 3339 string with an offset into epoch ms; a naive time is an error."""
     if not isinstance(value, str):
         raise InvalidRequest(field, f"must be an RFC 3339 string, got {_shown(value)}")
+    return _parse_text(value, field)
+
+
+@functools.lru_cache(maxsize=4096)  # a spike's runs share one instant; only valid text is kept
+def _parse_text(value: str, field: str) -> int:
     if not _RFC3339.fullmatch(value):
         if _NAIVE.fullmatch(value):
             raise InvalidRequest(
@@ -71,12 +77,17 @@ def from_ms(ms: int) -> datetime:
 
 def format_instant(ms: int) -> str:
     """RFC 3339 in UTC with a 'Z' suffix; milliseconds only when there are some."""
-    t = time.gmtime(ms // 1_000)
-    text = f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}"
-    text += f"T{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d}"
+    text = _second_text(ms // 1_000)
     if ms % 1_000:
-        text += f".{ms % 1_000:03d}"
+        return f"{text}.{ms % 1_000:03d}Z"
     return text + "Z"
+
+
+@functools.lru_cache(maxsize=4096)  # a spike's runs share one second: formatted once
+def _second_text(seconds: int) -> str:
+    t = time.gmtime(seconds)
+    date = f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}"
+    return f"{date}T{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d}"
 
 
 def parse_duration(value: object, *, field: str, minimum_ms: int = 0) -> int:
