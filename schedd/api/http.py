@@ -14,6 +14,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import msgspec
 from aiohttp import web
 
 from schedd import metrics
@@ -27,7 +28,7 @@ from schedd.errors import (
     StorageLow,
     rejection_error,
 )
-from schedd.jsonbody import JSONValue, dumps, loads_object
+from schedd.jsonbody import JSONValue, loads_object
 from schedd.storage import StorageGuard
 from schedd.store.command import Rejected, result_of
 from schedd.store.commands import (
@@ -55,8 +56,18 @@ CLIENT_GONE = 499  # the status label of a request cancelled because its client 
 
 
 def json_response(data: Any, *, status: int = 200) -> web.Response:
-    """A JSON response; `data` is built by handlers from JSON-safe values."""
-    return web.Response(text=dumps(data), status=status, content_type="application/json")
+    """A JSON response; `data` is built by handlers from JSON-safe values. Encoded by msgspec
+    (a receive answers with 100 messages: the stdlib encoder cost the event loop several times
+    more); UTF-8 text, numbers in their shortest form."""
+    return web.Response(
+        body=_RESPONSE.encode(data),
+        status=status,
+        content_type="application/json",
+        charset="utf-8",
+    )
+
+
+_RESPONSE = msgspec.json.Encoder()
 
 
 def error_response(
