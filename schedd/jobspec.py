@@ -6,12 +6,13 @@ to the same JobSpec.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
+
+import msgspec
 
 from schedd.errors import InvalidRequest, PayloadTooLarge
 from schedd.jsonbody import as_integer
@@ -289,7 +290,7 @@ def _enum(kind: type[E], value: object, field: str) -> E:
 
 
 def _check_payload(payload: object, limit: int) -> JSONValue:
-    size = len(json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode())
+    size = len(msgspec.json.encode(payload))  # compact UTF-8, as the store keeps it
     if size > limit:
         raise PayloadTooLarge("payload", f"is {size} bytes, over the limit of {limit} bytes")
     return payload

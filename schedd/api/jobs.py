@@ -13,6 +13,7 @@ import secrets
 import time
 from typing import Any
 
+import msgspec
 from aiohttp import web
 
 from schedd.api.context import CONTEXT, ApiContext
@@ -42,7 +43,7 @@ from schedd.jobspec import JOB_FIELDS, JobSpec, job_to_json, parse_job, patch_jo
 from schedd.model import JobStatus, not_live_message, partition_of
 from schedd.schedule import fire_time, first_run_at
 from schedd.store import queries
-from schedd.store.command import MAX_COMMAND_BYTES, compact_json
+from schedd.store.command import MAX_COMMAND_BYTES
 from schedd.store.commands import (
     CancelJob,
     CreateJobs,
@@ -226,7 +227,7 @@ def _chunks(items: list[dict[str, Any]]) -> list[list[int]]:
     chunks: list[list[int]] = []
     size = 0
     for k, item in enumerate(items):
-        item_bytes = len(compact_json(item).encode()) + 1
+        item_bytes = len(msgspec.json.encode(item)) + 1  # as the command will be encoded
         if not chunks or size + item_bytes > CHUNK_BYTES:
             chunks.append([])
             size = 0
