@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -86,12 +87,14 @@ def ratios(rows: list[dict[str, Any]]) -> None:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    head = ("system", "N", "create/s", "x bullmq", "drain s", "x bullmq", "lost", "twice", "early")
+    head = ("system", "N", "create/s", "x bullmq", "drain s", "x bullmq", "lost", "twice")
+    head += ("early", "peak RSS MB")
     lines = [" | ".join(head)]
     for r in rows:
         drain = "timeout" if r["timed_out"] else r["drain_s"]
         cells = [r["system"], f"{r['n']:,}", f"{r['create_rate']:,.0f}", r["create_rate_ratio"]]
         cells += [drain, r["drain_s_ratio"], r["lost"], r["twice"], r["early"]]
+        cells += ["/".join(map(str, r["peak_rss_mb"])) if r.get("peak_rss_mb") else None]
         lines.append(" | ".join("-" if c is None else str(c) for c in cells))
     return "\n".join(lines)
 
@@ -238,6 +241,7 @@ def run_schedd(nodes: int, n: int, lead_s: float | None, timeout_s: float) -> di
     with (
         tempfile.TemporaryDirectory(prefix="compare-schedd-") as tmp,
         running(make_nodes(Path(tmp), nodes)) as cluster,
+        PeakRss([node.process.pid for node in cluster if node.process is not None]) as rss,
     ):
         urls = [node.url for node in cluster]
         tenant = {"name": "bench", "max_active_jobs": 10_000_000, "dispatch_rate": 0}
@@ -246,7 +250,51 @@ def run_schedd(nodes: int, n: int, lead_s: float | None, timeout_s: float) -> di
         result = asyncio.run(spike_schedd(urls, body["token"], n, lead_s, timeout_s))
     due_s, create_s, lead, created, deliveries, timed_out = result
     summary = summarize(deliveries, set(created), due_s)
+    summary["peak_rss_mb"] = rss.peak_mb()
+    print(f"schedd{nodes}: peak RSS per node {summary['peak_rss_mb']} MB", flush=True)
     return row(f"schedd{nodes}", n, create_s, lead, timed_out, summary)
+
+
+class PeakRss:
+    """The highest resident set size of each process, sampled every RSS_EVERY_S on a thread
+    while the block runs (issue 16: at most 500 MB per node through the 620,000-run spike)."""
+
+    def __init__(self, pids: list[int]) -> None:
+        self.pids = pids
+        self.peak_kib = dict.fromkeys(pids, 0)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, name="peak-rss", daemon=True)
+
+    def __enter__(self) -> PeakRss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            for pid in self.pids:
+                self.peak_kib[pid] = max(self.peak_kib[pid], rss_kib(pid))
+            self._stop.wait(RSS_EVERY_S)
+
+    def peak_mb(self) -> list[int]:
+        return [round(kib / 1024) for kib in self.peak_kib.values()]
+
+
+RSS_EVERY_S = 0.5
+
+
+def rss_kib(pid: int) -> int:
+    """VmRSS of a live process in KiB (0 once it is gone)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
 
 
 # --- output -------------------------------------------------------------------------------------
