@@ -45,6 +45,8 @@ MAX_IN_FLIGHT = 1
 MAX_BATCH_COMMANDS = 512
 # Small entries interleave commands: a receive waits behind one entry of claims, not megabytes.
 MAX_BATCH_BYTES = 256 * 1024  # and under appendEntriesBatchSizeBytes (4 MiB)
+# Commands up to this size join a group ahead of larger ones (claim batches: about 100 KB).
+SMALL_COMMAND_BYTES = 16 * 1024
 
 
 class Submitter(Protocol):
@@ -104,15 +106,28 @@ class Proposer:
 
     def _flush(self) -> None:
         while self._pending and self._in_flight < MAX_IN_FLIGHT:
-            group: list[_Proposal] = []
-            size = 0
-            while self._pending and len(group) < MAX_BATCH_COMMANDS:
-                size += len(self._pending[0].blob)
-                if group and size > MAX_BATCH_BYTES:
-                    break
-                group.append(self._pending.pop(0))
+            group = self._next_group()
             self._in_flight += 1
             asyncio.get_running_loop().create_task(self._send(group))
+
+    def _next_group(self) -> list[_Proposal]:
+        """Take the next entry's proposals: the oldest first (so nothing waits for ever), then
+        the small ones in order (a receive, an ack or a create does not wait for the next Raft
+        round behind a dispatcher's claim batches), then the rest in order; up to
+        MAX_BATCH_COMMANDS and MAX_BATCH_BYTES. Pending proposals were made concurrently, so
+        any order of them is one their callers could have seen."""
+        oldest, *others = self._pending
+        small = [p for p in others if len(p.blob) <= SMALL_COMMAND_BYTES]
+        large = [p for p in others if len(p.blob) > SMALL_COMMAND_BYTES]
+        group, size = [oldest], len(oldest.blob)
+        for proposal in small + large:
+            size += len(proposal.blob)
+            if len(group) == MAX_BATCH_COMMANDS or size > MAX_BATCH_BYTES:
+                break
+            group.append(proposal)
+        taken = {id(p) for p in group}
+        self._pending = [p for p in self._pending if id(p) not in taken]
+        return group
 
     async def _send(self, group: list[_Proposal]) -> None:
         try:

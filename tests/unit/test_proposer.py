@@ -10,8 +10,8 @@ import pytest
 from pysyncobj import FAIL_REASON
 
 from schedd.errors import NoLeader, OutcomeUnknown, PayloadTooLarge
-from schedd.raft.proposer import Proposer
-from schedd.store.command import MAX_COMMAND_BYTES
+from schedd.raft.proposer import SMALL_COMMAND_BYTES, Proposer
+from schedd.store.command import MAX_COMMAND_BYTES, decode, typed, unbatch
 from schedd.store.commands import Barrier, UpdateTenant
 
 
@@ -149,3 +149,57 @@ def test_a_command_just_under_the_cap_is_proposed() -> None:
 def padded(size: int) -> UpdateTenant:
     """A command whose body holds `size` bytes of padding."""
     return UpdateTenant(tenant_id="t1", changes={"pad": "x" * size})
+
+
+class Held:
+    """A replica that records each entry and answers it when the test says so."""
+
+    def __init__(self) -> None:
+        self.blobs: list[bytes] = []
+        self.callbacks: list[Any] = []
+
+    def apply_entry(self, blob: bytes, *, callback: Any) -> None:
+        self.blobs.append(blob)
+        self.callbacks.append(callback)
+
+
+def test_small_commands_join_the_next_entry_ahead_of_claim_sized_ones() -> None:
+    """A receive or an ack proposed while claim batches wait goes into the next entry before
+    them (issue 16: a receive must not queue behind claims); the oldest proposal still goes
+    first, and large ones keep their order."""
+
+    async def main() -> None:
+        replica = Held()
+        proposer = Proposer(replica, timeout_s=5.0)
+        big = 2 * SMALL_COMMAND_BYTES
+
+        def propose(tenant_id: str, size: int) -> asyncio.Future[dict[str, Any]]:
+            cmd = UpdateTenant(tenant_id=tenant_id, changes={"pad": "x" * size})
+            return asyncio.ensure_future(proposer.propose(cmd))
+
+        first = propose("big1", big)
+        await until(lambda: len(replica.blobs) == 1)  # big1 is the entry in flight
+        waiting = [propose("big2", big), propose("small1", 10), propose("big3", big)]
+        waiting.append(propose("small2", 10))
+        await until(lambda: len(proposer._pending) == 4)  # they wait for big1's answer
+        replica.callbacks[0]({"status": "ok"}, FAIL_REASON.SUCCESS)
+        assert await first == {"status": "ok"}
+        await until(lambda: len(replica.blobs) == 2)
+        entry = replica.blobs[1]
+        subs = unbatch(decode(entry, index=2), index=2)
+        bodies = [typed(sub, index=2).body for sub in subs]
+        order = [b.tenant_id for b in bodies if isinstance(b, UpdateTenant)]
+        assert order == ["big2", "small1", "small2", "big3"]
+        replica.callbacks[1]({"status": "ok", "results": [{"n": i} for i in range(4)]}, 0)
+        # each caller gets its own command's result, whatever the order in the entry
+        assert [await w for w in waiting] == [{"n": 0}, {"n": 1}, {"n": 3}, {"n": 2}]
+
+    asyncio.run(main())
+
+
+async def until(condition: Any, timeout_s: float = 5.0) -> None:
+    """Let the event loop run until `condition()` holds (bounded)."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, "condition never held"
+        await asyncio.sleep(0.001)
