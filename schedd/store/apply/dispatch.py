@@ -131,7 +131,7 @@ def _claim_round(
         if claim.skip:
             continue
         is_queue = job.kind in ledger.PULLED_KINDS
-        fed.add(MessagesReady(tenant_id, job.queue or "") if is_queue else DeliveriesReady())
+        fed.add(MessagesReady(tenant_id, job.queue) if is_queue else DeliveriesReady())
     return len(accepted)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
+from typing import Any
 
 import msgspec
 
@@ -30,15 +31,17 @@ class JobDelivery(msgspec.Struct, frozen=True):
     a slice of it is exactly the text compact_json gives its value: no parse and re-encode)."""
 
     kind: str
-    queue: str | None
+    queue: Any  # the target's "name", as stored (UNSET when it has none)
     target: str
     payload: str
     retry: str
 
 
 class _Target(msgspec.Struct):
-    type: str
-    name: str | None = None
+    # Typed loosely, as the dict reads before them were: a spec the API could not have written
+    # fails in apply as it did before, not while decoding.
+    type: Any
+    name: Any = msgspec.UNSET
 
 
 class _Spec(msgspec.Struct):
@@ -71,7 +74,7 @@ def claimed_delivery(run: NewRun, *, partition: int, job: JobDelivery, now_ms: i
         return QueueDelivery(  # by position: a claim builds thousands a second
             delivery_id(run.job_id, run.scheduled_at_ms),  # msg_id
             run.tenant_id,
-            job.queue or "",  # queue: a queue target always names one
+            _queue_name(job),
             run.job_id,
             run.scheduled_at_ms,
             0,  # attempt: no receive yet
@@ -90,6 +93,12 @@ def claimed_delivery(run: NewRun, *, partition: int, job: JobDelivery, now_ms: i
         payload=job.payload,
         retry=job.retry,
     )
+
+
+def _queue_name(job: JobDelivery) -> Any:
+    if job.queue is msgspec.UNSET:  # as target["name"] did; a queue target always has one
+        raise KeyError("name")
+    return job.queue
 
 
 _MESSAGE = (
