@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from pysyncobj import FAIL_REASON
 
 from schedd.errors import ClusterUnavailable, CommandTooLarge, NoLeader, OutcomeUnknown, SchedError
+from schedd.raft import answers
 from schedd.store.command import MAX_COMMAND_BYTES, encode_batch, encode_command
 from schedd.store.commands import LogCommand
 
@@ -164,7 +165,11 @@ class Proposer:
             except TimeoutError:
                 raise _gave_up(True) from None
             if reason == FAIL_REASON.SUCCESS:
-                return dict(result)
+                own = answers.result_for(blob, result)
+                if own is None:  # another entry's result: ours may or may not be applied
+                    log.error("a proposal got the result of another log entry: answered unknown")
+                    raise OutcomeUnknown("the write may or may not have been applied; retry it")
+                return dict(own)
             maybe_applied = maybe_applied or reason not in NOT_APPLIED
             log.debug("proposal not applied reason=%s; retrying", reason)
             await asyncio.sleep(min(RETRY_PAUSE_S, max(0.0, deadline - time.monotonic())))

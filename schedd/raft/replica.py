@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from pysyncobj import SyncObj, SyncObjConf, replicated
 
 from schedd.errors import CorruptLog
-from schedd.raft import journal, wire
+from schedd.raft import answers, journal, wire
 from schedd.store.apply import StateMachine
 
 log = logging.getLogger(__name__)
@@ -78,7 +78,7 @@ class Replica(SyncObj):  # type: ignore[misc]  # pysyncobj ships no types
             log.error("entry %d came to apply while a snapshot was restoring: waiting", index)
             self._wait_restored()
         try:
-            return self._state_machine.apply(blob, index=index)
+            return answers.tagged(blob, self._state_machine.apply(blob, index=index))
         except (CorruptLog, sqlite3.DatabaseError) as exc:
             # Retrying would wedge every tick and applying past it would diverge: stop loudly.
             self._halt(f"cannot apply log entry {index}: {exc}")
