@@ -20,7 +20,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -241,56 +240,28 @@ def run_schedd(nodes: int, n: int, lead_s: float | None, timeout_s: float) -> di
     with (
         tempfile.TemporaryDirectory(prefix="compare-schedd-") as tmp,
         running(make_nodes(Path(tmp), nodes)) as cluster,
-        PeakRss([node.process.pid for node in cluster if node.process is not None]) as rss,
     ):
         urls = [node.url for node in cluster]
         tenant = {"name": "bench", "max_active_jobs": 10_000_000, "dispatch_rate": 0}
         status, body, _ = http("POST", f"{urls[0]}/v1/tenants", tenant)
         assert status == 201, body
         result = asyncio.run(spike_schedd(urls, body["token"], n, lead_s, timeout_s))
+        peak_rss = peak_rss_mb([node.process.pid for node in cluster if node.process is not None])
     due_s, create_s, lead, created, deliveries, timed_out = result
     summary = summarize(deliveries, set(created), due_s)
-    summary["peak_rss_mb"] = rss.peak_mb()
+    summary["peak_rss_mb"] = peak_rss
     print(f"schedd{nodes}: peak RSS per node {summary['peak_rss_mb']} MB", flush=True)
     return row(f"schedd{nodes}", n, create_s, lead, timed_out, summary)
 
 
-class PeakRss:
-    """The highest resident set size of each process while the block runs: sampled every
-    RSS_EVERY_S on a thread, and the kernel's high-water mark (VmHWM) read at the end (issue 16:
-    at most 500 MB per node through the 620,000-run spike)."""
-
-    def __init__(self, pids: list[int]) -> None:
-        self.pids = pids
-        self.peak_kib = dict.fromkeys(pids, 0)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, name="peak-rss", daemon=True)
-
-    def __enter__(self) -> PeakRss:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-        for pid in self.pids:  # the kernel's own high-water mark: no peak between samples lost
-            self.peak_kib[pid] = max(self.peak_kib[pid], status_kib(pid, "VmHWM"))
-
-    def _sample(self) -> None:
-        while not self._stop.is_set():
-            for pid in self.pids:
-                self.peak_kib[pid] = max(self.peak_kib[pid], status_kib(pid, "VmRSS"))
-            self._stop.wait(RSS_EVERY_S)
-
-    def peak_mb(self) -> list[int]:
-        return [round(kib / 1024) for kib in self.peak_kib.values()]
-
-
-RSS_EVERY_S = 0.5
+def peak_rss_mb(pids: list[int]) -> list[int]:
+    """Each live process's highest resident set size so far, the kernel's own high-water mark
+    (VmHWM), in MB (issue 16: at most 500 MB per node through the 620,000-run spike)."""
+    return [round(status_kib(pid, "VmHWM") / 1024) for pid in pids]
 
 
 def status_kib(pid: int, field: str) -> int:
-    """A live process's /proc status field in KiB, VmRSS or VmHWM (0 once it is gone)."""
+    """A live process's /proc status field in KiB (0 once it is gone)."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             if line.startswith(f"{field}:"):

@@ -30,15 +30,15 @@ class PlanJob:
 
     @classmethod
     def from_row(cls, job_id: str, row: JobRow) -> PlanJob:
-        spec = row.spec
+        plan = row.plan
         return cls(
             job_id=job_id,
             status=row.status,
             next_run_at_ms=row.next_run_at_ms,
-            schedule=spec.schedule,  # read only if the run is planned
-            overlap_policy=spec.overlap_policy,
-            misfire_policy=spec.misfire_policy,
-            window=spec.window,
+            schedule=plan.schedule,  # read only if the run is planned
+            overlap_policy=plan.overlap_policy,
+            misfire_policy=plan.misfire_policy,
+            window=plan.window,
         )
 
 

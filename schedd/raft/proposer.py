@@ -118,10 +118,9 @@ class Proposer:
         MAX_BATCH_COMMANDS and MAX_BATCH_BYTES. Pending proposals were made concurrently, so
         any order of them is one their callers could have seen."""
         oldest, *others = self._pending
-        small = [p for p in others if len(p.blob) <= SMALL_COMMAND_BYTES]
-        large = [p for p in others if len(p.blob) > SMALL_COMMAND_BYTES]
+        others.sort(key=lambda p: len(p.blob) > SMALL_COMMAND_BYTES)  # stable: small ones first
         group, size = [oldest], len(oldest.blob)
-        for proposal in small + large:
+        for proposal in others:
             size += len(proposal.blob)
             if len(group) == MAX_BATCH_COMMANDS or size > MAX_BATCH_BYTES:
                 break

@@ -9,7 +9,7 @@ import logging
 import sqlite3
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 from pysyncobj import SyncObj, SyncObjConf, replicated
 
@@ -69,7 +69,7 @@ class Replica(SyncObj):  # type: ignore[misc]  # pysyncobj ships no types
             raft_log.on_full = self.compact_soon  # a big journal compacts at once
 
     @replicated  # type: ignore[untyped-decorator]
-    def apply_entry(self, blob: bytes) -> dict[str, Any]:
+    def apply_entry(self, blob: bytes) -> answers.Answer:
         """Apply one committed command (the only replicated method: never rename it)."""
         # Inside apply, pysyncobj's last-applied counter is one behind this entry's index
         # (pinned by tests/unit/test_raft_replica.py).
@@ -78,7 +78,7 @@ class Replica(SyncObj):  # type: ignore[misc]  # pysyncobj ships no types
             log.error("entry %d came to apply while a snapshot was restoring: waiting", index)
             self._wait_restored()
         try:
-            return answers.tagged(blob, self._state_machine.apply(blob, index=index))
+            return answers.Answer(blob, self._state_machine.apply(blob, index=index))
         except (CorruptLog, sqlite3.DatabaseError) as exc:
             # Retrying would wedge every tick and applying past it would diverge: stop loudly.
             self._halt(f"cannot apply log entry {index}: {exc}")

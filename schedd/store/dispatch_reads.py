@@ -42,7 +42,7 @@ class JobRow:
     """The stored fields of a job that claiming one of its runs reads."""
 
     tenant_id: str
-    spec: PlanFields
+    plan: PlanFields
     status: str
     version: int
     next_run_at_ms: int | None

@@ -15,7 +15,7 @@ from pysyncobj import FAIL_REASON
 
 from schedd.api.app import build_app
 from schedd.api.context import ApiContext, RaftStatus
-from schedd.raft.answers import tagged
+from schedd.raft.answers import Answer
 from schedd.raft.proposer import Proposer
 from schedd.store.apply import StateMachine
 from schedd.store.command import MAX_COMMAND_BYTES
@@ -39,7 +39,7 @@ class LocalReplica:
         if self.is_cut_off:
             return
         self.index += 1
-        callback(tagged(blob, self.machine.apply(blob, index=self.index)), FAIL_REASON.SUCCESS)
+        callback(Answer(blob, self.machine.apply(blob, index=self.index)), FAIL_REASON.SUCCESS)
 
 
 def _serve(

@@ -15,7 +15,7 @@ from pysyncobj import FAIL_REASON
 
 from schedd.api.app import build_app
 from schedd.api.context import ApiContext, RaftStatus
-from schedd.raft.answers import tagged
+from schedd.raft.answers import Answer
 from schedd.raft.proposer import Proposer
 from schedd.store.apply import StateMachine
 from schedd.store.db import Database, ReadPool
@@ -38,7 +38,7 @@ class SnapshotUnderEveryWrite:
         self.leader.apply(blob, index=self.index)
         write_snapshot(self.leader.db.path, self.scratch, b"raft state")
         restore_snapshot(self.here.db, self.scratch)
-        callback(tagged(blob, self.here.apply(blob, index=self.index)), FAIL_REASON.SUCCESS)
+        callback(Answer(blob, self.here.apply(blob, index=self.index)), FAIL_REASON.SUCCESS)
 
 
 def _serve(tmp_path: Path, test: Callable[[TestClient[Any, Any]], Awaitable[None]]) -> None:

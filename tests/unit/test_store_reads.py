@@ -81,7 +81,7 @@ def test_read_jobs_past_one_chunk_of_ids(db: Database) -> None:
     jobs = read_jobs(db.conn, {f"j{i:04}" for i in range(count)} | {"missing"})
     assert len(jobs) == count
     last = jobs[f"j{count - 1:04}"]
-    assert (last.tenant_id, last.spec, last.status, last.version) == (
+    assert (last.tenant_id, last.plan, last.status, last.version) == (
         "t1",
         PlanFields(window=f"{count - 1}s"),
         "active",
