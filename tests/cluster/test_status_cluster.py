@@ -37,12 +37,15 @@ def schedctl_status(nodes: list[NodeProcess], *extra: str) -> subprocess.Complet
 
 
 def healthy_cluster(nodes: list[NodeProcess]) -> dict[str, Any] | None:
-    """The --json answer once it exits 0 with every partition leased (a start-up takes a while;
-    a loaded machine may show a node briefly disconnected, hence the polling)."""
+    """The --json answer once it exits 0 with every partition leased and every node holding
+    some (a start-up takes a while: a node that registers after the first lease round gets its
+    share at the next rebalance; a loaded machine may show a node briefly disconnected, hence
+    the polling)."""
     result = schedctl_status(nodes, "--json")
     cluster: dict[str, Any] = json.loads(result.stdout)
     counts = [n["partitions"] for n in cluster["nodes"]]
-    return cluster if result.returncode == 0 and len(counts) == 3 and sum(counts) == 256 else None
+    is_spread = len(counts) == 3 and sum(counts) == 256 and min(counts) > 0
+    return cluster if result.returncode == 0 and is_spread else None
 
 
 def test_status_exits_1_while_a_node_is_down_and_0_when_it_is_back(
