@@ -53,12 +53,20 @@ def tenant_rates(conn: sqlite3.Connection) -> dict[str, int]:
     return dict(conn.execute("SELECT tenant_id, dispatch_rate FROM tenants"))
 
 
-def due_runs(conn: sqlite3.Connection, partition: int, until_ms: int, limit: int) -> list[DueRun]:
-    """A partition's due rows firing at or before `until_ms` (late ones included), oldest first."""
+def due_runs(
+    conn: sqlite3.Connection,
+    partition: int,
+    until_ms: int,
+    limit: int,
+    *,
+    after_ms: int | None = None,
+) -> list[DueRun]:
+    """A partition's due rows firing at or before `until_ms` and after `after_ms` (when given;
+    else late ones included), oldest first."""
     rows = conn.execute(
         "SELECT fire_at_ms, partition, job_id, scheduled_at_ms, is_trigger FROM due "
-        "WHERE partition = ? AND fire_at_ms <= ? ORDER BY fire_at_ms LIMIT ?",
-        (partition, until_ms, limit),
+        "WHERE partition = ? AND fire_at_ms > ? AND fire_at_ms <= ? ORDER BY fire_at_ms LIMIT ?",
+        (partition, -(2**63) if after_ms is None else after_ms, until_ms, limit),
     ).fetchall()
     return [DueRun(f, p, j, s, bool(t)) for f, p, j, s, t in rows]
 

@@ -6,6 +6,7 @@ Its proposals are applied at once to the state machine, as a one-node cluster wo
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from concurrent.futures import Future
 from typing import Any
 
@@ -292,3 +293,49 @@ def test_a_job_whose_stored_schedule_cannot_be_read_stops_no_other_run(
     cluster.run_until(start + 4 * 60_000)
     assert cluster.runs("job_fine") == [("2026-06-01T00:03:00Z", "dispatched")]
     assert cluster.runs("job_broken") == []
+
+
+def test_the_periodic_preload_reads_only_what_the_window_gained(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every 5 s the preload reads the rows the window took in since the last read, not the
+    whole window again (a 300,000-run spike re-read its rows every 5 s for the minute before
+    and during its claims). Rows added below the line are offered by apply; without an offer
+    (here: rows written behind the dispatcher's back, as a snapshot would) a forced read or
+    the minute's full read finds them."""
+    from schedd.dispatch import dispatcher as module
+
+    reads: Counter[str] = Counter()  # job id -> times its due row was read
+    real_due_runs = module.due_runs
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        rows = real_due_runs(*args, **kwargs)
+        reads.update(run.job_id for run in rows)
+        return rows
+
+    monkeypatch.setattr(module, "due_runs", counted)
+    monkeypatch.setattr(module, "MAX_CLAIMS_PER_TICK", 3)  # reads and claims cut at 3
+    start = ms("2026-06-01T12:00:00Z")
+    ids = [f"job_{i:02d}" for i in range(12)]
+    for i, job_id in enumerate(ids):
+        run_at = format_instant(start + 30_000 + i)
+        cluster.add_job(job_id, {"schedule": {"run_at": run_at}}, start)
+    cluster.now = start
+    cluster.run_until(start + 40_000)  # 8 preloads: 5 before the runs are due
+    assert all(
+        cluster.runs(job_id) == [(format_instant(start + 30_000 + i), "dispatched")]
+        for i, job_id in enumerate(ids)
+    )
+    # A row is read once, or twice when a read was cut at it (the rest of its millisecond).
+    assert all(1 <= reads[job_id] <= 2 for job_id in ids), reads
+
+    cluster.add_job("unoffered_a", {"schedule": {"run_at": "2026-06-01T12:00:50Z"}}, start)
+    cluster.run_until(start + 52_000)
+    assert cluster.runs("unoffered_a") == []  # below the line and not offered: not read yet
+    cluster.dispatcher.forget()
+    cluster.run_until(start + 53_000)
+    assert cluster.runs("unoffered_a") == [("2026-06-01T12:00:50Z", "dispatched")]
+
+    cluster.add_job("unoffered_b", {"schedule": {"run_at": "2026-06-01T12:01:00Z"}}, start)
+    cluster.run_until(start + 115_000)  # the minute's full read after the forced one
+    assert cluster.runs("unoffered_b") == [("2026-06-01T12:01:00Z", "dispatched")]
