@@ -114,6 +114,26 @@ class Conflict(SchedError):
     http_status = 409
 
 
+class ConnectionNotFound(NotFound):
+    code = "connection_not_found"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"no connection named {name!r}")
+        self.name = name
+
+
+class ConnectionExists(Conflict):
+    """A connection of that name exists already for the tenant."""
+
+    code = "connection_exists"
+
+
+class ConnectionInUse(Conflict):
+    """A live (active or paused) job uses the connection."""
+
+    code = "connection_in_use"
+
+
 class StaleState(Conflict):
     code = "stale_state"
 
@@ -200,6 +220,7 @@ REJECTIONS: dict[str, type[SchedError]] = {
     cls.code: cls
     for cls in (
         SchedError,  # "internal": a committed command met a bug (apply contained it)
+        InvalidRequest,  # a job naming a connection that the log had deleted (or never had)
         JobNotFound,
         TenantNotFound,
         DeadletterNotFound,
@@ -208,6 +229,9 @@ REJECTIONS: dict[str, type[SchedError]] = {
         StaleState,
         IdempotencyMismatch,
         QuotaExceeded,
+        ConnectionNotFound,
+        ConnectionExists,
+        ConnectionInUse,
     )
 }
 
