@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from typing import Any
+from urllib.parse import unquote
 
 from aiohttp import web
 
@@ -133,11 +134,11 @@ async def test_connection(request: web.Request) -> web.Response:
 def scrubbed(detail: str, connection: BrokerConnection) -> str:
     """A probe's detail as the tenant sees it: the URL and its credentials cut out, whatever
     the broker's client library put in its message."""
-    userinfo = connection.url.partition("://")[2].partition("@")
+    userinfo, has_userinfo, _ = connection.url.partition("://")[2].rpartition("@")
     secrets = [connection.url]
-    if userinfo[1]:
-        user, _, password = userinfo[0].partition(":")
-        secrets += [userinfo[0], password, user]
+    if has_userinfo:
+        user, _, password = userinfo.partition(":")
+        secrets += [userinfo, password, user, unquote(password), unquote(user)]
     for secret in sorted({s for s in secrets if len(s) >= 3}, key=len, reverse=True):
         detail = detail.replace(secret, "***")
     return detail[:MAX_DETAIL_CHARS]
