@@ -45,7 +45,7 @@ def _name(value: object, field: str = "name") -> str:
 def _addressed(request: web.Request) -> tuple[ApiContext, str, str]:
     """(context, the caller's tenant, the connection's name) of a /v1/connections/{name} call."""
     ctx, tenant_id = request.app[CONTEXT], principal(request).tenant()
-    return ctx, tenant_id, request.match_info["name"]
+    return ctx, tenant_id, _name(request.match_info["name"])
 
 
 @routes.post("/v1/connections")

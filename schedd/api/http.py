@@ -32,6 +32,7 @@ from schedd.jsonbody import JSONValue, loads_object
 from schedd.storage import StorageGuard
 from schedd.store.command import Rejected, result_of
 from schedd.store.commands import (
+    CreateConnection,
     CreateJobs,
     CreateTenant,
     LogCommand,
@@ -223,6 +224,7 @@ GROWING_COMMANDS: tuple[type[LogCommand], ...] = (
     CreateTenant,
     UpdateTenant,
     RedriveDeadletter,
+    CreateConnection,
 )
 
 
