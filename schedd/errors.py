@@ -33,6 +33,15 @@ class InvalidRequest(SchedError, ValueError):
         self.field = field
         self.reason = message
 
+    @classmethod
+    def from_rejection(cls, message: str) -> SchedError:
+        """Apply's rejections name the field first (`target.connection: ...`)."""
+        exc = super().from_rejection(message)
+        if isinstance(exc, InvalidRequest):
+            field, sep, reason = message.partition(": ")
+            exc.field, exc.reason = (field, reason) if sep else ("", message)
+        return exc
+
 
 class InvalidSchedule(InvalidRequest):
     """A schedule, cron expression, time zone, instant or duration is not valid."""

@@ -95,3 +95,12 @@ def test_a_probe_detail_never_shows_the_url_or_its_credentials() -> None:
     assert "t0p-secret" not in shown and "sender" not in shown
     assert shown.startswith("Error connecting to ***: WRONGPASS")
     assert len(scrubbed("x" * 5000, connection)) == 512
+
+
+def test_apply_refusing_a_jobs_connection_is_a_400_naming_the_field() -> None:
+    from schedd.errors import InvalidRequest, rejection_error
+
+    exc = rejection_error("invalid_request", "target.connection: no connection named 'r'")
+    assert isinstance(exc, InvalidRequest) and exc.http_status == 400
+    assert (exc.field, exc.reason) == ("target.connection", "no connection named 'r'")
+    assert str(exc) == "target.connection: no connection named 'r'"
