@@ -33,6 +33,15 @@ class InvalidRequest(SchedError, ValueError):
         self.field = field
         self.reason = message
 
+    @classmethod
+    def from_rejection(cls, message: str) -> SchedError:
+        """Apply's rejections name the field first (`target.connection: ...`)."""
+        exc = super().from_rejection(message)
+        if isinstance(exc, InvalidRequest):
+            field, sep, reason = message.partition(": ")
+            exc.field, exc.reason = (field, reason) if sep else ("", message)
+        return exc
+
 
 class InvalidSchedule(InvalidRequest):
     """A schedule, cron expression, time zone, instant or duration is not valid."""
@@ -112,6 +121,26 @@ class Conflict(SchedError):
 
     code = "conflict"
     http_status = 409
+
+
+class ConnectionNotFound(NotFound):
+    code = "connection_not_found"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"no connection named {name!r}")
+        self.name = name
+
+
+class ConnectionExists(Conflict):
+    """A connection of that name exists already for the tenant."""
+
+    code = "connection_exists"
+
+
+class ConnectionInUse(Conflict):
+    """A live (active or paused) job uses the connection."""
+
+    code = "connection_in_use"
 
 
 class StaleState(Conflict):
@@ -200,6 +229,7 @@ REJECTIONS: dict[str, type[SchedError]] = {
     cls.code: cls
     for cls in (
         SchedError,  # "internal": a committed command met a bug (apply contained it)
+        InvalidRequest,  # a job naming a connection that the log had deleted (or never had)
         JobNotFound,
         TenantNotFound,
         DeadletterNotFound,
@@ -208,6 +238,9 @@ REJECTIONS: dict[str, type[SchedError]] = {
         StaleState,
         IdempotencyMismatch,
         QuotaExceeded,
+        ConnectionNotFound,
+        ConnectionExists,
+        ConnectionInUse,
     )
 }
 

@@ -129,7 +129,7 @@ class NatsTarget:
 
 
 BrokerTarget = RedisStreamTarget | RabbitMqTarget | NatsTarget
-Target = QueueTarget | HttpTarget  # BrokerTarget joins once jobspec parses it (issue 17)
+Target = QueueTarget | HttpTarget | BrokerTarget
 
 # A broker target's type -> the kind of connection it needs; a connection URL's scheme -> its kind.
 CONNECTION_KIND_OF_TARGET = {"redis_stream": "redis", "rabbitmq": "rabbitmq", "nats": "nats"}

@@ -13,9 +13,24 @@ from pathlib import Path
 from typing import Any
 
 from schedd import __version__
-from schedd.api import jobs, queues, schedules, tenants
-from schedd.jobspec import DEFAULT_PAYLOAD_LIMIT, HTTP_METHODS, MAX_WINDOW_MS
-from schedd.model import Backoff, JobStatus, MisfirePolicy, OverlapPolicy, RunStatus
+from schedd.api import connections, jobs, queues, schedules, tenants
+from schedd.guard.connections import MAX_URL_CHARS
+from schedd.jobspec import (
+    CONNECTION_NAME,
+    DEFAULT_PAYLOAD_LIMIT,
+    HTTP_METHODS,
+    MAX_MAXLEN,
+    MAX_STREAM_BYTES,
+    MAX_WINDOW_MS,
+)
+from schedd.model import (
+    CONNECTION_SCHEMES,
+    Backoff,
+    JobStatus,
+    MisfirePolicy,
+    OverlapPolicy,
+    RunStatus,
+)
 from schedd.retention import KINDS, MIN_RETENTION_MS, TENANT_KINDS
 from schedd.schedule import MAX_AHEAD_MS, MIN_EVERY_MS
 from schedd.store.retained import KINDS_SHOWN, ROW_COUNT_CAP
@@ -89,6 +104,8 @@ ZONE_NAME = r"^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+){0,2}$"  # as schedule.c
 QUEUE_NAME = f"^{queues.QUEUE_NAME.pattern}$"
 PRINTABLE = r"^[^\u0000-\u001f\u007f]*$"
 SNAKE_CASE = r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$"
+CONNECTION_NAME_TEXT = f"^{CONNECTION_NAME.pattern}$"
+_SUBJECT_TOKEN = r"[^\s.*>\u0000-\u001f\u007f]+"
 
 
 def basic_schemas() -> dict[str, Schema]:
@@ -239,7 +256,71 @@ def target_input() -> Schema:
         ["type", "url"],
         title="http",
     )
-    return {"oneOf": [queue, http]}
+    return {"oneOf": [queue, http, *broker_targets()]}
+
+
+def broker_targets() -> list[Schema]:
+    """The three broker targets (request bodies); each names one of the tenant's connections."""
+    connection = {
+        "type": "string",
+        "pattern": CONNECTION_NAME_TEXT,
+        "description": "A connection of the tenant (POST /v1/connections) of this target's "
+        "kind (redis, rabbitmq, nats); else 400 naming target.connection.",
+    }
+    redis = closed(
+        {
+            "type": {"const": "redis_stream"},
+            "connection": connection,
+            "stream": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": MAX_STREAM_BYTES,
+                "pattern": r"^[^\s\u0000-\u001f\u007f]+$",
+                "description": f"At most {MAX_STREAM_BYTES} bytes (UTF-8), no whitespace or "
+                "control characters.",
+            },
+            "maxlen": nullable({"type": "integer", "minimum": 1, "maximum": MAX_MAXLEN})
+            | {"description": "XADD MAXLEN ~ (approximate trimming); none when absent or null."},
+        },
+        ["type", "connection", "stream"],
+        title="redis_stream",
+    )
+    rabbitmq = closed(
+        {
+            "type": {"const": "rabbitmq"},
+            "connection": connection,
+            "exchange": {
+                "type": "string",
+                "pattern": r"^[A-Za-z0-9_.:-]{0,255}$",
+                "default": "",
+                "description": "'' is the default exchange (routing_key then names a queue).",
+            },
+            "routing_key": {
+                "type": "string",
+                "maxLength": 255,
+                "pattern": PRINTABLE,
+                "description": "At most 255 bytes (UTF-8) of printable characters.",
+            },
+        },
+        ["type", "connection", "routing_key"],
+        title="rabbitmq",
+    )
+    nats = closed(
+        {
+            "type": {"const": "nats"},
+            "connection": connection,
+            "subject": {
+                "type": "string",
+                "maxLength": 255,
+                "pattern": f"^{_SUBJECT_TOKEN}(\\.{_SUBJECT_TOKEN})*$",
+                "description": "A JetStream subject: dot-separated tokens, no wildcards (* >) "
+                "or whitespace, at most 255 bytes.",
+            },
+        },
+        ["type", "connection", "subject"],
+        title="nats",
+    )
+    return [redis, rabbitmq, nats]
 
 
 def retry_input() -> Schema:
@@ -365,6 +446,30 @@ def job_output_schemas() -> dict[str, Schema]:
                     "method": {"enum": list(HTTP_METHODS)},
                     "headers": {"type": "object", "additionalProperties": {"type": "string"}},
                     "timeout": ref("Duration"),
+                }
+            ),
+            obj(
+                {
+                    "type": {"const": "redis_stream"},
+                    "connection": {"type": "string"},
+                    "stream": {"type": "string"},
+                    "maxlen": {"type": "integer"},
+                },
+                ["type", "connection", "stream"],
+            ),
+            obj(
+                {
+                    "type": {"const": "rabbitmq"},
+                    "connection": {"type": "string"},
+                    "exchange": {"type": "string"},
+                    "routing_key": {"type": "string"},
+                }
+            ),
+            obj(
+                {
+                    "type": {"const": "nats"},
+                    "connection": {"type": "string"},
+                    "subject": {"type": "string"},
                 }
             ),
         ]
@@ -545,6 +650,48 @@ def deadletter_schemas() -> dict[str, Schema]:
         "DeadLetter": deadletter,
         "DeadLetterList": page_of("deadletters", "DeadLetter"),
         "Redriven": obj({"id": {"type": "string"}, "status": {"const": "redriven"}}),
+    }
+
+
+def connection_schemas() -> dict[str, Schema]:
+    schemes = "|".join(CONNECTION_SCHEMES)
+    return {
+        "ConnectionInput": closed(
+            {
+                "name": {"type": "string", "pattern": CONNECTION_NAME_TEXT},
+                "url": {
+                    "type": "string",
+                    "maxLength": MAX_URL_CHARS,
+                    "pattern": r"^[A-Za-z]+://[\x21-\x7e]+$",
+                    "description": f"A broker URL ({schemes}), credentials included: they are "
+                    "sealed at rest with the payload keys (when configured) and never shown "
+                    "again. A host and a port 1-65535 (default by scheme). The host's "
+                    "addresses pass the SSRF guard (422 blocked_target) and are pinned: the "
+                    "deliverers connect only to them. A host that does not resolve within "
+                    "2 s is 422 unresolved_host.",
+                    "examples": ["redis://user:password@redis.acme.example:6379/0"],
+                },
+            },
+            ["name", "url"],
+        ),
+        "Connection": obj(
+            {
+                "name": {"type": "string", "pattern": CONNECTION_NAME_TEXT},
+                "kind": {"enum": sorted(set(CONNECTION_SCHEMES.values()))},
+                "host": {
+                    "type": "string",
+                    "description": "host:port of the URL, never its credentials.",
+                },
+                "created_at": ref("Instant"),
+            }
+        ),
+        "ConnectionList": obj({"connections": {"type": "array", "items": ref("Connection")}}),
+        "ConnectionTest": obj(
+            {
+                "ok": {"type": "boolean"},
+                "detail": {"type": "string", "maxLength": connections.MAX_DETAIL_CHARS},
+            }
+        ),
     }
 
 
@@ -902,6 +1049,9 @@ def parameters() -> dict[str, Schema]:
         "TenantId": path("tenant_id", {"type": "string", "minLength": 1}, "A tenant_id."),
         "QueueName": path("name", {"type": "string", "pattern": QUEUE_NAME}, "A queue name."),
         "DeadLetterId": path("id", {"type": "string", "minLength": 1}, "A dead letter's id."),
+        "ConnectionName": path(
+            "name", {"type": "string", "pattern": CONNECTION_NAME_TEXT}, "A connection's name."
+        ),
     }
 
 
@@ -920,7 +1070,11 @@ ERRORS = {
         "No such object for this tenant (another tenant's id looks the same), "
         "or X-Tenant names no tenant.",
     ),
-    "409": ("Conflict", "State conflict (e.g. resume a cancelled job, a tenant name in use)."),
+    "409": (
+        "Conflict",
+        "State conflict (e.g. resume a cancelled job, a tenant name in use, a connection "
+        "that live jobs use).",
+    ),
     "408": (
         "RequestTimeout",
         "The request body did not arrive within [api] body_timeout (30 s by default).",
@@ -931,7 +1085,8 @@ ERRORS = {
     ),
     "422": (
         "Unprocessable",
-        "Idempotency-Key reused with a different body, or a target url the SSRF guard refuses.",
+        "Idempotency-Key reused with a different body, a target url or connection host the "
+        "SSRF guard refuses, or a connection host that does not resolve.",
     ),
     "429": (
         "TooManyRequests",
@@ -1286,6 +1441,64 @@ def deadletter_paths() -> dict[str, Schema]:
     }
 
 
+def connection_paths() -> dict[str, Schema]:
+    name = ["ConnectionName"]
+    return {
+        "/v1/connections": {
+            "get": tenant_op(
+                "listConnections",
+                "connections",
+                "List the tenant's broker connections",
+                ok("200", "ConnectionList", "Every connection, by name (never a URL)."),
+            ),
+            "post": tenant_op(
+                "createConnection",
+                "connections",
+                "Create a named broker connection",
+                ok("201", "Connection", "Created; the URL is never shown again."),
+                409,
+                413,
+                422,
+                429,
+                507,
+                body="ConnectionInput",
+                description="409 connection_exists when the name is taken; 429 past "
+                "100 connections; 422 when the SSRF guard refuses an address of the host or "
+                "the host does not resolve.",
+            ),
+        },
+        "/v1/connections/{name}": {
+            "get": tenant_op(
+                "getConnection",
+                "connections",
+                "Get a connection",
+                ok("200", "Connection", "The connection (never its URL)."),
+                params=name,
+            ),
+            "delete": tenant_op(
+                "deleteConnection",
+                "connections",
+                "Delete a connection",
+                ok("204", None, "Deleted."),
+                409,
+                params=name,
+                description="409 connection_in_use while a live (active or paused) job "
+                "names it; cancel those jobs or change their targets first.",
+            ),
+        },
+        "/v1/connections/{name}/test": {
+            "post": tenant_op(
+                "testConnection",
+                "connections",
+                "Connect to the broker as a deliverer would",
+                ok("200", "ConnectionTest", "Whether it connected; a detail without secrets."),
+                params=name,
+                description="503 no_broker_probe on a node without one.",
+            ),
+        },
+    }
+
+
 def retention_paths() -> dict[str, Schema]:
     return {
         "/v1/retention": {
@@ -1526,6 +1739,7 @@ def document() -> Schema:
         preview_schemas,
         queue_schemas,
         deadletter_schemas,
+        connection_schemas,
         tenant_schemas,
         retention_schemas,
         node_schemas,
@@ -1544,6 +1758,7 @@ def document() -> Schema:
         job_paths,
         queue_paths,
         deadletter_paths,
+        connection_paths,
         retention_paths,
         admin_paths,
         node_paths,
@@ -1561,6 +1776,7 @@ def document() -> Schema:
             {"name": "jobs", "description": "Jobs, their runs, schedule preview."},
             {"name": "queues", "description": "The built-in queue (target type queue)."},
             {"name": "deadletters", "description": "Runs whose last attempt failed."},
+            {"name": "connections", "description": "A tenant's broker connections."},
             {"name": "retention", "description": "How long a tenant's finished data is kept."},
             {"name": "tenants", "description": "Tenants (admin token)."},
             {"name": "cluster", "description": "Cluster state (admin token) and audit."},

@@ -10,6 +10,7 @@ from prometheus_client import CollectorRegistry
 from schedd.api import (
     audit,
     cluster,
+    connections,
     deadletters,
     health,
     jobs,
@@ -48,6 +49,7 @@ def build_app(
     app.add_routes(queues.routes)
     app.add_routes(deadletters.routes)
     app.add_routes(retention.routes)
+    app.add_routes(connections.routes)
     app.add_routes(openapi.routes)
     return app
 

@@ -9,7 +9,7 @@ import asyncio
 import hashlib
 import hmac
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -25,6 +25,7 @@ from schedd.errors import (
     Unauthorized,
 )
 from schedd.guard.targets import TargetGuard
+from schedd.model import BrokerConnection
 from schedd.retention import Retention
 from schedd.sealing import PayloadKeys
 from schedd.storage import StorageGuard
@@ -37,6 +38,11 @@ class Proposing(Protocol):
     """Replicates commands (raft.proposer.Proposer)."""
 
     async def propose(self, cmd: LogCommand, *, now_ms: int | None = None) -> dict[str, Any]: ...
+
+
+BrokerProbe = Callable[[BrokerConnection], Awaitable[tuple[bool, str]]]
+"""Connect to a tenant's broker as a deliverer would: (reachable and authenticated, a detail
+without credentials). Set by the node (delivery/brokers.py): the API cannot import delivery."""
 
 
 class RaftStatus(Protocol):
@@ -206,6 +212,7 @@ class ApiContext:
     limits: ServerLimits = field(default_factory=ServerLimits)
     storage: StorageGuard | None = None  # None: writes are never refused for disk space
     retention: Retention = field(default_factory=Retention)  # this node's [retention]
+    broker_probe: BrokerProbe | None = None  # None: POST /v1/connections/{name}/test is a 503
     body_gate: BodyGate = field(init=False)
     long_polls: LongPolls = field(init=False)
     receive_holds: ReceiveHolds = field(init=False)

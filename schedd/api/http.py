@@ -32,6 +32,7 @@ from schedd.jsonbody import JSONValue, loads_object
 from schedd.storage import StorageGuard
 from schedd.store.command import Rejected, result_of
 from schedd.store.commands import (
+    CreateConnection,
     CreateJobs,
     CreateTenant,
     LogCommand,
@@ -223,6 +224,7 @@ GROWING_COMMANDS: tuple[type[LogCommand], ...] = (
     CreateTenant,
     UpdateTenant,
     RedriveDeadletter,
+    CreateConnection,
 )
 
 
@@ -233,7 +235,13 @@ def _check_cluster_can_take(storage: StorageGuard, cmd: LogCommand) -> None:
         problem = storage.problem()
         if problem is not None:
             raise StorageLow(f"writes are refused: {problem}")
-    lagging = [] if cmd.LEVEL == 1 else storage.peers.lagging(cmd.LEVEL)
+    check_level(storage, cmd.needed_level())
+
+
+def check_level(storage: StorageGuard | None, level: int) -> None:
+    """503 unless every member reports that it applies commands of `level` (store/commands.py
+    LOG_LEVEL: an older node would halt on a newer type, or apply a newer body differently)."""
+    lagging = [] if level == 1 or storage is None else storage.peers.lagging(level)
     if lagging:
         raise ClusterUnavailable(
             f"not every node can apply this yet: {', '.join(lagging)} must run this schedd "

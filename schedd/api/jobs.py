@@ -16,6 +16,7 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
+from schedd.api.connections import connection_verdicts
 from schedd.api.context import CONTEXT, ApiContext
 from schedd.api.http import (
     decode_cursor,
@@ -110,10 +111,12 @@ def _new_item(
 async def _guard_targets(
     ctx: ApiContext, tenant_id: str, specs: list[dict[str, Any]]
 ) -> list[SchedError | None]:
-    """The SSRF guard on each spec's HTTP target (None: allowed, or not an HTTP target)."""
+    """The SSRF guard on each spec's HTTP target, and a broker target's connection
+    (api/connections.py); None: allowed, or neither kind."""
+    brokers = await connection_verdicts(ctx, tenant_id, specs)
     urls = {s["target"]["url"] for s in specs if s["target"]["type"] == "http"}
     if not urls:
-        return [None] * len(specs)
+        return brokers
     tenant = await ctx.reads.read(lambda conn: queries.get_tenant(conn, tenant_id))
     hosts = tenant.allowed_hosts if tenant is not None else []
 
@@ -127,7 +130,10 @@ async def _guard_targets(
 
     ordered = sorted(urls)
     verdicts = dict(zip(ordered, await asyncio.gather(*map(verdict, ordered)), strict=True))
-    return [verdicts.get(s["target"].get("url", "")) for s in specs]
+    return [
+        verdicts.get(s["target"].get("url", "")) or broker
+        for s, broker in zip(specs, brokers, strict=True)
+    ]
 
 
 def _stored_spec(ctx: ApiContext, spec: JobSpec) -> dict[str, Any]:

@@ -13,13 +13,20 @@ from typing import Any, ClassVar, Self, TypeVar
 
 import msgspec
 
+from schedd.model import CONNECTION_KIND_OF_TARGET
+
 JSONObject = Mapping[str, Any]  # kept as the proposer built it (a job spec, tenant changes)
 
 # The command types this version applies, as a level: a node halts on a type it does not know,
 # so a type added at level N is proposed only once every member reports N or more (/healthz
 # `log_level`; a rolling upgrade runs old and new nodes side by side). Level 2: prune and
-# set_retention (issue 14). LEVEL_OF_TYPE names the types above level 1.
-LOG_LEVEL = 2
+# set_retention (issue 14). Level 3 (issue 17): create_connection, delete_connection, and a
+# create_jobs or update_job whose spec has a broker target (`needed_level`: an older node would
+# apply it without checking or recording the job's use of its connection, and its state would
+# differ). LEVEL_OF_TYPE names the types above level 1.
+LOG_LEVEL = 3
+BROKER_TARGET_LEVEL = 3
+BROKER_TARGET_TYPES = frozenset(CONNECTION_KIND_OF_TARGET)
 
 
 class Body(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -48,6 +55,11 @@ class LogCommand(Body, frozen=True, kw_only=True, omit_defaults=True):
     TYPE: ClassVar[str]
     VERSION: ClassVar[int] = 1
     LEVEL: ClassVar[int] = 1  # the log level that introduced the type
+
+    def needed_level(self) -> int:
+        """The log level a node must apply for this command (LEVEL, or more for a body that
+        uses something newer than its type)."""
+        return self.LEVEL
 
 
 B = TypeVar("B", bound=type[LogCommand])
@@ -141,6 +153,9 @@ class CreateJobs(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
     actor: str | None = None
     jobs: tuple[NewJob, ...]
 
+    def needed_level(self) -> int:
+        return max((spec_level(job.spec) for job in self.jobs), default=self.LEVEL)
+
 
 class CancelJob(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
     TYPE = "cancel_job"
@@ -161,6 +176,16 @@ class UpdateJob(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
     next_run_at_ms: int | None
     next_fire_at_ms: int | None
     fields: tuple[str, ...] | None = None
+
+    def needed_level(self) -> int:
+        return max(self.LEVEL, spec_level(self.spec))
+
+
+def spec_level(spec: JSONObject) -> int:
+    """The log level a job spec needs: BROKER_TARGET_LEVEL for a broker target, else 1."""
+    target = spec.get("target")
+    kind = target.get("type") if isinstance(target, Mapping) else None
+    return BROKER_TARGET_LEVEL if kind in BROKER_TARGET_TYPES else 1
 
 
 class PauseJob(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
@@ -335,6 +360,34 @@ class SetRetention(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
     retention_ms: Mapping[str, int]
 
 
+# ---------------------------------------------------------------------------- connections
+
+
+class CreateConnection(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
+    """A tenant's named broker connection; `url` (credentials included) is sealed with the
+    payload keys when they are configured, and no result, audit record or log line holds it."""
+
+    TYPE = "create_connection"
+    LEVEL = 3
+    tenant_id: str
+    name: str
+    kind: str  # model.CONNECTION_SCHEMES
+    url: str
+    host: str  # host[:port] without credentials: what GET shows
+    addresses: tuple[str, ...]  # the addresses the guard checked: deliverers connect to these
+    actor: str | None = None
+
+
+class DeleteConnection(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
+    """Forget a connection; refused while a live (active or paused) job uses it."""
+
+    TYPE = "delete_connection"
+    LEVEL = 3
+    tenant_id: str
+    name: str
+    actor: str | None = None
+
+
 CATALOGUE: Mapping[str, type[LogCommand]] = {
     cls.TYPE: body_type(cls)
     for cls in (
@@ -362,6 +415,8 @@ CATALOGUE: Mapping[str, type[LogCommand]] = {
         RecordCallbacks,
         Prune,
         SetRetention,
+        CreateConnection,
+        DeleteConnection,
     )
 }
 LEVEL_OF_TYPE: Mapping[str, int] = {t: c.LEVEL for t, c in CATALOGUE.items() if c.LEVEL > 1}

@@ -6,7 +6,8 @@ A migration is never edited once released: add a new one. Times are epoch ms (`*
 from __future__ import annotations
 
 # Tables whose content is replicated state: the digest covers exactly these, in this order,
-# each read in primary-key order.
+# each read in primary-key order. Tables of LATER_TABLES count only once they hold a row, so a
+# log that never used them digests as it did before they existed (tests/unit/test_log_compat).
 REPLICATED_TABLES: tuple[tuple[str, str], ...] = (
     ("tenants", "tenant_id"),
     ("jobs", "job_id"),
@@ -21,7 +22,10 @@ REPLICATED_TABLES: tuple[tuple[str, str], ...] = (
     ("messages", "msg_id"),
     ("outbox", "seq"),
     ("deadletters", "id"),
+    ("connections", "tenant_id, name"),
+    ("connection_uses", "job_id"),
 )
+LATER_TABLES = frozenset({"connections", "connection_uses"})  # added at log level 3 (issue 17)
 
 MIGRATIONS: tuple[str, ...] = (
     # 1: the replicated core (issue 3).
@@ -259,5 +263,28 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX jobs_finished ON jobs (tenant_id, updated_at_ms)
         WHERE status IN ('completed', 'cancelled');
     CREATE INDEX deadletters_by_age ON deadletters (tenant_id, created_at_ms);
+    """,
+    # 8: tenants' broker connections (issue 17).
+    """
+    -- `url` holds the credentials: sealed with the payload keys when they are configured, and
+    -- read only by the deliverers (queries.broker_connection); `host` is what GET shows.
+    CREATE TABLE connections (
+        tenant_id TEXT NOT NULL,
+        name TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        url TEXT NOT NULL,
+        host TEXT NOT NULL,
+        addresses TEXT NOT NULL,
+        created_at_ms INTEGER NOT NULL,
+        PRIMARY KEY (tenant_id, name)
+    ) WITHOUT ROWID;
+    -- One row per live (active or paused) job with a broker target: deleting a connection
+    -- asks its index whether any job uses it, whatever the number of jobs.
+    CREATE TABLE connection_uses (
+        job_id TEXT PRIMARY KEY,
+        tenant_id TEXT NOT NULL,
+        name TEXT NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX connection_uses_by_name ON connection_uses (tenant_id, name);
     """,
 )

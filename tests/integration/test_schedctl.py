@@ -34,9 +34,14 @@ class Ctl:
         self.url, self.token = url, token
 
     def __call__(
-        self, *args: str, url: str | None = None, token: str | None = None, stdin: str = ""
+        self,
+        *args: str,
+        url: str | None = None,
+        token: str | None = None,
+        stdin: str = "",
+        env: dict[str, str] | None = None,
     ) -> Result:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDCTL_")}
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDCTL_")} | (env or {})
         env["SCHEDCTL_URL"] = url or self.url
         token = self.token if token is None else token
         if token:
@@ -360,7 +365,7 @@ def test_status_shows_nodes_roles_and_the_leader(ctl: Ctl, node: NodeProcess) ->
         (("--in", "10m", "--queue", "q", "--payload", "@/no/such/file.json"), "/no/such/file"),
         (("--at", "2030-01-01T08:00:00", "--queue", "q"), "no UTC offset"),
         (("--in", "10m", "--every", "5m", "--queue", "q"), "exactly one of --at"),
-        (("--in", "10m"), "--queue NAME or --http URL"),
+        (("--in", "10m"), "exactly one of --queue, --http, --redis-stream"),
         (("--in", "10m", "--http", "https://x.example", "--header", "nope"), "--header"),
         (("--in", "10m", "--queue", "q", "--tz", "UTC"), "--tz"),
         (("--in", "10m", "--http", "ftp://x.example"), "ftp://"),

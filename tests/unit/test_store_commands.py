@@ -102,7 +102,12 @@ def test_todays_log_bodies_read_back_byte_for_byte(type_: str, body: dict[str, A
 
 def test_the_catalogue_names_each_type_once_with_its_level() -> None:
     assert all(name == cls.TYPE and cls.VERSION == 1 for name, cls in CATALOGUE.items())
-    assert LEVEL_OF_TYPE == {"prune": 2, "set_retention": 2}
+    assert LEVEL_OF_TYPE == {
+        "prune": 2,
+        "set_retention": 2,
+        "create_connection": 3,
+        "delete_connection": 3,
+    }
     assert max(cls.LEVEL for cls in CATALOGUE.values()) == LOG_LEVEL
 
 

@@ -18,6 +18,12 @@ import click
 
 from schedd.cli.ctl import render
 from schedd.cli.ctl.client import Client, all_pages
+from schedd.cli.ctl.connections import (
+    BROKER_FLAG_NAMES,
+    BROKER_FLAGS,
+    BROKER_OPTIONS,
+    broker_target,
+)
 from schedd.cli.ctl.render import json_option, page_options
 from schedd.errors import InvalidRequest
 from schedd.jobspec import HTTP_METHODS, parse_job
@@ -64,8 +70,10 @@ _TARGET_OPTIONS = (
     click.option(
         "--http-timeout", metavar="DURATION", help="With --http: per-call limit [default: 10s]."
     ),
+    *BROKER_OPTIONS,
 )
-_TARGET_FLAGS = ("queue", "url", "method", "headers", "http_timeout")
+_TARGET_FLAGS = ("queue", "url", "method", "headers", "http_timeout", *BROKER_FLAG_NAMES)
+_ONE_TARGET = "give exactly one of --queue, --http, " + ", ".join(BROKER_FLAGS)
 
 
 def _stacked(options: tuple[Callable[[Command], Command], ...], command: Command) -> Command:
@@ -132,14 +140,19 @@ def target_from(
     method: str | None,
     headers: tuple[str, ...],
     http_timeout: str | None,
+    **brokers: Any,
 ) -> dict[str, Any]:
-    """The API's target object for exactly one of --queue or --http."""
-    if (queue is None) == (url is None):
-        raise InvalidRequest("target", "give exactly one of --queue NAME or --http URL")
+    """The API's target object for exactly one of --queue, --http or a broker's flag."""
+    kinds = (queue, url, brokers["redis_stream"], brokers["rabbitmq"], brokers["nats"])
+    if sum(kind is not None for kind in kinds) != 1:
+        raise InvalidRequest("target", _ONE_TARGET)
+    if url is None and (method or headers or http_timeout):
+        raise InvalidRequest("--method/--header/--http-timeout", "apply to --http only")
+    broker = broker_target(**brokers)  # --maxlen without --redis-stream is refused here
     if queue is not None:
-        if method or headers or http_timeout:
-            raise InvalidRequest("--method/--header/--http-timeout", "apply to --http only")
         return {"type": "queue", "name": queue}
+    if broker is not None:
+        return broker
     target: dict[str, Any] = {"type": "http", "url": url, "method": (method or "POST").upper()}
     if headers:
         target["headers"] = dict(_header(text) for text in headers)
@@ -193,6 +206,12 @@ FLAG_OF_FIELD = {
     "target.method": "--method",
     "target.headers": "--header",
     "target.timeout": "--http-timeout",
+    "target.connection": "CONN",
+    "target.stream": "--redis-stream",
+    "target.maxlen": "--maxlen",
+    "target.exchange": "--rabbitmq",
+    "target.routing_key": "--rabbitmq",
+    "target.subject": "--nats",
     "window": "--window",
     "name": "--name",
     "payload": "--payload",
@@ -227,7 +246,9 @@ Examples:
   schedctl add --at 2026-10-12T08:00:00+05:30 --queue digests --payload '{"user": 42}'
   schedctl add --in 10m --http https://hooks.example/release --header X-Env=prod
   schedctl add --cron '0 8 * * MON' --tz Asia/Kolkata --queue digests --name weekly
-  schedctl add --every 5m --queue pings --payload @ping.json --json""",
+  schedctl add --every 5m --queue pings --payload @ping.json --json
+  schedctl add --cron '0 8 * * MON' --redis-stream r/digests --maxlen 100000
+  schedctl add --in 1h --rabbitmq mq//digests   # the default exchange, queue digests""",
 )
 @schedule_options
 @target_options

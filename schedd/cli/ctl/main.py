@@ -6,7 +6,7 @@ import click
 from click.shell_completion import get_completion_class
 
 from schedd import __version__
-from schedd.cli.ctl import admin, jobs, queues, retention
+from schedd.cli.ctl import admin, connections, jobs, queues, retention
 from schedd.cli.ctl.client import Client
 from schedd.cli.ctl.cluster import cluster
 from schedd.cli.ctl.crontab import import_crontab
@@ -48,7 +48,7 @@ cli.add_command(work)
 cli.add_command(import_crontab)
 cli.add_command(top)
 cli.add_command(cluster)
-for command in (*queues.COMMANDS, *retention.COMMANDS):
+for command in (*queues.COMMANDS, *retention.COMMANDS, connections.connections):
     cli.add_command(command)
 
 

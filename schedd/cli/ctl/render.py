@@ -192,9 +192,19 @@ def describe_schedule(schedule: dict[str, Any]) -> str:
 
 
 def describe_target(target: dict[str, Any]) -> str:
-    """One line for a target object: `queue NAME` or `METHOD URL`."""
-    if target.get("type") == "queue":
+    """One line for a target object: `queue NAME`, `METHOD URL`, or the broker kind, the
+    connection and where in the broker (`nats CONN SUBJECT`)."""
+    kind = target.get("type")
+    if kind == "queue":
         return f"queue {target['name']}"
+    if kind == "redis_stream":
+        trim = f" (maxlen ~{target['maxlen']})" if target.get("maxlen") else ""
+        return f"redis_stream {target['connection']} {target['stream']}{trim}"
+    if kind == "rabbitmq":
+        exchange = target["exchange"] or "(default exchange)"
+        return f"rabbitmq {target['connection']} {exchange} {target['routing_key']}"
+    if kind == "nats":
+        return f"nats {target['connection']} {target['subject']}"
     return f"{target.get('method', 'POST')} {target.get('url')}"
 
 

@@ -12,8 +12,15 @@ from collections import Counter
 
 from schedd.model import JobStatus
 from schedd.store import ledger
+from schedd.store.apply import connections
 from schedd.store.command import Command, Handler, Result, ok
-from schedd.store.commands import AssignLeases, Claim, ClaimRuns, NodeHeartbeat
+from schedd.store.commands import (
+    BROKER_TARGET_TYPES,
+    AssignLeases,
+    Claim,
+    ClaimRuns,
+    NodeHeartbeat,
+)
 from schedd.store.events import DeliveriesReady, Event, MessagesReady
 
 
@@ -193,6 +200,14 @@ def _record_runs(
         ],
     )
     _advance_jobs(tx, cmd, [(c, t) for c, t, _ in accepted if not c.is_trigger])
+    connections.release(  # a completed job with a broker target no longer uses its connection
+        tx,
+        [
+            c.job_id
+            for c, _, job in accepted
+            if not c.is_trigger and c.next_run_at_ms is None and job.kind in BROKER_TARGET_TYPES
+        ],
+    )
 
 
 def _advance_jobs(

@@ -9,6 +9,7 @@ import sqlite3
 from typing import Any, NamedTuple
 
 from schedd.model import JobStatus
+from schedd.store.apply import connections
 from schedd.store.command import Command, Handler, Rejected, Result, compact_json, ok, rejected
 from schedd.store.commands import (
     CancelJob,
@@ -106,6 +107,9 @@ def _create_one(
             return {"job_id": seen[1], "created": False}
     if not can_add:
         return {"error": _error("quota_exceeded", "tenant has reached max_active_jobs")}
+    problem = connections.check_target(tx, tenant_id, item.spec)
+    if problem is not None:
+        return {"error": _error("invalid_request", problem)}
     job_id = item.job_id
     tx.execute(
         "INSERT INTO jobs (job_id, tenant_id, partition, spec, status, next_run_at_ms, "
@@ -128,6 +132,7 @@ def _create_one(
             "VALUES (?, ?, ?, ?, ?)",
             (tenant_id, key, item.request_hash, job_id, cmd.ts_ms),
         )
+    connections.use(tx, tenant_id, job_id, item.spec)
     audit(tx, cmd, tenant_id=tenant_id, job_id=job_id, detail=None)
     return {"job_id": job_id, "created": True}
 
@@ -170,6 +175,7 @@ def cancel_job(tx: sqlite3.Connection, cmd: Command[CancelJob]) -> Result:
     if status == JobStatus.CANCELLED:
         return ok()
     tx.execute("DELETE FROM due WHERE job_id = ?", (cmd.body.job_id,))
+    connections.release(tx, [cmd.body.job_id])
     _set_status(tx, cmd, JobStatus.CANCELLED.value, live_delta=-1 if status in LIVE else 0)
     audit(tx, cmd, tenant_id=job.tenant_id, job_id=cmd.body.job_id, detail={"was": status})
     return ok()
@@ -185,8 +191,13 @@ def update_job(tx: sqlite3.Connection, cmd: Command[UpdateJob]) -> Result:
     if job.version != cmd.body.expected_version:
         return rejected("stale_state", "the job changed meanwhile; read it again")
     b = cmd.body
+    problem = connections.check_target(tx, job.tenant_id, b.spec)
+    if problem is not None:
+        return rejected("invalid_request", problem)
     is_active = job.status == JobStatus.ACTIVE  # a paused job gets its next run on resume
     remove_scheduled_due(tx, job)
+    connections.release(tx, [b.job_id])
+    connections.use(tx, job.tenant_id, b.job_id, b.spec)
     tx.execute(
         "UPDATE jobs SET spec = ?, next_run_at_ms = ?, next_fire_at_ms = ?, "
         "version = version + 1, updated_at_ms = ? WHERE job_id = ?",

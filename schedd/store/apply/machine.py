@@ -15,6 +15,7 @@ from typing import Any
 from schedd import metrics
 from schedd.store.apply import (
     cluster,
+    connections,
     deadletters,
     delivery,
     dispatch,
@@ -49,6 +50,7 @@ HANDLERS: Mapping[str, Handler] = {
     **deadletters.HANDLERS,
     **delivery.HANDLERS,
     **retention.HANDLERS,
+    **connections.HANDLERS,
 }
 PRUNE_EVERY = 1_000  # indexes between deterministic clean-ups of the dedupe tables
 APPLIED_COMMANDS_TTL_MS = 3_600_000

@@ -1,0 +1,166 @@
+"""Connection routes: a tenant's named broker connections (create, list, show, delete, test), and
+the check of jobs' broker targets against them.
+
+A connection's URL carries credentials: it is sealed before it is proposed and never answered,
+logged or put in an error message again. Only `test` opens it, to hand it to the node's probe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+from urllib.parse import unquote
+
+from aiohttp import web
+
+from schedd.api.context import CONTEXT, ApiContext
+from schedd.api.http import check_level, json_response, principal, propose, read_object, require
+from schedd.errors import ClusterUnavailable, ConnectionNotFound, InvalidRequest, SchedError
+from schedd.guard.connections import parse_connection_url, pin_addresses
+from schedd.guard.dns import lookups_for
+from schedd.jobspec import CONNECTION_NAME
+from schedd.model import BrokerConnection
+from schedd.store import connections as reads
+from schedd.store import queries
+from schedd.store.commands import BROKER_TARGET_LEVEL, CreateConnection, DeleteConnection
+from schedd.timeformat import format_instant
+
+routes = web.RouteTableDef()
+BODY_LIMIT = 8 * 1024  # a name and a URL of at most 2,048 characters
+MAX_DETAIL_CHARS = 512
+
+
+class NoBrokerProbe(ClusterUnavailable):
+    """This node was started without a broker probe (POST /v1/connections/{name}/test)."""
+
+    code = "no_broker_probe"
+
+
+def _name(value: object, field: str = "name") -> str:
+    if not isinstance(value, str) or not CONNECTION_NAME.fullmatch(value):
+        raise InvalidRequest(field, f"must match [A-Za-z0-9_.-]{{1,64}}, got {str(value)[:80]!r}")
+    return value
+
+
+def _addressed(request: web.Request) -> tuple[ApiContext, str, str]:
+    """(context, the caller's tenant, the connection's name) of a /v1/connections/{name} call."""
+    ctx, tenant_id = request.app[CONTEXT], principal(request).tenant()
+    return ctx, tenant_id, _name(request.match_info["name"])
+
+
+@routes.post("/v1/connections")
+async def create_connection(request: web.Request) -> web.Response:
+    """Check the URL (scheme, host, port; the SSRF guard on every address the host resolves
+    to), pin those addresses, seal the URL and propose it. 201 without the URL."""
+    ctx, who = request.app[CONTEXT], principal(request)
+    tenant_id = who.tenant()
+    body = await read_object(request, limit_bytes=BODY_LIMIT)
+    require(body, {"name", "url"})
+    if "url" not in body:
+        raise InvalidRequest("url", "is required")
+    name, url = _name(body.get("name")), body["url"]
+    parsed = parse_connection_url(url)
+    check_level(ctx.storage, CreateConnection.LEVEL)  # before any lookup
+    tenant = await ctx.reads.read(lambda conn: queries.get_tenant(conn, tenant_id))
+    hosts = tenant.allowed_hosts if tenant is not None else []
+    with lookups_for(tenant_id):
+        addresses = await pin_addresses(ctx.guard, parsed, hosts)
+    cmd = CreateConnection(
+        tenant_id=tenant_id,
+        name=name,
+        kind=parsed.kind,
+        url=str(ctx.payload_keys.seal(url)),
+        host=parsed.display,
+        addresses=addresses,
+        actor=who.actor,
+    )
+    result = await propose(ctx, cmd)
+    return json_response(_shown(result), status=201)
+
+
+def _shown(fields: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "name": fields["name"],
+        "kind": fields["kind"],
+        "host": fields["host"],
+        "created_at": format_instant(fields["created_at_ms"]),
+    }
+
+
+@routes.get("/v1/connections")
+async def list_connections(request: web.Request) -> web.Response:
+    ctx, tenant_id = request.app[CONTEXT], principal(request).tenant()
+    found = await ctx.reads.read(lambda conn: reads.list_connections(conn, tenant_id))
+    return json_response({"connections": [c.to_json() for c in found]})
+
+
+@routes.get("/v1/connections/{name}")
+async def get_connection(request: web.Request) -> web.Response:
+    ctx, tenant_id, name = _addressed(request)
+    found = await ctx.reads.read(lambda conn: reads.get_connection(conn, tenant_id, name))
+    if found is None:
+        raise ConnectionNotFound(name)
+    return json_response(found.to_json())
+
+
+@routes.delete("/v1/connections/{name}")
+async def delete_connection(request: web.Request) -> web.Response:
+    """204; 409 while a live job uses it (apply decides, in log order); 404 if there is none."""
+    ctx, tenant_id, name = _addressed(request)
+    actor = principal(request).actor
+    await propose(ctx, DeleteConnection(tenant_id=tenant_id, name=name, actor=actor))
+    return web.Response(status=204)
+
+
+@routes.post("/v1/connections/{name}/test")
+async def test_connection(request: web.Request) -> web.Response:
+    """Connect as a deliverer would (the node's probe), within the request timeout."""
+    ctx, tenant_id, name = _addressed(request)
+    found = await ctx.reads.read(
+        lambda conn: reads.broker_connection(conn, ctx.payload_keys, tenant_id, name)
+    )
+    if found is None:
+        raise ConnectionNotFound(name)
+    if ctx.broker_probe is None:
+        raise NoBrokerProbe("no broker probe on this node")
+    try:
+        async with asyncio.timeout(ctx.request_timeout_s):
+            is_ok, detail = await ctx.broker_probe(found)
+    except TimeoutError:
+        is_ok, detail = False, f"no answer within {ctx.request_timeout_s:g}s"
+    return json_response({"ok": bool(is_ok), "detail": scrubbed(str(detail), found)})
+
+
+def scrubbed(detail: str, connection: BrokerConnection) -> str:
+    """A probe's detail as the tenant sees it: the URL and its credentials cut out, whatever
+    the broker's client library put in its message."""
+    userinfo, has_userinfo, _ = connection.url.partition("://")[2].rpartition("@")
+    secrets = [connection.url]
+    if has_userinfo:
+        user, _, password = userinfo.partition(":")
+        secrets += [userinfo, password, user, unquote(password), unquote(user)]
+    for secret in sorted({s for s in secrets if len(s) >= 3}, key=len, reverse=True):
+        detail = detail.replace(secret, "***")
+    return detail[:MAX_DETAIL_CHARS]
+
+
+async def connection_verdicts(
+    ctx: ApiContext, tenant_id: str, specs: list[dict[str, Any]]
+) -> list[SchedError | None]:
+    """Per spec (canonical JSON): a broker target must name a connection of the tenant of its
+    kind, and every node must apply level-3 commands; None for the others. Apply checks the
+    connection again in log order; this answers the common case before anything is proposed."""
+    wanted = [reads.broker_connection_of(spec.get("target")) for spec in specs]
+    if not any(wanted):
+        return [None] * len(specs)
+    try:
+        check_level(ctx.storage, BROKER_TARGET_LEVEL)
+    except ClusterUnavailable as exc:
+        return [None if w is None else exc for w in wanted]
+    names = {w[0] for w in wanted if w is not None}
+    kinds = await ctx.reads.read(lambda conn: reads.connection_kinds(conn, tenant_id, names))
+    verdicts: list[SchedError | None] = []
+    for w in wanted:
+        problem = None if w is None else reads.connection_problem(w[0], w[1], kinds.get(w[0]))
+        verdicts.append(None if problem is None else InvalidRequest("target.connection", problem))
+    return verdicts

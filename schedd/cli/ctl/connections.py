@@ -1,0 +1,203 @@
+"""`schedctl connections add|ls|rm|test` (a tenant's broker connections) and the broker target
+flags of `schedctl add` (--redis-stream, --rabbitmq, --nats).
+
+A connection's URL holds credentials: it is read from an argument, stdin or an environment
+variable, sent once, and never printed.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import urllib.parse
+from typing import Any
+
+import click
+
+from schedd.cli.ctl import render
+from schedd.cli.ctl.client import Client
+from schedd.cli.ctl.render import json_option
+from schedd.errors import InvalidRequest, SchedError
+
+URL_ENV = "SCHEDCTL_CONNECTION_URL"
+CONNECTION_JSON = '{"name", "kind", "host", "created_at"}'
+BROKER_FLAGS = ("--redis-stream", "--rabbitmq", "--nats")
+
+
+class ConnectionFailed(SchedError):
+    """`connections test` reached the node, and the node could not use the connection."""
+
+    code = "connection_failed"
+    exit_code = 1
+
+
+def connection_path(name: str) -> str:
+    return "/v1/connections/" + urllib.parse.quote(name, safe="")
+
+
+@click.group()
+def connections() -> None:
+    """Manage the tenant's named broker connections (Redis, RabbitMQ, NATS)."""
+
+
+@connections.command(
+    "add",
+    epilog=f"""\b
+Examples:
+  schedctl connections add r redis://user:pw@redis.acme.example:6379/0
+  printf '%s' "$REDIS_URL" | schedctl connections add r -
+  {URL_ENV}="$AMQP_URL" schedctl connections add mq""",
+)
+@click.argument("name")
+@click.argument("url", required=False, metavar="[URL]")
+@json_option(CONNECTION_JSON)
+@click.pass_obj
+def add_connection(client: Client, name: str, url: str | None, as_json: bool) -> None:
+    """Create connection NAME to the broker at URL (redis://, rediss://, amqp://, amqps://,
+    nats:// or tls://, credentials included). The URL is never shown again. To keep it out of
+    your shell history, give - to read it from stdin, or leave it out to read it from the
+    SCHEDCTL_CONNECTION_URL environment variable."""
+    body = {"name": name, "url": _url(url)}
+    answer: dict[str, Any] = client.request("POST", "/v1/connections", body)
+    _show([answer], as_json=as_json, single=True)
+
+
+def _url(given: str | None) -> str:
+    if given == "-":
+        text = sys.stdin.readline().strip()
+        source = "stdin"
+    elif given is None:
+        text = os.environ.get(URL_ENV, "").strip()
+        source = URL_ENV
+    else:
+        return given
+    if not text:
+        raise InvalidRequest("URL", f"give it as an argument, - for stdin, or in {URL_ENV}")
+    if not text.isprintable():
+        raise InvalidRequest("URL", f"from {source} must be one line of printable text")
+    return text
+
+
+@connections.command(
+    "ls",
+    epilog="""\b
+Examples:
+  schedctl connections ls
+  schedctl connections ls --json | jq -r '.connections[] | select(.kind == "redis") | .name'""",
+)
+@json_option(f'{{"connections": [{CONNECTION_JSON}, ...]}}')
+@click.pass_obj
+def list_connections(client: Client, as_json: bool) -> None:
+    """List the tenant's connections: name, kind and host (never their URLs)."""
+    answer: dict[str, Any] = client.request("GET", "/v1/connections")
+    if as_json:
+        render.print_json(answer)
+        return
+    if not answer["connections"]:
+        render.note("no connections")
+        return
+    _show(answer["connections"], as_json=False)
+
+
+def _show(items: list[dict[str, Any]], *, as_json: bool, single: bool = False) -> None:
+    if as_json:
+        render.print_json(items[0] if single else {"connections": items})
+        return
+    rows = [(c["name"], c["kind"], c["host"], c["created_at"]) for c in items]
+    render.print_table(("NAME", "KIND", "HOST", "CREATED (UTC)"), rows)
+
+
+@connections.command(
+    "rm",
+    epilog="\b\nExamples:\n  schedctl connections rm r",
+)
+@click.argument("name")
+@json_option('{"name": ..., "status": "deleted"}')
+@click.pass_obj
+def remove_connection(client: Client, name: str, as_json: bool) -> None:
+    """Delete connection NAME; refused (exit 1) while an active or paused job uses it."""
+    client.request("DELETE", connection_path(name))
+    if as_json:
+        render.print_json({"name": name, "status": "deleted"})
+
+
+@connections.command(
+    "test",
+    epilog="\b\nExamples:\n  schedctl connections test r && echo reachable",
+)
+@click.argument("name")
+@json_option('{"ok": true | false, "detail": "..."}')
+@click.pass_obj
+def test_connection(client: Client, name: str, as_json: bool) -> None:
+    """Connect to NAME's broker from a node, as a delivery would; exit 1 if that fails."""
+    answer: dict[str, Any] = client.request("POST", connection_path(name) + "/test")
+    if as_json:
+        render.print_json(answer)
+    elif answer["ok"]:
+        click.echo(f"ok: {answer['detail']}")
+    if not answer["ok"]:
+        raise ConnectionFailed(f"connection {name!r} failed: {answer['detail']}")
+
+
+# ---------------------------------------------------------------------------- schedctl add
+
+
+BROKER_OPTIONS = (
+    click.option(
+        "--redis-stream",
+        metavar="CONN/STREAM",
+        help="Deliver runs with XADD to STREAM through connection CONN.",
+    ),
+    click.option(
+        "--maxlen",
+        type=click.IntRange(1, 1_000_000_000),
+        metavar="N",
+        help="With --redis-stream: trim the stream to about N entries.",
+    ),
+    click.option(
+        "--rabbitmq",
+        metavar="CONN/EXCHANGE/KEY",
+        help="Publish runs to EXCHANGE with routing KEY through CONN (CONN//KEY: the default "
+        "exchange, KEY a queue).",
+    ),
+    click.option(
+        "--nats",
+        metavar="CONN/SUBJECT",
+        help="Publish runs to the JetStream SUBJECT through connection CONN.",
+    ),
+)
+BROKER_FLAG_NAMES = ("redis_stream", "maxlen", "rabbitmq", "nats")
+
+
+def broker_target(
+    *, redis_stream: str | None, maxlen: int | None, rabbitmq: str | None, nats: str | None
+) -> dict[str, Any] | None:
+    """The API's target object for --redis-stream, --rabbitmq or --nats (None: none given)."""
+    if maxlen is not None and redis_stream is None:
+        raise InvalidRequest("--maxlen", "applies to --redis-stream only")
+    if redis_stream is not None:
+        connection, stream = _split(redis_stream, "--redis-stream", "CONN/STREAM", 1)
+        target: dict[str, Any] = {"type": "redis_stream", "connection": connection}
+        target["stream"] = stream
+        return target if maxlen is None else target | {"maxlen": maxlen}
+    if rabbitmq is not None:
+        connection, exchange, key = _split(rabbitmq, "--rabbitmq", "CONN/EXCHANGE/KEY", 2)
+        return {
+            "type": "rabbitmq",
+            "connection": connection,
+            "exchange": exchange,
+            "routing_key": key,
+        }
+    if nats is not None:
+        connection, subject = _split(nats, "--nats", "CONN/SUBJECT", 1)
+        return {"type": "nats", "connection": connection, "subject": subject}
+    return None
+
+
+def _split(value: str, flag: str, form: str, cuts: int) -> list[str]:
+    """CONN and the rest, cut at the first `cuts` slashes (names of connections and exchanges
+    hold no slash; streams, routing keys and subjects may)."""
+    parts = value.split("/", cuts)
+    if len(parts) != cuts + 1:
+        raise InvalidRequest(flag, f"must be {form}, got {value!r}")
+    return parts

@@ -1,0 +1,141 @@
+"""The SSRF guard for tenants' broker connections (Redis, RabbitMQ, NATS URLs): the URL's
+static checks, then every address its host resolves to, which the connection pins.
+
+Messages name the host at most, never the URL: it carries the tenant's credentials.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import string
+from collections.abc import Sequence
+from dataclasses import dataclass
+from ipaddress import IPv6Address, ip_address
+from urllib.parse import urlsplit
+
+from schedd.errors import InvalidRequest
+from schedd.guard.ssrf import (
+    Address,
+    BlockedTarget,
+    _normalise_host,  # one host normalisation for every guarded URL
+    host_matches,
+    is_blocked,
+)
+from schedd.guard.targets import TargetGuard
+from schedd.model import CONNECTION_SCHEMES
+
+MAX_URL_CHARS = 2048
+MAX_PINNED = 16  # addresses kept per connection (a name with more answers is pinned to these)
+DEFAULT_PORTS = {
+    "redis": 6379,
+    "rediss": 6379,
+    "amqp": 5672,
+    "amqps": 5671,
+    "nats": 4222,
+    "tls": 4222,
+}
+_SCHEMES = ", ".join(f"{scheme}://" for scheme in CONNECTION_SCHEMES)
+_PRINTABLE = frozenset(string.printable) - frozenset(string.whitespace)
+
+
+class UnresolvedHost(InvalidRequest):
+    """A connection's host gave no address in time: a connection pins the addresses that were
+    checked when it was created, so it cannot be created without them."""
+
+    code = "unresolved_host"
+    http_status = 422
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConnectionUrl:
+    """A broker URL that passed the static checks (the URL itself stays with the caller)."""
+
+    scheme: str
+    kind: str  # "redis" | "rabbitmq" | "nats"
+    host: str  # normalised: lowercase ASCII, no brackets
+    port: int
+    address: Address | None  # set when the host is a literal IP
+
+    @property
+    def display(self) -> str:
+        """host:port, what a tenant sees of the connection (never its credentials)."""
+        name = f"[{self.host}]" if isinstance(self.address, IPv6Address) else self.host
+        return f"{name}:{self.port}"
+
+
+def parse_connection_url(url: object, *, field: str = "url") -> ConnectionUrl:
+    """Scheme (CONNECTION_SCHEMES), a host, a port 1-65535, at most MAX_URL_CHARS printable
+    characters; InvalidRequest names `field` and never repeats the URL."""
+    if not isinstance(url, str) or not 1 <= len(url) <= MAX_URL_CHARS:
+        raise InvalidRequest(field, f"must be a URL string of 1-{MAX_URL_CHARS} characters")
+    if not set(url) <= _PRINTABLE:
+        raise InvalidRequest(field, "must be printable ASCII without spaces (percent-encode)")
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        raise InvalidRequest(field, "is not a valid URL (a host, and a port 1-65535)") from None
+    scheme = parts.scheme.lower()
+    if scheme not in CONNECTION_SCHEMES:
+        raise InvalidRequest(field, f"must start with one of {_SCHEMES}, got {scheme!r}")
+    if port == 0:
+        raise InvalidRequest(field, "port must be 1-65535")
+    try:
+        host, address = _normalise_host(parts)
+    except BlockedTarget as exc:
+        raise InvalidRequest(field, exc.reason) from None
+    return ConnectionUrl(
+        scheme=scheme,
+        kind=CONNECTION_SCHEMES[scheme],
+        host=host,
+        port=DEFAULT_PORTS[scheme] if port is None else port,
+        address=address,
+    )
+
+
+async def pin_addresses(
+    guard: TargetGuard, url: ConnectionUrl, allowed_hosts: Sequence[str] = ()
+) -> tuple[str, ...]:
+    """The addresses a new connection may use: the host must match the tenant's
+    `allowed_hosts`, and every address it resolves to (within the guard's check time) must be
+    allowed (`[delivery] allow_cidrs` opens private ranges). BlockedTarget (422) otherwise;
+    UnresolvedHost (422) when no address came back in time."""
+    if allowed_hosts and not host_matches(url.host, allowed_hosts):
+        raise BlockedTarget("host is not in the tenant's allowed_hosts", host=url.host, field="url")
+    if url.address is not None:
+        return (str(_allowed(guard, url, url.address)),)
+    try:
+        async with asyncio.timeout(guard.check_timeout_s):
+            texts = await guard.resolver(url.host, url.port)
+    except (OSError, TimeoutError) as exc:
+        raise UnresolvedHost(
+            "url", f"host {url.host!r} did not resolve: {_why(exc, guard.check_timeout_s)}"
+        ) from None
+    pinned: list[str] = []
+    for text in texts:
+        try:
+            found = ip_address(text)
+        except ValueError:
+            raise BlockedTarget(
+                "resolver returned a non-address", host=url.host, field="url"
+            ) from None
+        address = str(_allowed(guard, url, found))
+        if address not in pinned:
+            pinned.append(address)
+    if not pinned:
+        raise UnresolvedHost("url", f"host {url.host!r} resolved to no addresses")
+    return tuple(pinned[:MAX_PINNED])
+
+
+def _allowed(guard: TargetGuard, url: ConnectionUrl, address: Address) -> Address:
+    reason = is_blocked(address, guard.allow)
+    if reason is not None:
+        shown = "" if address == url.address else str(address)
+        raise BlockedTarget(reason, host=url.host, address=shown, field="url")
+    return address
+
+
+def _why(exc: OSError, timeout_s: float) -> str:
+    if isinstance(exc, TimeoutError):
+        return f"no answer within {timeout_s:g}s"
+    return exc.strerror or type(exc).__name__
