@@ -181,6 +181,7 @@ class Link(Generic[ClientT]):
     slots: asyncio.Semaphore
     client: ClientT | None = None
     failures: int = 0  # connects failed in a row
+    connects: int = 0  # connects tried, ever
     down_until: float = 0.0  # monotonic: no connect before this
     cause: str = ""
     last_used: float = 0.0
@@ -303,6 +304,7 @@ class Pool(Generic[ClientT]):
                 return link.client
             if self._clock() < link.down_until:
                 raise ConnectionDown(link.cause)
+            link.connects += 1
             try:
                 client = await connect_pinned(
                     self._connector, link.connection, self.limits.connect_timeout_s

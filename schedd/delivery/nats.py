@@ -7,11 +7,12 @@ Never raises for a remote failure; knows nothing of the outbox loop (caller.py) 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import ssl
 from dataclasses import dataclass
-from urllib.parse import unquote, urlsplit
+from urllib.parse import SplitResult, unquote, urlsplit
 
 import nats.errors
 import nats.js.errors
@@ -45,9 +46,21 @@ class JetStream:
     js: JetStreamContext
 
 
-async def _quiet(*args: object) -> None:
-    """nats-py's callbacks: the pool sees a lost connection at the next publish."""
-    log.debug("delivery: nats connection event %s", [type(a).__name__ for a in args])
+class _Events:
+    """nats-py's callbacks for one client. While it connects, the first error ends the connect:
+    nats-py would otherwise try the server again every 2 s, even with reconnecting off. After,
+    events are only logged: the pool sees a lost connection at the next publish."""
+
+    def __init__(self) -> None:
+        self.is_connecting = True
+
+    async def error(self, exc: Exception) -> None:
+        if self.is_connecting:
+            raise exc
+        log.debug("delivery: nats connection error %s", type(exc).__name__)
+
+    async def changed(self) -> None:
+        log.debug("delivery: nats connection disconnected or closed")
 
 
 class NatsConnector:
@@ -61,10 +74,20 @@ class NatsConnector:
 
     async def connect(self, connection: BrokerConnection, address: str) -> JetStream:
         parts = urlsplit(connection.url)
+        nc, events = Client(), _Events()
+        try:
+            await self._connect(nc, events, parts, address)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await nc.close()
+            raise
+        events.is_connecting = False
+        return JetStream(nc, nc.jetstream(timeout=self._limits.publish_timeout_s))
+
+    async def _connect(self, nc: Client, events: _Events, parts: SplitResult, address: str) -> None:
         is_tls = parts.scheme == "tls"
         user = unquote(parts.username) if parts.username else None
         password = unquote(parts.password) if parts.password else None
-        nc = Client()
         await nc.connect(
             servers=[f"{parts.scheme}://{url_host(address)}:{parts.port or DEFAULT_PORT}"],
             user=user if password is not None else None,
@@ -75,12 +98,11 @@ class NatsConnector:
             allow_reconnect=False,
             max_reconnect_attempts=0,
             connect_timeout=math.ceil(self._limits.connect_timeout_s),
-            error_cb=_quiet,
-            disconnected_cb=_quiet,
-            closed_cb=_quiet,
+            error_cb=events.error,
+            disconnected_cb=events.changed,
+            closed_cb=events.changed,
             name="schedd",
         )
-        return JetStream(nc, nc.jetstream(timeout=self._limits.publish_timeout_s))
 
     async def close(self, client: JetStream) -> None:
         await client.nc.close()

@@ -125,7 +125,7 @@ class RedisConnector:
                 "tls": self._tls,
                 "server_hostname": parts.hostname,
             }
-        client = redis.asyncio.Redis(connection_pool=redis.asyncio.ConnectionPool(**options))
+        client = redis.asyncio.Redis.from_pool(redis.asyncio.ConnectionPool(**options))
         try:
             await client.ping()
         except BaseException:
