@@ -65,7 +65,7 @@ def broker_target(text: str) -> BrokerTarget:
         raise ValueError(f"target.connection must be a name, got {connection!r}")
     if kind == "redis_stream":
         maxlen = value.get("maxlen")
-        if maxlen is not None and (not isinstance(maxlen, int) or maxlen < 1):
+        if maxlen is not None and (type(maxlen) is not int or maxlen < 1):
             raise ValueError(f"target.maxlen must be a positive integer, got {maxlen!r}")
         return RedisStreamTarget(
             connection=connection, stream=_text(value, "stream"), maxlen=maxlen
