@@ -7,6 +7,7 @@ Never raises for a remote failure; knows nothing of the outbox loop (caller.py) 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import math
@@ -36,6 +37,7 @@ from schedd.timeformat import format_instant
 
 log = logging.getLogger(__name__)
 DEFAULT_PORT = 4222
+ABANDON_S = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +65,14 @@ class _Events:
         log.debug("delivery: nats connection disconnected or closed")
 
 
+async def _abandon(nc: Client) -> None:
+    """Close a client whose connect failed. After a failed TLS upgrade nats-py's close() waits
+    forever on the transport it replaced, so it gets a moment and no more."""
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(ABANDON_S):
+            await nc.close()
+
+
 class NatsConnector:
     """Clients for `nats://` and `tls://` URLs (user and password, or a token as the user,
     from the URL), connected to a pinned address; nats-py's own reconnecting is off (the pool
@@ -78,8 +88,8 @@ class NatsConnector:
         try:
             await self._connect(nc, events, parts, address)
         except BaseException:
-            with contextlib.suppress(Exception):
-                await nc.close()
+            events.is_connecting = False
+            await _abandon(nc)
             raise
         events.is_connecting = False
         return JetStream(nc, nc.jetstream(timeout=self._limits.publish_timeout_s))
