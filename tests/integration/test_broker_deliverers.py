@@ -1,6 +1,7 @@
 """The broker deliverers against real brokers on loopback (tests/brokers.py): each attempt's
 message read back with the broker's own client library, exact; the broker's refusals as retried
-attempts; a connection that is down failing fast; 500 attempts at once all arriving; the probe.
+attempts; a connection that is down failing fast; 500 attempts at once all arriving; the probe;
+and runs claimed into the outbox, delivered by the Caller through each deliverer and recorded.
 
 Every connection URL names a host that never resolves (broker.invalid): a delivery that arrives
 went to the connection's pinned address.
@@ -13,7 +14,8 @@ import json
 import os
 import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import Any, TypeVar
 
 import aio_pika
@@ -26,7 +28,8 @@ from schedd.delivery.nats import NatsDeliverer
 from schedd.delivery.outcome import Outcome, Verdict
 from schedd.delivery.rabbitmq import RabbitMqDeliverer
 from schedd.delivery.redis_stream import RedisStreamDeliverer
-from schedd.model import BrokerConnection, RetryPolicy
+from schedd.guard.targets import TargetGuard
+from schedd.model import BrokerConnection, RetryPolicy, idempotency_key
 from schedd.sealing import PayloadKeys
 from schedd.store.outbox import DueCall
 from tests.brokers import (
@@ -48,6 +51,16 @@ from tests.brokers import (
     require,
     unique,
 )
+from tests.integration.test_delivery_isolation import (
+    NO_WAIT,
+    Node,
+    _claim,
+    _job_item,
+    run_with,
+    until,
+    wall_ms,
+)
+from tests.integration.test_delivery_seam import with_deliverers
 
 FIXTURES = (
     nats_service,
@@ -494,3 +507,60 @@ def test_probe_error_never_holds_the_password(rabbitmq_service: None) -> None:
     ok, detail = asyncio.run(probe(connection("rabbitmq", url=url)))
     assert not ok
     assert "wr0ng-pa55" not in detail
+
+
+# ---------------------------------------------------------------------- through the caller
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Iterator[Node]:
+    started = Node(tmp_path, TargetGuard(["127.0.0.0/8"]))
+    try:
+        yield started
+    finally:
+        started.close()
+
+
+def through_caller(
+    node: Node, kind: str, target: dict[str, Any], until_runs: tuple[str, int]
+) -> int:
+    """Claim a run of a job with `target` and let a Caller holding the real deliverer of `kind`
+    deliver it until its run is `until_runs`; the run's scheduled_at_ms."""
+    local = connection(kind)
+    lookup = {("t", "main"): local}
+    deliverer = KINDS[kind](KEYS, lambda tenant_id, name: lookup.get((tenant_id, name)))
+    with_deliverers(node, deliverer)
+    node.tenant("t")
+    scheduled_at_ms = wall_ms()
+    item = _job_item("j-broker", scheduled_at_ms, target, NO_WAIT)
+    assert node.apply("create_jobs", {"tenant_id": "t", "jobs": [item]}, ts_ms=scheduled_at_ms)
+    claims = {"node_id": "n1", "claims": [_claim("j-broker", scheduled_at_ms)]}
+    assert node.apply("claim_runs", claims, ts_ms=scheduled_at_ms)["claimed"] == 1
+
+    async def scenario() -> None:
+        node.caller.wake_threadsafe()
+        await until(lambda: node.runs(["j-broker"])["j-broker"] == until_runs, str(until_runs))
+
+    run_with(node, scenario)
+    return scheduled_at_ms
+
+
+def test_the_caller_delivers_a_redis_stream_run(node: Node, redis_stream: Stream) -> None:
+    at_ms = through_caller(node, "redis", redis_target(redis_stream), ("succeeded", 1))
+    [(_, fields)] = asyncio.run(stream_entries(redis_stream.key))
+    assert fields[b"idempotency_key"] == idempotency_key("j-broker", at_ms).encode()
+    assert node.attempts("j-broker") == [(1, "succeeded", None)]
+
+
+def test_the_caller_delivers_a_rabbitmq_run(node: Node, rabbitmq_queue: Queue) -> None:
+    target = rabbit_target(rabbitmq_queue.exchange, rabbitmq_queue.routing_key)
+    at_ms = through_caller(node, "rabbitmq", target, ("succeeded", 1))
+    [message] = asyncio.run(queued(rabbitmq_queue))
+    assert message.message_id == idempotency_key("j-broker", at_ms)
+
+
+def test_the_caller_retries_a_nats_run_no_stream_captures(node: Node, nats_service: None) -> None:
+    subject = unique("nostream").replace("-", "_") + ".runs"
+    through_caller(node, "nats", nats_target(subject), ("dead", 3))
+    error = f"no stream captures subject {subject!r}"
+    assert node.attempts("j-broker") == [(n, "failed", error) for n in (1, 2, 3)]
