@@ -129,13 +129,6 @@ def scrub(text: str, url: str) -> str:
     return text
 
 
-def shown_url(url: str) -> str:
-    """`scheme://host:port` of a connection URL: what logs and errors may name."""
-    parts = urlsplit(url)
-    port = f":{parts.port}" if parts.port else ""
-    return f"{parts.scheme}://{parts.hostname or ''}{port}"
-
-
 def url_host(address: str) -> str:
     """An IP address as a URL's host (IPv6 in brackets)."""
     return f"[{address}]" if ":" in address else address
@@ -166,7 +159,7 @@ class ConnectionDown(Exception):
 
 
 class Connector(Protocol[ClientT]):
-    """How one broker kind makes, describes and closes its client for a pinned address."""
+    """How one broker kind makes its client for a pinned address, and closes it."""
 
     async def connect(self, connection: BrokerConnection, address: str) -> ClientT: ...
 

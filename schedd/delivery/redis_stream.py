@@ -32,33 +32,47 @@ from schedd.model import BrokerConnection, RedisStreamTarget
 from schedd.store.outbox import DueCall
 
 DEFAULT_PORT = 6379
+PIPELINES = 4  # in flight at once on one connection
 Fields = dict[str, str]
 Pending = tuple[str, Fields, int | None, "asyncio.Future[bytes]"]  # stream, fields, maxlen, id
 
 
 class StreamWriter:
-    """One connection's Redis client. XADDs asked for in one turn of the event loop are sent as
-    one pipeline (one round trip, one connection) on the next turn."""
+    """One connection's Redis client. XADDs asked for in one turn of the event loop go out as
+    one pipeline (one round trip) on the next turn; at most PIPELINES pipelines are in flight,
+    and what is asked for meanwhile waits for the next one (so a slow server never needs more
+    connections than PIPELINES)."""
 
     def __init__(self, client: redis.asyncio.Redis) -> None:
         self.client = client
         self._batch: list[Pending] = []
+        self._is_flush_due = False
         self._sending: set[asyncio.Task[None]] = set()
 
     async def xadd(self, stream: str, fields: Fields, maxlen: int | None) -> bytes:
         """The id of the entry added to `stream` (trimmed to about `maxlen` entries)."""
-        loop = asyncio.get_running_loop()
-        added: asyncio.Future[bytes] = loop.create_future()
-        if not self._batch:
-            loop.call_soon(self._flush)
+        added: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         self._batch.append((stream, fields, maxlen, added))
+        self._schedule()
         return await added
 
+    def _schedule(self) -> None:
+        if self._batch and not self._is_flush_due and len(self._sending) < PIPELINES:
+            self._is_flush_due = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
     def _flush(self) -> None:
-        batch, self._batch = self._batch, []
-        task = asyncio.get_running_loop().create_task(self._send(batch))
-        self._sending.add(task)
-        task.add_done_callback(self._sending.discard)
+        self._is_flush_due = False
+        batch = [pending for pending in self._batch if not pending[3].done()]  # not timed out
+        self._batch = []
+        if batch:
+            task = asyncio.get_running_loop().create_task(self._send(batch))
+            self._sending.add(task)
+            task.add_done_callback(self._sent)
+
+    def _sent(self, task: asyncio.Task[None]) -> None:
+        self._sending.discard(task)
+        self._schedule()
 
     async def _send(self, batch: list[Pending]) -> None:
         pipe = self.client.pipeline(transaction=False)
@@ -118,6 +132,7 @@ class RedisConnector:
             "socket_connect_timeout": self._limits.connect_timeout_s,
             "socket_timeout": self._limits.publish_timeout_s,
             "retry": Retry(NoBackoff(), 0),  # the pool's backoff decides when to try again
+            "max_connections": PIPELINES + 1,  # and one for a probe's INFO
         }
         if parts.scheme == "rediss":
             options |= {

@@ -13,7 +13,6 @@ from schedd.delivery.brokers import (
     message_body,
     message_fields,
     scrub,
-    shown_url,
 )
 from schedd.delivery.nats import message_headers
 from schedd.delivery.rabbitmq import message_properties
@@ -167,8 +166,3 @@ def test_describe_names_the_exception_without_credentials() -> None:
         == "ConnectionRefusedError: [Errno 111] refused by amqp://***@mq.example/"
     )
     assert describe(TimeoutError(), url) == "TimeoutError"
-
-
-def test_shown_url_is_scheme_host_and_port_only() -> None:
-    assert shown_url("amqps://alice:pw@mq.example:5671/vhost?x=1") == "amqps://mq.example:5671"
-    assert shown_url("redis://r.example") == "redis://r.example"
