@@ -95,7 +95,6 @@ class NatsConnector:
         return JetStream(nc, nc.jetstream(timeout=self._limits.publish_timeout_s))
 
     async def _connect(self, nc: Client, events: _Events, parts: SplitResult, address: str) -> None:
-        is_tls = parts.scheme == "tls"
         user = unquote(parts.username) if parts.username else None
         password = unquote(parts.password) if parts.password else None
         await nc.connect(
@@ -103,8 +102,10 @@ class NatsConnector:
             user=user if password is not None else None,
             password=password,
             token=user if password is None else None,
-            tls=self._tls if is_tls else None,
-            tls_hostname=parts.hostname if is_tls else None,
+            # nats-py upgrades to TLS when the server's INFO requires it, whatever the scheme:
+            # then too the certificate is checked against the URL's name, not the address.
+            tls=self._tls,
+            tls_hostname=parts.hostname,
             allow_reconnect=False,
             max_reconnect_attempts=0,
             connect_timeout=math.ceil(self._limits.connect_timeout_s),

@@ -119,15 +119,16 @@ def test_redis_tls_verifies_the_url_host_name_at_the_pinned_address(
     assert "certificate verify failed" in bad[1]
 
 
+@pytest.mark.parametrize("scheme", ["tls", "nats"])  # a server that requires TLS gets it
 def test_nats_tls_verifies_the_url_host_name_at_the_pinned_address(
-    tls_pair: tuple[ssl.SSLContext, ssl.SSLContext],
+    tls_pair: tuple[ssl.SSLContext, ssl.SSLContext], scheme: str
 ) -> None:
     server_tls, client_tls = tls_pair
 
     async def scenario() -> tuple[tuple[bool, str], tuple[bool, str]]:
         async with serving(fake_nats(server_tls), None) as port:
-            good = connection("nats", f"tls://broker.test:{port}")
-            bad = connection("nats", f"tls://other.test:{port}")
+            good = connection("nats", f"{scheme}://broker.test:{port}")
+            bad = connection("nats", f"{scheme}://other.test:{port}")
             return await probe(good, 3, tls=client_tls), await probe(bad, 3, tls=client_tls)
 
     good, bad = asyncio.run(scenario())
