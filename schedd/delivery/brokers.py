@@ -1,0 +1,488 @@
+"""What the broker deliverers (redis_stream.py, rabbitmq.py, nats.py) share: the target parsed from
+its JSON, the message every attempt carries, credentials kept out of errors, and one pooled client
+per tenant connection with its own backoff. Speaks no broker's protocol itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import json
+import logging
+import random
+import re
+import ssl
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Generic, Protocol, TypeVar
+from urllib.parse import unquote, urlsplit
+
+from schedd.delivery.outcome import Outcome, Verdict, excerpt
+from schedd.model import (
+    CONNECTION_KIND_OF_TARGET,
+    BrokerConnection,
+    BrokerTarget,
+    NatsTarget,
+    RabbitMqTarget,
+    RedisStreamTarget,
+    RetryPolicy,
+    idempotency_key,
+)
+from schedd.sealing import PayloadKeys, PayloadUnreadable
+from schedd.store.outbox import DueCall
+from schedd.store.queries import Tenant
+from schedd.timeformat import format_instant
+
+log = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT_S = 5.0
+PUBLISH_TIMEOUT_S = 10.0
+MAX_IN_FLIGHT = 256  # publishes at once on one connection
+IDLE_S = 300.0  # a connection unused this long is closed
+BACKOFF_INITIAL_S = 0.5  # the wait after a first failed connect; doubles up to BACKOFF_MAX_S
+BACKOFF_MAX_S = 30.0
+ERROR_CHARS = 200
+
+Lookup = Callable[[str, str], BrokerConnection | None]
+ClientT = TypeVar("ClientT")
+TargetT = TypeVar("TargetT", RedisStreamTarget, RabbitMqTarget, NatsTarget)
+_USERINFO = re.compile(r"([a-z][a-z0-9+.-]*://)[^/@\s]*@", re.IGNORECASE)
+
+
+# ---------------------------------------------------------------------- targets and messages
+
+
+@functools.lru_cache(maxsize=4096)
+def broker_target(text: str) -> BrokerTarget:
+    """An outbox row's broker target, parsed once per distinct text (validated at create)."""
+    value = json.loads(text)
+    if not isinstance(value, dict):
+        raise ValueError("a target is a JSON object")
+    kind, connection = value.get("type"), value.get("connection")
+    if not isinstance(connection, str):
+        raise ValueError(f"target.connection must be a name, got {connection!r}")
+    if kind == "redis_stream":
+        maxlen = value.get("maxlen")
+        if maxlen is not None and (type(maxlen) is not int or maxlen < 1):
+            raise ValueError(f"target.maxlen must be a positive integer, got {maxlen!r}")
+        return RedisStreamTarget(
+            connection=connection, stream=_text(value, "stream"), maxlen=maxlen
+        )
+    if kind == "rabbitmq":
+        exchange, routing_key = _text(value, "exchange", ""), _text(value, "routing_key", "")
+        return RabbitMqTarget(connection=connection, exchange=exchange, routing_key=routing_key)
+    if kind == "nats":
+        return NatsTarget(connection=connection, subject=_text(value, "subject"))
+    raise ValueError(f"target.type {kind!r} is not a broker kind")
+
+
+def _text(value: dict[str, object], name: str, default: str | None = None) -> str:
+    got = value.get(name, default)
+    if not isinstance(got, str) or (default is None and not got):
+        raise ValueError(f"target.{name} must be a non-empty string, got {got!r}")
+    return got
+
+
+def message_fields(call: DueCall, payload: str) -> dict[str, str]:
+    """The fields of a run's message, as text: `payload` is the payload's JSON text."""
+    return {
+        "job_id": call.job_id,
+        "scheduled_at": format_instant(call.scheduled_at_ms),
+        "attempt": str(call.attempt),
+        "idempotency_key": idempotency_key(call.job_id, call.scheduled_at_ms),
+        "payload": payload,
+    }
+
+
+def message_body(call: DueCall, payload: str) -> bytes:
+    """`{job_id, scheduled_at, attempt, idempotency_key, payload}` as JSON, the payload as the
+    JSON value it is (as the HTTP body carries it)."""
+    head = json.dumps(
+        {
+            "job_id": call.job_id,
+            "scheduled_at": format_instant(call.scheduled_at_ms),
+            "attempt": call.attempt,
+            "idempotency_key": idempotency_key(call.job_id, call.scheduled_at_ms),
+        },
+        separators=(",", ":"),
+    )
+    return f'{head[:-1]},"payload":{payload}}}'.encode()
+
+
+# ---------------------------------------------------------------------- URLs and credentials
+
+
+def scrub(text: str, url: str) -> str:
+    """`text` without the credentials of `url`: any `scheme://...@` user part, and the URL's
+    user name and password wherever they appear, as given or percent-decoded."""
+    text = _USERINFO.sub(r"\1***@", text)
+    try:
+        parts = urlsplit(url)
+        secrets = {parts.username, parts.password}
+    except ValueError:
+        secrets = set()
+    secrets |= {unquote(s) for s in secrets if s}
+    for secret in sorted((s for s in secrets if s), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
+
+
+def url_host(address: str) -> str:
+    """An IP address as a URL's host (IPv6 in brackets)."""
+    return f"[{address}]" if ":" in address else address
+
+
+def describe(exc: BaseException, url: str) -> str:
+    """A short error text for an exception, credentials removed."""
+    text = str(exc) or type(exc).__name__
+    if type(exc).__name__ not in text:
+        text = f"{type(exc).__name__}: {text}"
+    return excerpt(scrub(text, url).encode(), ERROR_CHARS)
+
+
+def tls_context(tls: ssl.SSLContext | None) -> ssl.SSLContext:
+    """The context TLS schemes use: the system's CAs, certificate and host name verified."""
+    return tls if tls is not None else ssl.create_default_context()
+
+
+# ---------------------------------------------------------------------- the pool
+
+
+class LinkBroken(Exception):
+    """The client of a connection is unusable (closed, reset): drop it, reconnect next time."""
+
+
+class ConnectionDown(Exception):
+    """No client for the connection now: the last connect failed and its backoff is running."""
+
+
+class Connector(Protocol[ClientT]):
+    """How one broker kind makes its client for a pinned address, and closes it."""
+
+    async def connect(self, connection: BrokerConnection, address: str) -> ClientT: ...
+
+    async def close(self, client: ClientT) -> None: ...
+
+
+@dataclass(eq=False, kw_only=True)
+class Link(Generic[ClientT]):
+    """One tenant connection's client on this node, with its backoff and its publish slots."""
+
+    connection: BrokerConnection
+    slots: asyncio.Semaphore
+    client: ClientT | None = None
+    failures: int = 0  # connects failed in a row
+    connects: int = 0  # connects tried, ever
+    down_until: float = 0.0  # monotonic: no connect before this
+    cause: str = ""
+    last_used: float = 0.0
+    in_flight: int = 0
+    connecting: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+async def connect_pinned(
+    connector: Connector[ClientT], connection: BrokerConnection, timeout_s: float
+) -> ClientT:
+    """A client connected to the first of the connection's pinned addresses that answers within
+    `timeout_s` (each); never to what the URL's name resolves to now."""
+    if not connection.pinned_addresses:
+        raise ConnectionDown("no pinned address for the connection")
+    cause = ""
+    for address in connection.pinned_addresses:
+        try:
+            async with asyncio.timeout(timeout_s):
+                return await connector.connect(connection, address)
+        except TimeoutError:
+            cause = f"connect to {address} timed out after {timeout_s:g}s"
+        except Exception as exc:  # every library raises its own; each is a failed connect
+            cause = f"connect to {address} failed: {describe(exc, connection.url)}"
+    raise ConnectionDown(cause)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Limits:
+    """Timeouts and bounds of a broker deliverer's connections (the defaults suit most)."""
+
+    connect_timeout_s: float = CONNECT_TIMEOUT_S  # each pinned address
+    publish_timeout_s: float = PUBLISH_TIMEOUT_S  # a slot, the publish and its confirm
+    max_in_flight: int = MAX_IN_FLIGHT  # publishes at once on one connection
+    idle_s: float = IDLE_S
+    backoff_initial_s: float = BACKOFF_INITIAL_S
+    backoff_max_s: float = BACKOFF_MAX_S
+
+
+class Pool(Generic[ClientT]):
+    """One client per (tenant, connection name, created_ms), made on first use, closed when idle
+    or at `stop()`. While a connection is down its attempts fail fast until the backoff ends.
+    Nothing here is shared across connections but the dict that holds them."""
+
+    def __init__(
+        self,
+        connector: Connector[ClientT],
+        limits: Limits,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._connector = connector
+        self.limits = limits
+        self._clock = clock
+        self._links: dict[tuple[str, str, int], Link[ClientT]] = {}
+        self._closing: set[asyncio.Task[None]] = set()
+        self._sweeper: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._sweeper = asyncio.get_running_loop().create_task(self._sweep_loop())
+
+    async def stop(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
+        for link in list(self._links.values()):
+            self._drop(link)
+        self._links.clear()
+        await asyncio.gather(*self._closing, return_exceptions=True)
+
+    def links(self) -> Iterator[Link[ClientT]]:
+        return iter(list(self._links.values()))
+
+    async def attempt(
+        self, connection: BrokerConnection, publish: Callable[[ClientT], Awaitable[Outcome]]
+    ) -> Outcome:
+        """One publish on the connection's client; every failure is an Outcome (credentials
+        removed from its error)."""
+        link = self._link(connection)
+        link.in_flight += 1
+        link.last_used = self._clock()
+        try:
+            outcome = await self._attempt(link, publish)
+        finally:
+            link.in_flight -= 1
+            link.last_used = self._clock()
+        if outcome.error is None:
+            return outcome
+        return Outcome(
+            verdict=outcome.verdict,
+            status=outcome.status,
+            error=excerpt(scrub(outcome.error, connection.url).encode(), ERROR_CHARS),
+            retry_after_ms=outcome.retry_after_ms,
+        )
+
+    async def _attempt(
+        self, link: Link[ClientT], publish: Callable[[ClientT], Awaitable[Outcome]]
+    ) -> Outcome:
+        try:
+            client = await self._client(link)
+        except ConnectionDown as exc:
+            return _retry(f"connection down: {exc}")
+        try:
+            async with asyncio.timeout(self.limits.publish_timeout_s), link.slots:
+                return await publish(client)
+        except TimeoutError:
+            return _retry(f"publish timed out after {self.limits.publish_timeout_s:g}s")
+        except (LinkBroken, OSError) as exc:
+            cause = str(exc) if isinstance(exc, LinkBroken) else describe(exc, link.connection.url)
+            if link.client is client:  # the first publish to see it breaks it for the others
+                self._drop(link)
+                link.cause = cause
+            return _retry(f"connection down: {cause}")
+
+    async def _client(self, link: Link[ClientT]) -> ClientT:
+        """The link's client, connecting once for all who wait; ConnectionDown in the backoff."""
+        if link.client is not None:
+            return link.client
+        async with link.connecting:
+            if link.client is not None:
+                return link.client
+            if self._clock() < link.down_until:
+                raise ConnectionDown(link.cause)
+            link.connects += 1
+            try:
+                client = await connect_pinned(
+                    self._connector, link.connection, self.limits.connect_timeout_s
+                )
+            except ConnectionDown as exc:
+                link.failures += 1
+                link.cause = str(exc)
+                delay = min(
+                    self.limits.backoff_initial_s * 2 ** (link.failures - 1),
+                    self.limits.backoff_max_s,
+                )
+                link.down_until = self._clock() + random.uniform(delay / 2, delay)
+                log.warning(
+                    "delivery: broker connection down tenant=%s connection=%s failures=%d: %s",
+                    link.connection.tenant_id,
+                    link.connection.name,
+                    link.failures,
+                    link.cause,
+                )
+                raise
+            link.client, link.failures, link.down_until = client, 0, 0.0
+            return client
+
+    def _link(self, connection: BrokerConnection) -> Link[ClientT]:
+        key = (connection.tenant_id, connection.name, connection.created_ms)
+        link = self._links.get(key)
+        if link is None:
+            self._forget_older(connection)
+            link = Link(connection=connection, slots=asyncio.Semaphore(self.limits.max_in_flight))
+            self._links[key] = link
+        return link
+
+    def _forget_older(self, connection: BrokerConnection) -> None:
+        """Close idle clients of a connection deleted and created again under its name."""
+        for key, link in list(self._links.items()):
+            if key[:2] == (connection.tenant_id, connection.name) and link.in_flight == 0:
+                self._drop(link)
+                del self._links[key]
+
+    def _drop(self, link: Link[ClientT]) -> None:
+        """Forget the link's client and close it in the background."""
+        client, link.client = link.client, None
+        if client is not None:
+            task = asyncio.get_running_loop().create_task(self._close(client))
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+
+    async def _close(self, client: ClientT) -> None:
+        try:
+            async with asyncio.timeout(self.limits.connect_timeout_s):
+                await self._connector.close(client)
+        except Exception as exc:  # closing a broken client may fail: it is gone either way
+            log.debug("delivery: closing a broker client failed: %s", type(exc).__name__)
+
+    def sweep(self, now: float) -> int:
+        """Close the connections unused for `idle_s`; how many were closed."""
+        idle = [
+            key
+            for key, link in self._links.items()
+            if link.in_flight == 0 and now - link.last_used >= self.limits.idle_s
+        ]
+        for key in idle:
+            self._drop(self._links.pop(key))
+        return len(idle)
+
+    async def _sweep_loop(self) -> None:
+        while True:
+            await asyncio.sleep(max(self.limits.idle_s / 4, 1.0))
+            try:
+                self.sweep(self._clock())
+            except Exception:  # the sweeper must not die
+                log.exception("delivery: sweeping idle broker connections failed")
+
+
+def _retry(error: str) -> Outcome:
+    return Outcome(verdict=Verdict.RETRY, status=None, error=error)
+
+
+# ---------------------------------------------------------------------- the deliverer
+
+
+class BrokerDeliverer(Generic[ClientT, TargetT]):
+    """The `Deliverer` shape of every broker kind: look the connection up, open the payload,
+    publish on the pooled client. A kind supplies `kind`, `target_type`, `connector` and
+    `publish`."""
+
+    kind: str
+    target_type: type[TargetT]
+
+    def __init__(
+        self,
+        payload_keys: PayloadKeys,
+        lookup: Lookup,
+        *,
+        tls: ssl.SSLContext | None = None,
+        connect_timeout_s: float = CONNECT_TIMEOUT_S,
+        publish_timeout_s: float = PUBLISH_TIMEOUT_S,
+        max_in_flight: int = MAX_IN_FLIGHT,
+        idle_s: float = IDLE_S,
+        backoff_initial_s: float = BACKOFF_INITIAL_S,
+        backoff_max_s: float = BACKOFF_MAX_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """`lookup(tenant_id, name)` gives a tenant's connection with its URL opened (None when
+        there is none); `tls` the trust of TLS schemes (the system's CAs by default)."""
+        self._payload_keys = payload_keys
+        self._lookup = lookup
+        self.limits = Limits(
+            connect_timeout_s=connect_timeout_s,
+            publish_timeout_s=publish_timeout_s,
+            max_in_flight=max_in_flight,
+            idle_s=idle_s,
+            backoff_initial_s=backoff_initial_s,
+            backoff_max_s=backoff_max_s,
+        )
+        self.pool: Pool[ClientT] = Pool(self.connector(tls_context(tls)), self.limits, clock)
+
+    def connector(self, tls: ssl.SSLContext) -> Connector[ClientT]:
+        """The kind's Connector."""
+        raise NotImplementedError
+
+    def start(self) -> None:
+        self.pool.start()
+
+    async def stop(self) -> None:
+        await self.pool.stop()
+
+    async def deliver(
+        self, call: DueCall, tenant: Tenant | None, started_ms: int, policy: RetryPolicy
+    ) -> Outcome:
+        """One attempt: publish the run's message; never raises for a remote failure."""
+        if tenant is None:
+            return Outcome(verdict=Verdict.FAILED, status=None, error="the tenant is gone")
+        try:
+            target = broker_target(call.target)
+        except ValueError as exc:  # validated at create: a stored target this version can't read
+            return Outcome(verdict=Verdict.FAILED, status=None, error=f"invalid target: {exc}")
+        if not isinstance(target, self.target_type):
+            return Outcome(verdict=Verdict.FAILED, status=None, error="invalid target: not mine")
+        connection = self._lookup(tenant.tenant_id, target.connection)
+        if connection is None:  # it may be created again under its name
+            return _retry(f"unknown connection {target.connection!r}")
+        wanted = CONNECTION_KIND_OF_TARGET[self.kind]
+        if connection.kind != wanted:  # deleted and created again as another kind
+            return _retry(f"connection {target.connection!r} is {connection.kind}, not {wanted}")
+        try:
+            payload = self._payload_keys.open_text(call.payload)
+        except PayloadUnreadable as exc:  # a key missing from this node's config: fixable
+            return _retry(str(exc))
+        return await self.pool.attempt(
+            connection, lambda client: self.publish(client, target, call, payload)
+        )
+
+    async def publish(
+        self, client: ClientT, target: TargetT, call: DueCall, payload: str
+    ) -> Outcome:
+        """Publish one message; an Outcome for what the broker answered, LinkBroken (or OSError)
+        when the client is unusable."""
+        raise NotImplementedError
+
+
+async def probe(
+    connection: BrokerConnection,
+    timeout_s: float = CONNECT_TIMEOUT_S,
+    *,
+    tls: ssl.SSLContext | None = None,
+) -> tuple[bool, str]:
+    """Connect to the connection's pinned address and name the server ("redis 7.2.4"), or the
+    error (without credentials): the answer of `POST /v1/connections/{name}/test`."""
+    # The kinds import this module, so they are imported when a probe is made.
+    from schedd.delivery import nats, rabbitmq, redis_stream
+
+    probes: dict[str, Callable[[BrokerConnection, float, ssl.SSLContext], Awaitable[str]]] = {
+        "redis": redis_stream.server_version,
+        "rabbitmq": rabbitmq.server_version,
+        "nats": nats.server_version,
+    }
+    server_version = probes.get(connection.kind)
+    if server_version is None:
+        return False, f"unknown connection kind {connection.kind!r}"
+    try:
+        return True, await server_version(connection, timeout_s, tls_context(tls))
+    except ConnectionDown as exc:
+        return False, excerpt(scrub(str(exc), connection.url).encode(), ERROR_CHARS)
+    except TimeoutError:
+        return False, f"timed out after {timeout_s:g}s"
+    except Exception as exc:  # the probe answers with any failure, it never raises
+        return False, describe(exc, connection.url)

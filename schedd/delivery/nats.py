@@ -1,0 +1,179 @@
+"""The nats deliverer: one JetStream publish per attempt to the target's subject, `Nats-Msg-Id`
+the idempotency key (the stream's duplicate window drops a second copy); the publish ack is the
+success.
+
+Never raises for a remote failure; knows nothing of the outbox loop (caller.py) or the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import ssl
+from dataclasses import dataclass
+from urllib.parse import SplitResult, unquote, urlsplit
+
+import nats.errors
+import nats.js.errors
+from nats.aio.client import Client
+from nats.js import JetStreamContext
+
+from schedd.delivery.brokers import (
+    BrokerDeliverer,
+    Connector,
+    Limits,
+    LinkBroken,
+    connect_pinned,
+    describe,
+    message_body,
+    url_host,
+)
+from schedd.delivery.outcome import Outcome, Verdict
+from schedd.model import BrokerConnection, NatsTarget, idempotency_key
+from schedd.store.outbox import DueCall
+from schedd.timeformat import format_instant
+
+log = logging.getLogger(__name__)
+DEFAULT_PORT = 4222
+ABANDON_S = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class JetStream:
+    """One connection's client: the NATS connection and its JetStream context."""
+
+    nc: Client
+    js: JetStreamContext
+
+
+class _Events:
+    """nats-py's callbacks for one client. While it connects, the first error ends the connect:
+    nats-py would otherwise try the server again every 2 s, even with reconnecting off. After,
+    events are only logged: the pool sees a lost connection at the next publish."""
+
+    def __init__(self) -> None:
+        self.is_connecting = True
+
+    async def error(self, exc: Exception) -> None:
+        if self.is_connecting:
+            raise exc
+        log.debug("delivery: nats connection error %s", type(exc).__name__)
+
+    async def changed(self) -> None:
+        log.debug("delivery: nats connection disconnected or closed")
+
+
+async def _abandon(nc: Client) -> None:
+    """Close a client whose connect failed. After a failed TLS upgrade nats-py's close() waits
+    forever on the transport it replaced, so it gets a moment and no more."""
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(ABANDON_S):
+            await nc.close()
+
+
+class NatsConnector:
+    """Clients for `nats://` and `tls://` URLs (user and password, or a token as the user,
+    from the URL), connected to a pinned address; nats-py's own reconnecting is off (the pool
+    reconnects with its backoff) and servers it learns of are never used."""
+
+    def __init__(self, tls: ssl.SSLContext, limits: Limits) -> None:
+        self._tls = tls
+        self._limits = limits
+
+    async def connect(self, connection: BrokerConnection, address: str) -> JetStream:
+        parts = urlsplit(connection.url)
+        nc, events = Client(), _Events()
+        try:
+            await self._connect(nc, events, parts, address)
+        except BaseException:
+            events.is_connecting = False
+            await _abandon(nc)
+            raise
+        events.is_connecting = False
+        return JetStream(nc, nc.jetstream(timeout=self._limits.publish_timeout_s))
+
+    async def _connect(self, nc: Client, events: _Events, parts: SplitResult, address: str) -> None:
+        user = unquote(parts.username) if parts.username else None
+        password = unquote(parts.password) if parts.password else None
+        await nc.connect(
+            servers=[f"{parts.scheme}://{url_host(address)}:{parts.port or DEFAULT_PORT}"],
+            user=user if password is not None else None,
+            password=password,
+            token=user if password is None else None,
+            # nats-py upgrades to TLS when the server's INFO requires it, whatever the scheme:
+            # then too the certificate is checked against the URL's name, not the address.
+            tls=self._tls,
+            tls_hostname=parts.hostname,
+            allow_reconnect=False,
+            max_reconnect_attempts=0,
+            connect_timeout=math.ceil(self._limits.connect_timeout_s),
+            error_cb=events.error,
+            disconnected_cb=events.changed,
+            closed_cb=events.changed,
+            name="schedd",
+        )
+
+    async def close(self, client: JetStream) -> None:
+        await client.nc.close()
+
+
+class NatsDeliverer(BrokerDeliverer[JetStream, NatsTarget]):
+    """Makes nats attempts: a JetStream publish of the run's JSON with schedd's headers; a
+    subject no stream captures is a retried attempt."""
+
+    kind = "nats"
+    target_type = NatsTarget
+
+    def connector(self, tls: ssl.SSLContext) -> Connector[JetStream]:
+        return NatsConnector(tls, self.limits)
+
+    async def publish(
+        self, client: JetStream, target: NatsTarget, call: DueCall, payload: str
+    ) -> Outcome:
+        if client.nc.is_closed or not client.nc.is_connected:
+            lost = client.nc.last_error
+            raise LinkBroken(f"the connection was lost: {describe(lost, '') if lost else 'closed'}")
+        try:
+            await client.js.publish(
+                target.subject, message_body(call, payload), headers=message_headers(call)
+            )
+        except nats.js.errors.NoStreamResponseError:
+            return _retry(f"no stream captures subject {target.subject!r}")
+        except nats.js.errors.APIError as exc:
+            return _retry(f"jetstream: {exc.description or 'error'} (code {exc.err_code})")
+        except nats.errors.TimeoutError as exc:
+            raise TimeoutError from exc
+        except nats.errors.Error as exc:
+            if client.nc.is_closed or not client.nc.is_connected:
+                raise LinkBroken(describe(exc, "")) from exc
+            return _retry(f"nats: {describe(exc, '')}")
+        return Outcome(verdict=Verdict.SUCCEEDED, status=None)
+
+
+def message_headers(call: DueCall) -> dict[str, str]:
+    """`Nats-Msg-Id` (JetStream's dedupe key) and the run's `Schedd-*` headers."""
+    return {
+        "Nats-Msg-Id": idempotency_key(call.job_id, call.scheduled_at_ms),
+        "Schedd-Job-Id": call.job_id,
+        "Schedd-Scheduled-At": format_instant(call.scheduled_at_ms),
+        "Schedd-Attempt": str(call.attempt),
+    }
+
+
+def _retry(error: str) -> Outcome:
+    return Outcome(verdict=Verdict.RETRY, status=None, error=error)
+
+
+async def server_version(
+    connection: BrokerConnection, timeout_s: float, tls: ssl.SSLContext
+) -> str:
+    """ "nats-server 2.10.14": the server's version, from a connection to its pinned address."""
+    connector = NatsConnector(tls, Limits(connect_timeout_s=timeout_s))
+    client = await connect_pinned(connector, connection, timeout_s)
+    try:
+        version = client.nc._server_info.get("version", "unknown version")
+    finally:
+        await client.nc.close()
+    return f"nats-server {version}"

@@ -1,0 +1,240 @@
+"""The rabbitmq deliverer: one persistent, mandatory message per attempt on a channel with
+publisher confirms; only the broker's confirm is a success.
+
+Each exchange gets its own channel on the connection, because AMQP closes a channel that
+publishes to a missing exchange: that closes only the channel of the missing exchange, and the
+next publish to it opens a new one. Never raises for a remote failure; knows nothing of the
+outbox loop (caller.py) or the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections import OrderedDict
+from typing import Any
+
+import aio_pika
+import aiormq.exceptions
+from aio_pika.abc import AbstractChannel
+from aiormq.abc import AbstractChannel as UnderlayChannel
+from pamqp.commands import Basic
+from yarl import URL
+
+from schedd.delivery.brokers import (
+    BrokerDeliverer,
+    Connector,
+    Limits,
+    LinkBroken,
+    connect_pinned,
+    describe,
+    message_body,
+)
+from schedd.delivery.outcome import Outcome, Verdict
+from schedd.model import BrokerConnection, RabbitMqTarget, idempotency_key
+from schedd.store.outbox import DueCall
+from schedd.timeformat import format_instant
+
+MAX_CHANNELS = 64  # per connection: the least recently used beyond this is closed
+PERSISTENT = 2
+
+
+class _PinnedConnection(aio_pika.Connection):
+    """An aio-pika connection whose TLS handshake names `server_hostname` (the URL's host)
+    while the socket goes to the pinned address in its URL."""
+
+    def __init__(self, url: URL, *, server_hostname: str | None, **kwargs: Any) -> None:
+        super().__init__(url, **kwargs)
+        if server_hostname is not None:  # handed by aiormq to asyncio.open_connection
+            self.kwargs["server_hostname"] = server_hostname
+
+
+class Channels:
+    """One connection's client: the AMQP connection and a confirming channel per exchange.
+
+    Until a publish to an exchange has been answered on its channel, publishes to it go one at
+    a time: a missing exchange (or one the user may not write to) closes the channel, and
+    frames other publishes had already pipelined on it would reach the broker after the close,
+    which it punishes by closing the whole connection."""
+
+    def __init__(self, connection: aio_pika.Connection) -> None:
+        self.connection = connection
+        self._channels: OrderedDict[str, AbstractChannel] = OrderedDict()
+        self._proven: set[str] = set()  # exchanges whose channel has answered a publish
+        self._first: dict[str, asyncio.Lock] = {}
+        self._opening = asyncio.Lock()  # this connection's only: others never wait on it
+        self._closing: set[asyncio.Future[None]] = set()
+
+    @property
+    def is_open(self) -> bool:
+        """False once the connection is lost (aio-pika's own `is_closed` only knows close())."""
+        transport = self.connection.transport
+        return transport is not None and not transport.connection.is_closed
+
+    async def publish(
+        self, exchange: str, routing_key: str, body: bytes, properties: Basic.Properties
+    ) -> None:
+        """Publish mandatory and wait for the confirm; raises what aiormq raises."""
+        if exchange in self._proven:
+            return await self._publish(exchange, routing_key, body, properties)
+        async with self._first.setdefault(exchange, asyncio.Lock()):
+            if exchange not in self._proven:
+                try:
+                    await self._publish(exchange, routing_key, body, properties)
+                except aiormq.exceptions.DeliveryError:
+                    self._proven.add(exchange)  # returned or nacked: the channel is open
+                    raise
+                self._proven.add(exchange)
+                return None
+        return await self._publish(exchange, routing_key, body, properties)
+
+    async def _publish(
+        self, exchange: str, routing_key: str, body: bytes, properties: Basic.Properties
+    ) -> None:
+        channel = await self._channel(exchange)
+        try:
+            await channel.basic_publish(
+                body,
+                exchange=exchange,
+                routing_key=routing_key,
+                properties=properties,
+                mandatory=True,
+            )
+        except aiormq.exceptions.ChannelClosed:
+            self._proven.discard(exchange)  # deleted, or access taken away: prove it again
+            raise
+
+    async def _channel(self, exchange: str) -> UnderlayChannel:
+        """The open channel for publishing to `exchange`, opened if it is not."""
+        channel = self._channels.get(exchange)
+        if channel is None or channel.is_closed:
+            async with self._opening:
+                channel = self._channels.get(exchange)
+                if channel is None or channel.is_closed:
+                    channel = await self._open(exchange)
+        self._channels.move_to_end(exchange)
+        return await channel.get_underlay_channel()
+
+    async def _open(self, exchange: str) -> AbstractChannel:
+        channel = self.connection.channel(publisher_confirms=True, on_return_raises=True)
+        await channel.initialize()
+        self._channels[exchange] = channel
+        self._proven.discard(exchange)
+        while len(self._channels) > MAX_CHANNELS:
+            name, oldest = self._channels.popitem(last=False)
+            self._proven.discard(name)
+            self._first.pop(name, None)
+            closing = asyncio.ensure_future(oldest.close())  # its publishes fail: retried
+            self._closing.add(closing)
+            closing.add_done_callback(self._closing.discard)
+        return channel
+
+    async def close(self) -> None:
+        await self.connection.close()
+
+
+class AmqpConnector:
+    """Clients for `amqp://` and `amqps://` URLs (user, password and vhost from the URL; its
+    query options are ignored: TLS trust is schedd's), connected to a pinned address."""
+
+    def __init__(self, tls: ssl.SSLContext, limits: Limits) -> None:
+        self._tls = tls
+        self._limits = limits
+
+    async def connect(self, connection: BrokerConnection, address: str) -> Channels:
+        url = URL(connection.url)
+        is_tls = url.scheme == "amqps"
+        pinned = url.with_query(None).with_host(address)
+        if url.explicit_port is None:
+            pinned = pinned.with_port(5671 if is_tls else 5672)
+        amqp = _PinnedConnection(
+            pinned,
+            server_hostname=url.host if is_tls else None,
+            ssl_context=self._tls if is_tls else None,
+        )
+        await amqp.connect(timeout=self._limits.connect_timeout_s)
+        return Channels(amqp)
+
+    async def close(self, client: Channels) -> None:
+        await client.close()
+
+
+class RabbitMqDeliverer(BrokerDeliverer[Channels, RabbitMqTarget]):
+    """Makes rabbitmq attempts: a persistent JSON message, `message_id` the idempotency key,
+    published mandatory with confirms; unroutable, nacked or refused is a retried attempt."""
+
+    kind = "rabbitmq"
+    target_type = RabbitMqTarget
+
+    def connector(self, tls: ssl.SSLContext) -> Connector[Channels]:
+        return AmqpConnector(tls, self.limits)
+
+    async def publish(
+        self, client: Channels, target: RabbitMqTarget, call: DueCall, payload: str
+    ) -> Outcome:
+        if not client.is_open:
+            raise LinkBroken("the connection was closed")
+        try:
+            await client.publish(
+                target.exchange,
+                target.routing_key,
+                message_body(call, payload),
+                message_properties(call),
+            )
+        except aiormq.exceptions.PublishError:  # returned: no queue is bound for it
+            return _retry(
+                f"unroutable: exchange {target.exchange!r} routed routing key "
+                f"{target.routing_key!r} to no queue"
+            )
+        except aiormq.exceptions.DeliveryError:
+            return _retry("the broker nacked the message")
+        except aiormq.exceptions.ChannelClosed as exc:  # NOT_FOUND, ACCESS_REFUSED, ...: the
+            return _retry(f"rabbitmq closed the channel: {exc}")  # next publish reopens it
+        except (aiormq.exceptions.AMQPError, RuntimeError) as exc:  # ChannelInvalidStateError
+            if not client.is_open:
+                raise LinkBroken(describe(exc, "")) from exc
+            return _retry(f"rabbitmq: {describe(exc, '')}")
+        return Outcome(verdict=Verdict.SUCCEEDED, status=None)
+
+
+def message_properties(call: DueCall) -> Basic.Properties:
+    """Persistent JSON, `message_id` the idempotency key, the run in the headers."""
+    return Basic.Properties(
+        content_type="application/json",
+        delivery_mode=PERSISTENT,
+        message_id=idempotency_key(call.job_id, call.scheduled_at_ms),
+        headers={
+            "job_id": call.job_id,
+            "scheduled_at": format_instant(call.scheduled_at_ms),
+            "attempt": call.attempt,
+        },
+    )
+
+
+def _retry(error: str) -> Outcome:
+    return Outcome(verdict=Verdict.RETRY, status=None, error=error)
+
+
+async def server_version(
+    connection: BrokerConnection, timeout_s: float, tls: ssl.SSLContext
+) -> str:
+    """ "RabbitMQ 3.13.1": the server's product and version, from a connection to its pinned
+    address."""
+    connector = AmqpConnector(tls, Limits(connect_timeout_s=timeout_s))
+    client = await connect_pinned(connector, connection, timeout_s)
+    try:
+        transport = client.connection.transport
+        properties = {} if transport is None else transport.connection.server_properties
+    finally:
+        await client.close()
+    product, version = (
+        _text(properties.get("product"), "AMQP"),
+        _text(properties.get("version"), "unknown version"),
+    )
+    return f"{product} {version}"
+
+
+def _text(value: object, default: str) -> str:
+    if isinstance(value, bytes):
+        return value.decode(errors="replace")
+    return value if isinstance(value, str) else default
