@@ -23,6 +23,11 @@ from schedd.api.health import MetricsAccess
 from schedd.api.limits import ServerLimits
 from schedd.config import MIN_SECRET_CHARS, NodeConfig, parse_listen
 from schedd.delivery.caller import Caller
+from schedd.delivery.connection_cache import ConnectionCache
+from schedd.delivery.nats import NatsDeliverer
+from schedd.delivery.probe import probe
+from schedd.delivery.rabbitmq import RabbitMqDeliverer
+from schedd.delivery.redis_stream import RedisStreamDeliverer
 from schedd.dispatch.clock import ClockGuard
 from schedd.dispatch.service import DispatchService
 from schedd.errors import ClusterUnavailable, ConfigError, SchedError
@@ -232,6 +237,7 @@ class Node:
             limits=self._limits(),
             storage=self.storage,
             retention=self.config.retention,
+            broker_probe=probe,
         )
         self._runner = web.AppRunner(
             build_app(ctx, node_metrics=self.metrics, metrics_access=self._metrics_access()),
@@ -270,6 +276,7 @@ class Node:
             peer_tls=self.tls_peers,
             peers=self.peers,
         )
+        connections = ConnectionCache(self.reads, self.payload_keys)
         self.caller = Caller(
             self.config.node_id,
             self.reads,
@@ -278,6 +285,10 @@ class Node:
             self.payload_keys,
             concurrency=self.config.delivery_concurrency,
             tenant_concurrency=self.config.tenant_concurrency,
+            deliverers=[
+                kind(self.payload_keys, connections.lookup)
+                for kind in (RedisStreamDeliverer, RabbitMqDeliverer, NatsDeliverer)
+            ],
         )
         # Subscribed before they start: a due run committed while the dispatcher's first
         # preload runs is offered, not left for the next preload.

@@ -208,3 +208,8 @@ def closed_port() -> int:
         sock.bind((HOST, 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+async def found(connection: BrokerConnection | None) -> BrokerConnection | None:
+    """A deliverer's `lookup` answers asynchronously (the node reads the store off its loop)."""
+    return connection

@@ -20,6 +20,7 @@ from typing import Generic, Protocol, TypeVar
 from urllib.parse import unquote, urlsplit
 
 from schedd.delivery.outcome import Outcome, Verdict, excerpt
+from schedd.jobspec import parse_target
 from schedd.model import (
     CONNECTION_KIND_OF_TARGET,
     BrokerConnection,
@@ -45,7 +46,7 @@ BACKOFF_INITIAL_S = 0.5  # the wait after a first failed connect; doubles up to 
 BACKOFF_MAX_S = 30.0
 ERROR_CHARS = 200
 
-Lookup = Callable[[str, str], BrokerConnection | None]
+Lookup = Callable[[str, str], Awaitable[BrokerConnection | None]]
 ClientT = TypeVar("ClientT")
 TargetT = TypeVar("TargetT", RedisStreamTarget, RabbitMqTarget, NatsTarget)
 _USERINFO = re.compile(r"([a-z][a-z0-9+.-]*://)[^/@\s]*@", re.IGNORECASE)
@@ -56,33 +57,12 @@ _USERINFO = re.compile(r"([a-z][a-z0-9+.-]*://)[^/@\s]*@", re.IGNORECASE)
 
 @functools.lru_cache(maxsize=4096)
 def broker_target(text: str) -> BrokerTarget:
-    """An outbox row's broker target, parsed once per distinct text (validated at create)."""
-    value = json.loads(text)
-    if not isinstance(value, dict):
-        raise ValueError("a target is a JSON object")
-    kind, connection = value.get("type"), value.get("connection")
-    if not isinstance(connection, str):
-        raise ValueError(f"target.connection must be a name, got {connection!r}")
-    if kind == "redis_stream":
-        maxlen = value.get("maxlen")
-        if maxlen is not None and (type(maxlen) is not int or maxlen < 1):
-            raise ValueError(f"target.maxlen must be a positive integer, got {maxlen!r}")
-        return RedisStreamTarget(
-            connection=connection, stream=_text(value, "stream"), maxlen=maxlen
-        )
-    if kind == "rabbitmq":
-        exchange, routing_key = _text(value, "exchange", ""), _text(value, "routing_key", "")
-        return RabbitMqTarget(connection=connection, exchange=exchange, routing_key=routing_key)
-    if kind == "nats":
-        return NatsTarget(connection=connection, subject=_text(value, "subject"))
-    raise ValueError(f"target.type {kind!r} is not a broker kind")
-
-
-def _text(value: dict[str, object], name: str, default: str | None = None) -> str:
-    got = value.get(name, default)
-    if not isinstance(got, str) or (default is None and not got):
-        raise ValueError(f"target.{name} must be a non-empty string, got {got!r}")
-    return got
+    """An outbox row's broker target, parsed once per distinct text by jobspec's rules;
+    ValueError when it is not one."""
+    target = parse_target(json.loads(text))  # InvalidRequest is a ValueError
+    if not isinstance(target, RedisStreamTarget | RabbitMqTarget | NatsTarget):
+        raise ValueError("not a broker target")
+    return target
 
 
 def message_fields(call: DueCall, payload: str) -> dict[str, str]:
@@ -437,7 +417,10 @@ class BrokerDeliverer(Generic[ClientT, TargetT]):
             return Outcome(verdict=Verdict.FAILED, status=None, error=f"invalid target: {exc}")
         if not isinstance(target, self.target_type):
             return Outcome(verdict=Verdict.FAILED, status=None, error="invalid target: not mine")
-        connection = self._lookup(tenant.tenant_id, target.connection)
+        try:
+            connection = await self._lookup(tenant.tenant_id, target.connection)
+        except PayloadUnreadable as exc:  # the URL is sealed with a key this node lacks: fixable
+            return _retry(str(exc))
         if connection is None:  # it may be created again under its name
             return _retry(f"unknown connection {target.connection!r}")
         wanted = CONNECTION_KIND_OF_TARGET[self.kind]
@@ -457,32 +440,3 @@ class BrokerDeliverer(Generic[ClientT, TargetT]):
         """Publish one message; an Outcome for what the broker answered, LinkBroken (or OSError)
         when the client is unusable."""
         raise NotImplementedError
-
-
-async def probe(
-    connection: BrokerConnection,
-    timeout_s: float = CONNECT_TIMEOUT_S,
-    *,
-    tls: ssl.SSLContext | None = None,
-) -> tuple[bool, str]:
-    """Connect to the connection's pinned address and name the server ("redis 7.2.4"), or the
-    error (without credentials): the answer of `POST /v1/connections/{name}/test`."""
-    # The kinds import this module, so they are imported when a probe is made.
-    from schedd.delivery import nats, rabbitmq, redis_stream
-
-    probes: dict[str, Callable[[BrokerConnection, float, ssl.SSLContext], Awaitable[str]]] = {
-        "redis": redis_stream.server_version,
-        "rabbitmq": rabbitmq.server_version,
-        "nats": nats.server_version,
-    }
-    server_version = probes.get(connection.kind)
-    if server_version is None:
-        return False, f"unknown connection kind {connection.kind!r}"
-    try:
-        return True, await server_version(connection, timeout_s, tls_context(tls))
-    except ConnectionDown as exc:
-        return False, excerpt(scrub(str(exc), connection.url).encode(), ERROR_CHARS)
-    except TimeoutError:
-        return False, f"timed out after {timeout_s:g}s"
-    except Exception as exc:  # the probe answers with any failure, it never raises
-        return False, describe(exc, connection.url)

@@ -23,9 +23,10 @@ import nats
 import pytest
 import redis.asyncio
 
-from schedd.delivery.brokers import BrokerDeliverer, probe
+from schedd.delivery.brokers import BrokerDeliverer
 from schedd.delivery.nats import NatsDeliverer
 from schedd.delivery.outcome import Outcome, Verdict
+from schedd.delivery.probe import probe
 from schedd.delivery.rabbitmq import RabbitMqDeliverer
 from schedd.delivery.redis_stream import RedisStreamDeliverer
 from schedd.guard.targets import TargetGuard
@@ -42,6 +43,7 @@ from tests.brokers import (
     closed_port,
     connection,
     due_call,
+    found,
     nats_service,
     nats_stream,
     rabbitmq_queue,
@@ -89,7 +91,7 @@ def make(
     """A deliverer of `kind` whose tenant has `connections` (the local broker's by default)."""
     named = {c.name: c for c in connections or (connection(kind),)}
     deliverer: BrokerDeliverer[Any, Any] = KINDS[kind](
-        keys, lambda tenant_id, name: named.get(name), **options
+        keys, lambda tenant_id, name: found(named.get(name)), **options
     )
     return deliverer
 
@@ -528,10 +530,19 @@ def through_caller(
     deliver it until its run is `until_runs`; the run's scheduled_at_ms."""
     local = connection(kind)
     lookup = {("t", "main"): local}
-    deliverer = KINDS[kind](KEYS, lambda tenant_id, name: lookup.get((tenant_id, name)))
+    deliverer = KINDS[kind](KEYS, lambda tenant_id, name: found(lookup.get((tenant_id, name))))
     with_deliverers(node, deliverer)
     node.tenant("t")
     scheduled_at_ms = wall_ms()
+    stored = {
+        "tenant_id": "t",
+        "name": "main",
+        "kind": local.kind,
+        "url": local.url,
+        "host": "broker.invalid",
+        "addresses": list(local.pinned_addresses),
+    }
+    assert node.apply("create_connection", stored, ts_ms=scheduled_at_ms)["status"] == "ok"
     item = _job_item("j-broker", scheduled_at_ms, target, NO_WAIT)
     assert node.apply("create_jobs", {"tenant_id": "t", "jobs": [item]}, ts_ms=scheduled_at_ms)
     claims = {"node_id": "n1", "claims": [_claim("j-broker", scheduled_at_ms)]}

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from schedd.delivery.brokers import probe
+from schedd.delivery.probe import probe
 from schedd.model import BrokerConnection
 from tests.certs import CertificateAuthority
 
