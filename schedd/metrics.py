@@ -35,7 +35,7 @@ CLAIM_RESULTS = (
     "stale_version",
     "duplicate_run",
 )
-TARGETS = ("queue", "http")
+TARGETS = ("queue", "http", "redis_stream", "rabbitmq", "nats")
 
 CLAIM_LAG = Histogram(
     "schedd_claim_lag_seconds",
@@ -89,7 +89,10 @@ def record_claims(result: Mapping[str, Any], fire_at_ms: Iterable[int], committe
 
 
 def record_delivery(target: str, attempt: int, scheduled_at_ms: int, at_ms: int) -> None:
-    """One delivery attempt handed out: the first one's lag, or a retry counted."""
+    """One delivery attempt handed out: the first one's lag, or a retry counted (a kind this
+    version does not know is not observed)."""
+    if target not in _LAG_BY_TARGET:
+        return
     if attempt <= 1:
         _LAG_BY_TARGET[target].observe(max(at_ms - scheduled_at_ms, 0) / 1000)
     else:

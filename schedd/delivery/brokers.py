@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 from urllib.parse import unquote, urlsplit
 
+from prometheus_client import Gauge
+
 from schedd.delivery.outcome import Outcome, Verdict, excerpt
 from schedd.jobspec import parse_target
 from schedd.model import (
@@ -37,6 +39,14 @@ from schedd.store.queries import Tenant
 from schedd.timeformat import format_instant
 
 log = logging.getLogger(__name__)
+
+LINK_STATES = ("up", "down")
+BROKER_CONNECTIONS = Gauge(
+    "schedd_broker_connections",
+    "Tenants' broker connections this node holds, by target kind and state (down: the last "
+    "connect failed and attempts fail fast until its backoff ends)",
+    ["kind", "state"],
+)
 
 CONNECT_TIMEOUT_S = 5.0
 PUBLISH_TIMEOUT_S = 10.0
@@ -213,6 +223,16 @@ class Pool(Generic[ClientT]):
 
     def start(self) -> None:
         self._sweeper = asyncio.get_running_loop().create_task(self._sweep_loop())
+
+    def count(self, state: str) -> int:
+        """How many of this node's connections are `up` (a client) or `down` (no client: the
+        last connect failed)."""
+        is_up = state == "up"
+        return sum(
+            1
+            for link in self._links.values()
+            if (link.client is not None) == is_up and (is_up or link.failures > 0)
+        )
 
     async def stop(self) -> None:
         if self._sweeper is not None:
@@ -401,6 +421,10 @@ class BrokerDeliverer(Generic[ClientT, TargetT]):
 
     def start(self) -> None:
         self.pool.start()
+        for state in LINK_STATES:  # the last deliverer of a kind started is the one reported
+            BROKER_CONNECTIONS.labels(kind=self.kind, state=state).set_function(
+                functools.partial(self.pool.count, state)
+            )
 
     async def stop(self) -> None:
         await self.pool.stop()

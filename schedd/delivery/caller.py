@@ -49,13 +49,19 @@ OUTCOMES_PER_COMMAND = 500
 RECORD_RETRY_S = 0.5
 ALERT_TIMEOUT_S = 10.0
 
-CALLBACKS = MetricCounter("schedd_callbacks", "HTTP callback attempts by outcome", ["outcome"])
-CALLBACK_SECONDS = Histogram(
-    "schedd_callback_seconds", "HTTP callback latency by response class", ["status_class"]
+CALLBACKS = MetricCounter(
+    "schedd_callbacks",
+    "Outbox delivery attempts (HTTP calls, broker publishes) by target kind and outcome",
+    ["kind", "outcome"],
 )
-CALLBACK_DEAD = MetricCounter("schedd_callback_dead_letters", "HTTP callback runs that died")
+CALLBACK_SECONDS = Histogram(
+    "schedd_callback_seconds",
+    "Outbox delivery attempt latency by target kind and response class",
+    ["kind", "status_class"],
+)
+CALLBACK_DEAD = MetricCounter("schedd_callback_dead_letters", "Outbox runs that died (any kind)")
 CALLS_IN_FLIGHT = Gauge(
-    "schedd_callbacks_in_flight", "HTTP calls started whose outcome is not recorded yet"
+    "schedd_callbacks_in_flight", "Outbox attempts started whose outcome is not recorded yet"
 )
 
 Propose = Callable[[LogCommand], Awaitable[dict[str, Any]]]
@@ -207,13 +213,12 @@ class Caller:
         finished = self._clock_ms()
         self._outcomes.append(_record(call, outcome, policy, started, finished))
         self._recorded.set()
-        CALLBACKS.labels(outcome=outcome.verdict.value).inc()
-        CALLBACK_SECONDS.labels(status_class=_status_class(outcome.status)).observe(
+        kind = target_kind(call.target) or "unknown"
+        CALLBACKS.labels(kind=kind, outcome=outcome.verdict.value).inc()
+        CALLBACK_SECONDS.labels(kind=kind, status_class=_status_class(outcome)).observe(
             (finished - started) / 1000
         )
-        metrics.record_delivery(
-            target_kind(call.target), call.attempt, call.scheduled_at_ms, started
-        )
+        metrics.record_delivery(kind, call.attempt, call.scheduled_at_ms, started)
 
     async def _attempt(
         self, call: outbox.DueCall, tenant: Tenant | None, started_ms: int, policy: RetryPolicy
@@ -339,5 +344,9 @@ def retry_delay_ms(policy: RetryPolicy, call: outbox.DueCall, outcome: Outcome) 
     return retry.retry_delay_ms(policy, call.attempt, key, floor_ms=outcome.retry_after_ms)
 
 
-def _status_class(status: int | None) -> str:
-    return "error" if status is None else f"{status // 100}xx"
+def _status_class(outcome: Outcome) -> str:
+    """2xx ... 5xx for an HTTP answer; for an attempt without one (a broker's, or no answer):
+    ok when it succeeded, else error."""
+    if outcome.status is not None:
+        return f"{outcome.status // 100}xx"
+    return "ok" if outcome.verdict is Verdict.SUCCEEDED else "error"

@@ -22,6 +22,7 @@ import aio_pika
 import nats
 import pytest
 import redis.asyncio
+from prometheus_client import REGISTRY
 
 from schedd.delivery.brokers import BrokerDeliverer
 from schedd.delivery.nats import NatsDeliverer
@@ -410,8 +411,14 @@ def test_closed_port_fails_fast_and_is_not_hammered(kind: str) -> None:
         first = await deliver(deliverer, call)
         second = await deliver(deliverer, call)
         [link] = deliverer.pool.links()
+        states = {
+            state: counted("schedd_broker_connections", kind=kind_of[kind], state=state)
+            for state in ("up", "down")
+        }
+        assert states == {"up": 0, "down": 1}  # the gauge reports this deliverer's pool
         return first, second, time.monotonic() - started, link.connects
 
+    kind_of = {"redis": "redis_stream", "rabbitmq": "rabbitmq", "nats": "nats"}
     first, second, elapsed_s, connects = run(deliverer, scenario)
     assert elapsed_s < 2
     assert first.verdict is second.verdict is Verdict.RETRY
@@ -556,11 +563,22 @@ def through_caller(
     return scheduled_at_ms
 
 
+def counted(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
 def test_the_caller_delivers_a_redis_stream_run(node: Node, redis_stream: Stream) -> None:
+    succeeded = {"kind": "redis_stream", "outcome": "succeeded"}
+    before = counted("schedd_callbacks_total", **succeeded)
+    lagged = counted("schedd_delivery_lag_seconds_count", target="redis_stream")
     at_ms = through_caller(node, "redis", redis_target(redis_stream), ("succeeded", 1))
     [(_, fields)] = asyncio.run(stream_entries(redis_stream.key))
     assert fields[b"idempotency_key"] == idempotency_key("j-broker", at_ms).encode()
     assert node.attempts("j-broker") == [(1, "succeeded", None)]
+    # Metrics by kind: the attempt, its lag, and the connection the deliverer held.
+    assert counted("schedd_callbacks_total", **succeeded) == before + 1
+    assert counted("schedd_delivery_lag_seconds_count", target="redis_stream") == lagged + 1
+    assert counted("schedd_callback_seconds_count", kind="redis_stream", status_class="ok") >= 1
 
 
 def test_the_caller_delivers_a_rabbitmq_run(node: Node, rabbitmq_queue: Queue) -> None:

@@ -136,7 +136,14 @@ def test_ls_piped_prints_plain_aligned_columns_without_wrapping() -> None:
 def _unreachable_n3(api: str, client: Any) -> dict[str, Any]:
     if api.endswith(":8703"):
         return {}
-    return {"term": 7, "applied_index": 40, "backlog": 0, "claim_lag_p99_s": 0.25}
+    connections = {"up": 2, "down": 1} if api.endswith(":8702") else {"up": 0, "down": 0}
+    return {
+        "term": 7,
+        "applied_index": 40,
+        "backlog": 0,
+        "claim_lag_p99_s": 0.25,
+        "broker_connections": connections,
+    }
 
 
 def test_status_piped_names_an_unreachable_node_and_keeps_roles_whole(
@@ -145,13 +152,13 @@ def test_status_piped_names_an_unreachable_node_and_keeps_roles_whole(
     monkeypatch.setattr(status, "node_metrics", _unreachable_n3)
     assert invoke(status.status).splitlines() == [
         "NODE   ROLE          HEALTHY   TERM   APPLIED   LAG   PARTITIONS   BACKLOG   "
-        "CLAIM LAG P99   API",
+        "CLAIM LAG P99   BROKERS UP/DOWN   API",
         "n1     leader        yes       7      40        0     2            0         "
-        "<= 0.25s        http://127.0.0.1:8701",
+        "<= 0.25s        0/0               http://127.0.0.1:8701",
         "n2     follower      yes       7      40        0     2            0         "
-        "<= 0.25s        http://127.0.0.1:8702",
+        "<= 0.25s        2/1               http://127.0.0.1:8702",
         "n3     unreachable   no        -      40        0     2            -         "
-        "-               http://127.0.0.1:8703",
+        "-               -                 http://127.0.0.1:8703",
         "leader: n1",
     ]
 

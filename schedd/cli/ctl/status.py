@@ -30,6 +30,16 @@ def node_metrics(api: str, client: Client) -> dict[str, Any]:
         "backlog": int(sample.get("schedd_due_backlog")),
         # Since the node started: the window from an empty "before" to now.
         "claim_lag_p99_s": window_p99({}, {api: sample}, "schedd_claim_lag_seconds"),
+        "broker_connections": {
+            state: int(
+                sum(
+                    value
+                    for labels, value in sample.matching("schedd_broker_connections").items()
+                    if dict(labels).get("state") == state
+                )
+            )
+            for state in ("up", "down")
+        },
     }
 
 
@@ -41,7 +51,8 @@ def gather(client: Client) -> dict[str, Any]:
         node["partitions"] = len(node.get("partitions") or [])
         seen = node_metrics(node["api"], client) if node.get("api") else {}
         node["reachable"] = bool(seen)
-        node.update({key: seen.get(key) for key in ("term", "backlog", "claim_lag_p99_s")})
+        shown = ("term", "backlog", "claim_lag_p99_s", "broker_connections")
+        node.update({key: seen.get(key) for key in shown})
         if seen.get("applied_index") is not None:
             node["applied_index"] = seen["applied_index"]
         elif not node.get("applied_index"):
@@ -68,7 +79,8 @@ Examples:
 Exit 0 when there is a leader and every node is healthy and reachable; 1 otherwise.""",
 )
 @json_option(
-    'GET /v1/cluster\'s object, each node with term, lag, backlog, claim_lag_p99_s and "ok"'
+    "GET /v1/cluster's object, each node with term, lag, backlog, claim_lag_p99_s,"
+    ' broker_connections (up, down) and "ok"'
 )
 @click.pass_obj
 def status(client: Client, as_json: bool) -> None:
@@ -92,6 +104,7 @@ HEADERS = (
     "PARTITIONS",
     "BACKLOG",
     "CLAIM LAG P99",
+    "BROKERS UP/DOWN",
     "API",
 )
 
@@ -118,8 +131,17 @@ def _row(node: dict[str, Any]) -> tuple[render.Cell, ...]:
         str(node["partitions"]),
         _cell(node.get("backlog")),
         "-" if node.get("claim_lag_p99_s") is None else f"<= {node['claim_lag_p99_s']:g}s",
+        _brokers(node.get("broker_connections")),
         node.get("api") or "-",
     )
+
+
+def _brokers(connections: dict[str, int] | None) -> Text | str:
+    """Tenants' broker connections the node holds, up/down (red when one is down)."""
+    if connections is None:
+        return "-"
+    text = f"{connections['up']}/{connections['down']}"
+    return Text(text, style="red") if connections["down"] else text
 
 
 def _cell(value: object) -> str:

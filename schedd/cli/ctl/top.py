@@ -76,6 +76,17 @@ def rate(before: dict[str, Sample], after: dict[str, Sample], name: str, **label
     return total
 
 
+def connections(after: dict[str, Sample], kind: str) -> tuple[str, str]:
+    """A broker kind's tenant connections the nodes hold, up and down ("-" for http)."""
+    if kind == "http":
+        return "-", "-"
+    up, down = (
+        sum(s.get("schedd_broker_connections", kind=kind, state=state) for s in after.values())
+        for state in ("up", "down")
+    )
+    return f"{int(up)}", f"{int(down)}"
+
+
 def window_p99(before: dict[str, Sample], after: dict[str, Sample], name: str) -> float | None:
     """p99 (bucket bound) of the observations made between the two scrapes, all nodes."""
     counts: dict[float, float] = defaultdict(float)
@@ -137,14 +148,25 @@ def frame(
         ("runs claimed/s", f"{rate(before, after, 'schedd_claims_total', result='claimed'):,.0f}"),
         ("claim lag p99", "-" if p99 is None else f"<= {p99:g}s"),
         ("backlog", gauge("schedd_due_backlog")),
+        ("outbox", gauge("schedd_outbox_depth")),
+        ("dead letters", gauge("schedd_deadletters")),
     ]
     outcomes = ("succeeded", "retry", "failed", "gone")
+    kinds = {"http"} | {
+        dict(labels).get("kind", "http")
+        for sample in after.values()
+        for labels in sample.matching("schedd_callbacks_total")
+    }
     callbacks: list[tuple[str, ...]] = [
         (
-            *(f"{rate(before, after, 'schedd_callbacks_total', outcome=o):,.1f}" for o in outcomes),
-            gauge("schedd_outbox_depth"),
-            gauge("schedd_deadletters"),
+            kind,
+            *(
+                f"{rate(before, after, 'schedd_callbacks_total', kind=kind, outcome=o):,.1f}"
+                for o in outcomes
+            ),
+            *connections(after, kind),
         )
+        for kind in sorted(kinds)
     ]
     by_queue: dict[str, dict[str, float]] = defaultdict(dict)
     if leader_sample is not None:
@@ -164,7 +186,7 @@ def frame(
         [
             (
                 "callbacks",
-                ("SUCCEEDED/S", "RETRY/S", "FAILED/S", "GONE/S", "OUTBOX", "DEAD LETTERS"),
+                ("KIND", "SUCCEEDED/S", "RETRY/S", "FAILED/S", "GONE/S", "CONNECTIONS UP", "DOWN"),
                 callbacks,
             ),
             ("queues", ("QUEUE", "READY", "IN FLIGHT", "DELAYED", "DEAD"), queues),
