@@ -60,13 +60,14 @@ class Replica(SyncObj):  # type: ignore[misc]  # pysyncobj ships no types
         self._is_held = False
         self._next_snapshot_ack = 0.0
         self._is_step_down_asked = False
-        self._is_compaction_asked = False
+        self._is_compaction_asked = False  # compact_soon(): honoured whatever the journal holds
+        self._is_full_asked = False  # the journal passed its cap
         wire.install()  # bounded frames on every Raft connection
         journal.install()  # term, vote and appends on disk before pysyncobj acts on them
         super().__init__(self_address, peers, conf, transportClass=journal.JournalSyncedTransport)
         raft_log = getattr(self, "_SyncObj__raftLog", None)
         if isinstance(raft_log, journal.DurableJournal):
-            raft_log.on_full = self.compact_soon  # a big journal compacts at once
+            raft_log.on_full = self._compact_full_journal  # a big journal compacts at once
 
     @replicated  # type: ignore[untyped-decorator]
     def apply_entry(self, blob: bytes) -> answers.Answer:
@@ -104,9 +105,14 @@ class Replica(SyncObj):  # type: ignore[misc]  # pysyncobj ships no types
         self._is_step_down_asked = True
 
     def compact_soon(self) -> None:
-        """Compact at the next tick, whatever the time slot (any thread; the journal calls it
-        when it passes its byte cap)."""
+        """Compact at the next tick, whatever the time slot and the journal's size (any
+        thread)."""
         self._is_compaction_asked = True
+
+    def _compact_full_journal(self) -> None:
+        """The journal passed its byte cap (tick thread, from an append): compact at once,
+        unless a compaction under way has made room by the next tick."""
+        self._is_full_asked = True
 
     def is_restoring(self) -> bool:
         """Whether a snapshot's copy is under way: pysyncobj's applied index is the snapshot's
@@ -162,7 +168,14 @@ class Replica(SyncObj):  # type: ignore[misc]  # pysyncobj ships no types
             self._is_step_down_asked = False
             if self._isLeader():
                 self.transferLeadership()
-        if not self._is_compaction_asked:
+        if self._is_full_asked and not self._is_journal_full():
+            # The journal asked while the last compaction was being written (it only shrinks
+            # when that is done): that one made room, and a second in a row would copy the
+            # store for nothing (a 300,000-run spike wrote every snapshot twice, 1-2 s each).
+            self._is_full_asked = False
+            if not self._is_compaction_asked:
+                self._SyncObj__forceLogCompaction = False
+        if not (self._is_compaction_asked or self._is_full_asked):
             super()._onTick(timeToWait)
             return
         # pysyncobj's forced compaction still waits for this node's time slot (logCompaction-
@@ -175,7 +188,15 @@ class Replica(SyncObj):  # type: ignore[misc]  # pysyncobj ships no types
             super()._onTick(timeToWait)
         finally:
             conf.logCompactionSplit = True
-        self._is_compaction_asked = bool(self._SyncObj__forceLogCompaction)
+        is_still_asked = bool(self._SyncObj__forceLogCompaction)
+        self._is_compaction_asked = self._is_compaction_asked and is_still_asked
+        self._is_full_asked = self._is_full_asked and is_still_asked
+
+    def _is_journal_full(self) -> bool:
+        raft_log = getattr(self, "_SyncObj__raftLog", None)
+        return not isinstance(raft_log, journal.DurableJournal) or (
+            raft_log.bytes_held > journal.MAX_JOURNAL_BYTES
+        )
 
     def is_leader(self) -> bool:
         """Whether pysyncobj thinks this node leads (may be stale: never use it as a lock)."""

@@ -206,3 +206,57 @@ def test_a_journal_past_its_cap_compacts_without_waiting_for_its_time_slot(
     finally:
         node.destroy_synchronous()
         db.close()
+
+
+def test_a_journal_that_passes_its_cap_during_a_compaction_compacts_once(
+    tmp_path: Path, free_port: Callable[[], int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Entries appended while a snapshot is written keep the journal over its cap (it shrinks
+    when the snapshot is done) and ask again: that ask must not start a second snapshot at
+    once, since the first one made room (a spike wrote every snapshot twice)."""
+    from schedd.raft import journal, snapshots
+    from schedd.raft.snapshots import SnapshotHooks
+
+    monkeypatch.setattr(journal, "MAX_JOURNAL_BYTES", 200_000)
+    written: list[int] = []
+    real_write = snapshots.write_snapshot
+
+    def slow_write(*args: Any) -> int:
+        time.sleep(0.5)  # entries keep coming meanwhile
+        index = real_write(*args)
+        written.append(index)
+        return index
+
+    monkeypatch.setattr(snapshots, "write_snapshot", slow_write)
+    db = Database(tmp_path / "state.db")
+    hooks = SnapshotHooks(db, tmp_path / "raft.snapshot")
+    node = start(
+        db,
+        free_port(),
+        fullDumpFile=str(tmp_path / "raft.snapshot"),
+        serializer=hooks.serialize,
+        deserializer=hooks.deserialize,
+        serializeChecker=hooks.check,
+        logCompactionMinEntries=10**6,  # neither count nor time would compact in this test
+        logCompactionMinTime=3600,
+        logCompactionSplit=True,
+    )
+    try:
+        proposer = Proposer(node, timeout_s=5)
+
+        async def propose(count: int) -> None:
+            for i in range(count):
+                body = RegisterNode(node_id=f"n{i}", api="http://x/" + "a" * 10_000, raft="y")
+                assert (await proposer.propose(body))["status"] == "ok"
+
+        asyncio.run(propose(21))  # just over the cap: a compaction starts
+        _wait_for(lambda: hooks._state == snapshots.SERIALIZING, "no compaction started")
+        asyncio.run(propose(10))  # appended during it: the journal stays over the cap
+        _wait_for(lambda: len(written) == 1 and len(node._SyncObj__raftLog) < 20, "not compacted")
+        seen = node._SyncObj__raftLog.bytes_held
+        assert seen < journal.MAX_JOURNAL_BYTES
+        time.sleep(1.0)  # a second compaction would have started (and been written) by now
+        assert len(written) == 1
+    finally:
+        node.destroy_synchronous()
+        db.close()
