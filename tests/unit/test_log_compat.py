@@ -1,4 +1,5 @@
-"""Old log entries still apply: a journal written by a real node (issue 15), kept as a fixture.
+"""Old log entries still apply: journals written by a real node, kept as fixtures (level 2,
+issue 15; level 3, issue 17).
 
 tests/fixtures/make_journal_fixture.py wrote the entries, the results the state machine of its
 day returned for each, and the state digest after them. Today's state machine must agree.
@@ -12,7 +13,9 @@ from typing import Any
 
 import pytest
 
+from schedd.sealing import PREFIX
 from schedd.store.apply import StateMachine
+from schedd.store.commands import BROKER_TARGET_TYPES, CATALOGUE
 from schedd.store.db import Database
 from schedd.store.digest import state_digest
 
@@ -48,8 +51,15 @@ LEVEL_2_TYPES = frozenset(
 )
 
 
-def _lines() -> list[dict[str, Any]]:
-    text = (FIXTURES / "journal-level2.jsonl").read_text()
+# Level 3 (issue 17): tenants' broker connections.
+LEVEL_3_TYPES = LEVEL_2_TYPES | {"create_connection", "delete_connection"}
+# The credentials of every connection URL the level-3 journal was recorded with (the
+# generator's USER and SECRET): no entry or result may hold them.
+CREDENTIALS = ("fixture-user", "fixture-c0nn-s3cret")
+
+
+def _lines(level: int = 2) -> list[dict[str, Any]]:
+    text = (FIXTURES / f"journal-level{level}.jsonl").read_text()
     return [json.loads(line) for line in text.splitlines()]
 
 
@@ -85,3 +95,77 @@ def test_the_fixture_holds_results_of_each_status(status: str) -> None:
         return [result["status"]]
 
     assert any(status in statuses(line) for line in _lines())
+
+
+def _commands(level: int) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """(type, body, result) of each command of a fixture, a batch's one by one."""
+    found = []
+    for line in _lines(level):
+        cmd, result = json.loads(line["entry"]), line["result"]
+        if cmd["type"] == "batch":
+            pairs = zip(cmd["body"]["commands"], result["results"], strict=True)
+            found += [(sub["type"], sub["body"], r) for sub, r in pairs]
+        else:
+            found.append((cmd["type"], cmd["body"], result))
+    return found
+
+
+def test_the_level_3_types_are_todays_catalogue() -> None:
+    assert {t for t, cls in CATALOGUE.items() if cls.LEVEL <= 3} == LEVEL_3_TYPES
+
+
+def test_the_level_3_fixture_holds_every_level_3_wire_type() -> None:
+    seen = {t for line in _lines(3) for t in _types(line["entry"])}
+    assert LEVEL_3_TYPES - seen == set()
+    assert seen - LEVEL_3_TYPES == set()  # a new type is a new level: a new fixture
+
+
+def test_todays_state_machine_applies_the_level_3_entries_alike(db: Database) -> None:
+    machine = StateMachine(db)
+    for line in _lines(3):
+        result = machine.apply(line["entry"].encode(), index=line["index"])
+        assert result == line["result"], line["index"]
+    expected = json.loads((FIXTURES / "journal-level3.expected.json").read_text())
+    assert state_digest(db.conn) == (expected["applied_index"], expected["digest"])
+    rows = [
+        db.conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+        for table in ("connections", "connection_uses")
+    ]
+    assert rows == [3, 1]  # the later tables hold rows: they are in the digest
+
+
+@pytest.mark.parametrize("status", ["ok", "rejected"])
+def test_the_level_3_fixture_holds_connection_results_of_each_status(status: str) -> None:
+    for kind in ("create_connection", "delete_connection"):
+        assert any(t == kind and r["status"] == status for t, _, r in _commands(3)), kind
+
+
+def test_the_level_3_fixture_holds_jobs_of_each_broker_target() -> None:
+    created, updated = set(), set()
+    for t, body, _ in _commands(3):
+        if t == "create_jobs":
+            created |= {job["spec"]["target"]["type"] for job in body["jobs"]}
+        elif t == "update_job":
+            updated.add(body["spec"]["target"]["type"])
+    assert created & BROKER_TARGET_TYPES == BROKER_TARGET_TYPES
+    assert updated & BROKER_TARGET_TYPES == BROKER_TARGET_TYPES
+
+
+def test_the_level_3_fixture_holds_the_refusals_of_a_connection_in_use_or_missing() -> None:
+    codes = {(t, r.get("code")) for t, _, r in _commands(3)}
+    assert ("delete_connection", "connection_in_use") in codes
+    assert ("delete_connection", "connection_not_found") in codes
+    assert ("create_connection", "connection_exists") in codes
+    items = [item for t, _, r in _commands(3) if t == "create_jobs" for item in r["results"]]
+    errors = [item["error"]["message"] for item in items if "error" in item]
+    assert any(m.startswith("target.connection: no connection named") for m in errors)
+
+
+def test_the_level_3_fixture_holds_no_url_or_credentials_in_results() -> None:
+    for line in _lines(3):
+        entry, result = line["entry"], json.dumps(line["result"])
+        assert "://" not in result, line["index"]
+        for secret in CREDENTIALS:
+            assert secret not in entry and secret not in result, line["index"]
+    urls = [body["url"] for t, body, _ in _commands(3) if t == "create_connection"]
+    assert urls and all(url.startswith(f"{PREFIX}fixture:") for url in urls)  # sealed
