@@ -34,11 +34,12 @@ async function refresh(nodes, charts) {
     clear(nodes).append(notice(`Cannot read the cluster: ${error.message}`));
     return;
   }
-  clear(nodes).append(h("h2", {}, "Nodes"), nodesTable(cluster, stats));
-  clear(charts).append(
-    h("p", { class: "hint" }, `Claims and deliveries are node ${stats.node_id}'s (the node serving this page); the backlog is the cluster's.`),
-    ...chartsOf(stats),
+  clear(nodes).append(
+    h("h2", {}, "Nodes"),
+    nodesTable(cluster, stats),
+    h("p", { class: "hint" }, `The charts show node ${stats.node_id} (the node serving this page): its claims and deliveries; the backlog is the whole cluster's. Open another node's /ui/ for its share.`),
   );
+  clear(charts).append(...chartsOf(stats));
 }
 
 function nodesTable(cluster, stats) {
