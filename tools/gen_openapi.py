@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from schedd import __version__
-from schedd.api import connections, jobs, queues, schedules, tenants
+from schedd.api import connections, jobs, queues, schedules, stats, tenants
 from schedd.guard.connections import MAX_URL_CHARS
 from schedd.jobspec import (
     CONNECTION_NAME,
@@ -33,6 +33,7 @@ from schedd.model import (
 )
 from schedd.retention import KINDS, MIN_RETENTION_MS, TENANT_KINDS
 from schedd.schedule import MAX_AHEAD_MS, MIN_EVERY_MS
+from schedd.store.backlog import STATS_BACKLOG_CAP
 from schedd.store.retained import KINDS_SHOWN, ROW_COUNT_CAP
 from schedd.timeformat import MAX_DURATION_MS
 
@@ -948,6 +949,75 @@ def node_schemas() -> dict[str, Schema]:
                 },
             }
         ),
+        "Stats": obj(
+            {
+                "node_id": {"type": "string"},
+                "interval_s": {"type": "number", "description": "Seconds between samples."},
+                "window_s": {"type": "number", "description": "Seconds the ring covers."},
+                "node": ref("StatsNode"),
+                "samples": {
+                    "type": "array",
+                    "items": ref("StatsSample"),
+                    "maxItems": stats.SAMPLES,
+                    "description": "Oldest first; empty for the first interval after a start.",
+                },
+            }
+        ),
+        "StatsNode": obj(
+            {
+                "role": {"enum": ["leader", "follower", "candidate", "starting"]},
+                "term": {"type": "integer", "minimum": 0},
+                "applied_index": {"type": "integer", "minimum": 0},
+                "commit_index": {
+                    "type": ["integer", "null"],
+                    "description": "The leader's commit index as this node knows it; null "
+                    "without a leader.",
+                },
+                "lag": {
+                    "type": ["integer", "null"],
+                    "description": "commit_index minus applied_index.",
+                },
+                "partitions": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "description": "Partitions this node holds an unexpired lease on.",
+                },
+                "clock_trusted": {"type": "boolean"},
+                "ready": {"type": "boolean", "description": "What /readyz answers."},
+            }
+        ),
+        "StatsSample": obj(
+            {
+                "at": {
+                    "type": "string",
+                    "format": "date-time",
+                    "description": "End of the interval.",
+                },
+                "claims_per_s": {
+                    "type": "number",
+                    "minimum": 0,
+                    "description": "Runs this node's dispatchers claimed.",
+                },
+                "deliveries_per_s": {
+                    "type": "object",
+                    "additionalProperties": {"type": "number", "minimum": 0},
+                    "description": "First delivery attempts this node handed out, by target "
+                    "kind (a queue receive or an outbox call start).",
+                },
+                "claim_lag_p50_s": {
+                    "type": ["number", "null"],
+                    "description": "From the claim-lag histogram's buckets of the interval "
+                    "(null without claims).",
+                },
+                "claim_lag_p99_s": {"type": ["number", "null"]},
+                "backlog": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "description": "Runs past their fire time not claimed yet, in this "
+                    f"replica (cluster-wide), capped at {STATS_BACKLOG_CAP:,}.",
+                },
+            }
+        ),
         "AuditList": page_of("audit", "AuditRecord"),
         "AuditRecord": audit,
         "Health": obj(
@@ -1045,6 +1115,11 @@ def parameters() -> dict[str, Schema]:
             "description": "Opaque: the next_cursor of the previous page, absent or empty "
             "for the first page. A malformed cursor is 400.",
         },
+        "ConsoleFile": path(
+            "path",
+            {"type": "string", "pattern": "^[A-Za-z0-9_./-]*$"},
+            "A file of the console (app.js, pages/jobs.js); empty for index.html.",
+        ),
         "JobId": path("job_id", {"type": "string", "minLength": 1}, "A job_id (job_...)."),
         "TenantId": path("tenant_id", {"type": "string", "minLength": 1}, "A tenant_id."),
         "QueueName": path("name", {"type": "string", "pattern": QUEUE_NAME}, "A queue name."),
@@ -1632,6 +1707,19 @@ def admin_paths() -> dict[str, Schema]:
                 tag="cluster",
             ),
         },
+        "/v1/stats": {
+            "get": admin_op(
+                "getStats",
+                "This node's last 15 minutes in 5-second samples, and its Raft state now",
+                ok(
+                    "200",
+                    "Stats",
+                    "Claims/s, first deliveries/s by target kind, claim lag p50/p99 and the "
+                    "due backlog, from this node's own metrics (the web console's overview).",
+                ),
+                tag="cluster",
+            ),
+        },
         "/v1/admin/retention": {
             "get": admin_op(
                 "getRetentionStatus",
@@ -1693,6 +1781,38 @@ def node_paths() -> dict[str, Schema]:
                 security=ADMIN,
                 description="The admin token or the `[metrics] token`; never a tenant's. "
                 "404 when `[metrics] listen` serves it on its own address instead.",
+            ),
+        },
+        "/ui": {
+            "get": operation(
+                "consoleRedirect",
+                "node",
+                "The web console: redirects to /ui/",
+                {"308": {"description": "Location: /ui/."}},
+                security=[],
+            ),
+        },
+        "/ui/{path}": {
+            "get": operation(
+                "consoleFile",
+                "node",
+                "The web console's static files (docs/console.md)",
+                {
+                    "200": {
+                        "description": "A shipped file (the empty path is index.html).",
+                        "content": {
+                            kind: {"schema": {"type": "string"}}
+                            for kind in ("text/html", "text/javascript", "text/css")
+                        },
+                    },
+                    "304": {"description": "Unchanged since the ETag sent in If-None-Match."},
+                    "404": {"description": "No such file.", "content": text},
+                },
+                security=[],
+                params=["ConsoleFile"],
+                description="No token: the pages call this API with the user's token. Every "
+                "answer carries a strict Content-Security-Policy, X-Frame-Options: DENY and "
+                "X-Content-Type-Options: nosniff.",
             ),
         },
         "/v1/openapi.json": {

@@ -19,10 +19,21 @@ from schedd.api import (
     queues,
     retention,
     schedules,
+    stats,
     tenants,
 )
 from schedd.api.context import CONTEXT, ApiContext
-from schedd.api.http import auth_middleware, errors_middleware, metrics_middleware
+from schedd.api.http import Handler, auth_middleware, errors_middleware, metrics_middleware
+from schedd.console import serve as console
+
+
+@web.middleware
+async def auth_unless_console(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """The API's bearer-token check, except for the console's static files (/ui/): its pages
+    need no token to load; the data they show comes from the API with the user's token."""
+    if console.is_console(request):
+        return await handler(request)
+    return await auth_middleware(request, handler)
 
 
 def build_app(
@@ -34,7 +45,12 @@ def build_app(
     """The API of one node; `ctx` carries everything handlers share, `node_metrics` the
     node's scrape-time gauges for /metrics, `metrics_access` who may read them here."""
     app = web.Application(
-        middlewares=[metrics_middleware, errors_middleware, auth_middleware],
+        middlewares=[
+            metrics_middleware,
+            console.headers_middleware,
+            errors_middleware,
+            auth_unless_console,
+        ],
         client_max_size=jobs.BATCH_BODY_LIMIT,
     )
     app[CONTEXT] = ctx
@@ -51,6 +67,11 @@ def build_app(
     app.add_routes(retention.routes)
     app.add_routes(connections.routes)
     app.add_routes(openapi.routes)
+    app.add_routes(stats.routes)
+    app[stats.STATS] = stats.StatsRing()
+    if ctx is not None:  # None: a route listing (tools/gen_openapi.py), never started
+        app.cleanup_ctx.append(stats.sampling)
+    app.add_routes(console.routes)
     return app
 
 

@@ -1,0 +1,188 @@
+"""GET /v1/stats (admin): this node's last 15 minutes in 5-second samples (claims/s, first
+deliveries/s by target kind, claim lag p50/p99, due backlog) and its Raft state now.
+
+The samples come from the node's own metric objects (schedd/metrics.py: counters and histogram
+buckets read in process, never the text exposition) and one capped backlog read; the ring holds
+at most WINDOW_S / INTERVAL_S of them, so its memory is bounded whatever the load."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sqlite3
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from schedd import metrics
+from schedd.api.context import CONTEXT, ApiContext
+from schedd.api.http import json_response, principal
+from schedd.store.backlog import due_backlog
+from schedd.store.leases import held_partitions
+from schedd.timeformat import format_instant
+
+log = logging.getLogger(__name__)
+INTERVAL_S = 5.0
+WINDOW_S = 900.0
+SAMPLES = int(WINDOW_S / INTERVAL_S)  # 180
+
+routes = web.RouteTableDef()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Counters:
+    """Cumulative figures read from the metric objects at one instant."""
+
+    claimed: float
+    deliveries: Mapping[str, float]  # target kind -> first attempts handed out
+    lag_buckets: Sequence[tuple[float, float]]  # (upper bound s, cumulative count), +Inf last
+
+
+def read_counters() -> Counters:
+    """The process's claim and delivery counters now (metric objects, no text parsing)."""
+    claimed = sum(
+        s.value
+        for family in metrics.CLAIMS.collect()
+        for s in family.samples
+        if s.name.endswith("_total") and s.labels.get("result") == "claimed"
+    )
+    deliveries = dict.fromkeys(metrics.TARGETS, 0.0)
+    lag: list[tuple[float, float]] = []
+    for family in metrics.DELIVERY_LAG.collect():
+        for s in family.samples:
+            if s.name.endswith("_count") and s.labels.get("target") in deliveries:
+                deliveries[s.labels["target"]] = s.value
+    for family in metrics.CLAIM_LAG.collect():
+        lag.extend((float(s.labels["le"]), s.value) for s in family.samples if "le" in s.labels)
+    return Counters(claimed=claimed, deliveries=deliveries, lag_buckets=sorted(lag))
+
+
+def quantile(q: float, buckets: Sequence[tuple[float, float]]) -> float | None:
+    """The q-quantile of cumulative histogram buckets, interpolated inside its bucket (as
+    Prometheus's histogram_quantile); None without observations; the +Inf bucket answers the
+    highest finite bound."""
+    total = buckets[-1][1] if buckets else 0.0
+    if total <= 0:
+        return None
+    rank, lower, below = q * total, 0.0, 0.0
+    for bound, count in buckets:
+        if count >= rank:
+            if bound == float("inf"):
+                return lower
+            inside = count - below
+            return lower + (bound - lower) * ((rank - below) / inside if inside else 1.0)
+        lower, below = bound, count
+    return lower
+
+
+def _delta_buckets(
+    now: Sequence[tuple[float, float]], before: Sequence[tuple[float, float]]
+) -> list[tuple[float, float]]:
+    earlier = dict(before)
+    return [(bound, count - earlier.get(bound, 0.0)) for bound, count in now]
+
+
+class StatsRing:
+    """The last SAMPLES samples; `tick` turns two counter readings into one sample of rates.
+    Event loop thread only."""
+
+    def __init__(self, size: int = SAMPLES) -> None:
+        self.samples: deque[dict[str, Any]] = deque(maxlen=size)
+        self._last: tuple[float, Counters] | None = None
+
+    def tick(self, now_ms: int, monotonic_s: float, counters: Counters, backlog: int) -> None:
+        """Record the sample ending now (the first call only sets the baseline)."""
+        last, self._last = self._last, (monotonic_s, counters)
+        if last is None or monotonic_s <= last[0]:
+            return
+        elapsed, before = monotonic_s - last[0], last[1]
+        lag = _delta_buckets(counters.lag_buckets, before.lag_buckets)
+        self.samples.append(
+            {
+                "at": format_instant(now_ms),
+                "claims_per_s": _rate(counters.claimed - before.claimed, elapsed),
+                "deliveries_per_s": {
+                    kind: _rate(count - before.deliveries.get(kind, 0.0), elapsed)
+                    for kind, count in counters.deliveries.items()
+                },
+                "claim_lag_p50_s": _rounded(quantile(0.5, lag)),
+                "claim_lag_p99_s": _rounded(quantile(0.99, lag)),
+                "backlog": backlog,
+            }
+        )
+
+
+def _rate(delta: float, elapsed_s: float) -> float:
+    return round(max(delta, 0.0) / elapsed_s, 3)
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+STATS = web.AppKey("stats", StatsRing)
+
+
+async def sampling(app: web.Application) -> AsyncIterator[None]:
+    """aiohttp cleanup context: sample every INTERVAL_S while the app runs."""
+    ring = app[STATS]
+    task = asyncio.create_task(_sample_forever(app[CONTEXT], ring))
+    yield
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+async def _sample_forever(ctx: ApiContext, ring: StatsRing) -> None:
+    ring.tick(ctx.clock_ms(), time.monotonic(), read_counters(), 0)
+    while True:
+        await asyncio.sleep(INTERVAL_S)
+        try:
+            now_ms = ctx.clock_ms()
+            backlog = await ctx.reads.read(_backlog_at(ctx.partitions, now_ms))
+            ring.tick(now_ms, time.monotonic(), read_counters(), backlog)
+        except Exception:  # a sample is never worth the node: try again next time
+            log.warning("stats: cannot take a sample", exc_info=True)
+
+
+def _backlog_at(partitions: int, now_ms: int) -> Callable[[sqlite3.Connection], int]:
+    return lambda conn: due_backlog(conn, partitions, now_ms)
+
+
+@routes.get("/v1/stats")
+async def stats(request: web.Request) -> web.Response:
+    principal(request).require_admin()
+    ctx = request.app[CONTEXT]
+    now_ms = ctx.clock_ms()
+    held = await ctx.reads.read(lambda c: held_partitions(c, ctx.node_id, now_ms, margin_ms=0))
+    return json_response(
+        {
+            "node_id": ctx.node_id,
+            "interval_s": INTERVAL_S,
+            "window_s": WINDOW_S,
+            "node": node_state(ctx, len(held)),
+            "samples": list(request.app[STATS].samples),
+        }
+    )
+
+
+def node_state(ctx: ApiContext, partitions: int) -> dict[str, Any]:
+    """This node's Raft and readiness figures now (the console's nodes table)."""
+    status = ctx.raft.status()
+    view = ctx.raft.commit_view()
+    applied = int(status.get("applied_index") or 0)
+    return {
+        "role": status.get("role"),
+        "term": int(status.get("term") or 0),
+        "applied_index": applied,
+        "commit_index": None if view is None else view[0],
+        "lag": None if view is None else max(view[0] - applied, 0),
+        "partitions": partitions,
+        "clock_trusted": ctx.raft.clock_problem() is None,
+        "ready": ctx.raft.is_ready(),
+    }

@@ -1,0 +1,134 @@
+// One job: its spec, the next 10 occurrences (the preview API), its runs with their attempts,
+// and the actions (pause, resume, trigger now, reschedule, cancel), each confirmed first.
+
+import { ApiError, call, enc, get, post, query } from "../api.js";
+import { clear, confirmAction, h, link, notice, pretty, table, when } from "../dom.js";
+import { scheduleText, targetText } from "../format.js";
+
+const RUNS = 20;
+
+export async function render(main, params) {
+  const path = `/v1/jobs/${enc(params.job_id)}`;
+  let job;
+  try {
+    job = await get(path);
+  } catch (error) {
+    const gone = error instanceof ApiError && error.status === 404;
+    main.append(h("h1", {}, "Job"), notice(gone ? "No such job." : error.message));
+    return;
+  }
+  const status = h("div", { class: "action-status", role: "status" });
+  const runs = h("section", { id: "runs" });
+  const refresh = () => render(clear(main), params);
+  main.append(
+    h("p", {}, link("#/jobs", "← Jobs")),
+    h("h1", { id: "job-title" }, job.name || job.job_id),
+    summary(job),
+    actions(job, path, status, refresh),
+    status,
+    h("div", { class: "columns" }, h("section", {}, h("h2", {}, "Spec"), pretty(job)), await upcoming(job)),
+    runs,
+  );
+  await showRuns(runs, path, params.runs_cursor);
+}
+
+function summary(job) {
+  const rows = [
+    ["Status", h("span", { class: `status ${job.status}`, id: "job-status" }, job.status)],
+    ["Schedule", scheduleText(job.schedule)],
+    ["Target", targetText(job.target)],
+    ["Next run", when(job.next_run_at)],
+    ["Version", job.version],
+    ["Job id", h("span", { class: "mono" }, job.job_id)],
+  ];
+  return h("dl", { class: "summary" }, rows.map(([key, value]) => [h("dt", {}, key), h("dd", {}, value)]));
+}
+
+function actions(job, path, status, refresh) {
+  const live = job.status === "active" || job.status === "paused";
+  const act = (label, name, question, run, enabled = live) =>
+    h(
+      "button",
+      {
+        type: "button",
+        "data-action": name,
+        disabled: !enabled,
+        onclick: async () => {
+          if (!(await confirmAction(question, job.name || job.job_id))) return;
+          try {
+            await run();
+            status.replaceChildren(notice(`${label}: done.`, "ok"));
+            setTimeout(refresh, 300);
+          } catch (error) {
+            status.replaceChildren(notice(`${label}: ${error.message}`));
+          }
+        },
+      },
+      label,
+    );
+  const schedule = h("textarea", { id: "new-schedule", rows: 2, "aria-label": "New schedule (JSON)" }, JSON.stringify(job.schedule));
+  return h(
+    "div",
+    { class: "actions" },
+    act("Pause", "pause", "Pause this job? No new runs fire until it is resumed.", () => post(`${path}/pause`), job.status === "active"),
+    act("Resume", "resume", "Resume this job from now?", () => post(`${path}/resume`), job.status === "paused"),
+    act("Trigger now", "trigger", "Run this job once now, outside its schedule?", () => post(`${path}/trigger`)),
+    act("Cancel", "cancel", "Cancel this job? Its future runs will not fire; this cannot be undone.", () => call("DELETE", path)),
+    h(
+      "details",
+      { class: "reschedule" },
+      h("summary", {}, "Reschedule"),
+      schedule,
+      act("Save schedule", "reschedule", "Replace this job's schedule?", () =>
+        call("PATCH", path, { body: { schedule: JSON.parse(schedule.value) } }),
+      ),
+    ),
+  );
+}
+
+async function upcoming(job) {
+  const section = h("section", { id: "upcoming" }, h("h2", {}, "Next 10 occurrences"));
+  if (job.status !== "active") {
+    section.append(notice(`None while the job is ${job.status}.`, "info"));
+    return section;
+  }
+  try {
+    const preview = await post("/v1/schedules:preview", { schedule: job.schedule, after: new Date().toISOString(), count: 10 });
+    section.append(h("ol", {}, preview.runs.map((instant) => h("li", { class: "mono" }, when(instant)))));
+  } catch (error) {
+    section.append(notice(error.message));
+  }
+  return section;
+}
+
+async function showRuns(section, path, cursor) {
+  clear(section).append(h("h2", {}, "Runs"));
+  let page;
+  try {
+    page = await get(`${path}/runs${query({ cursor, limit: RUNS })}`);
+  } catch (error) {
+    section.append(notice(error.message));
+    return;
+  }
+  if (!page.runs.length) section.append(notice("No runs yet.", "info"));
+  else section.append(table(["Scheduled", "Status", "Attempt", "Dispatched", "Finished", "Attempts"], page.runs.map(runRow), { id: "runs-table" }));
+  if (page.next_cursor) {
+    section.append(h("button", { type: "button", class: "link", onclick: () => showRuns(section, path, page.next_cursor) }, "Older runs"));
+  }
+}
+
+function runRow(run) {
+  const attempts = (run.attempts ?? []).map((a) =>
+    h("li", {}, `#${a.attempt} ${a.outcome ?? "…"} at ${when(a.started_at)}`, a.error ? h("span", { class: "error" }, ` — ${a.error}`) : null),
+  );
+  return h(
+    "tr",
+    { "data-run": run.scheduled_at },
+    h("td", { class: "mono" }, when(run.scheduled_at)),
+    h("td", { class: `status ${run.status}` }, run.status),
+    h("td", {}, run.attempt),
+    h("td", {}, when(run.dispatched_at)),
+    h("td", {}, when(run.finished_at)),
+    h("td", {}, attempts.length ? h("ul", { class: "attempts" }, attempts) : "—"),
+  );
+}

@@ -1,0 +1,164 @@
+"""The console's scenarios in chromium on three real nodes: sign in, jobs, a job's actions,
+tenant isolation, an XSS name, dead letters redriven, the overview's charts."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import pytest
+
+from tests.browser.conftest import Console, new_tenant
+from tests.servers import ADMIN_TOKEN, NodeProcess, free_ports, http, wait_for
+
+pytestmark = [pytest.mark.cluster, pytest.mark.browser]
+XSS = "<img src=x onerror=alert(1)>"
+
+
+def create_job(node: NodeProcess, token: str, **fields: Any) -> dict[str, Any]:
+    body = {
+        "schedule": {"every": "1h"},
+        "target": {"type": "queue", "name": "work"},
+        **fields,
+    }
+    status, job, _ = http("POST", f"{node.url}/v1/jobs", body, token=token)
+    assert status == 201, job
+    return job
+
+
+def test_a_tenant_signs_in_sees_its_job_pauses_resumes_and_triggers_it(console: Console) -> None:
+    tenant = new_tenant(console.node, f"acme-{uuid.uuid4().hex[:6]}")
+    name = f"nightly-report-{uuid.uuid4().hex[:6]}"
+    job = create_job(console.node, tenant["token"], name=name)
+    console.open()
+    console.shot("signin")
+    console.sign_in(tenant["token"])
+    page = console.page
+    page.wait_for_selector(f"#jobs tr[data-job='{job['job_id']}']")
+    assert page.evaluate("() => Object.keys(sessionStorage)").count("schedd.token") == 1
+    assert tenant["token"] not in page.url
+    console.shot("jobs")
+
+    page.click(f"tr[data-job='{job['job_id']}'] a.job-name")
+    page.wait_for_selector("#upcoming li")
+    assert page.text_content("#job-title") == name
+    assert page.locator("#upcoming li").count() == 10
+    console.shot("job")
+
+    page.click("[data-action=pause]")
+    page.wait_for_selector("dialog.confirm")
+    console.shot("confirm")
+    console.confirm()
+    page.wait_for_function("() => document.querySelector('#job-status')?.textContent === 'paused'")
+    page.click("[data-action=resume]")
+    console.confirm()
+    page.wait_for_function("() => document.querySelector('#job-status')?.textContent === 'active'")
+
+    page.click("[data-action=trigger]")
+    console.confirm()
+    page.wait_for_selector("#runs-table tr[data-run]", timeout=30_000)
+    console.shot("job-run")
+    status, answer, _ = http(
+        "GET", f"{console.node.url}/v1/jobs/{job['job_id']}/runs", token=tenant["token"]
+    )
+    assert status == 200 and answer["runs"], answer
+
+
+def test_a_tenant_cannot_open_another_tenants_job_by_url(console: Console) -> None:
+    owner = new_tenant(console.node, f"owner-{uuid.uuid4().hex[:6]}")
+    other = new_tenant(console.node, f"other-{uuid.uuid4().hex[:6]}")
+    job = create_job(console.node, owner["token"], name="private")
+    console.sign_in(other["token"])
+    console.go(f"#/jobs/{job['job_id']}")
+    console.page.wait_for_selector("text=No such job.")
+    assert "private" not in console.page.text_content("main")
+
+
+def test_a_job_named_with_markup_renders_as_text(console: Console) -> None:
+    tenant = new_tenant(console.node, f"xss-{uuid.uuid4().hex[:6]}")
+    job = create_job(console.node, tenant["token"], name=XSS)
+    console.sign_in(tenant["token"])
+    page = console.page
+    page.wait_for_selector(f"tr[data-job='{job['job_id']}']")
+    assert page.text_content(f"tr[data-job='{job['job_id']}'] a.job-name") == XSS
+    page.click(f"tr[data-job='{job['job_id']}'] a.job-name")
+    page.wait_for_selector("#job-title")
+    assert page.text_content("#job-title") == XSS
+    assert page.locator("main img").count() == 0
+    console.shot("xss")
+
+
+def test_a_failing_http_job_reaches_dead_letters_and_is_redriven(console: Console) -> None:
+    tenant = new_tenant(console.node, f"hooks-{uuid.uuid4().hex[:6]}")
+    (closed_port,) = free_ports(1)  # nothing listens: every call fails at once
+    job = create_job(
+        console.node,
+        tenant["token"],
+        name="failing-hook",
+        schedule={"delay": "1s"},
+        target={"type": "http", "url": f"http://127.0.0.1:{closed_port}/hook"},
+        retry={"max_attempts": 1},
+    )
+    url = f"{console.node.url}/v1/deadletters"
+    dead = wait_for(
+        lambda: http("GET", url, token=tenant["token"])[1]["deadletters"], 60, "a dead letter"
+    )
+    console.sign_in(tenant["token"])
+    console.go("#/deadletters")
+    page = console.page
+    row = f"tr[data-deadletter='{dead[0]['id']}']"
+    page.wait_for_selector(row)
+    console.shot("deadletters")
+    page.check(f"{row} input[type=checkbox]")
+    page.click("[data-action=redrive-selected]")
+    console.confirm()
+    page.wait_for_selector("text=Redriven: 1.")
+
+    def attempts() -> int | None:
+        runs = http(
+            "GET", f"{console.node.url}/v1/jobs/{job['job_id']}/runs", token=tenant["token"]
+        )[1]
+        count = len(runs["runs"][0]["attempts"]) if runs["runs"] else 0
+        return count if count >= 2 else None
+
+    wait_for(attempts, 60, "the redriven run's second attempt")
+    fresh = wait_for(
+        lambda: http("GET", url, token=tenant["token"])[1]["deadletters"], 60, "dead again"
+    )
+    console.go(f"#/deadletters/{fresh[0]['id']}")
+    page.wait_for_selector("#dead-run ol.attempts li")
+    console.shot("deadletter")
+    page.click("[data-action=delete]")
+    console.confirm()
+    page.wait_for_selector("text=Delete: done.")
+    assert http("GET", url, token=tenant["token"])[1]["deadletters"] == []
+
+
+def test_the_overview_shows_the_nodes_and_a_spike_draining(console: Console) -> None:
+    tenant = new_tenant(console.node, f"spike-{uuid.uuid4().hex[:6]}")
+    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3))
+    jobs = [{"schedule": {"run_at": at}, "target": {"type": "queue", "name": "spike"}}] * 1000
+    for _ in range(3):
+        status, answer, _ = http(
+            "POST", f"{console.node.url}/v1/jobs:batch", {"jobs": jobs}, token=tenant["token"]
+        )
+        assert status == 200 and all("job_id" in r for r in answer["results"]), answer
+    console.sign_in(ADMIN_TOKEN)
+    page = console.page
+    page.wait_for_selector("#nodes-table tr[data-node='n3']")
+    assert page.locator("#nodes-table tbody tr").count() == 3
+
+    def drained() -> dict[str, Any] | None:
+        samples = http("GET", f"{console.node.url}/v1/stats")[1]["samples"]
+        peak = max((s["claims_per_s"] for s in samples), default=0)
+        return samples[-1] if peak > 0 and samples[-1]["claims_per_s"] < peak / 4 else None
+
+    receive = f"{console.node.url}/v1/queues/spike/receive"
+    for _ in range(5):  # deliveries through this node: the second chart's queue line
+        http("POST", receive, {"max": 100, "wait": "5s"}, token=tenant["token"])
+    wait_for(drained, 60, "a claims spike, then a quiet sample")
+    page.wait_for_timeout(5_500)  # the page's next refresh
+    path = page.get_attribute("[data-chart=claims] path.line", "d") or ""
+    assert path.count("L") >= 2, path
+    console.shot("overview")
