@@ -255,6 +255,7 @@ class Reader:
         self.destinations = list(destinations)
         self._lock = threading.Lock()
         self._received: list[Received] = []
+        self._keys: set[str] = set()
         self._errors: list[BaseException] = []
         self._loop = asyncio.new_event_loop()
         self._stop: asyncio.Event | None = None
@@ -294,12 +295,18 @@ class Reader:
         with self._lock:
             return len(self._received)
 
+    def distinct(self) -> int:
+        """How many runs (idempotency keys) arrived so far."""
+        with self._lock:
+            return len(self._keys)
+
     def keys(self, kind: str | None = None) -> set[str]:
         return {r.key for r in self.received(kind)}
 
     def _sink(self, message: Received) -> None:
         with self._lock:
             self._received.append(message)
+            self._keys.add(message.key)
 
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)
