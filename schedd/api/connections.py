@@ -8,6 +8,7 @@ logged or put in an error message again. Only `test` opens it, to hand it to the
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 from typing import Any
 from urllib.parse import unquote
 
@@ -114,11 +115,20 @@ async def delete_connection(request: web.Request) -> web.Response:
 
 @routes.post("/v1/connections/{name}/test")
 async def test_connection(request: web.Request) -> web.Response:
-    """Connect as a deliverer would (the node's probe), within the request timeout."""
+    """Connect as a deliverer would (the node's probe), within the request timeout. A
+    connection this node does not know yet may have been made through another node a moment
+    ago (the usual next step after a create): it catches up with the leader and looks again."""
     ctx, tenant_id, name = _addressed(request)
-    found = await ctx.reads.read(
-        lambda conn: reads.broker_connection(conn, ctx.payload_keys, tenant_id, name)
-    )
+
+    def lookup() -> Awaitable[BrokerConnection | None]:
+        return ctx.reads.read(
+            lambda conn: reads.broker_connection(conn, ctx.payload_keys, tenant_id, name)
+        )
+
+    found = await lookup()
+    if found is None:
+        await ctx.catch_up(request.remote)
+        found = await lookup()
     if found is None:
         raise ConnectionNotFound(name)
     if ctx.broker_probe is None:
