@@ -579,7 +579,34 @@ def test_the_connection_test_names_the_broker_from_any_node(
     assert status == 200 and answer["ok"] is False, answer
     assert answer["detail"].startswith("connect to 127.0.0.1 failed: "), answer
     assert SECRET not in answer["detail"] and "guest:guest" not in answer["detail"]
+    if kind == "rabbitmq":  # the only loopback broker that checks a password
+        connect(cluster[0], tenant, "refused", f"amqp://guest:{SECRET}@127.0.0.1:5672/")
+        status, answer = call(cluster[2], tenant, "POST", "/v1/connections/refused/test")
+        assert status == 200 and answer["ok"] is False, answer
+        assert "ACCESS_REFUSED" in answer["detail"] and SECRET not in answer["detail"], answer
     assert_secret_nowhere(cluster, tenant)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="on i17-e2e every broker attempt ends in KeyError('<kind>') in metrics.record_delivery "
+    "(its task dies after queueing the outcome, one ERROR traceback per attempt): main fixes it "
+    "in 9c7f3c7 (lag and retries know the broker kinds); drop this mark with that merge",
+)
+def test_no_node_logs_a_traceback_for_a_broker_delivery(cluster: list[NodeProcess]) -> None:
+    wait_ready(cluster)
+    tenant = new_tenant(cluster[0])
+    connect_all(cluster[0], tenant)
+    dests = [destination(kind) for kind in KINDS]
+    with reading(dests) as reader:
+        due_ms = now_ms() + 500
+        bodies = [one_time(due_ms, d.target(d.kind), {"n": 1}) for d in dests for _ in range(10)]
+        jobs = create_jobs(cluster[0], tenant, bodies)
+        wait_arrived(reader, {f"{j['job_id']}:{format_instant(due_ms)}" for j in jobs}, 20)
+        wait_succeeded(cluster[0], tenant, [j["job_id"] for j in jobs], 20)
+    for node in cluster:
+        log = node.log_path.read_text(errors="replace")
+        assert "Traceback" not in log, log[log.index("Traceback") - 300 :][:1500]
 
 
 def _port(kind: str) -> int:
