@@ -106,6 +106,17 @@ def records(reader: Reader) -> list[Record]:
     return seen
 
 
+def copies(reader: Reader) -> dict[str, int]:
+    """Runs received more than once: at the same attempt (a publish made again after a crash or
+    a lease that moved) or at a later one (an attempt that timed out or failed, then retried)."""
+    attempts: dict[str, list[int]] = {}
+    for message in reader.received():
+        attempts.setdefault(message.key, []).append(int(message.body["attempt"]))
+    doubled = [a for a in attempts.values() if len(a) > 1]
+    same = sum(1 for a in doubled if len(set(a)) == 1)
+    return {"same_attempt": same, "later_attempt": len(doubled) - same}
+
+
 def scenario(
     bench: Bench,
     token: str,
@@ -135,12 +146,14 @@ def scenario(
             time.sleep(0.2)
         cpu = bench.cpu.stop()
         seen = records(reader)
+        twice = copies(reader)
     return summarize(
         f"{kind}: {name}",
         seen,
         len(due_ms),
         kind=kind,
         created_late=early < 0,
+        runs_received_twice=twice,
         dead_letters=bench.dead(token),
         cpu_cores=cpu,
     )
