@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint bench bench-compare bench-retention chaos dist clean
+.PHONY: install run test lint bench bench-compare bench-retention bench-brokers chaos dist clean
 
 install: $(STAMP)
 
@@ -47,6 +47,12 @@ bench-compare: $(STAMP)
 # Retention under load (issue 14): 10 minutes, three nodes; ARGS="--duration 150" for a short run.
 bench-retention: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[test,bench]' && $(BIN)/python benchmarks/bench_retention.py $(ARGS)
+
+# Broker targets (issue 17): per kind, a spike of 30,000 runs and 2,000 runs/s for 30 s on three
+# nodes, into the loopback Redis, RabbitMQ and NATS; ARGS="--spike 5000 --rate 500 --duration 10"
+# for a short run, ARGS="--kinds nats" for one kind.
+bench-brokers: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[test,bench]' && $(BIN)/python benchmarks/bench_brokers.py $(ARGS)
 
 # The fault-injection campaign (docs/reliability.md): about ten minutes; SEED=N to start there.
 chaos: $(STAMP)

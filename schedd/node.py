@@ -45,6 +45,7 @@ from schedd.store.commands import RegisterNode
 from schedd.store.datadir import DataDirBusy, DataDirLock
 from schedd.store.db import Checkpointer, Database, ReadPool, connect
 from schedd.store.events import (
+    ConnectionChanged,
     CredentialsChanged,
     DeliveriesReady,
     DueAdded,
@@ -292,7 +293,7 @@ class Node:
         )
         # Subscribed before they start: a due run committed while the dispatcher's first
         # preload runs is offered, not left for the next preload.
-        subscribe_loops(self.events, self.dispatch, self.caller)
+        subscribe_loops(self.events, self.dispatch, self.caller, connections)
         self.dispatch.start()
         self.caller.start()
 
@@ -439,12 +440,20 @@ def subscribe_caches(events: Subscribers, tokens: TokenCache, signal: QueueSigna
     events.subscribe(StateReplaced, lambda _: signal.pulse_all_threadsafe())
 
 
-def subscribe_loops(events: Subscribers, dispatch: DispatchService, caller: Caller) -> None:
-    """The dispatcher and the HTTP caller follow apply once they run."""
+def subscribe_loops(
+    events: Subscribers,
+    dispatch: DispatchService,
+    caller: Caller,
+    connections: ConnectionCache,
+) -> None:
+    """The dispatcher, the outbox caller and its deliverers' connection look-ups follow apply
+    once they run (the look-ups from the first: none is kept before it)."""
     events.subscribe(DueAdded, dispatch.on_due)
     events.subscribe(StateReplaced, lambda _: dispatch.on_restored())
     events.subscribe(DeliveriesReady, lambda _: caller.wake_threadsafe())
     events.subscribe(StateReplaced, lambda _: caller.wake_threadsafe())
+    events.subscribe(ConnectionChanged, connections.forget)
+    events.subscribe(StateReplaced, lambda _: connections.clear())
 
 
 def _queues(ready: list[MessagesReady]) -> set[tuple[str, str]]:

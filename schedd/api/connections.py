@@ -8,6 +8,7 @@ logged or put in an error message again. Only `test` opens it, to hand it to the
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 from typing import Any
 from urllib.parse import unquote
 
@@ -114,11 +115,20 @@ async def delete_connection(request: web.Request) -> web.Response:
 
 @routes.post("/v1/connections/{name}/test")
 async def test_connection(request: web.Request) -> web.Response:
-    """Connect as a deliverer would (the node's probe), within the request timeout."""
+    """Connect as a deliverer would (the node's probe), within the request timeout. A
+    connection this node does not know yet may have been made through another node a moment
+    ago (the usual next step after a create): it catches up with the leader and looks again."""
     ctx, tenant_id, name = _addressed(request)
-    found = await ctx.reads.read(
-        lambda conn: reads.broker_connection(conn, ctx.payload_keys, tenant_id, name)
-    )
+
+    def lookup() -> Awaitable[BrokerConnection | None]:
+        return ctx.reads.read(
+            lambda conn: reads.broker_connection(conn, ctx.payload_keys, tenant_id, name)
+        )
+
+    found = await lookup()
+    if found is None:
+        await ctx.catch_up(request.remote)
+        found = await lookup()
     if found is None:
         raise ConnectionNotFound(name)
     if ctx.broker_probe is None:
@@ -145,11 +155,15 @@ def scrubbed(detail: str, connection: BrokerConnection) -> str:
 
 
 async def connection_verdicts(
-    ctx: ApiContext, tenant_id: str, specs: list[dict[str, Any]]
+    ctx: ApiContext, tenant_id: str, specs: list[dict[str, Any]], address: str | None = None
 ) -> list[SchedError | None]:
     """Per spec (canonical JSON): a broker target must name a connection of the tenant of its
     kind, and every node must apply level-3 commands; None for the others. Apply checks the
-    connection again in log order; this answers the common case before anything is proposed."""
+    connection again in log order; this answers the common case before anything is proposed.
+
+    A connection this node lacks (or knows as another kind) may have been made through another
+    node a moment ago: the node catches up with the leader (`ApiContext.catch_up`, as for an
+    unknown token; `address` is the client's) and looks again before it refuses."""
     wanted = [reads.broker_connection_of(spec.get("target")) for spec in specs]
     if not any(wanted):
         return [None] * len(specs)
@@ -159,8 +173,17 @@ async def connection_verdicts(
         return [None if w is None else exc for w in wanted]
     names = {w[0] for w in wanted if w is not None}
     kinds = await ctx.reads.read(lambda conn: reads.connection_kinds(conn, tenant_id, names))
-    verdicts: list[SchedError | None] = []
-    for w in wanted:
-        problem = None if w is None else reads.connection_problem(w[0], w[1], kinds.get(w[0]))
-        verdicts.append(None if problem is None else InvalidRequest("target.connection", problem))
-    return verdicts
+    problems = _connection_problems(wanted, kinds)
+    if any(problems):
+        await ctx.catch_up(address)
+        kinds = await ctx.reads.read(lambda conn: reads.connection_kinds(conn, tenant_id, names))
+        problems = _connection_problems(wanted, kinds)
+    return [None if p is None else InvalidRequest("target.connection", p) for p in problems]
+
+
+def _connection_problems(
+    wanted: list[tuple[str, str] | None], kinds: dict[str, str]
+) -> list[str | None]:
+    return [
+        None if w is None else reads.connection_problem(w[0], w[1], kinds.get(w[0])) for w in wanted
+    ]

@@ -109,11 +109,12 @@ def _new_item(
 
 
 async def _guard_targets(
-    ctx: ApiContext, tenant_id: str, specs: list[dict[str, Any]]
+    ctx: ApiContext, tenant_id: str, specs: list[dict[str, Any]], address: str | None
 ) -> list[SchedError | None]:
     """The SSRF guard on each spec's HTTP target, and a broker target's connection
-    (api/connections.py); None: allowed, or neither kind."""
-    brokers = await connection_verdicts(ctx, tenant_id, specs)
+    (api/connections.py; `address` is the client's, for a catch-up); None: allowed, or
+    neither kind."""
+    brokers = await connection_verdicts(ctx, tenant_id, specs, address)
     urls = {s["target"]["url"] for s in specs if s["target"]["type"] == "http"}
     if not urls:
         return brokers
@@ -183,7 +184,7 @@ async def create_job(request: web.Request) -> web.Response:
     now = ctx.clock_ms()
     spec = parse_job(body, now_ms=now, payload_limit=ctx.payload_limit)
     item = _new_item(ctx, spec, key, body, now)
-    [blocked] = await _guard_targets(ctx, tenant_id, [item["spec"]])
+    [blocked] = await _guard_targets(ctx, tenant_id, [item["spec"]], request.remote)
     if blocked is not None:
         raise blocked
     [outcome] = await _create(ctx, tenant_id, who.actor, [item], now)
@@ -215,7 +216,8 @@ async def create_jobs(request: web.Request) -> web.Response:
             positions.append(i)
         except SchedError as exc:
             results[i] = {"error": {"code": exc.code, "message": f"jobs[{i}].{exc}"}}
-    verdicts = await _guard_targets(ctx, tenant_id, [item["spec"] for item in items])
+    specs = [item["spec"] for item in items]
+    verdicts = await _guard_targets(ctx, tenant_id, specs, request.remote)
     for i, blocked in zip(list(positions), verdicts, strict=True):
         if blocked is not None:
             results[i] = {"error": {"code": blocked.code, "message": f"jobs[{i}].{blocked}"}}
@@ -362,7 +364,7 @@ async def update_job(request: web.Request) -> web.Response:
         job = _live(await _read_job(ctx, tenant_id, job_id), "changed")
         now = ctx.clock_ms()
         spec = patch_job(_spec_fields(job), changes, now_ms=now, payload_limit=ctx.payload_limit)
-        [blocked] = await _guard_targets(ctx, tenant_id, [job_to_json(spec)])
+        [blocked] = await _guard_targets(ctx, tenant_id, [job_to_json(spec)], request.remote)
         if blocked is not None:
             raise blocked
         run_at, fire_at = _current_or_new_run(job, job_id, spec, changes, now)

@@ -40,9 +40,25 @@ class CredentialsChanged:
 
 
 @dataclass(frozen=True, slots=True)
+class ConnectionChanged:
+    """A tenant's broker connection was created or deleted: the deliverers' cached look-ups of
+    it are dropped, so the next attempt uses what the store holds now."""
+
+    tenant_id: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
 class StateReplaced:
     """A snapshot replaced the whole store: everything that follows applied commands starts
     over (reported by the snapshot install, not by a command)."""
 
 
-Event = DueAdded | MessagesReady | DeliveriesReady | CredentialsChanged | StateReplaced
+Event = (
+    DueAdded
+    | MessagesReady
+    | DeliveriesReady
+    | CredentialsChanged
+    | ConnectionChanged
+    | StateReplaced
+)

@@ -83,7 +83,7 @@ def test_credentials_appear_nowhere_after_the_create(node: NodeProcess, tenant: 
     status, refused = call(node, tenant, "DELETE", "/v1/connections/secretive")
     assert_error(status, refused, 409, "connection_in_use")
     status, probe = call(node, tenant, "POST", "/v1/connections/secretive/test")
-    assert_error(status, probe, 503, "no_broker_probe")
+    assert status == 200 and probe["ok"] is False, probe  # nothing listens on port 6390
     seen = [
         created,
         duplicate,

@@ -1,20 +1,34 @@
 """Apply reports events and the node routes them: due runs reach the dispatcher, a rotation
-clears the token cache, a snapshot install makes every subscriber start over."""
+clears the token cache, a connection created or deleted drops the deliverers' look-up of it, a
+snapshot install makes every subscriber start over."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
 from schedd.api.context import QueueSignal, TokenCache
 from schedd.config import load_config
+from schedd.delivery.connection_cache import ConnectionCache
 from schedd.dispatch.service import DispatchService
+from schedd.model import BrokerConnection
 from schedd.node import Node, subscribe_caches, subscribe_loops
+from schedd.sealing import PayloadKeys
 from schedd.store.apply import StateMachine
-from schedd.store.db import Database
-from schedd.store.events import DeliveriesReady, DueAdded, Event, MessagesReady, StateReplaced
+from schedd.store.commands import CreateConnection, DeleteConnection
+from schedd.store.db import Database, ReadPool
+from schedd.store.events import (
+    ConnectionChanged,
+    DeliveriesReady,
+    DueAdded,
+    Event,
+    MessagesReady,
+    StateReplaced,
+)
 from schedd.subscribers import Subscribers
 from tests.conftest import NOW_MS, Applier
 from tests.unit.test_store_apply import create, job_item, tenant
@@ -42,17 +56,37 @@ class FakeCaller:
         self.wakes += 1
 
 
+T = TypeVar("T")
+
+
+class CountedReads:
+    """The store's readers, counting reads; `then` runs after a read, before it answers."""
+
+    def __init__(self, reads: ReadPool) -> None:
+        self.reads, self.count = reads, 0
+        self.then: Callable[[], None] = lambda: None
+
+    async def read(self, fn: Callable[[Any], T]) -> T:
+        self.count += 1
+        found = await self.reads.read(fn)
+        self.then()
+        return found
+
+
 class Routed:
-    """A state machine whose events go through the node's routing to fake loops."""
+    """A state machine whose events go through the node's routing to fake loops (and the
+    deliverers' real connection look-ups)."""
 
     def __init__(self, db: Database) -> None:
         self.events = Subscribers()
         self.tokens, self.signal = TokenCache(), QueueSignal()
         self.dispatcher, self.caller = FakeDispatcher(), FakeCaller()
+        self.reads = CountedReads(ReadPool(db.path))
+        self.connections = ConnectionCache(self.reads, PayloadKeys())  # type: ignore[arg-type]
         service = DispatchService.__new__(DispatchService)  # only its routing, no threads
         service.dispatcher = self.dispatcher  # type: ignore[assignment]
         subscribe_caches(self.events, self.tokens, self.signal)
-        subscribe_loops(self.events, service, self.caller)  # type: ignore[arg-type]
+        subscribe_loops(self.events, service, self.caller, self.connections)  # type: ignore[arg-type]
         self.reported: list[Event] = []
         self.events.subscribe(MessagesReady, self.reported.extend)
         self.events.subscribe(DeliveriesReady, self.reported.extend)
@@ -60,10 +94,30 @@ class Routed:
 
 
 @pytest.fixture
-def routed(db: Database) -> Routed:
+def routed(db: Database) -> Iterator[Routed]:
     node = Routed(db)
     tenant(node.apply)
-    return node
+    try:
+        yield node
+    finally:
+        node.reads.reads.close()
+
+
+def connect(routed: Routed, url: str) -> dict[str, Any]:
+    cmd = CreateConnection(
+        tenant_id="t1",
+        name="r",
+        kind="redis",
+        url=url,
+        host="broker.example:6379",
+        addresses=("203.0.113.7",),
+        actor="tenant:t1",
+    )
+    return routed.apply.typed(cmd)
+
+
+def looked_up(routed: Routed) -> BrokerConnection | None:
+    return asyncio.run(routed.connections.lookup("t1", "r"))
 
 
 def test_a_created_job_with_a_due_time_reaches_the_dispatchers_offer(routed: Routed) -> None:
@@ -124,11 +178,41 @@ def test_a_redrive_to_http_wakes_the_caller(routed: Routed, db: Database) -> Non
     assert routed.caller.wakes == 1 and routed.reported == [DeliveriesReady()]
 
 
+def test_a_connection_deleted_and_made_again_is_looked_up_afresh(routed: Routed) -> None:
+    """A broker that was down: the tenant makes the connection again under its name, and the
+    next attempt (a redrive at once) uses the new one, not the look-up kept for 5 s."""
+    assert looked_up(routed) is None
+    assert connect(routed, "redis://127.0.0.1:1/0")["status"] == "ok"
+    first = looked_up(routed)
+    assert first is not None and first.url == "redis://127.0.0.1:1/0"
+    assert looked_up(routed) == first and routed.reads.count == 2  # kept
+    deleted = routed.apply.typed(DeleteConnection(tenant_id="t1", name="r", actor="tenant:t1"))
+    assert deleted["status"] == "ok"
+    assert looked_up(routed) is None
+    connect(routed, "redis://127.0.0.1:6379/0")
+    again = looked_up(routed)
+    assert again is not None and again.url == "redis://127.0.0.1:6379/0"
+    assert looked_up(routed) == again and routed.reads.count == 4
+
+
+def test_a_look_up_that_raced_a_change_is_not_kept(routed: Routed) -> None:
+    connect(routed, "redis://127.0.0.1:1/0")
+    routed.reads.then = lambda: routed.events.publish([ConnectionChanged("t1", "other")])
+    assert looked_up(routed) is not None
+    routed.reads.then = lambda: None
+    looked_up(routed)
+    assert routed.reads.count == 2  # read again: what the first read saw may be stale
+
+
 def test_state_replaced_makes_every_subscriber_start_over(routed: Routed) -> None:
     routed.tokens.put("hash", "t1", generation=routed.tokens.generation)
+    connect(routed, "redis://127.0.0.1:1/0")
+    looked_up(routed)
     routed.events.publish([StateReplaced()])
     assert routed.tokens.get("hash") is None
     assert routed.dispatcher.forgotten == 1 and routed.caller.wakes == 1
+    looked_up(routed)
+    assert routed.reads.count == 2
 
 
 def test_a_failing_subscriber_does_not_stop_the_others() -> None:

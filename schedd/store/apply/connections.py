@@ -14,6 +14,7 @@ from typing import Any
 from schedd.store.command import Command, Handler, Result, ok, rejected
 from schedd.store.commands import CreateConnection, DeleteConnection
 from schedd.store.connections import broker_connection_of, connection_problem
+from schedd.store.events import ConnectionChanged
 from schedd.store.records import audit
 
 MAX_CONNECTIONS = 100  # per tenant; a wire constant: changing it changes what apply decides
@@ -43,7 +44,7 @@ def create_connection(tx: sqlite3.Connection, cmd: Command[CreateConnection]) ->
     )
     shown = {"name": b.name, "kind": b.kind, "host": b.host}
     audit(tx, cmd, tenant_id=b.tenant_id, detail=shown)
-    return ok(**shown, created_at_ms=cmd.ts_ms)
+    return ok(ConnectionChanged(b.tenant_id, b.name), **shown, created_at_ms=cmd.ts_ms)
 
 
 def delete_connection(tx: sqlite3.Connection, cmd: Command[DeleteConnection]) -> Result:
@@ -59,7 +60,7 @@ def delete_connection(tx: sqlite3.Connection, cmd: Command[DeleteConnection]) ->
         return rejected("connection_in_use", in_use_message(b.name, users))
     tx.execute("DELETE FROM connections WHERE tenant_id = ? AND name = ?", (b.tenant_id, b.name))
     audit(tx, cmd, tenant_id=b.tenant_id, detail={"name": b.name})
-    return ok()
+    return ok(ConnectionChanged(b.tenant_id, b.name))
 
 
 def in_use_message(name: str, users: list[str]) -> str:
