@@ -587,12 +587,6 @@ def test_the_connection_test_names_the_broker_from_any_node(
     assert_secret_nowhere(cluster, tenant)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="on i17-e2e every broker attempt ends in KeyError('<kind>') in metrics.record_delivery "
-    "(its task dies after queueing the outcome, one ERROR traceback per attempt): main fixes it "
-    "in 9c7f3c7 (lag and retries know the broker kinds); drop this mark with that merge",
-)
 def test_no_node_logs_a_traceback_for_a_broker_delivery(cluster: list[NodeProcess]) -> None:
     wait_ready(cluster)
     tenant = new_tenant(cluster[0])
