@@ -34,7 +34,7 @@ from schedd.store.leases import held_partitions
 log = logging.getLogger(__name__)
 PRELOAD_WINDOW_MS = 60_000
 PRELOAD_EVERY_MS = 5_000  # read the rows the window takes in since the last read
-FULL_PRELOAD_EVERY_MS = 60_000  # read every row of the window again (a safety net, see _preload)
+FULL_PRELOAD_EVERY_MS = 60_000  # read every row of the window again (a safety net: _preload)
 MISFIRE_THRESHOLD_MS = 60_000
 CLAIM_BATCH = 500
 CLAIM_BATCHES_IN_FLIGHT = 3  # per dispatcher; more only queue up in the proposer
@@ -132,8 +132,10 @@ class Dispatcher(Loop):
 
     def _refresh_leases(self, conn: sqlite3.Connection, now_ms: int) -> None:
         owned = held_partitions(conn, self.node_id, now_ms)
-        if set(owned) - set(self._owned):
-            self._next_preload_ms = 0  # new partitions: read their due runs now
+        if any(self._owned.get(partition) != epoch for partition, epoch in owned.items()):
+            # New partitions, or ones held again under a new epoch (another node may have
+            # claimed and added runs meanwhile): read their due runs now.
+            self._next_preload_ms = 0
         self._owned = owned
 
     def _preload(self, conn: sqlite3.Connection, now_ms: int) -> None:
@@ -143,15 +145,12 @@ class Dispatcher(Loop):
         added below that line are offered by apply (the inbox), so reading them again only
         costs (a 300,000-run spike on one node spent a quarter of its claim phase, and the
         minute before it, re-reading its due rows every 5 s). Every row of the window, late
-        ones included, is read again when asked (new partitions, claims not committed, a
-        snapshot installed: `_next_preload_ms` 0) and, as a safety net, once a minute unless
-        runs already read are due and waiting (they would only be read again)."""
+        ones included, is read again when asked (`_next_preload_ms` 0: new partitions or a new
+        epoch, claims not committed or rejected, a snapshot installed) and, as a safety net,
+        once a minute."""
         horizon = now_ms + PRELOAD_WINDOW_MS
         self._buckets.set_rates(tenant_rates(conn))
-        is_backlogged = bool(self._heap) and self._heap[0].fire_at_ms <= now_ms
-        if self._next_preload_ms == 0 or (
-            now_ms >= self._next_full_preload_ms and not is_backlogged
-        ):
+        if self._next_preload_ms == 0 or now_ms >= self._next_full_preload_ms:
             self._read_until.clear()
             self._next_full_preload_ms = now_ms + FULL_PRELOAD_EVERY_MS
         for partition in self._owned:
@@ -167,7 +166,10 @@ class Dispatcher(Loop):
         horizon = now_ms + PRELOAD_WINDOW_MS
         while self._inbox:
             run = self._inbox.popleft()
-            if run.fire_at_ms <= horizon and run.partition in self._owned:
+            # Below a partition's read line it is taken whatever the clock says now (a step
+            # back must not drop it: no incremental read would find it again).
+            line = max(horizon, self._read_until.get(run.partition, horizon))
+            if run.fire_at_ms <= line and run.partition in self._owned:
                 self._push([run])
         while self._held and self._held[0][0] <= now_ms:
             self._push([heapq.heappop(self._held)[1]])
@@ -285,7 +287,10 @@ class Dispatcher(Loop):
             self._next_preload_ms = 0  # the due rows are still there: read them again
             return
         self.claimed += int(result.get("claimed", 0))
-        self.rejected.update(result.get("rejected", {}))
+        rejected = result.get("rejected", {})
+        self.rejected.update(rejected)
+        if rejected:  # a stale or expired lease, not due yet...: the row may still be there
+            self._next_preload_ms = 0
         # The result counts rejections without naming them: every claim's lag is observed.
         committed_ms = now_ms + int((time.monotonic() - self._claim_started_s) * 1000)
         metrics.record_claims(result, (claim.fire_at_ms for claim in batch), committed_ms)

@@ -339,3 +339,53 @@ def test_the_periodic_preload_reads_only_what_the_window_gained(
     cluster.add_job("unoffered_b", {"schedule": {"run_at": "2026-06-01T12:01:00Z"}}, start)
     cluster.run_until(start + 115_000)  # the minute's full read after the forced one
     assert cluster.runs("unoffered_b") == [("2026-06-01T12:01:00Z", "dispatched")]
+
+
+def test_a_rejected_claim_or_a_new_epoch_reads_the_window_again(cluster: Cluster) -> None:
+    """A claim refused for its lease leaves its due row where it was, and a partition held
+    again under a new epoch may have gained rows another node added: neither is offered, so
+    the next tick reads every row of the window (not only what it gained)."""
+    start = ms("2026-06-01T12:00:00Z")
+    refusals = {"left": 1}
+    submit = cluster.submit
+
+    def refusing(cmd: LogCommand) -> Future[dict[str, Any]]:
+        if refusals["left"]:  # the first claim command is refused without applying
+            refusals["left"] -= 1
+            future: Future[dict[str, Any]] = Future()
+            future.set_result({"status": "ok", "claimed": 0, "rejected": {"expired_lease": 1}})
+            return future
+        return submit(cmd)
+
+    cluster.dispatcher._submit = refusing
+    cluster.add_job("refused", {"schedule": {"run_at": "2026-06-01T12:00:01Z"}}, start)
+    cluster.dispatcher.tick(start + 1_000)  # read, claimed, refused
+    assert cluster.runs("refused") == []
+    cluster.dispatcher.tick(start + 1_100)  # read again at once, claimed
+    assert cluster.runs("refused") == [("2026-06-01T12:00:01Z", "dispatched")]
+
+    # Rows added behind the dispatcher's back below its read line, then the leases come back
+    # under a new epoch: read at the next tick.
+    cluster.add_job("moved", {"schedule": {"run_at": "2026-06-01T12:00:03Z"}}, start)
+    cluster.dispatcher.tick(start + 2_000)
+    assert cluster.runs("moved") == []  # not offered, below the line: not read yet
+    moves = [{"partition": p, "node_id": "n1", "epoch": 1} for p in range(PARTITIONS)]
+    cluster.apply("assign_leases", {"ttl_ms": 10**12, "moves": moves}, ts_ms=start + 2_500)
+    cluster.dispatcher.tick(start + 3_000)
+    assert cluster.runs("moved") == [("2026-06-01T12:00:03Z", "dispatched")]
+
+
+def test_an_offer_below_the_read_line_is_kept_after_the_clock_steps_back(
+    cluster: Cluster,
+) -> None:
+    """The read line was drawn at now + 60 s; after a small step back an offer just below it
+    is beyond the new now + 60 s, but no incremental read will take it: it is kept."""
+    start = ms("2026-06-01T12:00:00Z")
+    cluster.dispatcher.tick(start)  # read up to start + 60 s; the next full read then
+    run_at = start + 59_900
+    cluster.add_job("edge", {"schedule": {"run_at": format_instant(run_at)}}, start)
+    cluster.dispatcher.offer("edge", run_at, run_at, is_trigger=False)
+    cluster.dispatcher.tick(start - 300)  # the clock stepped back 300 ms
+    cluster.now = start + 59_000
+    cluster.run_until(start + 59_950, step_ms=50)  # it fires before the next full read
+    assert cluster.runs("edge") == [(format_instant(run_at), "dispatched")]
