@@ -6,6 +6,7 @@ The only module that knows every part; it owns their lifecycles and nothing else
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import secrets
@@ -22,6 +23,7 @@ from schedd.api.context import ApiContext, QueueSignal, TokenCache
 from schedd.api.health import MetricsAccess
 from schedd.api.limits import ServerLimits
 from schedd.config import MIN_SECRET_CHARS, NodeConfig, parse_listen
+from schedd.delivery.brokers import tls_context
 from schedd.delivery.caller import Caller
 from schedd.delivery.connection_cache import ConnectionCache
 from schedd.delivery.nats import NatsDeliverer
@@ -238,7 +240,8 @@ class Node:
             limits=self._limits(),
             storage=self.storage,
             retention=self.config.retention,
-            broker_probe=probe,
+            # One TLS context for every test (making one costs tens of ms on the loop).
+            broker_probe=functools.partial(probe, tls=tls_context(None)),
         )
         self._runner = web.AppRunner(
             build_app(ctx, node_metrics=self.metrics, metrics_access=self._metrics_access()),
@@ -287,7 +290,7 @@ class Node:
             concurrency=self.config.delivery_concurrency,
             tenant_concurrency=self.config.tenant_concurrency,
             deliverers=[
-                kind(self.payload_keys, connections.lookup)
+                kind(self.payload_keys, connections.lookup, guard=self.guard)
                 for kind in (RedisStreamDeliverer, RabbitMqDeliverer, NatsDeliverer)
             ],
         )

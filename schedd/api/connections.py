@@ -134,8 +134,9 @@ async def test_connection(request: web.Request) -> web.Response:
     if ctx.broker_probe is None:
         raise NoBrokerProbe("no broker probe on this node")
     try:
-        async with asyncio.timeout(ctx.request_timeout_s):
-            is_ok, detail = await ctx.broker_probe(found)
+        with ctx.connection_tests.hold(tenant_id):  # 429 past CONNECTION_TESTS_PER_TENANT
+            async with asyncio.timeout(ctx.request_timeout_s):
+                is_ok, detail = await ctx.broker_probe(found)
     except TimeoutError:
         is_ok, detail = False, f"no answer within {ctx.request_timeout_s:g}s"
     return json_response({"ok": bool(is_ok), "detail": scrubbed(str(detail), found)})

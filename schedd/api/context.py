@@ -16,7 +16,7 @@ from typing import Any, Literal, Protocol
 
 from aiohttp import web
 
-from schedd.api.limits import AddressBudget, BodyGate, LongPolls, ServerLimits
+from schedd.api.limits import AddressBudget, BodyGate, ServerLimits, TenantSlots
 from schedd.errors import (
     ClusterUnavailable,
     Forbidden,
@@ -185,6 +185,7 @@ BARRIERS_NODE_PER_S = 20.0  # barrier entries all clients together may cause, a 
 BARRIERS_NODE_BURST = 40  # ...and at once
 HEARTBEAT_WAIT_S = 0.25  # over 2 append-entries periods (0.1 s, node.py): a fresh commit index
 CATCH_UP_POLL_S = 0.01
+CONNECTION_TESTS_PER_TENANT = 2  # each holds sockets for up to the request timeout
 
 
 def wall_clock_ms() -> int:
@@ -214,7 +215,8 @@ class ApiContext:
     retention: Retention = field(default_factory=Retention)  # this node's [retention]
     broker_probe: BrokerProbe | None = None  # None: POST /v1/connections/{name}/test is a 503
     body_gate: BodyGate = field(init=False)
-    long_polls: LongPolls = field(init=False)
+    long_polls: TenantSlots = field(init=False)
+    connection_tests: TenantSlots = field(init=False)
     receive_holds: ReceiveHolds = field(init=False)
     barriers: AddressBudget = field(
         default_factory=lambda: AddressBudget(
@@ -225,7 +227,22 @@ class ApiContext:
 
     def __post_init__(self) -> None:
         self.body_gate = BodyGate(self.limits.max_body_reads, self.limits.body_wait_s)
-        self.long_polls = LongPolls(self.limits.long_polls_per_tenant)
+        per_tenant = self.limits.long_polls_per_tenant
+        self.long_polls = TenantSlots(
+            per_tenant,
+            lambda held: (
+                f"this tenant already has {held} long polls in progress on this node "
+                f"(api.long_polls_per_tenant = {per_tenant}); retry, or receive with "
+                "fewer consumers"
+            ),
+        )
+        self.connection_tests = TenantSlots(
+            CONNECTION_TESTS_PER_TENANT,
+            lambda held: (
+                f"this tenant already has {held} connection tests in progress on this "
+                "node; retry when they are done"
+            ),
+        )
         self.receive_holds = ReceiveHolds(self.queue_signal)
 
     async def catch_up(self, address: str | None = None) -> None:

@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import ipaddress
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,22 +109,20 @@ def _client_key(address: str) -> str:
     return str(ip)
 
 
-class LongPolls:
-    """Counts each tenant's long polls in progress; one over the limit is a 429."""
+class TenantSlots:
+    """Counts each tenant's requests of one kind in progress on this node; one over the limit
+    is a 429 (`refusal(held)` says why)."""
 
-    def __init__(self, per_tenant: int) -> None:
+    def __init__(self, per_tenant: int, refusal: Callable[[int], str]) -> None:
         self.per_tenant = per_tenant
+        self._refusal = refusal
         self._held: dict[str, int] = {}
 
     @contextlib.contextmanager
     def hold(self, tenant_id: str) -> Iterator[None]:
         held = self._held.get(tenant_id, 0)
         if held >= self.per_tenant:
-            raise QuotaExceeded(
-                f"this tenant already has {held} long polls in progress on this node "
-                f"(api.long_polls_per_tenant = {self.per_tenant}); retry, or receive with "
-                f"fewer consumers"
-            )
+            raise QuotaExceeded(self._refusal(held))
         self._held[tenant_id] = held + 1
         try:
             yield

@@ -22,7 +22,7 @@ from aiohttp import web
 from schedd import metrics
 from schedd.api.context import CONTEXT, ApiContext
 from schedd.api.http import json_response, principal
-from schedd.store.backlog import due_backlog
+from schedd.store.gauges import due_backlog
 from schedd.store.leases import held_partitions
 from schedd.timeformat import format_instant
 

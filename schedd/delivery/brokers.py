@@ -22,6 +22,8 @@ from urllib.parse import unquote, urlsplit
 from prometheus_client import Gauge
 
 from schedd.delivery.outcome import Outcome, Verdict, excerpt
+from schedd.guard.connections import pinned_block
+from schedd.guard.targets import TargetGuard
 from schedd.jobspec import parse_target
 from schedd.model import (
     CONNECTION_KIND_OF_TARGET,
@@ -275,18 +277,18 @@ class Pool(Generic[ClientT]):
         try:
             client = await self._client(link)
         except ConnectionDown as exc:
-            return _retry(f"connection down: {exc}")
+            return retry_outcome(f"connection down: {exc}")
         try:
             async with asyncio.timeout(self.limits.publish_timeout_s), link.slots:
                 return await publish(client)
         except TimeoutError:
-            return _retry(f"publish timed out after {self.limits.publish_timeout_s:g}s")
+            return retry_outcome(f"publish timed out after {self.limits.publish_timeout_s:g}s")
         except (LinkBroken, OSError) as exc:
             cause = str(exc) if isinstance(exc, LinkBroken) else describe(exc, link.connection.url)
             if link.client is client:  # the first publish to see it breaks it for the others
                 self._drop(link)
                 link.cause = cause
-            return _retry(f"connection down: {cause}")
+            return retry_outcome(f"connection down: {cause}")
 
     async def _client(self, link: Link[ClientT]) -> ClientT:
         """The link's client, connecting once for all who wait; ConnectionDown in the backoff."""
@@ -372,7 +374,8 @@ class Pool(Generic[ClientT]):
                 log.exception("delivery: sweeping idle broker connections failed")
 
 
-def _retry(error: str) -> Outcome:
+def retry_outcome(error: str) -> Outcome:
+    """A failed attempt to retry per the job's policy, `error` saying why."""
     return Outcome(verdict=Verdict.RETRY, status=None, error=error)
 
 
@@ -393,6 +396,7 @@ class BrokerDeliverer(Generic[ClientT, TargetT]):
         lookup: Lookup,
         *,
         tls: ssl.SSLContext | None = None,
+        guard: TargetGuard | None = None,
         connect_timeout_s: float = CONNECT_TIMEOUT_S,
         publish_timeout_s: float = PUBLISH_TIMEOUT_S,
         max_in_flight: int = MAX_IN_FLIGHT,
@@ -402,9 +406,12 @@ class BrokerDeliverer(Generic[ClientT, TargetT]):
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """`lookup(tenant_id, name)` gives a tenant's connection with its URL opened (None when
-        there is none); `tls` the trust of TLS schemes (the system's CAs by default)."""
+        there is none); `tls` the trust of TLS schemes (the system's CAs by default); `guard`
+        this node's rules, checked again against a connection's pinned addresses (the node
+        that took its create may have allowed more)."""
         self._payload_keys = payload_keys
         self._lookup = lookup
+        self._guard = guard
         self.limits = Limits(
             connect_timeout_s=connect_timeout_s,
             publish_timeout_s=publish_timeout_s,
@@ -444,16 +451,27 @@ class BrokerDeliverer(Generic[ClientT, TargetT]):
         try:
             connection = await self._lookup(tenant.tenant_id, target.connection)
         except PayloadUnreadable as exc:  # the URL is sealed with a key this node lacks: fixable
-            return _retry(str(exc))
+            return retry_outcome(str(exc))
         if connection is None:  # it may be created again under its name
-            return _retry(f"unknown connection {target.connection!r}")
+            return retry_outcome(f"unknown connection {target.connection!r}")
+        if self._guard is not None and (
+            reason := pinned_block(
+                connection.url,
+                connection.pinned_addresses,
+                tuple(tenant.allowed_hosts),
+                self._guard.allow,
+            )
+        ):
+            return Outcome(verdict=Verdict.FAILED, status=None, error=f"blocked: {reason}")
         wanted = CONNECTION_KIND_OF_TARGET[self.kind]
         if connection.kind != wanted:  # deleted and created again as another kind
-            return _retry(f"connection {target.connection!r} is {connection.kind}, not {wanted}")
+            return retry_outcome(
+                f"connection {target.connection!r} is {connection.kind}, not {wanted}"
+            )
         try:
             payload = self._payload_keys.open_text(call.payload)
         except PayloadUnreadable as exc:  # a key missing from this node's config: fixable
-            return _retry(str(exc))
+            return retry_outcome(str(exc))
         return await self.pool.attempt(
             connection, lambda client: self.publish(client, target, call, payload)
         )

@@ -28,6 +28,7 @@ from schedd.delivery.brokers import (
     connect_pinned,
     describe,
     message_body,
+    retry_outcome,
     url_host,
 )
 from schedd.delivery.outcome import Outcome, Verdict
@@ -140,15 +141,15 @@ class NatsDeliverer(BrokerDeliverer[JetStream, NatsTarget]):
                 target.subject, message_body(call, payload), headers=message_headers(call)
             )
         except nats.js.errors.NoStreamResponseError:
-            return _retry(f"no stream captures subject {target.subject!r}")
+            return retry_outcome(f"no stream captures subject {target.subject!r}")
         except nats.js.errors.APIError as exc:
-            return _retry(f"jetstream: {exc.description or 'error'} (code {exc.err_code})")
+            return retry_outcome(f"jetstream: {exc.description or 'error'} (code {exc.err_code})")
         except nats.errors.TimeoutError as exc:
             raise TimeoutError from exc
         except nats.errors.Error as exc:
             if client.nc.is_closed or not client.nc.is_connected:
                 raise LinkBroken(describe(exc, "")) from exc
-            return _retry(f"nats: {describe(exc, '')}")
+            return retry_outcome(f"nats: {describe(exc, '')}")
         return Outcome(verdict=Verdict.SUCCEEDED, status=None)
 
 
@@ -160,10 +161,6 @@ def message_headers(call: DueCall) -> dict[str, str]:
         "Schedd-Scheduled-At": format_instant(call.scheduled_at_ms),
         "Schedd-Attempt": str(call.attempt),
     }
-
-
-def _retry(error: str) -> Outcome:
-    return Outcome(verdict=Verdict.RETRY, status=None, error=error)
 
 
 async def server_version(

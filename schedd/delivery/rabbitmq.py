@@ -29,6 +29,7 @@ from schedd.delivery.brokers import (
     connect_pinned,
     describe,
     message_body,
+    retry_outcome,
 )
 from schedd.delivery.outcome import Outcome, Verdict
 from schedd.model import BrokerConnection, RabbitMqTarget, idempotency_key
@@ -182,18 +183,18 @@ class RabbitMqDeliverer(BrokerDeliverer[Channels, RabbitMqTarget]):
                 message_properties(call),
             )
         except aiormq.exceptions.PublishError:  # returned: no queue is bound for it
-            return _retry(
+            return retry_outcome(
                 f"unroutable: exchange {target.exchange!r} routed routing key "
                 f"{target.routing_key!r} to no queue"
             )
         except aiormq.exceptions.DeliveryError:
-            return _retry("the broker nacked the message")
+            return retry_outcome("the broker nacked the message")
         except aiormq.exceptions.ChannelClosed as exc:  # NOT_FOUND, ACCESS_REFUSED, ...: the
-            return _retry(f"rabbitmq closed the channel: {exc}")  # next publish reopens it
+            return retry_outcome(f"rabbitmq closed the channel: {exc}")  # next publish reopens it
         except (aiormq.exceptions.AMQPError, RuntimeError) as exc:  # ChannelInvalidStateError
             if not client.is_open:
                 raise LinkBroken(describe(exc, "")) from exc
-            return _retry(f"rabbitmq: {describe(exc, '')}")
+            return retry_outcome(f"rabbitmq: {describe(exc, '')}")
         return Outcome(verdict=Verdict.SUCCEEDED, status=None)
 
 
@@ -209,10 +210,6 @@ def message_properties(call: DueCall) -> Basic.Properties:
             "attempt": call.attempt,
         },
     )
-
-
-def _retry(error: str) -> Outcome:
-    return Outcome(verdict=Verdict.RETRY, status=None, error=error)
 
 
 async def server_version(

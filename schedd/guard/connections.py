@@ -7,6 +7,7 @@ Messages name the host at most, never the URL: it carries the tenant's credentia
 from __future__ import annotations
 
 import asyncio
+import functools
 import string
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from schedd.errors import InvalidRequest
 from schedd.guard.ssrf import (
     Address,
     BlockedTarget,
+    Network,
     _normalise_host,  # one host normalisation for every guarded URL
     host_matches,
     is_blocked,
@@ -36,6 +38,7 @@ DEFAULT_PORTS = {
 }
 _SCHEMES = ", ".join(f"{scheme}://" for scheme in CONNECTION_SCHEMES)
 _PRINTABLE = frozenset(string.printable) - frozenset(string.whitespace)
+MIN_PORT = 1024  # every broker listens above it by default (6379, 5672, 5671, 4222)
 
 
 class UnresolvedHost(InvalidRequest):
@@ -64,7 +67,7 @@ class ConnectionUrl:
 
 
 def parse_connection_url(url: object, *, field: str = "url") -> ConnectionUrl:
-    """Scheme (CONNECTION_SCHEMES), a host, a port 1-65535, at most MAX_URL_CHARS printable
+    """Scheme (CONNECTION_SCHEMES), a host, a port MIN_PORT-65535, at most MAX_URL_CHARS printable
     characters; InvalidRequest names `field` and never repeats the URL."""
     if not isinstance(url, str) or not 1 <= len(url) <= MAX_URL_CHARS:
         raise InvalidRequest(field, f"must be a URL string of 1-{MAX_URL_CHARS} characters")
@@ -78,8 +81,10 @@ def parse_connection_url(url: object, *, field: str = "url") -> ConnectionUrl:
     scheme = parts.scheme.lower()
     if scheme not in CONNECTION_SCHEMES:
         raise InvalidRequest(field, f"must start with one of {_SCHEMES}, got {scheme!r}")
-    if port == 0:
-        raise InvalidRequest(field, "port must be 1-65535")
+    if port is not None and not MIN_PORT <= port <= 65535:
+        # As for HTTP targets: a tenant's bytes (stream names, payloads) must not reach a
+        # privileged service (SMTP on 25...) through a broker's protocol.
+        raise InvalidRequest(field, f"port must be {MIN_PORT}-65535 (a broker's port)")
     try:
         host, address = _normalise_host(parts)
     except BlockedTarget as exc:
@@ -139,3 +144,26 @@ def _why(exc: OSError, timeout_s: float) -> str:
     if isinstance(exc, TimeoutError):
         return f"no answer within {timeout_s:g}s"
     return exc.strerror or type(exc).__name__
+
+
+@functools.lru_cache(maxsize=4096)
+def pinned_block(
+    url: str,
+    addresses: tuple[str, ...],
+    allowed_hosts: tuple[str, ...],
+    allow: tuple[Network, ...],
+) -> str | None:
+    """Why a stored connection may not be used from this node now (None when it may): the
+    rules of the node that took the create may have been wider, or the operator's
+    `allow_cidrs` or the tenant's `allowed_hosts` narrower since. No DNS: the pinned
+    addresses are the ones a deliverer connects to."""
+    try:
+        host, _ = _normalise_host(urlsplit(url))
+    except BlockedTarget as exc:  # checked at create: a stored URL this version refuses
+        return exc.reason
+    if allowed_hosts and not host_matches(host, allowed_hosts):
+        return "host is not in the tenant's allowed_hosts"
+    for address in addresses:
+        if (reason := is_blocked(ip_address(address), allow)) is not None:
+            return reason
+    return None

@@ -87,16 +87,6 @@ def broker_connection(
     )
 
 
-def users(conn: sqlite3.Connection, tenant_id: str, name: str, *, limit: int = 3) -> list[str]:
-    """Some live jobs that use the connection (job ids in order): empty when none does."""
-    rows = conn.execute(
-        "SELECT job_id FROM connection_uses WHERE tenant_id = ? AND name = ? "
-        "ORDER BY job_id LIMIT ?",
-        (tenant_id, name, limit),
-    )
-    return [row[0] for row in rows]
-
-
 def broker_connection_of(target: object) -> tuple[str, str] | None:
     """(connection name, connection kind) of a spec's target, or None for a queue or HTTP one."""
     if not isinstance(target, Mapping):

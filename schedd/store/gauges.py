@@ -41,7 +41,7 @@ def read_store(
     """Read the store gauges in one read transaction (a consistent view)."""
     conn.execute("BEGIN")
     try:
-        backlog = conn.execute(_BACKLOG, (partitions - 1, now_ms, BACKLOG_CAP)).fetchone()[0]
+        backlog = due_backlog(conn, partitions, now_ms)
         oldest = oldest_due_ms(conn, partitions)
         return StoreGauges(
             due_backlog=backlog,
@@ -53,6 +53,12 @@ def read_store(
         )
     finally:
         conn.execute("COMMIT")
+
+
+def due_backlog(conn: sqlite3.Connection, partitions: int, now_ms: int) -> int:
+    """Runs due at `now_ms` or before and not claimed yet, at most BACKLOG_CAP (every
+    partition: a replica holds the whole cluster's due index)."""
+    return int(conn.execute(_BACKLOG, (partitions - 1, now_ms, BACKLOG_CAP)).fetchone()[0])
 
 
 def oldest_due_ms(conn: sqlite3.Connection, partitions: int) -> int | None:

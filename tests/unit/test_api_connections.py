@@ -4,6 +4,7 @@ detail may show."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
@@ -104,3 +105,23 @@ def test_apply_refusing_a_jobs_connection_is_a_400_naming_the_field() -> None:
     assert isinstance(exc, InvalidRequest) and exc.http_status == 400
     assert (exc.field, exc.reason) == ("target.connection", "no connection named 'r'")
     assert str(exc) == "target.connection: no connection named 'r'"
+
+
+def test_connection_tests_are_limited_per_tenant_on_a_node() -> None:
+    """Each test may hold sockets to a tenant's broker for the request timeout: a tenant gets
+    CONNECTION_TESTS_PER_TENANT at once on a node, the next is a 429, another tenant is not
+    held back, and a finished test frees its slot."""
+    from schedd.api.context import CONNECTION_TESTS_PER_TENANT
+    from schedd.api.limits import TenantSlots
+    from schedd.errors import QuotaExceeded
+
+    slots = TenantSlots(CONNECTION_TESTS_PER_TENANT, lambda held: f"{held} tests in progress")
+    with contextlib.ExitStack() as held:
+        for _ in range(CONNECTION_TESTS_PER_TENANT):
+            held.enter_context(slots.hold("t1"))
+        with pytest.raises(QuotaExceeded, match=f"{CONNECTION_TESTS_PER_TENANT} tests"):
+            held.enter_context(slots.hold("t1"))
+        with slots.hold("t2"):
+            pass
+    with slots.hold("t1"):
+        pass

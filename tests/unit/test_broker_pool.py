@@ -5,6 +5,7 @@ that is down, publish slots and timeouts, lost and idle clients, connections kep
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 from collections.abc import Awaitable, Callable
@@ -14,6 +15,7 @@ import pytest
 
 from schedd.delivery.brokers import BrokerDeliverer, Connector, LinkBroken
 from schedd.delivery.outcome import Outcome, Verdict
+from schedd.guard.targets import TargetGuard
 from schedd.model import BrokerConnection, RedisStreamTarget, RetryPolicy
 from schedd.sealing import PayloadKeys
 from schedd.store.outbox import DueCall
@@ -312,3 +314,39 @@ def test_socket_errors_in_a_publish_are_a_lost_connection(error: OSError) -> Non
     outcome = run(fake, lambda: deliver(fake, call()))
     assert outcome.verdict is Verdict.RETRY
     assert (outcome.error or "").startswith("connection down: ")
+
+
+def test_the_delivering_node_checks_the_pinned_addresses_against_its_own_rules() -> None:
+    """A connection was checked by the node that took its create; the node that delivers
+    (another node's allow_cidrs, rules narrowed since, the tenant's allowed_hosts now) checks
+    the pinned addresses again, without DNS, before any connect."""
+    private = BrokerConnection(
+        tenant_id="t1",
+        name="main",
+        kind="redis",
+        url=URL,
+        pinned_addresses=("93.184.216.34", "10.1.2.3"),  # a global one and a private one
+        created_ms=1,
+    )
+    narrowed = dataclasses.replace(TENANT, allowed_hosts=["*.acme.example"])
+
+    def outcomes(guard: TargetGuard, tenant: Tenant) -> tuple[Outcome, int]:
+        fake = Fake(Script(), [private], guard=guard)
+
+        async def scenario() -> Outcome:
+            return await deliver(fake, call(), tenant=tenant)
+
+        return run(fake, scenario), len(fake.script.connects)
+
+    blocked, connects = outcomes(TargetGuard([]), TENANT)
+    assert blocked.verdict is Verdict.FAILED
+    assert (blocked.error or "").startswith("blocked: ") and connects == 0
+    allowed, connects = outcomes(TargetGuard(["10.0.0.0/8"]), TENANT)
+    assert allowed == SUCCEEDED and connects == 1
+    hosts, connects = outcomes(TargetGuard(["10.0.0.0/8"]), narrowed)
+    assert hosts == Outcome(
+        verdict=Verdict.FAILED,
+        status=None,
+        error="blocked: host is not in the tenant's allowed_hosts",
+    )
+    assert connects == 0
