@@ -33,7 +33,7 @@ from schedd.model import (
 )
 from schedd.retention import KINDS, MIN_RETENTION_MS, TENANT_KINDS
 from schedd.schedule import MAX_AHEAD_MS, MIN_EVERY_MS
-from schedd.store.backlog import STATS_BACKLOG_CAP
+from schedd.store.gauges import BACKLOG_CAP
 from schedd.store.retained import KINDS_SHOWN, ROW_COUNT_CAP
 from schedd.timeformat import MAX_DURATION_MS
 
@@ -1014,7 +1014,7 @@ def node_schemas() -> dict[str, Schema]:
                     "type": "integer",
                     "minimum": 0,
                     "description": "Runs past their fire time not claimed yet, in this "
-                    f"replica (cluster-wide), capped at {STATS_BACKLOG_CAP:,}.",
+                    f"replica (cluster-wide), capped at {BACKLOG_CAP:,}.",
                 },
             }
         ),
