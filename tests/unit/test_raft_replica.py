@@ -168,28 +168,36 @@ def test_while_a_snapshot_copies_the_tick_goes_on_but_applies_and_compacts_nothi
         db.close()
 
 
+def start_compacting_by_size(tmp_path: Path, port: int) -> tuple[Database, Any, Replica]:
+    """A node with snapshots that only the journal's byte cap compacts (neither the entry
+    count nor the time slot would in a test)."""
+    from schedd.raft.snapshots import SnapshotHooks
+
+    db = Database(tmp_path / "state.db")
+    hooks = SnapshotHooks(db, tmp_path / "raft.snapshot")
+    node = start(
+        db,
+        port,
+        fullDumpFile=str(tmp_path / "raft.snapshot"),
+        serializer=hooks.serialize,
+        deserializer=hooks.deserialize,
+        serializeChecker=hooks.check,
+        logCompactionMinEntries=10**6,
+        logCompactionMinTime=3600,
+        logCompactionSplit=True,
+    )
+    return db, hooks, node
+
+
 def test_a_journal_past_its_cap_compacts_without_waiting_for_its_time_slot(
     tmp_path: Path, free_port: Callable[[], int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue 14: with logCompactionSplit a forced compaction would wait for this node's slot
     (up to compaction_min_time away); past the journal's byte cap it starts at once."""
     from schedd.raft import journal
-    from schedd.raft.snapshots import SnapshotHooks
 
     monkeypatch.setattr(journal, "MAX_JOURNAL_BYTES", 200_000)
-    db = Database(tmp_path / "state.db")
-    hooks = SnapshotHooks(db, tmp_path / "raft.snapshot")
-    node = start(
-        db,
-        free_port(),
-        fullDumpFile=str(tmp_path / "raft.snapshot"),
-        serializer=hooks.serialize,
-        deserializer=hooks.deserialize,
-        serializeChecker=hooks.check,
-        logCompactionMinEntries=10**6,  # neither count nor time would compact in this test
-        logCompactionMinTime=3600,
-        logCompactionSplit=True,
-    )
+    db, _, node = start_compacting_by_size(tmp_path, free_port())
     try:
         proposer = Proposer(node, timeout_s=5)
 
@@ -215,7 +223,6 @@ def test_a_journal_that_passes_its_cap_during_a_compaction_compacts_once(
     when the snapshot is done) and ask again: that ask must not start a second snapshot at
     once, since the first one made room (a spike wrote every snapshot twice)."""
     from schedd.raft import journal, snapshots
-    from schedd.raft.snapshots import SnapshotHooks
 
     monkeypatch.setattr(journal, "MAX_JOURNAL_BYTES", 200_000)
     written: list[int] = []
@@ -228,19 +235,7 @@ def test_a_journal_that_passes_its_cap_during_a_compaction_compacts_once(
         return index
 
     monkeypatch.setattr(snapshots, "write_snapshot", slow_write)
-    db = Database(tmp_path / "state.db")
-    hooks = SnapshotHooks(db, tmp_path / "raft.snapshot")
-    node = start(
-        db,
-        free_port(),
-        fullDumpFile=str(tmp_path / "raft.snapshot"),
-        serializer=hooks.serialize,
-        deserializer=hooks.deserialize,
-        serializeChecker=hooks.check,
-        logCompactionMinEntries=10**6,  # neither count nor time would compact in this test
-        logCompactionMinTime=3600,
-        logCompactionSplit=True,
-    )
+    db, hooks, node = start_compacting_by_size(tmp_path, free_port())
     try:
         proposer = Proposer(node, timeout_s=5)
 
