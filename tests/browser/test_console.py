@@ -162,3 +162,57 @@ def test_the_overview_shows_the_nodes_and_a_spike_draining(console: Console) -> 
     path = page.get_attribute("[data-chart=claims] path.line", "d") or ""
     assert path.count("L") >= 2, path
     console.shot("overview")
+
+
+def test_the_admin_creates_a_tenant_sees_its_token_once_changes_its_quota_and_rotates(
+    console: Console,
+) -> None:
+    console.sign_in(ADMIN_TOKEN)
+    console.go("#/tenants")
+    page = console.page
+    page.wait_for_selector("form#create-tenant", state="attached")
+    page.click("details.create summary")
+    name = f"console-made-{uuid.uuid4().hex[:6]}"
+    page.fill("#create-tenant [name=name]", name)
+    page.fill("#create-tenant [name=max_active_jobs]", "")  # the API names the field
+    page.click("#create-tenant button[type=submit]")
+    page.wait_for_selector("#create-tenant .notice.error:has-text('max_active_jobs')")
+    page.fill("#create-tenant [name=max_active_jobs]", "250")
+    page.fill("#create-tenant [name=allowed_hosts]", "*.acme.example\nhooks.acme.example")
+    page.click("#create-tenant button[type=submit]")
+    page.wait_for_selector("section.credentials [data-secret=token]")
+    token = page.input_value("section.credentials [data-secret=token]")
+    tenant_id = page.input_value("section.credentials [data-secret=tenant_id]")
+    assert token.startswith("sk_")
+    assert page.input_value("section.credentials [data-secret=signing_secret]").startswith("whsec_")
+    stored = page.evaluate("() => JSON.stringify([sessionStorage, localStorage, document.cookie])")
+    assert token not in stored and token not in page.url
+    page.wait_for_selector(f"#tenants tr[data-tenant='{tenant_id}']")  # the list is re-read
+    console.shot("tenant-created")
+    assert http("GET", f"{console.node.url}/v1/jobs", token=token)[0] == 200
+
+    page.reload()  # shown once: gone after the page is left
+    page.wait_for_selector(f"#tenants tr[data-tenant='{tenant_id}']")
+    assert token not in (page.text_content("main") or "")
+    assert page.locator("section.credentials").count() == 0
+    row = page.text_content(f"#tenants tr[data-tenant='{tenant_id}']") or ""
+    assert "0 / 250" in row and "hooks.acme.example" in row
+    console.shot("tenants")
+
+    page.click(f"#tenants tr[data-tenant='{tenant_id}'] a.tenant-name")
+    page.wait_for_selector("form#edit-tenant")
+    page.fill("#edit-tenant [name=dispatch_rate]", "40")
+    page.click("#edit-tenant button[type=submit]")
+    console.confirm()
+    page.wait_for_selector("text=Saved.")
+    answer = http("GET", f"{console.node.url}/v1/tenants/{tenant_id}", token=ADMIN_TOKEN)[1]
+    assert (answer["dispatch_rate"], answer["max_active_jobs"]) == (40, 250)
+    console.shot("tenant")
+
+    page.click("[data-action=rotate]")
+    console.confirm()
+    page.wait_for_selector("section.credentials [data-secret=token]")
+    rotated = page.input_value("section.credentials [data-secret=token]")
+    assert rotated != token
+    assert http("GET", f"{console.node.url}/v1/jobs", token=rotated)[0] == 200
+    assert http("GET", f"{console.node.url}/v1/jobs", token=token)[0] == 401

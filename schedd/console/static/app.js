@@ -9,9 +9,12 @@ import * as jobs from "./pages/jobs.js";
 import * as overview from "./pages/overview.js";
 import * as queues from "./pages/queues.js";
 import * as signin from "./pages/signin.js";
+import * as tenants from "./pages/tenants.js";
 
 const ROUTES = [
   { path: /^\/overview$/, page: overview, nav: "overview", admin: true },
+  { path: /^\/tenants$/, page: tenants, nav: "tenants", admin: true },
+  { path: /^\/tenants\/([^/]+)$/, page: tenants, nav: "tenants", admin: true, names: ["tenant_id"] },
   { path: /^\/jobs$/, page: jobs, nav: "jobs", tenant: true },
   { path: /^\/jobs\/([^/]+)$/, page: job, nav: "jobs", tenant: true, names: ["job_id"] },
   { path: /^\/queues$/, page: queues, nav: "queues", tenant: true },
@@ -29,6 +32,7 @@ const NAV = [
   ["jobs", "Jobs", false],
   ["queues", "Queues", false],
   ["deadletters", "Dead letters", false],
+  ["tenants", "Tenants", true],
 ];
 
 let cleanup = null;

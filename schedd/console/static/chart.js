@@ -41,16 +41,24 @@ export function lineChart({ title, series, fromMs, toMs, unit = "" }) {
     root.append(svg("text", { x: x(ms), y: HEIGHT - 6, class: "axis", "text-anchor": ms === fromMs ? "start" : "end" }, text));
   }
   series.forEach((s, i) => {
+    // A point with no drawn neighbour (the first sample, or one between gaps) is a dot: a
+    // path of one point draws nothing.
     let d = "";
-    let pen = "M";
+    let run = [];
+    const endRun = () => {
+      if (run.length === 1) root.append(svg("circle", { cx: run[0][0], cy: run[0][1], r: 2.5, class: `dot s${i}`, "data-series": s.name }));
+      run = [];
+    };
     for (const [ms, value] of s.points) {
       if (value === null || ms < fromMs) {
-        pen = "M";
+        endRun();
         continue;
       }
-      d += `${pen}${x(ms).toFixed(1)},${y(value).toFixed(1)} `;
-      pen = "L";
+      const point = [x(ms).toFixed(1), y(value).toFixed(1)];
+      d += `${run.length ? "L" : "M"}${point[0]},${point[1]} `;
+      run.push(point);
     }
+    endRun();
     root.append(svg("path", { d: d || "M0,0", class: `line s${i}`, "data-series": s.name }));
   });
   return root;
