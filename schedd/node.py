@@ -18,11 +18,12 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 from pysyncobj import SyncObjConf
 
-from schedd.api.app import build_app, start_metrics_site
+from schedd.api.app import Beside, build_app, start_metrics_site
 from schedd.api.context import ApiContext, QueueSignal, TokenCache
 from schedd.api.health import MetricsAccess
 from schedd.api.limits import ServerLimits
 from schedd.config import MIN_SECRET_CHARS, NodeConfig, parse_listen
+from schedd.console import serve as console
 from schedd.delivery.brokers import tls_context
 from schedd.delivery.caller import Caller
 from schedd.delivery.connection_cache import ConnectionCache
@@ -138,6 +139,11 @@ def raft_conf(config: NodeConfig, snapshots: SnapshotHooks) -> SyncObjConf:
     )
 
 
+def console_beside() -> Beside:
+    """The web console at /ui/ (schedd/console), served on the API's port without its token."""
+    return Beside(console.routes, console.headers_middleware, console.is_console)
+
+
 class Node:
     """A running node. `start()` then `stop()`; `status()` and `is_ready()` serve the API."""
 
@@ -244,7 +250,12 @@ class Node:
             broker_probe=functools.partial(probe, tls=tls_context(None)),
         )
         self._runner = web.AppRunner(
-            build_app(ctx, node_metrics=self.metrics, metrics_access=self._metrics_access()),
+            build_app(
+                ctx,
+                node_metrics=self.metrics,
+                metrics_access=self._metrics_access(),
+                beside=[console_beside()],
+            ),
             access_log=None,
             handler_cancellation=True,
             **ctx.limits.runner_options(),

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import ssl
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 from prometheus_client import CollectorRegistry
 
 from schedd.api import (
@@ -24,16 +27,17 @@ from schedd.api import (
 )
 from schedd.api.context import CONTEXT, ApiContext
 from schedd.api.http import Handler, auth_middleware, errors_middleware, metrics_middleware
-from schedd.console import serve as console
 
 
-@web.middleware
-async def auth_unless_console(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """The API's bearer-token check, except for the console's static files (/ui/): its pages
-    need no token to load; the data they show comes from the API with the user's token."""
-    if console.is_console(request):
-        return await handler(request)
-    return await auth_middleware(request, handler)
+@dataclass(frozen=True, slots=True)
+class Beside:
+    """Routes served on the API's port without its token: the web console's static files,
+    mounted by node.py (the api imports nothing of the console). `middleware` wraps every
+    request before the API's own; `serves` tells the requests the router matched to `routes`."""
+
+    routes: web.RouteTableDef
+    middleware: Middleware
+    serves: Callable[[web.Request], bool]
 
 
 def build_app(
@@ -41,15 +45,26 @@ def build_app(
     *,
     node_metrics: CollectorRegistry | None = None,
     metrics_access: health.MetricsAccess | None = None,
+    beside: Sequence[Beside] = (),
 ) -> web.Application:
     """The API of one node; `ctx` carries everything handlers share, `node_metrics` the
-    node's scrape-time gauges for /metrics, `metrics_access` who may read them here."""
+    node's scrape-time gauges for /metrics, `metrics_access` who may read them here, `beside`
+    what else the port serves."""
+
+    @web.middleware
+    async def auth_unless_beside(request: web.Request, handler: Handler) -> web.StreamResponse:
+        """The API's bearer-token check, except for the routes served beside it (the console's
+        pages need no token to load; what they show comes from the API with the user's)."""
+        if any(part.serves(request) for part in beside):
+            return await handler(request)
+        return await auth_middleware(request, handler)
+
     app = web.Application(
         middlewares=[
             metrics_middleware,
-            console.headers_middleware,
+            *(part.middleware for part in beside),
             errors_middleware,
-            auth_unless_console,
+            auth_unless_beside,
         ],
         client_max_size=jobs.BATCH_BODY_LIMIT,
     )
@@ -71,7 +86,8 @@ def build_app(
     app[stats.STATS] = stats.StatsRing()
     if ctx is not None:  # None: a route listing (tools/gen_openapi.py), never started
         app.cleanup_ctx.append(stats.sampling)
-    app.add_routes(console.routes)
+    for part in beside:
+        app.add_routes(part.routes)
     return app
 
 

@@ -14,6 +14,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from schedd.api.app import build_app
 from schedd.api.context import ApiContext, Proposing, RaftStatus
 from schedd.console.serve import CSP, shipped
+from schedd.node import console_beside
 from schedd.store.db import Database, ReadPool
 
 ADMIN = "adm_local_token_0123456789"
@@ -37,7 +38,7 @@ def serve(tmp_path: Path, scenario: Scenario, raft: object = None) -> None:
             payload_limit=65536,
         )
         try:
-            async with TestClient(TestServer(build_app(ctx))) as client:
+            async with TestClient(TestServer(build_app(ctx, beside=[console_beside()]))) as client:
                 await scenario(client)
         finally:
             reads.close()
