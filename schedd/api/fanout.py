@@ -71,13 +71,13 @@ async def _ask(
 ) -> PeerAnswer:
     try:
         async with session.get(url, allow_redirects=False, ssl=tls or True) as response:
-            data = await _read_capped(response)
             if response.status != 200:
                 return PeerAnswer(node_id=node_id, error=f"answered HTTP {response.status}")
+            data = await _read_capped(response)
     except TimeoutError:
         return PeerAnswer(node_id=node_id, error="no answer within the timeout")
     except (aiohttp.ClientError, OSError, ValueError) as exc:
-        log.info("fan-out: no answer node=%s error=%s", node_id, exc)
+        log.debug("fan-out: no answer node=%s error=%s", node_id, exc)  # the answer says it
         return PeerAnswer(node_id=node_id, error=_failure(exc))
     try:
         body = msgspec.json.decode(data)
