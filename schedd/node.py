@@ -248,6 +248,7 @@ class Node:
             retention=self.config.retention,
             # One TLS context for every test (making one costs tens of ms on the loop).
             broker_probe=functools.partial(probe, tls=tls_context(None)),
+            peer_tls=self.tls_peers,
         )
         self._runner = web.AppRunner(
             build_app(

@@ -587,6 +587,17 @@ def queue_schemas() -> dict[str, Schema]:
         }
     )
     counts = {key: {"type": "integer", "minimum": 0} for key in ("ready", "in_flight", "delayed")}
+    consumer_name = {"type": "string", "pattern": f"^{queues.CONSUMER_NAME.pattern}$"}
+    seen = {
+        "consumer": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 128,
+            "description": "The receive's consumer field, else the client's address.",
+        },
+        "last_seen": ref("Instant"),
+        "node": {"type": "string", "description": "The node it received through."},
+    }
     return {
         "ReceiveRequest": closed(
             {
@@ -600,6 +611,11 @@ def queue_schemas() -> dict[str, Schema]:
                     0, queues.MAX_WAIT_MS / 1000, "Long-poll up to this long; default 0s."
                 ),
                 "visibility_timeout": visibility,
+                "consumer": consumer_name
+                | {
+                    "description": "Who receives, as GET /v1/queues shows it for 5 minutes; "
+                    "default: the client's address."
+                },
             },
             [],
         ),
@@ -627,9 +643,34 @@ def queue_schemas() -> dict[str, Schema]:
                             "name": {"type": "string"},
                             **counts,
                             "dead": {"type": "integer", "minimum": 0},
+                            "oldest_age_s": {
+                                "type": ["number", "null"],
+                                "minimum": 0,
+                                "description": "Seconds since the run of the oldest ready or "
+                                "in-flight message was scheduled; null without one.",
+                            },
+                            "consumers": {
+                                "type": "array",
+                                "items": obj(seen),
+                                "description": "Consumers that received from it in the last "
+                                "5 minutes through any node: one item per consumer and node.",
+                            },
                         }
                     ),
-                }
+                },
+                "partial": {
+                    "type": "boolean",
+                    "description": "A node did not answer: the consumers it saw are missing.",
+                },
+            }
+        ),
+        "LocalConsumers": obj(
+            {
+                "node_id": {"type": "string"},
+                "consumers": {
+                    "type": "array",
+                    "items": obj({"queue": {"type": "string", "pattern": QUEUE_NAME}, **seen}),
+                },
             }
         ),
     }
@@ -961,6 +1002,44 @@ def node_schemas() -> dict[str, Schema]:
                     "maxItems": stats.SAMPLES,
                     "description": "Oldest first; empty for the first interval after a start.",
                 },
+            }
+        ),
+        "StatsAnswer": {"anyOf": [ref("Stats"), ref("ClusterStats")]},
+        "ClusterStats": obj(
+            {
+                "nodes": {
+                    "type": "array",
+                    "items": {
+                        "oneOf": [
+                            obj(
+                                {
+                                    "node_id": {"type": "string"},
+                                    "node": ref("StatsNode"),
+                                    "samples": {
+                                        "type": "array",
+                                        "items": ref("StatsSample"),
+                                        "maxItems": stats.SAMPLES,
+                                    },
+                                },
+                                title="answered",
+                            ),
+                            obj(
+                                {
+                                    "node_id": {"type": "string"},
+                                    "error": {
+                                        "type": "string",
+                                        "description": "Why the node gave no stats.",
+                                    },
+                                },
+                                title="failed",
+                            ),
+                        ]
+                    },
+                    "description": "Every registered node in node_id order, asked by this "
+                    "one (2 s each, at once).",
+                },
+                "interval_s": {"type": "number"},
+                "window_s": {"type": "number"},
             }
         ),
         "StatsNode": obj(
@@ -1434,7 +1513,23 @@ def queue_paths() -> dict[str, Schema]:
                 "listQueues",
                 "queues",
                 "The tenant's queues and their counts",
-                ok("200", "QueueList", "Every queue with messages or dead letters."),
+                ok(
+                    "200",
+                    "QueueList",
+                    "Every queue with messages or dead letters, or a consumer in the last "
+                    "5 minutes.",
+                ),
+            ),
+        },
+        "/v1/queues/consumers/local": {
+            "get": admin_op(
+                "listLocalConsumers",
+                "The consumers this node alone saw receiving (what GET /v1/queues asks peers)",
+                ok("200", "LocalConsumers", "This node's memory of the X-Tenant tenant."),
+                400,
+                404,
+                tag="queues",
+                params=["XTenant"],
             ),
         },
         "/v1/queues/{name}/receive": {
@@ -1713,12 +1808,25 @@ def admin_paths() -> dict[str, Schema]:
                 "This node's last 15 minutes in 5-second samples, and its Raft state now",
                 ok(
                     "200",
-                    "Stats",
+                    "StatsAnswer",
                     "Claims/s, first deliveries/s by target kind, claim lag p50/p99 and the "
-                    "due backlog, from this node's own metrics (the web console's overview).",
+                    "due backlog, from this node's own metrics (the web console's overview); "
+                    "with scope=cluster, every node's, asked by this one.",
                 ),
+                400,
                 tag="cluster",
-            ),
+            )
+            | {
+                "parameters": [
+                    {
+                        "name": "scope",
+                        "in": "query",
+                        "required": False,
+                        "schema": {"enum": ["node", "cluster"], "default": "node"},
+                        "description": "node: this node's Stats; cluster: ClusterStats.",
+                    }
+                ]
+            },
         },
         "/v1/admin/retention": {
             "get": admin_op(

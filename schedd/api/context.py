@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+import ssl
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -16,6 +17,7 @@ from typing import Any, Literal, Protocol
 
 from aiohttp import web
 
+from schedd.api.consumers import RecentConsumers
 from schedd.api.limits import AddressBudget, BodyGate, ServerLimits, TenantSlots
 from schedd.errors import (
     ClusterUnavailable,
@@ -214,6 +216,8 @@ class ApiContext:
     storage: StorageGuard | None = None  # None: writes are never refused for disk space
     retention: Retention = field(default_factory=Retention)  # this node's [retention]
     broker_probe: BrokerProbe | None = None  # None: POST /v1/connections/{name}/test is a 503
+    peer_tls: ssl.SSLContext | None = None  # verifies https peers (api/fanout.py)
+    consumers: RecentConsumers = field(default_factory=RecentConsumers)
     body_gate: BodyGate = field(init=False)
     long_polls: TenantSlots = field(init=False)
     connection_tests: TenantSlots = field(init=False)

@@ -3,7 +3,8 @@
 Receive checks this node's replica first and proposes only when a message looks visible, so
 idle consumers cost no Raft traffic, and asks only for the visible messages that no other receive
 of this node has asked for (context.ReceiveHolds); receipts are made here and carried in the
-command.
+command. Each node remembers who received (api/consumers.py); GET /v1/queues merges every node's
+memory, asking the peers (api/fanout.py).
 """
 
 from __future__ import annotations
@@ -17,12 +18,15 @@ from typing import Any
 from aiohttp import web
 
 from schedd import metrics
-from schedd.api.context import CONTEXT
+from schedd.api.consumers import CONSUMER_NAME, UNKNOWN, consumer_json
+from schedd.api.context import CONTEXT, ApiContext
+from schedd.api.fanout import ask_peers
 from schedd.api.http import json_response, principal, propose, read_object, require
 from schedd.errors import InvalidRequest
 from schedd.jsonbody import JSONValue, as_integer
 from schedd.store.commands import AckMessages, ExtendMessages, NackMessages, ReceiveMessages
-from schedd.store.queue_reads import queue_summaries, visible_count
+from schedd.store.queries import list_nodes
+from schedd.store.queue_reads import empty_queue, queue_summaries, visible_count
 from schedd.timeformat import parse_duration, parse_instant
 
 Settle = AckMessages | NackMessages | ExtendMessages
@@ -34,6 +38,7 @@ MAX_WAIT_MS = 20_000
 MAX_VISIBILITY_MS = 12 * 3_600_000
 MAX_RECEIPTS = 1_000
 RECHECK_S = 1.0  # retries and expired visibility make messages visible without a pulse
+LOCAL_CONSUMERS = "/v1/queues/consumers/local"
 routes = web.RouteTableDef()
 
 
@@ -69,6 +74,16 @@ def _receipts(body: dict[str, JSONValue]) -> list[str]:
     return list(receipts)  # type: ignore[arg-type]
 
 
+def _consumer(body: dict[str, JSONValue], request: web.Request) -> str:
+    """The receive's consumer: the name it gives, else the client's address."""
+    name = body.get("consumer")
+    if name is None:
+        return (request.remote or UNKNOWN)[:128]
+    if not isinstance(name, str) or not CONSUMER_NAME.fullmatch(name):
+        raise InvalidRequest("consumer", f"must match {CONSUMER_NAME.pattern}")
+    return name
+
+
 def _visible(tenant_id: str, queue: str, now_ms: int, limit: int) -> Any:
     def query(conn: sqlite3.Connection) -> int:
         return visible_count(conn, tenant_id, queue, now_ms, limit)
@@ -80,10 +95,11 @@ def _visible(tenant_id: str, queue: str, now_ms: int, limit: int) -> Any:
 async def receive(request: web.Request) -> web.Response:
     ctx, tenant_id, queue = request.app[CONTEXT], principal(request).tenant(), _queue(request)
     body = await read_object(request, limit_bytes=BODY_LIMIT)
-    require(body, {"max", "wait", "visibility_timeout"})
+    require(body, {"max", "wait", "visibility_timeout", "consumer"})
     count = _int(body, "max", 10, MAX_RECEIVE)
     wait_ms = _ms(body, "wait", "0s", 0, MAX_WAIT_MS)
     visibility_ms = _ms(body, "visibility_timeout", "30s", 1_000, MAX_VISIBILITY_MS)
+    ctx.consumers.saw(tenant_id, queue, _consumer(body, request), ctx.clock_ms())
     if wait_ms == 0:
         return await _poll(request, tenant_id, queue, count, visibility_ms, 0)
     with ctx.long_polls.hold(tenant_id):  # 429 past `[api] long_polls_per_tenant`
@@ -172,4 +188,71 @@ async def list_queues(request: web.Request) -> web.Response:
     def query(conn: sqlite3.Connection) -> list[dict[str, Any]]:
         return queue_summaries(conn, tenant_id, now)
 
-    return json_response({"queues": await ctx.reads.read(query)})
+    queues = {q["name"]: q | {"consumers": []} for q in await ctx.reads.read(query)}
+    seen, is_partial = await _cluster_consumers(ctx, tenant_id, now)
+    for consumer in sorted(seen, key=lambda c: (c["consumer"], c["node"])):
+        name = consumer.pop("queue")
+        queues.setdefault(name, empty_queue(name) | {"consumers": []})["consumers"].append(consumer)
+    listed = sorted(queues.values(), key=lambda q: str(q["name"]))
+    return json_response({"queues": listed, "partial": is_partial})
+
+
+@routes.get(LOCAL_CONSUMERS)
+async def local_consumers(request: web.Request) -> web.Response:
+    """The consumers this node alone saw (admin, X-Tenant): what GET /v1/queues asks peers."""
+    principal(request).require_admin()
+    ctx, tenant_id = request.app[CONTEXT], principal(request).tenant()
+    return json_response(
+        {"node_id": ctx.node_id, "consumers": _local(ctx, tenant_id, ctx.clock_ms())}
+    )
+
+
+def _local(ctx: ApiContext, tenant_id: str, now_ms: int) -> list[dict[str, Any]]:
+    return [
+        consumer_json(queue, consumer, at_ms, ctx.node_id)
+        for queue, consumer, at_ms in ctx.consumers.recent(tenant_id, now_ms)
+    ]
+
+
+async def _cluster_consumers(
+    ctx: ApiContext, tenant_id: str, now_ms: int
+) -> tuple[list[dict[str, Any]], bool]:
+    """Every node's recent consumers of the tenant, and whether a node did not tell."""
+    seen = _local(ctx, tenant_id, now_ms)
+    answers = await ask_peers(
+        await ctx.reads.read(list_nodes),
+        ctx.node_id,
+        LOCAL_CONSUMERS,
+        admin_token=ctx.admin_token,
+        tls=ctx.peer_tls,
+        headers={"X-Tenant": tenant_id},
+    )
+    is_partial = False
+    for answer in answers:
+        told = _peer_consumers(answer.body, answer.node_id)
+        is_partial |= told is None
+        seen.extend(told or [])
+    return seen, is_partial
+
+
+def _peer_consumers(body: dict[str, Any] | None, node_id: str) -> list[dict[str, Any]] | None:
+    """The consumers a peer's answer lists, shown with the node we asked; None when it is no
+    such answer. Its bytes are untrusted: an item that is not a consumer is left out."""
+    items = None if body is None else body.get("consumers")
+    if not isinstance(items, list):
+        return None
+    told = (_peer_consumer(item, node_id) for item in items if isinstance(item, dict))
+    return [consumer for consumer in told if consumer is not None]
+
+
+def _peer_consumer(item: dict[str, Any], node_id: str) -> dict[str, Any] | None:
+    queue, consumer = item.get("queue"), item.get("consumer")
+    if not (isinstance(queue, str) and QUEUE_NAME.fullmatch(queue)):
+        return None
+    if not (isinstance(consumer, str) and 0 < len(consumer) <= 128):
+        return None
+    try:
+        at_ms = parse_instant(item.get("last_seen"), field="last_seen")
+    except InvalidRequest:
+        return None
+    return consumer_json(queue, consumer, at_ms, node_id)

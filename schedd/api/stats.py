@@ -1,5 +1,6 @@
 """GET /v1/stats (admin): this node's last 15 minutes in 5-second samples (claims/s, first
-deliveries/s by target kind, claim lag p50/p99, due backlog) and its Raft state now.
+deliveries/s by target kind, claim lag p50/p99, due backlog) and its Raft state now; with
+`scope=cluster`, every registered node's, asked from here (api/fanout.py).
 
 The samples come from the node's own metric objects (schedd/metrics.py: counters and histogram
 buckets read in process, never the text exposition) and one capped backlog read; the ring holds
@@ -21,9 +22,12 @@ from aiohttp import web
 
 from schedd import metrics
 from schedd.api.context import CONTEXT, ApiContext
+from schedd.api.fanout import PeerAnswer, ask_peers
 from schedd.api.http import json_response, principal
+from schedd.errors import InvalidRequest
 from schedd.store.gauges import due_backlog
 from schedd.store.leases import held_partitions
+from schedd.store.queries import list_nodes
 from schedd.timeformat import format_instant
 
 log = logging.getLogger(__name__)
@@ -157,18 +161,51 @@ def _backlog_at(partitions: int, now_ms: int) -> Callable[[sqlite3.Connection], 
 @routes.get("/v1/stats")
 async def stats(request: web.Request) -> web.Response:
     principal(request).require_admin()
+    scope = request.query.get("scope", "node")
+    if scope not in ("node", "cluster"):
+        raise InvalidRequest("scope", f"must be 'node' or 'cluster', got {scope[:40]!r}")
     ctx = request.app[CONTEXT]
-    now_ms = ctx.clock_ms()
-    held = await ctx.reads.read(lambda c: held_partitions(c, ctx.node_id, now_ms, margin_ms=0))
+    own = await _node_stats(ctx, request.app[STATS])
+    if scope == "node":
+        return json_response(own)
+    answers = await ask_peers(
+        await ctx.reads.read(list_nodes),
+        ctx.node_id,
+        "/v1/stats?scope=node",  # never scope=cluster: a peer must not fan out again
+        admin_token=ctx.admin_token,
+        tls=ctx.peer_tls,
+    )
+    nodes = [_peer_stats(answer) for answer in answers]
+    nodes.append({"node_id": ctx.node_id, "node": own["node"], "samples": own["samples"]})
     return json_response(
         {
-            "node_id": ctx.node_id,
+            "nodes": sorted(nodes, key=lambda n: str(n["node_id"])),
             "interval_s": INTERVAL_S,
             "window_s": WINDOW_S,
-            "node": node_state(ctx, len(held)),
-            "samples": list(request.app[STATS].samples),
         }
     )
+
+
+async def _node_stats(ctx: ApiContext, ring: StatsRing) -> dict[str, Any]:
+    now_ms = ctx.clock_ms()
+    held = await ctx.reads.read(lambda c: held_partitions(c, ctx.node_id, now_ms, margin_ms=0))
+    return {
+        "node_id": ctx.node_id,
+        "interval_s": INTERVAL_S,
+        "window_s": WINDOW_S,
+        "node": node_state(ctx, len(held)),
+        "samples": list(ring.samples),
+    }
+
+
+def _peer_stats(answer: PeerAnswer) -> dict[str, Any]:
+    """A peer's entry: its node figures and samples, or why there are none (its answer's
+    bytes are untrusted: only the shape of a stats answer is passed on)."""
+    body = answer.body or {}
+    node, samples = body.get("node"), body.get("samples")
+    if isinstance(node, dict) and isinstance(samples, list) and len(samples) <= SAMPLES:
+        return {"node_id": answer.node_id, "node": node, "samples": samples}
+    return {"node_id": answer.node_id, "error": answer.error or "its answer is not a stats answer"}
 
 
 def node_state(ctx: ApiContext, partitions: int) -> dict[str, Any]:

@@ -22,14 +22,16 @@ def visible_count(
 
 def queue_summaries(conn: sqlite3.Connection, tenant_id: str, now_ms: int) -> list[dict[str, Any]]:
     """The tenant's queues (holding messages or dead letters) by name, each with its ready,
-    in-flight, delayed and dead counts: the API's queue objects."""
+    in-flight, delayed and dead counts and the age of its oldest ready or in-flight message
+    (from its run's scheduled time; None without one): the API's queue objects."""
     counts: dict[str, dict[str, Any]] = {}
-    for queue, ready, in_flight, delayed in conn.execute(
+    for queue, ready, in_flight, delayed, oldest_ms in conn.execute(
         "SELECT queue, SUM(visible_at_ms <= ?), "
         "SUM(visible_at_ms > ? AND receipt IS NOT NULL), "
-        "SUM(visible_at_ms > ? AND receipt IS NULL) FROM messages "
-        "WHERE tenant_id = ? GROUP BY queue",
-        (now_ms, now_ms, now_ms, tenant_id),
+        "SUM(visible_at_ms > ? AND receipt IS NULL), "
+        "MIN(CASE WHEN visible_at_ms <= ? OR receipt IS NOT NULL THEN scheduled_at_ms END) "
+        "FROM messages WHERE tenant_id = ? GROUP BY queue",
+        (now_ms, now_ms, now_ms, now_ms, tenant_id),
     ):
         counts[queue] = {
             "name": queue,
@@ -37,6 +39,7 @@ def queue_summaries(conn: sqlite3.Connection, tenant_id: str, now_ms: int) -> li
             "in_flight": in_flight,
             "delayed": delayed,
             "dead": 0,
+            "oldest_age_s": None if oldest_ms is None else max(now_ms - oldest_ms, 0) / 1000,
         }
     for target, dead in conn.execute(
         "SELECT target, COUNT(*) FROM deadletters WHERE tenant_id = ? GROUP BY target",
@@ -44,10 +47,21 @@ def queue_summaries(conn: sqlite3.Connection, tenant_id: str, now_ms: int) -> li
     ):
         name = json_name(target)
         if name is not None:
-            empty = {"name": name, "ready": 0, "in_flight": 0, "delayed": 0, "dead": 0}
-            counts.setdefault(name, empty)
+            counts.setdefault(name, empty_queue(name))
             counts[name]["dead"] = dead
     return sorted(counts.values(), key=lambda q: str(q["name"]))
+
+
+def empty_queue(name: str) -> dict[str, Any]:
+    """A queue object with no message and no dead letter."""
+    return {
+        "name": name,
+        "ready": 0,
+        "in_flight": 0,
+        "delayed": 0,
+        "dead": 0,
+        "oldest_age_s": None,
+    }
 
 
 def json_name(target: str) -> str | None:

@@ -105,8 +105,27 @@ class FakeClient:
         assert (method, path) == ("GET", "/v1/queues")
         return {
             "queues": [
-                {"name": "digest-jobs", "ready": 3, "in_flight": 12345, "delayed": 0, "dead": 1}
-            ]
+                {"name": "digest-jobs", "ready": 3, "in_flight": 12345, "delayed": 0, "dead": 1},
+                {
+                    "name": "mail",
+                    "ready": 1,
+                    "in_flight": 0,
+                    "delayed": 0,
+                    "dead": 0,
+                    "oldest_age_s": 725.5,
+                    "consumers": [
+                        {"consumer": name, "last_seen": "2026-12-02T17:00:00Z", "node": node}
+                        for name, node in [
+                            ("w1", "n1"),
+                            ("w1", "n2"),
+                            ("w2", "n1"),
+                            ("w3", "n3"),
+                            ("10.0.0.5", "n2"),
+                        ]
+                    ],
+                },
+            ],
+            "partial": False,
         }
 
 
@@ -171,8 +190,9 @@ def test_tenants_ls_and_queues_piped_use_the_same_plain_columns() -> None:
         "10000        50       hooks.example.com, *.internal.example.org",
     ]
     assert invoke(queues.queues, "ls").splitlines() == [
-        "QUEUE         READY   IN FLIGHT   DELAYED   DEAD",
-        "digest-jobs   3       12345       0         1",
+        "QUEUE         READY   IN FLIGHT   DELAYED   DEAD   OLDEST   CONSUMERS",
+        "digest-jobs   3       12345       0         1      -        -",
+        "mail          1       0           0         0      12m5s    w1, w2, w3 +1 more",
     ]
 
 
@@ -200,3 +220,16 @@ def test_on_a_narrow_terminal_no_header_word_is_split() -> None:
     console.print(render.rich_table(("JOB ID", "NAME", "SCHEDULE", "TARGET"), rows))
     header = console.export_text().splitlines()[0]
     assert header.split() == ["JOB", "ID", "NAME", "SCHEDULE", "TARGET"]
+
+
+def test_queue_ages_show_their_two_largest_units() -> None:
+    ages = [None, 0.4, 59.9, 60, 3_599, 3_600 + 20 * 60 + 5, 2 * 86_400 + 4 * 3_600 + 59]
+    assert [queues._age(age) for age in ages] == [
+        "-",
+        "0s",
+        "59s",
+        "1m0s",
+        "59m59s",
+        "1h20m",
+        "2d4h",
+    ]

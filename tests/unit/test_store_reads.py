@@ -118,20 +118,26 @@ def test_tenant_rates(db: Database) -> None:
 
 
 def add_message(
-    db: Database, msg_id: str, queue: str, visible_at: int, receipt: str | None
+    db: Database,
+    msg_id: str,
+    queue: str,
+    visible_at: int,
+    receipt: str | None,
+    scheduled_at: int = 0,
 ) -> None:
     db.conn.execute(
         "INSERT INTO messages (msg_id, tenant_id, queue, job_id, scheduled_at_ms, attempt, "
-        "visible_at_ms, receipt, payload, retry) VALUES (?, 't1', ?, ?, 0, 1, ?, ?, 'null', '{}')",
-        (msg_id, queue, msg_id, visible_at, receipt),
+        "visible_at_ms, receipt, payload, retry) VALUES (?, 't1', ?, ?, ?, 1, ?, ?, 'null', '{}')",
+        (msg_id, queue, msg_id, scheduled_at, visible_at, receipt),
     )
 
 
 def test_queue_summaries_and_visible_counts(db: Database) -> None:
-    add_message(db, "m1", "mail", NOW_MS, None)  # ready
-    add_message(db, "m2", "mail", NOW_MS - 5, "r2")  # its receipt expired: ready
-    add_message(db, "m3", "mail", NOW_MS + 1, "r3")  # in flight
-    add_message(db, "m4", "mail", NOW_MS + 1, None)  # delayed
+    add_message(db, "m1", "mail", NOW_MS, None, NOW_MS - 1_500)  # ready
+    add_message(db, "m2", "mail", NOW_MS - 5, "r2", NOW_MS - 1_000)  # receipt expired: ready
+    add_message(db, "m3", "mail", NOW_MS + 1, "r3", NOW_MS - 2_500)  # in flight: the oldest
+    add_message(db, "m4", "mail", NOW_MS + 1, None, NOW_MS - 9_000)  # delayed: not counted
+    add_message(db, "m5", "later", NOW_MS + 1, None, NOW_MS - 9_000)  # only delayed ones
     for dl_id, target in [("d1", {"type": "queue", "name": "gone"}), ("d2", {"type": "http"})]:
         db.conn.execute(
             "INSERT INTO deadletters (id, tenant_id, job_id, scheduled_at_ms, attempts, error, "
@@ -139,8 +145,16 @@ def test_queue_summaries_and_visible_counts(db: Database) -> None:
             (dl_id, dl_id, json.dumps(target)),
         )
     assert queue_summaries(db.conn, "t1", NOW_MS) == [
-        {"name": "gone", "ready": 0, "in_flight": 0, "delayed": 0, "dead": 1},
-        {"name": "mail", "ready": 2, "in_flight": 1, "delayed": 1, "dead": 0},
+        {"name": "gone", "ready": 0, "in_flight": 0, "delayed": 0, "dead": 1, "oldest_age_s": None},
+        {
+            "name": "later",
+            "ready": 0,
+            "in_flight": 0,
+            "delayed": 1,
+            "dead": 0,
+            "oldest_age_s": None,
+        },
+        {"name": "mail", "ready": 2, "in_flight": 1, "delayed": 1, "dead": 0, "oldest_age_s": 2.5},
     ]
     assert queue_summaries(db.conn, "t2", NOW_MS) == []
     assert visible_count(db.conn, "t1", "mail", NOW_MS, 10) == 2

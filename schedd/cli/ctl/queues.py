@@ -33,23 +33,37 @@ def queues() -> None:
     epilog="""\b
 Examples:
   schedctl queues ls
-  schedctl queues ls --json | jq '.queues[] | select(.dead > 0) | .name'""",
+  schedctl queues ls --json | jq '.queues[] | select(.dead > 0) | .name'
+  schedctl queues ls --json | jq '.queues[] | {name, consumers: [.consumers[].consumer]}'""",
 )
-@json_option('{"queues": [{"name", "ready", "in_flight", "delayed", "dead"}, ...]}')
+@json_option(
+    '{"queues": [{"name", "ready", "in_flight", "delayed", "dead", "oldest_age_s", '
+    '"consumers": [{"consumer", "last_seen", "node"}]}, ...], "partial": false}'
+)
 @click.pass_obj
 def list_queues(client: Client, as_json: bool) -> None:
-    """List queues with their ready, in-flight, delayed (retry backoff) and dead counts."""
+    """List queues with their ready, in-flight, delayed (retry backoff) and dead counts, the
+    age of their oldest message and the consumers seen in the last 5 minutes."""
     answer: dict[str, Any] = client.request("GET", "/v1/queues")
     if as_json:
         render.print_json(answer)
         return
+    if answer.get("partial"):
+        render.note("a node did not answer: consumers it saw are missing")
     if not answer["queues"]:
         render.note("no queues")
         return
     rows = [
-        (queue["name"], *(str(count) for count in _counts(queue))) for queue in answer["queues"]
+        (
+            queue["name"],
+            *(str(count) for count in _counts(queue)),
+            _age(queue.get("oldest_age_s")),
+            _consumers(queue.get("consumers", [])),
+        )
+        for queue in answer["queues"]
     ]
-    render.print_table(("QUEUE", "READY", "IN FLIGHT", "DELAYED", "DEAD"), rows)
+    headers = ("QUEUE", "READY", "IN FLIGHT", "DELAYED", "DEAD", "OLDEST", "CONSUMERS")
+    render.print_table(headers, rows)
 
 
 @click.group()
@@ -166,6 +180,24 @@ def _first_line(text: str | None, limit: int = 80) -> str:
 
 def _counts(queue: dict[str, Any]) -> tuple[int, int, int, int]:
     return (queue["ready"], queue["in_flight"], queue.get("delayed", 0), queue["dead"])
+
+
+def _age(seconds: float | None) -> str:
+    """'-' without a message; else the age in its two largest units: 45s, 12m5s, 3h20m, 2d4h."""
+    if seconds is None:
+        return "-"
+    whole = int(seconds)
+    for size, unit, smaller, rest in ((86_400, "d", 3_600, "h"), (3_600, "h", 60, "m")):
+        if whole >= size:
+            return f"{whole // size}{unit}{whole % size // smaller}{rest}"
+    return f"{whole // 60}m{whole % 60}s" if whole >= 60 else f"{whole}s"
+
+
+def _consumers(seen: list[dict[str, Any]], shown: int = 3) -> str:
+    """The distinct consumer names, the first few of them."""
+    names = list(dict.fromkeys(item["consumer"] for item in seen))
+    more = f" +{len(names) - shown} more" if len(names) > shown else ""
+    return (", ".join(names[:shown]) + more) or "-"
 
 
 COMMANDS = (queues, deadletters)
