@@ -305,7 +305,8 @@ BROKER_PARSERS: Mapping[str, Callable[[Mapping[str, Any]], BrokerTarget]] = {
     "rabbitmq": _parse_rabbitmq,
     "nats": _parse_nats,
 }
-_TARGET_TYPES = ", ".join(repr(t) for t in ("queue", "http", *BROKER_PARSERS))
+TARGET_TYPES = ("queue", "http", *BROKER_PARSERS)
+_TARGET_TYPES = ", ".join(repr(t) for t in TARGET_TYPES)
 
 
 def parse_retry(value: object) -> RetryPolicy:

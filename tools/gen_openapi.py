@@ -13,7 +13,17 @@ from pathlib import Path
 from typing import Any
 
 from schedd import __version__
-from schedd.api import connections, jobs, queues, schedules, stats, tenants
+from schedd.api import (
+    connections,
+    deadletters,
+    job_filters,
+    jobs,
+    queues,
+    schedules,
+    stats,
+    tenants,
+)
+from schedd.api.audit import MAX_JOB_ID_CHARS
 from schedd.guard.connections import MAX_URL_CHARS
 from schedd.jobspec import (
     CONNECTION_NAME,
@@ -22,6 +32,7 @@ from schedd.jobspec import (
     MAX_MAXLEN,
     MAX_STREAM_BYTES,
     MAX_WINDOW_MS,
+    TARGET_TYPES,
 )
 from schedd.model import (
     CONNECTION_SCHEMES,
@@ -692,6 +703,36 @@ def deadletter_schemas() -> dict[str, Schema]:
         "DeadLetter": deadletter,
         "DeadLetterList": page_of("deadletters", "DeadLetter"),
         "Redriven": obj({"id": {"type": "string"}, "status": {"const": "redriven"}}),
+        "RedriveBatch": closed(
+            {
+                "ids": {
+                    "type": "array",
+                    "minItems": 1,
+                    "maxItems": deadletters.MAX_REDRIVE,
+                    "uniqueItems": True,
+                    "items": {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": deadletters.MAX_ID_CHARS,
+                    },
+                }
+            },
+            ["ids"],
+        ),
+        "RedriveResults": obj(
+            {
+                "results": {
+                    "type": "array",
+                    "description": "One per id, in order.",
+                    "items": {
+                        "oneOf": [
+                            obj({"id": {"type": "string"}, "redriven": {"const": True}}),
+                            {"allOf": [ref("Error"), obj({"id": {"type": "string"}})]},
+                        ]
+                    },
+                }
+            }
+        ),
     }
 
 
@@ -1370,6 +1411,68 @@ JOB_LINKS = {
 }
 
 
+def job_filter_parameters() -> dict[str, Schema]:
+    """The filters of GET /v1/jobs (api/job_filters.py)."""
+
+    def query(name: str, schema: Schema, description: str) -> Schema:
+        return {
+            "name": name,
+            "in": "query",
+            "required": False,
+            "schema": schema,
+            "description": description,
+        }
+
+    return {
+        "JobTargetType": query(
+            "target_type", {"enum": list(TARGET_TYPES)}, "Only jobs with this target type."
+        ),
+        "JobQueue": query(
+            "queue",
+            {"type": "string", "pattern": QUEUE_NAME},
+            "Only jobs delivering to this built-in queue (exact name).",
+        ),
+        "JobHost": query(
+            "host",
+            {"type": "string", "minLength": 1, "maxLength": job_filters.MAX_HOST_CHARS},
+            "Only jobs with an http target whose URL's host is this one, compared without "
+            "case; no port (an IPv6 address with or without brackets).",
+        ),
+        "JobName": query(
+            "name",
+            {"type": "string", "minLength": 1, "maxLength": job_filters.MAX_NAME_CHARS},
+            "Only jobs whose name contains this text, compared without case.",
+        ),
+        "JobNextRunAfter": query(
+            "next_run_after",
+            ref("InstantInput"),
+            "Only jobs whose next_run_at is at or after this instant (a job without a next "
+            "run never matches).",
+        ),
+        "JobNextRunBefore": query(
+            "next_run_before",
+            ref("InstantInput"),
+            "Only jobs whose next_run_at is before this instant, which must be later than "
+            "next_run_after (a job without a next run never matches).",
+        ),
+        "AuditJobId": query(
+            "job_id",
+            {"type": "string", "pattern": rf"^[\x21-\x7e]{{1,{MAX_JOB_ID_CHARS}}}$"},
+            "Only this job's records (another tenant's job has none for a tenant token).",
+        ),
+    }
+
+
+JOB_FILTERS = [
+    "JobTargetType",
+    "JobQueue",
+    "JobHost",
+    "JobName",
+    "JobNextRunAfter",
+    "JobNextRunBefore",
+]
+
+
 def job_paths() -> dict[str, Schema]:
     job = ["JobId"]
     return {
@@ -1398,7 +1501,10 @@ def job_paths() -> dict[str, Schema]:
                 "jobs",
                 "List the tenant's jobs (job_id order)",
                 ok("200", "JobList", "A page of jobs."),
-                params=["JobStatus", "Cursor", "Limit"],
+                params=["JobStatus", *JOB_FILTERS, "Cursor", "Limit"],
+                description="Every filter given must match. With any filter but status, a "
+                "request examines at most 10,000 jobs after the cursor: a filtered page may hold "
+                "fewer than limit jobs (even none); follow next_cursor until it is null.",
             ),
         },
         "/v1/jobs:batch": {
@@ -1596,6 +1702,25 @@ def deadletter_paths() -> dict[str, Schema]:
                 "Delete a dead letter",
                 ok("204", None, "Deleted."),
                 params=dl,
+            ),
+        },
+        "/v1/deadletters:redrive": {
+            "post": tenant_op(
+                "redriveDeadLetters",
+                "deadletters",
+                f"Give up to {deadletters.MAX_REDRIVE} dead runs one more attempt each",
+                ok(
+                    "200",
+                    "RedriveResults",
+                    "One result per id, in order: an unknown id (or another tenant's) answers "
+                    "deadletter_not_found in its place, the others are redriven.",
+                ),
+                413,
+                507,
+                body="RedriveBatch",
+                description="One redrive_deadletter command per id, not atomic. Once the "
+                "cluster refuses one, the ids not yet sent answer cluster_unavailable or "
+                "storage_low; when none was redriven, the whole request answers 503 or 507.",
             ),
         },
         "/v1/deadletters/{id}/redrive": {
@@ -1848,9 +1973,9 @@ def admin_paths() -> dict[str, Schema]:
                 "Audit records (sequence order)",
                 ok("200", "AuditList", "A page of audit records.") | errors(400, 401, 404, 503),
                 security=TENANT,
-                params=["Cursor", "Limit"],
+                params=["AuditJobId", "Cursor", "Limit"],
                 description="The admin sees every tenant's records (or one tenant's with "
-                "X-Tenant); a tenant sees its own.",
+                "X-Tenant); a tenant sees its own. With job_id, only that job's.",
             ),
         },
     }
@@ -1973,14 +2098,18 @@ def document() -> Schema:
         node_schemas,
     ):
         schemas |= part()
-    params = parameters() | {
-        "JobStatus": {
-            "name": "status",
-            "in": "query",
-            "required": False,
-            "schema": {"enum": values(JobStatus)},
+    params = (
+        parameters()
+        | job_filter_parameters()
+        | {
+            "JobStatus": {
+                "name": "status",
+                "in": "query",
+                "required": False,
+                "schema": {"enum": values(JobStatus)},
+            }
         }
-    }
+    )
     paths: dict[str, Schema] = {}
     for group in (
         job_paths,

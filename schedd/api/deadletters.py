@@ -1,16 +1,39 @@
-"""Dead-letter routes: list, show, redrive (one new attempt), delete."""
+"""Dead-letter routes: list, show, redrive (one new attempt; one or a batch), delete."""
 
 from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
 
 from aiohttp import web
 
 from schedd.api.context import CONTEXT, ApiContext
-from schedd.api.http import decode_cursor, json_response, page, principal, propose, query_limit
-from schedd.errors import NotFound
+from schedd.api.http import (
+    decode_cursor,
+    json_response,
+    page,
+    principal,
+    propose,
+    query_limit,
+    read_object,
+)
+from schedd.errors import (
+    ClusterUnavailable,
+    InvalidRequest,
+    NoLeader,
+    NotFound,
+    SchedError,
+    StorageLow,
+)
 from schedd.model import partition_of
 from schedd.store import queries
 from schedd.store.commands import DeleteDeadletter, RedriveDeadletter
 
+MAX_REDRIVE = 500  # ids per POST /v1/deadletters:redrive
+MAX_ID_CHARS = 300  # a dead letter id is "<job_id>:<scheduled ms>"
+REDRIVE_BODY_LIMIT = 256 * 1024
+REDRIVE_CONCURRENCY = 16  # commands of one batch in flight at once
 routes = web.RouteTableDef()
 
 
@@ -47,13 +70,69 @@ async def get_deadletter(request: web.Request) -> web.Response:
     return json_response(item)
 
 
+async def _redrive(ctx: ApiContext, tenant_id: str, dl_id: str) -> None:
+    """One redrive_deadletter command (its outbox row goes to the job's partition)."""
+    partition = partition_of(dl_id.split(":", 1)[0], ctx.partitions)
+    await propose(ctx, RedriveDeadletter(tenant_id=tenant_id, id=dl_id, partition=partition))
+
+
 @routes.post("/v1/deadletters/{id}/redrive")
 async def redrive(request: web.Request) -> web.Response:
     ctx, tenant_id, dl_id = _addressed(request)
-    job_id = dl_id.split(":", 1)[0]
-    partition = partition_of(job_id, ctx.partitions)
-    await propose(ctx, RedriveDeadletter(tenant_id=tenant_id, id=dl_id, partition=partition))
+    await _redrive(ctx, tenant_id, dl_id)
     return json_response({"id": dl_id, "status": "redriven"}, status=202)
+
+
+def _redrive_ids(body: dict[str, Any]) -> list[str]:
+    ids = body.get("ids")
+    if (
+        set(body) != {"ids"}
+        or not isinstance(ids, list)
+        or not 1 <= len(ids) <= MAX_REDRIVE
+        or not all(isinstance(i, str) and 1 <= len(i) <= MAX_ID_CHARS for i in ids)
+    ):
+        raise InvalidRequest(
+            "ids", f"must be the only field: a list of 1-{MAX_REDRIVE} dead letter ids"
+        )
+    if len(set(ids)) != len(ids):
+        raise InvalidRequest("ids", "must not name a dead letter twice")
+    return ids
+
+
+def _not_sent(first: SchedError) -> SchedError:
+    """The error of an id left unsent after `first` refused an earlier one."""
+    cls = StorageLow if isinstance(first, StorageLow) else ClusterUnavailable
+    return cls(f"not sent: an earlier id of this request was refused ({first.code})")
+
+
+@routes.post("/v1/deadletters:redrive")
+async def redrive_many(request: web.Request) -> web.Response:
+    """One redrive_deadletter command per id (the command takes one; a new type would need a
+    log level), REDRIVE_CONCURRENCY at a time; each id answers for itself, in order."""
+    ctx, tenant_id = request.app[CONTEXT], principal(request).tenant()
+    ids = _redrive_ids(await read_object(request, limit_bytes=REDRIVE_BODY_LIMIT))
+    gate = asyncio.Semaphore(REDRIVE_CONCURRENCY)
+    deadline = time.monotonic() + ctx.request_timeout_s
+    refused: list[SchedError] = []  # once the cluster refused one id, the rest are not sent
+
+    async def one(dl_id: str) -> dict[str, Any]:
+        async with gate:
+            try:
+                if refused:
+                    raise _not_sent(refused[0])
+                if time.monotonic() > deadline:
+                    raise NoLeader("not sent: this request ran out of its time")
+                await _redrive(ctx, tenant_id, dl_id)
+            except SchedError as exc:
+                if isinstance(exc, ClusterUnavailable | StorageLow):
+                    refused.append(exc)
+                return {"id": dl_id, "error": {"code": exc.code, "message": str(exc)}}
+        return {"id": dl_id, "redriven": True}
+
+    results = await asyncio.gather(*map(one, ids))
+    if refused and not any("redriven" in r for r in results):
+        raise refused[0]  # nothing was done: the whole request is a 503 (or 507) to retry
+    return json_response({"results": results})
 
 
 @routes.delete("/v1/deadletters/{id}")

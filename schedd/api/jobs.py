@@ -1,4 +1,5 @@
-"""Job routes: create (one or a batch), read, list, change, pause, resume, cancel, trigger, runs.
+"""Job routes: create (one or a batch), read, list (filtered), change, pause, resume, cancel,
+trigger, runs.
 
 Handlers validate, decide ids, "now" and next runs, then propose; apply decides the rest.
 """
@@ -20,6 +21,7 @@ from schedd.api.connections import connection_verdicts
 from schedd.api.context import CONTEXT, ApiContext
 from schedd.api.http import (
     decode_cursor,
+    encode_cursor,
     int_cursor,
     json_response,
     page,
@@ -28,6 +30,7 @@ from schedd.api.http import (
     query_limit,
     read_object,
 )
+from schedd.api.job_filters import job_filter
 from schedd.errors import (
     ClusterUnavailable,
     Conflict,
@@ -54,6 +57,7 @@ from schedd.store.commands import (
     TriggerJob,
     UpdateJob,
 )
+from schedd.store.job_search import search_jobs
 from schedd.timeformat import format_instant, parse_instant
 
 MAX_BATCH = 1_000
@@ -303,15 +307,22 @@ async def get_job(request: web.Request) -> web.Response:
 @routes.get("/v1/jobs")
 async def list_jobs(request: web.Request) -> web.Response:
     ctx, tenant_id = request.app[CONTEXT], principal(request).tenant()
-    status = request.query.get("status")
-    if status is not None and status not in {s.value for s in JobStatus}:
-        raise InvalidRequest("status", f"must be one of {', '.join(s.value for s in JobStatus)}")
+    where = job_filter(request.query)
     limit, after = query_limit(request), decode_cursor(request) or ""
-    stored = await ctx.reads.read(
-        lambda conn: queries.list_jobs(conn, tenant_id, status=status, after=after, limit=limit)
-    )
+    if where.is_scanning:  # a bounded scan: the page may hold fewer than limit jobs
+        stored, next_after = await ctx.reads.read(
+            lambda conn: search_jobs(conn, tenant_id, where, after=after, limit=limit)
+        )
+        cursor = None if next_after is None else encode_cursor(next_after)
+    else:
+        stored = await ctx.reads.read(
+            lambda conn: queries.list_jobs(
+                conn, tenant_id, status=where.status, after=after, limit=limit
+            )
+        )
+        cursor = page(stored, limit, lambda j: j["job_id"])
     jobs = [_opened(ctx, job) for job in stored]
-    return json_response({"jobs": jobs, "next_cursor": page(jobs, limit, lambda j: j["job_id"])})
+    return json_response({"jobs": jobs, "next_cursor": cursor})
 
 
 @routes.delete("/v1/jobs/{job_id}")

@@ -58,7 +58,7 @@ _TENANT_COLUMNS = (
     "tenant_id, name, signing_secret, max_active_jobs, dispatch_rate, allowed_hosts, live_jobs, "
     "created_at_ms, updated_at_ms, alert_url, previous_secret, previous_secret_until_ms, retention"
 )
-_JOB_COLUMNS = (
+JOB_COLUMNS = (
     "job_id, tenant_id, spec, status, next_run_at_ms, version, created_at_ms, updated_at_ms"
 )
 
@@ -118,14 +118,14 @@ def job_json(
 
 
 def job_to_json(row: tuple[Any, ...]) -> dict[str, Any]:
-    """The API's job object from a jobs row (columns as in _JOB_COLUMNS)."""
+    """The API's job object from a jobs row (columns as in JOB_COLUMNS)."""
     job_id, tenant_id, spec, *rest = row
     return job_json(job_id, tenant_id, json.loads(spec), *rest)
 
 
 def get_job_row(conn: sqlite3.Connection, tenant_id: str, job_id: str) -> tuple[Any, ...] | None:
     row: tuple[Any, ...] | None = conn.execute(
-        f"SELECT {_JOB_COLUMNS} FROM jobs WHERE job_id = ? AND tenant_id = ?", (job_id, tenant_id)
+        f"SELECT {JOB_COLUMNS} FROM jobs WHERE job_id = ? AND tenant_id = ?", (job_id, tenant_id)
     ).fetchone()
     return row
 
@@ -139,7 +139,7 @@ def list_jobs(
     conn: sqlite3.Connection, tenant_id: str, *, status: str | None, after: str, limit: int
 ) -> list[dict[str, Any]]:
     """A page of a tenant's jobs in job_id order, optionally of one status."""
-    sql = f"SELECT {_JOB_COLUMNS} FROM jobs WHERE tenant_id = ? AND job_id > ?"
+    sql = f"SELECT {JOB_COLUMNS} FROM jobs WHERE tenant_id = ? AND job_id > ?"
     args: list[Any] = [tenant_id, after]
     if status is not None:
         sql += " AND status = ?"
@@ -204,15 +204,31 @@ def _run_to_json(row: tuple[Any, ...], attempts: list[tuple[Any, ...]]) -> dict[
 
 
 def list_audit(
-    conn: sqlite3.Connection, tenant_id: str | None, *, after: int, limit: int
+    conn: sqlite3.Connection,
+    tenant_id: str | None,
+    *,
+    after: int,
+    limit: int,
+    job_id: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Audit records after sequence `after`; one tenant's, or all when tenant_id is None."""
-    sql = "SELECT seq, at_ms, tenant_id, actor, action, job_id, detail FROM audit WHERE seq > ?"
+    """Audit records after sequence `after`; one tenant's, or all when tenant_id is None; only
+    one job's when job_id is given."""
+    conditions: list[str] = ["seq > ?"]
     args: list[Any] = [after]
+    source = "audit"
+    if job_id is not None:
+        # The job's own range (migration 9), never the tenant's records read one by one.
+        source = "audit INDEXED BY audit_by_job"
+        conditions.append("job_id = ?")
+        args.append(job_id)
     if tenant_id is not None:
-        sql += " AND tenant_id = ?"
+        conditions.append("tenant_id = ?")
         args.append(tenant_id)
-    rows = conn.execute(sql + " ORDER BY seq LIMIT ?", (*args, limit)).fetchall()
+    rows = conn.execute(
+        "SELECT seq, at_ms, tenant_id, actor, action, job_id, detail "
+        f"FROM {source} WHERE {' AND '.join(conditions)} ORDER BY seq LIMIT ?",
+        (*args, limit),
+    ).fetchall()
     return [
         {
             "seq": seq,
@@ -220,10 +236,10 @@ def list_audit(
             "tenant_id": tenant,
             "actor": actor,
             "action": action,
-            "job_id": job_id,
+            "job_id": job,
             "detail": None if detail is None else json.loads(detail),
         }
-        for seq, at, tenant, actor, action, job_id, detail in rows
+        for seq, at, tenant, actor, action, job, detail in rows
     ]
 
 

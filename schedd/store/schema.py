@@ -287,4 +287,9 @@ MIGRATIONS: tuple[str, ...] = (
     ) WITHOUT ROWID;
     CREATE INDEX connection_uses_by_name ON connection_uses (tenant_id, name);
     """,
+    # 9: a job's audit trail (GET /v1/audit?job_id=) in seq order without reading the others'.
+    # Rows without a job (tenant changes, connections) stay out of it.
+    """
+    CREATE INDEX audit_by_job ON audit (job_id, seq) WHERE job_id IS NOT NULL;
+    """,
 )

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from schedd.store.db import Database, connect
+from schedd.store.db import Database, connect, migrate
 from schedd.store.files import sync_file
 
 
@@ -90,7 +90,8 @@ def restore_snapshot(db: Database, source: Path | sqlite3.Connection) -> None:
     (nothing else may use it meanwhile). Takes a path, or a connection from `open_snapshot`,
     which it closes.
 
-    Readers keep their connections and see the new content at their next transaction.
+    Readers keep their connections and see the new content at their next transaction. The
+    restored file is migrated to this version's schema.
     """
     # Synced at each commit while it lasts: pysyncobj moves on (and truncates its journal to
     # the snapshot's index) once this returns, so a power loss must not bring the old state back.
@@ -101,6 +102,9 @@ def restore_snapshot(db: Database, source: Path | sqlite3.Connection) -> None:
     finally:
         snapshot.close()
     db.conn.execute("DROP TABLE IF EXISTS snapshot_raft")
+    # A snapshot taken by an older node lacks the later migrations (an index, say): the file
+    # must be brought to this version's schema as an opened one is.
+    migrate(db.conn)
     db.conn.execute("PRAGMA journal_mode = WAL")
     db.conn.execute("PRAGMA synchronous = NORMAL")
     db.reload()

@@ -23,6 +23,7 @@ from openapi_spec_validator import OpenAPIV31SpecValidator
 from schedd.api.app import build_app
 from schedd.api.context import ApiContext
 from schedd.api.openapi import PATH, document_bytes
+from schedd.node import console_beside
 from tests.integration.api_helpers import JOB_FIELDS, Tenant, job_body, new_tenant
 from tests.servers import ADMIN_TOKEN, NodeProcess, http
 
@@ -58,7 +59,8 @@ def document() -> dict[str, Any]:
 
 def registered_routes() -> set[tuple[str, str]]:
     """(METHOD, path template) of every route the app registers (HEAD beside GET left out)."""
-    app = build_app(cast(ApiContext, None))  # the routes only: no handler runs
+    # The routes only (no handler runs), with the console as node.py mounts it.
+    app = build_app(cast(ApiContext, None), beside=[console_beside()])
     routes = {
         (route.method, route.resource.canonical)
         for route in app.router.routes()
@@ -314,6 +316,11 @@ def test_a_job_through_runs_messages_and_dead_letters_matches_the_document(
     dl_path = f"/v1/deadletters/{dead[0]['id']}"
     call(node, "getDeadLetter", "GET", dl_path, token=token)
     call(node, "redriveDeadLetter", "POST", f"{dl_path}/redrive", token=token)
+    again_ids = {"ids": [dead[0]["id"]]}  # redriven already: an error in its place
+    redriven = call(
+        node, "redriveDeadLetters", "POST", "/v1/deadletters:redrive", again_ids, token=token
+    )
+    assert redriven["results"][0]["error"]["code"] == "deadletter_not_found", redriven
     again = receive_one(node, token, queue)
     extend = {"receipts": [again["receipt"]], "visibility_timeout": "60s"}
     call(node, "extendMessages", "POST", f"/v1/queues/{queue}/extend", extend, token=token)
@@ -323,6 +330,11 @@ def test_a_job_through_runs_messages_and_dead_letters_matches_the_document(
     }
     call(node, "listQueues", "GET", "/v1/queues", token=token)
     call(node, "listAudit", "GET", "/v1/audit", token=token)
+    trail = call(node, "listAudit", "GET", f"/v1/audit?job_id={job['job_id']}", token=token)
+    assert {r["job_id"] for r in trail["audit"]} == {job["job_id"]}, trail
+    filtered = f"/v1/jobs?target_type=queue&queue={queue}&limit=5"
+    listed = call(node, "listJobs", "GET", filtered, token=token)["jobs"]
+    assert [j["job_id"] for j in listed] == [job["job_id"]], listed
     call(node, "getCluster", "GET", "/v1/cluster", token=ADMIN_TOKEN)
     call(node, "getAdminState", "GET", "/v1/admin/state", token=ADMIN_TOKEN)
     tenant_path = f"/v1/tenants/{created['tenant_id']}"

@@ -257,6 +257,25 @@ def test_ls_filters_by_status(ctl: Ctl) -> None:
     assert own.json("ls", "--status", "cancelled") == {"jobs": [], "next_cursor": None}
 
 
+def test_ls_filters_by_target_name_and_next_run(ctl: Ctl) -> None:
+    own = ctl.new_tenant()
+    mail = own.json("add", "--in", "1h", "--queue", "emails", "--name", "Nightly mail")["job_id"]
+    own.json("add", "--in", "1h", "--queue", "other")
+    at_2031 = ("--at", "2031-01-01T00:00:00Z", "--name", "nightly hook")
+    hook = own.json("add", *at_2031, "--http", "https://hooks.example/x")["job_id"]
+
+    def ids(*args: str) -> list[str]:
+        return [job["job_id"] for job in own.json("ls", *args)["jobs"]]
+
+    assert ids("--queue", "emails") == [mail]
+    assert ids("--host", "HOOKS.example", "--target-type", "http") == [hook]
+    assert ids("--name", "NIGHTLY", "--all") == sorted([mail, hook])
+    assert ids("--next-run-after", "2030-01-01T00:00:00Z") == [hook]
+    assert ids("--next-run-before", "2030-01-01T00:00:00Z", "--target-type", "http") == []
+    assert_fails(own("ls", "--next-run-before", "soon"), 2, "--next-run-before")
+    assert_fails(own("ls", "--host", "hooks.example:443"), 2, "host")
+
+
 # ---------------------------------------------------------------- change a job
 
 

@@ -183,8 +183,11 @@ class Client:
     def get_job(self, job_id: str) -> Any:
         return self.request("GET", _job(job_id))
 
-    def list_jobs(self, *, status: str | None, cursor: str | None, limit: int) -> Any:
-        query = {"status": status, "cursor": cursor, "limit": limit}
+    def list_jobs(
+        self, *, status: str | None, cursor: str | None, limit: int, filters: Query | None = None
+    ) -> Any:
+        """A page of jobs; `filters` are more GET /v1/jobs parameters (target_type, host...)."""
+        query = {**(filters or {}), "status": status, "cursor": cursor, "limit": limit}
         return self.request("GET", "/v1/jobs", query=query)
 
     def update_job(self, job_id: str, changes: dict[str, Any]) -> Any:
@@ -227,6 +230,20 @@ def all_pages(fetch: Page, key: str, cursor: str | None = None) -> dict[str, Any
         cursor = page.get("next_cursor")
         if not cursor:
             return {key: items, "next_cursor": None}
+
+
+def filled_page(
+    fetch: Callable[[str | None, int], dict[str, Any]], key: str, cursor: str | None, limit: int
+) -> dict[str, Any]:
+    """Follow `next_cursor` until `limit` items or the last page: a filtered page of the API
+    may hold fewer than its limit (even none) and still have a next_cursor."""
+    items: list[Any] = []
+    while True:
+        page = fetch(cursor, limit - len(items))
+        items.extend(page[key])
+        cursor = page.get("next_cursor")
+        if not cursor or len(items) >= limit:
+            return {key: items, "next_cursor": cursor}
 
 
 @functools.cache

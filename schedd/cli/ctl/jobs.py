@@ -17,7 +17,7 @@ from typing import Any
 import click
 
 from schedd.cli.ctl import render
-from schedd.cli.ctl.client import Client, all_pages
+from schedd.cli.ctl.client import Client, all_pages, filled_page
 from schedd.cli.ctl.connections import (
     BROKER_FLAG_NAMES,
     BROKER_FLAGS,
@@ -26,9 +26,10 @@ from schedd.cli.ctl.connections import (
 )
 from schedd.cli.ctl.render import json_option, page_options
 from schedd.errors import InvalidRequest
-from schedd.jobspec import HTTP_METHODS, parse_job
+from schedd.jobspec import HTTP_METHODS, TARGET_TYPES, parse_job
 from schedd.model import Backoff, JobStatus, JSONValue, MisfirePolicy, OverlapPolicy
 from schedd.schedule import parse_schedule
+from schedd.timeformat import parse_instant
 
 NO_PAYLOAD_LIMIT = 2**62  # the server knows its own limit; the client checks the rest
 JOB_JSON = "the API's job object"
@@ -333,27 +334,70 @@ def get(client: Client, job_id: str, as_json: bool) -> None:
     render.show_job(client.get_job(job_id), as_json=as_json)
 
 
+_FILTER_OPTIONS = (
+    click.option(
+        "--target-type", type=click.Choice(TARGET_TYPES), help="Only jobs with this target type."
+    ),
+    click.option("--queue", metavar="NAME", help="Only jobs delivering to the queue NAME."),
+    click.option("--host", metavar="HOST", help="Only jobs calling a URL on HOST (any case)."),
+    click.option("--name", metavar="TEXT", help="Only jobs whose name contains TEXT (any case)."),
+    click.option("--next-run-after", metavar="INSTANT", help="Only jobs next running at/after."),
+    click.option("--next-run-before", metavar="INSTANT", help="Only jobs next running before."),
+)
+_FILTER_FLAGS = ("target_type", "queue", "host", "name", "next_run_after", "next_run_before")
+
+
+def filter_options(command: Command) -> Command:
+    """The job filter flags, passed to the command as one `filters` mapping of GET /v1/jobs
+    parameters; a bad instant fails here, before any request."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        filters = {name: kwargs.pop(name) for name in _FILTER_FLAGS}
+        for name in ("next_run_after", "next_run_before"):
+            if filters[name] is not None:
+                parse_instant(filters[name], field="--" + name.replace("_", "-"))
+        command(*args, filters=filters, **kwargs)
+
+    return _stacked(_FILTER_OPTIONS, wrapper)
+
+
 @click.command(
     "ls",
     epilog="""\b
 Examples:
   schedctl ls
-  schedctl ls --status paused --all --json""",
+  schedctl ls --status paused --all --json
+  schedctl ls --host hooks.example.com --name digest
+  schedctl ls --queue emails --next-run-before 2026-12-24T00:00:00Z
+
+\b
+Filters combine (all must match). Except --status, each makes the server read at
+most 10,000 jobs per request: ls asks again until it has --limit jobs or none are left.""",
 )
 @click.option("--status", type=_choices(JobStatus), help="Only jobs with this status.")
+@filter_options
 @page_options
 @json_option('{"jobs": [...], "next_cursor": ...}')
 @click.pass_obj
 def list_jobs(
-    client: Client, status: str | None, limit: int, cursor: str | None, is_all: bool, as_json: bool
+    client: Client,
+    status: str | None,
+    filters: dict[str, str | None],
+    limit: int,
+    cursor: str | None,
+    is_all: bool,
+    as_json: bool,
 ) -> None:
-    """List jobs in id order, a page at a time (or --all)."""
+    """List jobs in id order, a page at a time (or --all), optionally filtered."""
 
-    def fetch(after: str | None) -> dict[str, Any]:
-        page: dict[str, Any] = client.list_jobs(status=status, cursor=after, limit=limit)
+    def fetch(after: str | None, count: int = limit) -> dict[str, Any]:
+        page: dict[str, Any] = client.list_jobs(
+            status=status, cursor=after, limit=count, filters=filters
+        )
         return page
 
-    page = all_pages(fetch, "jobs", cursor) if is_all else fetch(cursor)
+    page = all_pages(fetch, "jobs", cursor) if is_all else filled_page(fetch, "jobs", cursor, limit)
     render.show_jobs(page, as_json=as_json)
 
 
