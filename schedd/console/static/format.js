@@ -14,16 +14,21 @@ export function targetText(target) {
   return `${target.type} ${where}${via}`.trim();
 }
 
-export function hostOf(target) {
-  try {
-    return target?.url ? new URL(target.url).host : "";
-  } catch {
-    return "";
-  }
-}
-
 export function seconds(value) {
   if (value === null || value === undefined) return "—";
   if (value < 1) return `${Math.round(value * 1000)} ms`;
   return `${value.toFixed(value < 10 ? 2 : 0)} s`;
+}
+
+// An age in seconds as a person reads it: "42 s", "5 min 3 s", "2 h 5 min", "3 d 4 h".
+export function age(value) {
+  if (value === null || value === undefined) return "—";
+  const s = Math.max(0, Math.floor(value));
+  const units = [[86400, "d"], [3600, "h"], [60, "min"], [1, "s"]];
+  const first = units.findIndex(([size]) => s >= size);
+  if (first < 0) return "0 s";
+  const [big, bigName] = units[first];
+  const [small, smallName] = units[Math.min(first + 1, units.length - 1)];
+  const rest = Math.floor((s % big) / small);
+  return rest && big !== small ? `${Math.floor(s / big)} ${bigName} ${rest} ${smallName}` : `${Math.floor(s / big)} ${bigName}`;
 }

@@ -47,11 +47,16 @@ async function list(main, params) {
     const ids = boxes.filter((b) => b.checked).map((b) => b.value);
     if (!ids.length) return status.replaceChildren(notice("Select dead letters first.", "info"));
     if (!(await confirmAction(`Redrive ${ids.length} dead letter(s)?`, "Each gets one new delivery attempt."))) return;
-    const failed = [];
-    for (const id of ids) {
-      await post(`/v1/deadletters/${enc(id)}/redrive`).catch((error) => failed.push(`${id}: ${error.message}`));
+    let done = 0;
+    let failed = [];
+    try {
+      const { results } = await post("/v1/deadletters:redrive", { ids });
+      failed = results.filter((r) => r.error).map((r) => `${r.id}: ${r.error.message}`);
+      done = results.length - failed.length;
+    } catch (error) {
+      failed = [error.message];
     }
-    status.replaceChildren(failed.length ? notice(`Not redriven: ${failed.join("; ")}`) : notice(`Redriven: ${ids.length}.`, "ok"));
+    status.replaceChildren(failed.length ? notice(`Redriven: ${done}. Not redriven: ${failed.join("; ")}`) : notice(`Redriven: ${done}.`, "ok"));
     setTimeout(() => render(clear(main), params), 500);
   });
   main.append(

@@ -1,11 +1,12 @@
 // One job: its spec, the next 10 occurrences (the preview API), its runs with their attempts,
-// and the actions (pause, resume, trigger now, reschedule, cancel), each confirmed first.
+// its audit trail, and the actions (pause, resume, trigger now, reschedule, cancel), each confirmed first.
 
 import { ApiError, call, enc, get, post, query } from "../api.js";
 import { clear, confirmAction, h, link, notice, pretty, table, when } from "../dom.js";
-import { scheduleText, targetText } from "../format.js";
+import { scheduleText, seconds, targetText } from "../format.js";
 
 const RUNS = 20;
+const AUDIT = 50;
 
 export async function render(main, params) {
   const path = `/v1/jobs/${enc(params.job_id)}`;
@@ -19,6 +20,7 @@ export async function render(main, params) {
   }
   const status = h("div", { class: "action-status", role: "status" });
   const runs = h("section", { id: "runs" });
+  const trail = h("section", { id: "audit" });
   const refresh = () => render(clear(main), params);
   main.append(
     h("p", {}, link("#/jobs", "← Jobs")),
@@ -28,8 +30,9 @@ export async function render(main, params) {
     status,
     h("div", { class: "columns" }, h("section", {}, h("h2", {}, "Spec"), pretty(job)), await upcoming(job)),
     runs,
+    trail,
   );
-  await showRuns(runs, path, params.runs_cursor);
+  await Promise.all([showRuns(runs, path, params.runs_cursor), showAudit(trail, job.job_id)]);
 }
 
 function summary(job) {
@@ -117,9 +120,16 @@ async function showRuns(section, path, cursor) {
   }
 }
 
+// How long an attempt took (its HTTP call or publish), when it has finished.
+function took(attempt) {
+  if (!attempt.finished_at) return "";
+  const ms = Date.parse(attempt.finished_at) - Date.parse(attempt.started_at);
+  return Number.isFinite(ms) && ms >= 0 ? ` in ${seconds(ms / 1000)}` : "";
+}
+
 function runRow(run) {
   const attempts = (run.attempts ?? []).map((a) =>
-    h("li", {}, `#${a.attempt} ${a.outcome ?? "…"} at ${when(a.started_at)}`, a.error ? h("span", { class: "error" }, ` — ${a.error}`) : null),
+    h("li", {}, `#${a.attempt} ${a.outcome ?? "…"} at ${when(a.started_at)}${took(a)}`, a.error ? h("span", { class: "error" }, ` — ${a.error}`) : null),
   );
   return h(
     "tr",
@@ -131,4 +141,36 @@ function runRow(run) {
     h("td", {}, when(run.finished_at)),
     h("td", {}, attempts.length ? h("ul", { class: "attempts" }, attempts) : "—"),
   );
+}
+
+// The job's audit trail, oldest first (GET /v1/audit?job_id=): who created, paused, triggered...
+async function showAudit(section, jobId, cursor = undefined, body = undefined) {
+  if (!body) {
+    body = h("tbody");
+    clear(section).append(h("h2", {}, "Audit trail"), h("table", { id: "audit-table" }, h("thead", {}, h("tr", {}, ["When", "Actor", "Action", "Detail"].map((t) => h("th", {}, t)))), body));
+  }
+  section.querySelector("button.more")?.remove();
+  let page;
+  try {
+    page = await get(`/v1/audit${query({ job_id: jobId, cursor, limit: AUDIT })}`);
+  } catch (error) {
+    section.append(notice(error.message));
+    return;
+  }
+  for (const record of page.audit) {
+    body.append(
+      h(
+        "tr",
+        { "data-seq": record.seq },
+        h("td", { class: "mono" }, when(record.at)),
+        h("td", {}, record.actor),
+        h("td", { class: "action" }, record.action),
+        h("td", { class: "mono" }, record.detail === null ? "" : JSON.stringify(record.detail)),
+      ),
+    );
+  }
+  if (!cursor && !page.audit.length) body.append(h("tr", {}, h("td", { colspan: 4 }, "No records kept (retention prunes old ones).")));
+  if (page.next_cursor) {
+    section.append(h("button", { type: "button", class: "link more", onclick: () => showAudit(section, jobId, page.next_cursor, body) }, "Later records"));
+  }
 }

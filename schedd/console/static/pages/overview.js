@@ -1,9 +1,10 @@
-// The cluster overview (admin): the nodes from /v1/cluster with this node's own figures from
-// /v1/stats, and charts of this node's last 15 minutes, refreshed every 5 seconds.
+// The cluster overview (admin): the nodes from /v1/cluster with each node's own figures, and
+// charts of the whole cluster's last 15 minutes from /v1/stats?scope=cluster (the serving node
+// asks the others: the page may talk only to its own origin), refreshed every 5 seconds.
 
 import { get } from "../api.js";
 import { lineChart, legend } from "../chart.js";
-import { clear, h, notice, table } from "../dom.js";
+import { clear, h, notice, table, when } from "../dom.js";
 
 const REFRESH_MS = 5000;
 const WINDOW_MS = 15 * 60 * 1000;
@@ -29,36 +30,42 @@ async function refresh(nodes, charts) {
   let cluster;
   let stats;
   try {
-    [cluster, stats] = await Promise.all([get("/v1/cluster", { tenant: null }), get("/v1/stats", { tenant: null })]);
+    [cluster, stats] = await Promise.all([get("/v1/cluster", { tenant: null }), get("/v1/stats?scope=cluster", { tenant: null })]);
   } catch (error) {
-    clear(nodes).append(notice(`Cannot read the cluster: ${error.message}`));
+    clear(nodes).append(notice(`Cannot read the cluster (${new Date().toISOString()}): ${error.message}. The charts below are from the last read.`));
     return;
   }
+  const answered = stats.nodes.filter((n) => n.samples);
+  const silent = stats.nodes.filter((n) => !n.samples).map((n) => n.node_id);
   clear(nodes).append(
-    h("h2", {}, "Nodes"),
-    nodesTable(cluster, stats),
-    h("p", { class: "hint" }, `The charts show node ${stats.node_id} (the node serving this page): its claims and deliveries; the backlog is the whole cluster's. Open another node's /ui/ for its share.`),
+    h("h2", {}, "Nodes ", h("span", { class: "hint", id: "updated" }, `read ${when(new Date().toISOString())}`)),
+    nodesTable(cluster, stats.nodes),
+    h(
+      "p",
+      { class: "hint" },
+      "The charts add up every node's claims and deliveries; claim lag is the worst node's; the backlog is the whole cluster's as the leader counts it.",
+      silent.length ? ` Not answering now: ${silent.join(", ")} (their share is missing).` : "",
+    ),
   );
-  clear(charts).append(...chartsOf(stats));
+  clear(charts).append(...chartsOf(answered, cluster, stats.interval_s));
 }
 
-function nodesTable(cluster, stats) {
-  const leader = cluster.nodes.find((n) => n.role === "leader");
+function nodesTable(cluster, reports) {
+  const byId = new Map(reports.map((r) => [r.node_id, r]));
   const rows = cluster.nodes.map((node) => {
-    const self = node.node_id === stats.node_id ? stats.node : null;
-    const applied = self ? self.applied_index : node.applied_index;
-    const lag = self ? self.lag : leader && applied !== null && applied !== undefined ? Math.max(leader.applied_index - applied, 0) : null;
+    const report = byId.get(node.node_id);
+    const own = report?.node ?? null;
     return h(
       "tr",
       { "data-node": node.node_id },
-      h("td", {}, node.node_id, self ? " (this node)" : ""),
-      h("td", {}, self ? self.role : node.role),
-      h("td", {}, self ? self.term : "—"),
-      h("td", {}, applied ?? "—"),
-      h("td", {}, lag ?? "—"),
+      h("td", {}, node.node_id),
+      h("td", {}, own ? own.role : node.role),
+      h("td", {}, own ? own.term : "—"),
+      h("td", {}, own ? own.applied_index : node.applied_index ?? "—"),
+      h("td", {}, own?.lag ?? "—"),
       h("td", {}, node.partitions.length),
-      h("td", {}, self ? yesNo(self.clock_trusted) : "—"),
-      h("td", {}, self ? yesNo(self.ready) : node.healthy ? "connected" : "unreachable"),
+      h("td", {}, own ? yesNo(own.clock_trusted) : "—"),
+      h("td", { class: own ? null : "error" }, own ? yesNo(own.ready) : report?.error ?? (node.healthy ? "connected" : "unreachable")),
       h("td", { class: "mono" }, node.api ?? "—"),
     );
   });
@@ -69,33 +76,57 @@ function yesNo(value) {
   return value ? "yes" : "no";
 }
 
-function chartsOf(stats) {
-  const samples = stats.samples;
-  const toMs = samples.length ? Date.parse(samples[samples.length - 1].at) : Date.now();
+// One series from every node's samples: the nodes sample on their own 5 s ticks, so samples
+// are matched by tick (time / interval, rounded) and combined (added, or the worst).
+function combined(reports, intervalS, pick, combine) {
+  const ticks = new Map();
+  for (const report of reports) {
+    for (const sample of report.samples) {
+      const tick = Math.round(Date.parse(sample.at) / (intervalS * 1000));
+      if (!ticks.has(tick)) ticks.set(tick, new Map());
+      ticks.get(tick).set(report.node_id, pick(sample));
+    }
+  }
+  return [...ticks.entries()]
+    .sort((a, b) => a[0] - b[0])
+    .map(([tick, values]) => {
+      const known = [...values.values()].filter((v) => v !== null && v !== undefined);
+      return [tick * intervalS * 1000, known.length ? combine(known) : null];
+    });
+}
+
+const sum = (values) => values.reduce((a, b) => a + b, 0);
+const worst = (values) => Math.max(...values);
+
+function chartsOf(reports, cluster, intervalS) {
+  const all = reports.flatMap((r) => r.samples);
+  const toMs = all.length ? Math.max(...all.map((s) => Date.parse(s.at))) : Date.now();
   const fromMs = toMs - WINDOW_MS;
-  const points = (pick) => samples.map((s) => [Date.parse(s.at), pick(s)]);
-  const kinds = Object.keys(samples[samples.length - 1]?.deliveries_per_s ?? { queue: 0, http: 0 });
+  const series = (pick, combine) => combined(reports, intervalS, pick, combine);
+  const kinds = [...new Set(all.flatMap((s) => Object.keys(s.deliveries_per_s ?? {})))];
+  if (!kinds.length) kinds.push("queue", "http");
+  const leader = reports.find((r) => r.node_id === cluster.leader) ?? reports[0];
   const panels = [
-    ["Claims / s", "claims", [{ name: "claims/s", points: points((s) => s.claims_per_s) }], ""],
-    ["Runs delivered / s by target kind", "deliveries", kinds.map((k) => ({ name: k, points: points((s) => s.deliveries_per_s[k] ?? 0) })), ""],
+    ["Claims / s", "claims", [{ name: "claims/s, all nodes", points: series((s) => s.claims_per_s, sum) }], ""],
+    ["Runs delivered / s by target kind", "deliveries", kinds.map((k) => ({ name: k, points: series((s) => s.deliveries_per_s?.[k] ?? 0, sum) })), ""],
     [
-      "Claim lag",
+      "Claim lag (worst node)",
       "lag",
       [
-        { name: "p50", points: points((s) => s.claim_lag_p50_s) },
-        { name: "p99", points: points((s) => s.claim_lag_p99_s) },
+        { name: "p50", points: series((s) => s.claim_lag_p50_s, worst) },
+        { name: "p99", points: series((s) => s.claim_lag_p99_s, worst) },
       ],
       " s",
     ],
-    ["Due backlog", "backlog", [{ name: "runs due, not claimed", points: points((s) => s.backlog) }], ""],
+    ["Due backlog", "backlog", [{ name: "runs due, not claimed", points: leader ? leader.samples.map((s) => [Date.parse(s.at), s.backlog]) : [] }], ""],
   ];
-  return panels.map(([title, id, series, unit]) =>
+  return panels.map(([title, id, lines, unit]) =>
     h(
       "figure",
       { class: "panel", "data-chart": id },
-      h("figcaption", {}, title, " ", h("span", { class: "latest" }, latest(series))),
-      lineChart({ title, series, fromMs, toMs, unit }),
-      legend(series),
+      h("figcaption", {}, title, " ", h("span", { class: "latest" }, latest(lines))),
+      lineChart({ title, series: lines, fromMs, toMs, unit }),
+      legend(lines),
     ),
   );
 }
