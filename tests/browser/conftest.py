@@ -59,6 +59,15 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[NodeProce
         yield nodes
 
 
+# Text nodes that are a bare JavaScript value (a null handed to the DOM's append becomes "null"),
+# outside <pre> where JSON legitimately says null.
+LEAKED_VALUES = """() => [...document.querySelectorAll("body, body *")]
+  .filter((e) => e.tagName !== "PRE")
+  .flatMap((e) => [...e.childNodes])
+  .filter((n) => n.nodeType === 3 && /^(null|undefined|NaN|\\[object Object\\])$/.test(n.textContent.trim()))
+  .map((n) => n.textContent.trim())"""
+
+
 class Console:
     """One browser tab on a node's /ui/, its screenshots saved under the test's tmp_path; any
     page error or Content-Security-Policy violation fails the test at the end."""
@@ -95,6 +104,9 @@ class Console:
         self.page.click("dialog.confirm [data-confirm=yes]")
 
     def shot(self, name: str) -> Path:
+        """Save a screenshot of the page, after checking it shows no leaked JavaScript value."""
+        leaked = self.page.evaluate(LEAKED_VALUES)
+        assert not leaked, f"{name}: the page shows {leaked}"
         path = self.out / f"{name}.png"
         self.page.screenshot(path=str(path), full_page=True)
         copy_to = os.environ.get(SCREENSHOTS_TO)

@@ -23,10 +23,10 @@ export function seconds(value) {
 // An age in seconds as a person reads it: "42 s", "5 min 3 s", "2 h 5 min", "3 d 4 h".
 export function age(value) {
   if (value === null || value === undefined) return "—";
-  const s = Math.max(0, Math.floor(value));
+  if (value < 1) return "under 1 s";
+  const s = Math.floor(value);
   const units = [[86400, "d"], [3600, "h"], [60, "min"], [1, "s"]];
   const first = units.findIndex(([size]) => s >= size);
-  if (first < 0) return "0 s";
   const [big, bigName] = units[first];
   const [small, smallName] = units[Math.min(first + 1, units.length - 1)];
   const rest = Math.floor((s % big) / small);

@@ -42,11 +42,11 @@ export async function render(main, params) {
     rows.length
       ? table(["Name", "Status", "Schedule", "Target", "Next run", "Job id"], rows, { id: "jobs" })
       : notice(empty, "info"),
-    filtered && page.next_cursor && rows.length < PAGE
-      ? h("p", { class: "hint" }, "A filtered page holds the matches among the next jobs the server read; it may hold fewer than a page.")
-      : null,
     pager(filters, params.cursor, page.next_cursor),
   );
+  if (filtered && page.next_cursor && rows.length < PAGE) {
+    main.append(h("p", { class: "hint" }, "A filtered page holds the matches among the next jobs the server read; it may hold fewer than a page."));
+  }
 }
 
 function filterForm(filters) {
