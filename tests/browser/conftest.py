@@ -64,8 +64,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[NodeProce
 LEAKED_VALUES = """() => [...document.querySelectorAll("body, body *")]
   .filter((e) => e.tagName !== "PRE")
   .flatMap((e) => [...e.childNodes])
-  .filter((n) => n.nodeType === 3 && /^(null|undefined|NaN|\\[object Object\\])$/.test(n.textContent.trim()))
-  .map((n) => n.textContent.trim())"""
+  .filter((n) => n.nodeType === 3)
+  .map((n) => n.textContent.trim())
+  .filter((text) => /^(null|undefined|NaN|\\[object Object\\])$/.test(text))"""
 
 
 class Console:
