@@ -20,9 +20,9 @@ from schedd.api.http import (
 )
 from schedd.errors import (
     ClusterUnavailable,
+    DeadletterNotFound,
     InvalidRequest,
     NoLeader,
-    NotFound,
     SchedError,
     StorageLow,
 )
@@ -35,13 +35,6 @@ MAX_ID_CHARS = 300  # a dead letter id is "<job_id>:<scheduled ms>"
 REDRIVE_BODY_LIMIT = 256 * 1024
 REDRIVE_CONCURRENCY = 16  # commands of one batch in flight at once
 routes = web.RouteTableDef()
-
-
-class DeadLetterNotFound(NotFound):
-    code = "deadletter_not_found"
-
-    def __init__(self, dl_id: str) -> None:
-        super().__init__(f"no dead letter with id {dl_id!r}")
 
 
 def _addressed(request: web.Request) -> tuple[ApiContext, str, str]:
@@ -66,7 +59,7 @@ async def get_deadletter(request: web.Request) -> web.Response:
     ctx, tenant_id, dl_id = _addressed(request)
     item = await ctx.reads.read(lambda conn: queries.get_deadletter(conn, tenant_id, dl_id))
     if item is None:
-        raise DeadLetterNotFound(dl_id)
+        raise DeadletterNotFound(f"no dead letter with id {dl_id!r}")
     return json_response(item)
 
 

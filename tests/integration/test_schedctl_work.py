@@ -250,6 +250,37 @@ def test_redrive_gives_a_dead_letter_one_new_attempt(tenant: Tenant, queue: str)
     assert nothing_left.returncode == 0 and "started" not in nothing_left.stderr
 
 
+def test_redrive_of_several_ids_or_all_goes_through_the_batch_route(
+    node: NodeProcess, tmp_path: Path
+) -> None:
+    status, created, _ = http("POST", f"{node.url}/v1/tenants", {"name": "redrive-batch"})
+    assert status == 201, created
+    own, queue = Tenant(node, created["token"], tmp_path), f"q-{uuid.uuid4().hex[:10]}"
+    jobs = [own.job(queue, retry=NO_RETRY) for _ in range(3)]
+    for _ in range(3):
+        assert own.run("work", queue, "--once", "--wait", "10s", "--", "false").returncode == 0
+    wait_for(
+        lambda: len(own.json("deadletters", "ls", "--all")["deadletters"]) == 3,
+        what="three dead letters",
+    )
+    ids = [item["id"] for item in own.json("deadletters", "ls", "--all")["deadletters"]]
+    unknown = f"{jobs[0]}:1"
+    some = own.run("deadletters", "redrive", ids[0], ids[1], unknown)
+    assert some.returncode == 1, some.stderr
+    assert f"{unknown}: not redriven: no dead letter" in some.stderr, some.stderr
+    assert "redriven: 2, not redriven: 1" in some.stderr, some.stderr
+    left = own.json("deadletters", "ls", "--all")["deadletters"]
+    assert [item["id"] for item in left] == [ids[2]]
+
+    everything = own.run("deadletters", "redrive", "--all", "--json")
+    assert everything.returncode == 0, everything.stderr
+    assert json.loads(everything.stdout) == {"results": [{"id": ids[2], "redriven": True}]}
+    assert own.json("deadletters", "ls", "--all")["deadletters"] == []
+    for args in ((), (ids[0], "--all")):
+        wrong = own.run("deadletters", "redrive", *args)
+        assert wrong.returncode == 2 and "--all" in wrong.stderr, wrong.stderr
+
+
 def test_purge_deletes_a_dead_letter(tenant: Tenant, queue: str) -> None:
     job_id = tenant.job(queue, retry=NO_RETRY)
     assert tenant.run("work", queue, "--once", "--wait", "10s", "--", "false").returncode == 0

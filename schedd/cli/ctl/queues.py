@@ -6,6 +6,7 @@ They call the API's queue and dead-letter routes over HTTP and print the answers
 from __future__ import annotations
 
 import urllib.parse
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import click
@@ -14,6 +15,8 @@ from rich.text import Text
 from schedd.cli.ctl import render
 from schedd.cli.ctl.client import Client, all_pages
 from schedd.cli.ctl.render import json_option, page_options
+from schedd.errors import InvalidRequest, SchedError
+from schedd.jsonbody import JSONValue
 
 DEADLETTER_JSON = "the API's dead letter object"
 
@@ -140,19 +143,80 @@ def show_deadletter(client: Client, deadletter_id: str, as_json: bool) -> None:
 
 @deadletters.command(
     "redrive",
-    epilog="\b\nExamples:\n  schedctl deadletters redrive 'job_0123abcd:2026-11-30T08:00:00Z'",
+    epilog="""\b
+Examples:
+  schedctl deadletters redrive 'job_0123abcd:1796028778162'
+  schedctl deadletters redrive ID1 ID2 ID3
+  schedctl deadletters redrive --all""",
 )
-@click.argument("deadletter_id", metavar="ID")
-@json_option('{"id": ..., "status": "redriven"}')
+@click.argument("deadletter_ids", metavar="[ID]...", nargs=-1)
+@click.option(
+    "--all",
+    "is_all",
+    is_flag=True,
+    help="Redrive every dead letter of the tenant, a page at a time.",
+)
+@json_option('{"id": ..., "status": "redriven"} for one ID, else {"results": [...]}')
 @click.pass_obj
-def redrive(client: Client, deadletter_id: str, as_json: bool) -> None:
-    """Give the run of dead letter ID one new attempt; the dead letter is removed."""
-    answer = client.request("POST", deadletter_path(deadletter_id) + "/redrive")
-    answer = answer or {"id": deadletter_id, "status": "redriven"}
+def redrive(client: Client, deadletter_ids: tuple[str, ...], is_all: bool, as_json: bool) -> None:
+    """Give the runs of the dead letters named one new attempt each; each dead letter is
+    removed. Several IDs (or --all) go 500 at a time through POST /v1/deadletters:redrive;
+    any id not redriven makes the exit code 1."""
+    if bool(deadletter_ids) == is_all:
+        raise InvalidRequest("ID", "give one or more dead letter ids, or --all (not both)")
+    if len(deadletter_ids) == 1:
+        (deadletter_id,) = deadletter_ids
+        answer = client.request("POST", deadletter_path(deadletter_id) + "/redrive")
+        answer = answer or {"id": deadletter_id, "status": "redriven"}
+        if as_json:
+            render.print_json(answer)
+        else:
+            render.console().print(Text(f"{deadletter_id}: redriven, one new attempt queued"))
+        return
+    results = _redrive_batches(client, _all_deadletter_ids(client) if is_all else deadletter_ids)
+    failed = [r for r in results if "error" in r]
     if as_json:
-        render.print_json(answer)
+        render.print_json({"results": results})
     else:
-        render.console().print(Text(f"{deadletter_id}: redriven, one new attempt queued"))
+        for result in failed:
+            render.note(f"{result['id']}: not redriven: {result['error']['message']}")
+        render.note(f"redriven: {len(results) - len(failed)}, not redriven: {len(failed)}")
+    if failed:
+        raise NotAllRedriven(f"{len(failed)} of {len(results)} dead letters were not redriven")
+
+
+REDRIVE_BATCH = 500  # the API's limit per POST /v1/deadletters:redrive
+
+
+class NotAllRedriven(SchedError):
+    code = "not_all_redriven"
+    exit_code = 1
+
+
+def _all_deadletter_ids(client: Client) -> Iterator[str]:
+    """Every dead letter's id, a page at a time (the caller lists them all before redriving
+    any: a run that fails again at once is a new dead letter, not redriven twice)."""
+    cursor: str | None = None
+    while True:
+        query = {"cursor": cursor, "limit": REDRIVE_BATCH}
+        page: dict[str, Any] = client.request("GET", "/v1/deadletters", query=query)
+        yield from (item["id"] for item in page["deadletters"])
+        cursor = page.get("next_cursor")
+        if not cursor:
+            return
+
+
+def _redrive_batches(client: Client, ids: Iterable[str]) -> list[dict[str, Any]]:
+    """POST the ids REDRIVE_BATCH at a time; every id's result, in order, progress on stderr."""
+    results: list[dict[str, Any]] = []
+    unique = list(dict.fromkeys(ids))
+    for start in range(0, len(unique), REDRIVE_BATCH):
+        batch: list[JSONValue] = list(unique[start : start + REDRIVE_BATCH])
+        answer = client.request("POST", "/v1/deadletters:redrive", body={"ids": batch})
+        results.extend(answer["results"])
+        if len(batch) == REDRIVE_BATCH:
+            render.note(f"... {len(results)} sent")
+    return results
 
 
 @deadletters.command(
