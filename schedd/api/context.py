@@ -188,6 +188,7 @@ BARRIERS_NODE_BURST = 40  # ...and at once
 HEARTBEAT_WAIT_S = 0.25  # over 2 append-entries periods (0.1 s, node.py): a fresh commit index
 CATCH_UP_POLL_S = 0.01
 CONNECTION_TESTS_PER_TENANT = 2  # each holds sockets for up to the request timeout
+JOB_SCANS_PER_TENANT = 2  # filtered job pages (a reader thread for up to 0.1 s each)
 
 
 def wall_clock_ms() -> int:
@@ -221,6 +222,7 @@ class ApiContext:
     body_gate: BodyGate = field(init=False)
     long_polls: TenantSlots = field(init=False)
     connection_tests: TenantSlots = field(init=False)
+    job_scans: TenantSlots = field(init=False)
     receive_holds: ReceiveHolds = field(init=False)
     barriers: AddressBudget = field(
         default_factory=lambda: AddressBudget(
@@ -245,6 +247,13 @@ class ApiContext:
             lambda held: (
                 f"this tenant already has {held} connection tests in progress on this "
                 "node; retry when they are done"
+            ),
+        )
+        self.job_scans = TenantSlots(
+            JOB_SCANS_PER_TENANT,
+            lambda held: (
+                f"this tenant already has {held} filtered job lists in progress on this node; "
+                "retry when they are done"
             ),
         )
         self.receive_holds = ReceiveHolds(self.queue_signal)

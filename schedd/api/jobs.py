@@ -310,9 +310,12 @@ async def list_jobs(request: web.Request) -> web.Response:
     where = job_filter(request.query)
     limit, after = query_limit(request), decode_cursor(request) or ""
     if where.is_scanning:  # a bounded scan: the page may hold fewer than limit jobs
-        stored, next_after = await ctx.reads.read(
-            lambda conn: search_jobs(conn, tenant_id, where, after=after, limit=limit)
-        )
+        # A scan holds one of the node's few reader threads for up to its budget: a tenant may
+        # run only JOB_SCANS_PER_TENANT at once here (429 beyond), so others' reads go on.
+        with ctx.job_scans.hold(tenant_id):
+            stored, next_after = await ctx.reads.read(
+                lambda conn: search_jobs(conn, tenant_id, where, after=after, limit=limit)
+            )
         cursor = None if next_after is None else encode_cursor(next_after)
     else:
         stored = await ctx.reads.read(

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from schedd.loop import Loop
+from schedd.store import sqlfunctions
 from schedd.store.schema import MIGRATIONS
 
 T = TypeVar("T")
@@ -35,6 +36,7 @@ def connect(
     conn.execute(f"PRAGMA cache_size = -{int(cache_kib)}")
     if readonly:
         conn.execute("PRAGMA query_only = 1")
+    sqlfunctions.register(conn)
     return conn
 
 

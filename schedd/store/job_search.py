@@ -1,20 +1,23 @@
 """Filtered pages of a tenant's jobs (GET /v1/jobs with target, name or next-run filters).
 
-No index covers these fields: each page examines at most SCAN_ROWS jobs in job_id order after
-the cursor, so a page costs the same with 1,000,000 jobs as with 10,000. Never writes.
+No index covers these fields: each page examines jobs in job_id order after the cursor, at most
+SCAN_ROWS of them and for about SCAN_BUDGET_S, so a page costs the same with 1,000,000 jobs as
+with 10,000, and large payloads (the filters parse each spec) shorten the stretch, not the time.
+Never writes.
 """
 
 from __future__ import annotations
 
-import functools
 import sqlite3
+import time
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from schedd.store.queries import JOB_COLUMNS, job_to_json
 
-SCAN_ROWS = 10_000  # jobs examined per filtered page, matching or not
+SCAN_ROWS = 10_000  # jobs examined per filtered page at most, matching or not
+CHUNK_ROWS = 250  # jobs examined per query: the budget is checked between chunks
+SCAN_BUDGET_S = 0.1  # a page stops examining after the chunk that passes this
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -64,59 +67,68 @@ class JobFilter:
         return sql, [arg for _, args in terms for arg in args]
 
 
-# The stored spec's fields a filter reads (schedd_* are functions search_jobs registers).
+# The stored spec's fields a filter reads (schedd_* are store/sqlfunctions.py's).
 _TYPE = "json_extract(spec, '$.target.type')"
 _QUEUE = "json_extract(spec, '$.target.name')"
 _HOST = "schedd_url_host(json_extract(spec, '$.target.url'))"
 _NAME = "schedd_fold(json_extract(spec, '$.name'))"
 
 
-@functools.lru_cache(maxsize=4096)  # a tenant's jobs share a few callback URLs
-def _url_host(url: object) -> str | None:
-    """The lowercase host of a URL (no brackets around IPv6), or None."""
-    if not isinstance(url, str):
-        return None
-    try:
-        return urlsplit(url).hostname
-    except ValueError:
-        return None
-
-
-def _fold(text: object) -> str | None:
-    return text.casefold() if isinstance(text, str) else None
-
-
 def search_jobs(
-    conn: sqlite3.Connection, tenant_id: str, where: JobFilter, *, after: str, limit: int
+    conn: sqlite3.Connection,
+    tenant_id: str,
+    where: JobFilter,
+    *,
+    after: str,
+    limit: int,
+    budget_s: float = SCAN_BUDGET_S,
 ) -> tuple[list[dict[str, Any]], str | None]:
-    """Up to `limit` matching jobs among the next SCAN_ROWS after `after` (of `where.status`
-    if given), and the job_id to continue after: the last job shown when the page is full,
-    else the last job examined when the scan stopped short of the end, else None."""
-    conn.create_function("schedd_url_host", 1, _url_host, deterministic=True)
-    conn.create_function("schedd_fold", 1, _fold, deterministic=True)
-    scope, scope_args = "tenant_id = ? AND job_id > ?", [tenant_id, after]
-    if where.status is not None:
-        scope += " AND status = ?"
-        scope_args.append(where.status)
+    """Up to `limit` matching jobs after `after` (of `where.status` if given), examining
+    CHUNK_ROWS jobs at a time until the page is full, SCAN_ROWS were examined, `budget_s` has
+    passed, or the jobs end; and the job_id to continue after: the last job shown when the page
+    is full, else the last job examined when jobs are left beyond it, else None.
+
+    The budget bounds a page's cost whatever the jobs' size (the filters parse each job's spec,
+    payload included); every page examines at least one chunk, so a scan always moves on."""
+    scope = "tenant_id = ? AND job_id > ?" + ("" if where.status is None else " AND status = ?")
+
+    def after_(job_id: str) -> list[Any]:  # the scope's arguments for jobs after job_id
+        return [tenant_id, job_id] + ([] if where.status is None else [where.status])
+
     condition, args = where.conditions()
-    # One read transaction: the scan's end must be the same rows the page was chosen from.
+    found: list[tuple[Any, ...]] = []
+    examined, cursor = 0, after
+    deadline = time.monotonic() + budget_s
+    # One read transaction: every chunk is read from the same state.
     conn.execute("BEGIN")
     try:
-        # No outer ORDER BY: it would sort (a temp b-tree) before the first row; SQLite reads
-        # a subquery with ORDER BY and LIMIT as a co-routine, in its order.
-        rows = conn.execute(
-            f"SELECT {JOB_COLUMNS} FROM (SELECT {JOB_COLUMNS} FROM jobs WHERE {scope} "
-            f"ORDER BY job_id LIMIT ?) WHERE {condition} LIMIT ?",
-            (*scope_args, SCAN_ROWS, *args, limit),
-        ).fetchall()
-        if len(rows) == limit:
-            next_after = rows[-1][0]
-        else:  # the last row examined, if one more exists beyond it
-            edge = conn.execute(
-                f"SELECT job_id FROM jobs WHERE {scope} ORDER BY job_id LIMIT 2 OFFSET ?",
-                (*scope_args, SCAN_ROWS - 1),
+        while True:
+            chunk = min(CHUNK_ROWS, SCAN_ROWS - examined)
+            edge = conn.execute(  # the chunk's last job (index only), None past the end
+                f"SELECT job_id FROM jobs WHERE {scope} ORDER BY job_id LIMIT 1 OFFSET ?",
+                (*after_(cursor), chunk - 1),
+            ).fetchone()
+            bound, bound_args = ("", []) if edge is None else (" AND job_id <= ?", [edge[0]])
+            found += conn.execute(
+                f"SELECT {JOB_COLUMNS} FROM jobs WHERE {scope}{bound} AND {condition} "
+                "ORDER BY job_id LIMIT ?",
+                (*after_(cursor), *bound_args, *args, limit - len(found)),
             ).fetchall()
-            next_after = edge[0][0] if len(edge) == 2 else None
+            if len(found) == limit:
+                return _page(found, found[-1][0])
+            if edge is None:
+                return _page(found, None)
+            examined, cursor = examined + chunk, edge[0]
+            if examined >= SCAN_ROWS or time.monotonic() >= deadline:
+                beyond = conn.execute(
+                    f"SELECT 1 FROM jobs WHERE {scope} LIMIT 1", after_(cursor)
+                ).fetchone()
+                return _page(found, cursor if beyond else None)
     finally:
         conn.execute("COMMIT")
+
+
+def _page(
+    rows: list[tuple[Any, ...]], next_after: str | None
+) -> tuple[list[dict[str, Any]], str | None]:
     return [job_to_json(row) for row in rows], next_after

@@ -300,3 +300,49 @@ def test_queues_show_the_oldest_message_and_consumers_seen_on_any_node(
     assert "n2" in (page.text_content(f"{row} td.consumers") or "")
     assert page.text_content(f"{row} td.oldest") not in ("", "—")
     console.shot("queues")
+
+
+def test_a_rare_match_beyond_the_first_stretch_is_found_by_asking_on(console: Console) -> None:
+    tenant = new_tenant(console.node, f"many-{uuid.uuid4().hex[:6]}")
+    far = {"run_at": "2031-01-01T00:00:00Z"}
+    bulk = [{"schedule": far, "target": {"type": "queue", "name": "bulk"}}] * 1000
+    for _ in range(11):  # more than one server-side stretch (10,000 jobs at most)
+        status, answer, _ = http(
+            "POST", f"{console.node.url}/v1/jobs:batch", {"jobs": bulk}, token=tenant["token"]
+        )
+        assert status == 200 and all("job_id" in r for r in answer["results"]), answer
+    needle = create_job(console.node, tenant["token"], name="the-needle", schedule=far)
+    first = http("GET", f"{console.node.url}/v1/jobs?name=needle", token=tenant["token"])[1]
+    assert first["jobs"] == [] and first["next_cursor"], "the first stretch should not reach it"
+    console.sign_in(tenant["token"])
+    console.go("#/jobs?name=needle")
+    page = console.page
+    page.wait_for_selector(f"#jobs tr[data-job='{needle['job_id']}']")
+    assert page.locator("#jobs tr[data-job]").count() == 1
+
+
+COMBINE = """async () => {
+  const { combined } = await import("./pages/overview.js");
+  const t0 = Date.UTC(2026, 11, 2, 8, 0, 0);
+  const node = (id, offsetsMs, v) => ({
+    node_id: id,
+    samples: offsetsMs.map((ms) => ({ at: new Date(t0 + ms).toISOString(), v })),
+  });
+  const reports = [
+    node("n1", [0, 5000, 10000, 15000], 100),
+    node("n2", [10, 5010, 10010], 100),
+    node("n3", [1700, 6700, 11700], 50),
+  ];
+  const sum = (values) => values.reduce((a, b) => a + b, 0);
+  const series = combined(reports, 5, (s) => s.v, sum);
+  return series.map(([ms, v]) => [(ms - t0) / 1000, v]);
+}"""
+
+
+def test_the_overview_adds_up_nodes_by_tick_and_leaves_out_a_tick_not_all_have(
+    console: Console,
+) -> None:
+    console.sign_in(ADMIN_TOKEN)
+    series = console.page.evaluate(COMBINE)
+    # n1's sample at 15 s has no n2 or n3 beside it yet: left out, not drawn as a drop to 100
+    assert series == [[0, 250], [5, 250], [10, 250]], series

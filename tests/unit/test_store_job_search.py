@@ -139,3 +139,32 @@ def test_a_scan_that_reaches_the_last_job_exactly_has_no_cursor(
 def test_status_alone_is_not_a_scanning_filter() -> None:
     assert not JobFilter(status="active").is_scanning
     assert JobFilter(next_run_before_ms=0).is_scanning
+
+
+def test_chunks_fill_a_page_in_job_order_across_their_edges(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(job_search, "CHUNK_ROWS", 3)
+    for n in range(12):
+        add_job(db, n, name="needle" if n in (1, 5, 8, 11) else None)
+    jobs, after = search_jobs(db.conn, "t1", JobFilter(name="needle"), after="", limit=3)
+    assert [j["job_id"] for j in jobs] == ["job_000001", "job_000005", "job_000008"]
+    assert after == "job_000008"
+    jobs, after = search_jobs(db.conn, "t1", JobFilter(name="needle"), after=after, limit=3)
+    assert [j["job_id"] for j in jobs] == ["job_000011"] and after is None
+
+
+def test_a_spent_time_budget_ends_the_page_after_one_chunk_and_the_scan_goes_on(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(job_search, "CHUNK_ROWS", 4)
+    for n in range(10):
+        add_job(db, n, name="needle" if n == 9 else None)
+    where, seen, after = JobFilter(name="needle"), [], ""
+    for _ in range(5):  # every page examines one chunk: it always moves on
+        jobs, cursor = search_jobs(db.conn, "t1", where, after=after, limit=5, budget_s=0)
+        seen.append(([j["job_id"] for j in jobs], cursor))
+        if cursor is None:
+            break
+        after = cursor
+    assert seen == [([], "job_000003"), ([], "job_000007"), (["job_000009"], None)]

@@ -7,6 +7,7 @@ import { h, link, notice, table, when } from "../dom.js";
 import { scheduleText, targetText } from "../format.js";
 
 const PAGE = 50;
+const SEARCH_MS = 3000; // how long a filtered page keeps asking before it shows what it found
 const STATUSES = ["", "active", "paused", "cancelled", "completed"];
 const TARGETS = ["", "queue", "http", "redis_stream", "rabbitmq", "nats"];
 // The filters the API's GET /v1/jobs takes, as they ride in the hash.
@@ -14,15 +15,17 @@ const FILTERS = ["status", "target_type", "queue", "host", "name", "next_run_aft
 
 export async function render(main, params) {
   const filters = Object.fromEntries(FILTERS.map((key) => [key, params[key] ?? ""]));
-  main.append(h("h1", {}, "Jobs"), filterForm(filters));
-  let page;
+  const filtered = FILTERS.some((key) => key !== "status" && filters[key]);
+  const progress = h("p", { class: "hint", id: "search-progress", role: "status" });
+  main.append(h("h1", {}, "Jobs"), filterForm(filters), progress);
+  let found;
   try {
-    page = await get(`/v1/jobs${query({ ...filters, cursor: params.cursor, limit: PAGE })}`);
+    found = await search(filters, filtered, params.cursor, progress);
   } catch (error) {
     main.append(notice(error.message));
     return;
   }
-  const rows = page.jobs.map((job) =>
+  const rows = found.jobs.map((job) =>
     h(
       "tr",
       { "data-job": job.job_id },
@@ -34,19 +37,33 @@ export async function render(main, params) {
       h("td", { class: "mono" }, job.job_id),
     ),
   );
-  const filtered = FILTERS.some((key) => key !== "status" && filters[key]);
   let empty = params.cursor ? "No more jobs." : "No jobs.";
-  if (page.next_cursor) empty = "No match in this stretch of jobs: Next page searches on.";
+  if (found.next) empty = `No match in the ${found.asked} stretches searched so far: Next page searches on.`;
   else if (filtered) empty = params.cursor ? "No more matches." : "No job matches.";
+  progress.textContent = filtered && found.next && rows.length ? `${rows.length} found in ${found.asked} stretches of jobs; Next page searches on.` : "";
   main.append(
     rows.length
       ? table(["Name", "Status", "Schedule", "Target", "Next run", "Job id"], rows, { id: "jobs" })
       : notice(empty, "info"),
-    pager(filters, params.cursor, page.next_cursor),
+    pager(filters, params.cursor, found.next),
   );
-  if (filtered && page.next_cursor && rows.length < PAGE) {
-    main.append(h("p", { class: "hint" }, "A filtered page holds the matches among the next jobs the server read; it may hold fewer than a page."));
-  }
+}
+
+// A page of jobs. Filtered, the server answers the matches of one bounded stretch of jobs per
+// request: ask stretch after stretch until a page is full, the jobs end, or SEARCH_MS passed.
+async function search(filters, filtered, cursor, progress) {
+  const started = performance.now();
+  const jobs = [];
+  let next = cursor;
+  let asked = 0;
+  do {
+    const page = await get(`/v1/jobs${query({ ...filters, cursor: next, limit: PAGE - jobs.length })}`);
+    jobs.push(...page.jobs);
+    next = page.next_cursor;
+    asked += 1;
+    if (filtered && next && jobs.length < PAGE) progress.textContent = `Searching… ${jobs.length} found in ${asked} stretches of jobs`;
+  } while (filtered && next && jobs.length < PAGE && performance.now() - started < SEARCH_MS);
+  return { jobs, next, asked };
 }
 
 function filterForm(filters) {

@@ -16,8 +16,13 @@ export async function render(main) {
   let timer = null;
   let stopped = false;
   const tick = async () => {
-    await refresh(nodes, charts);
-    if (!stopped) timer = setTimeout(tick, REFRESH_MS);
+    try {
+      await refresh(nodes, charts);
+    } catch (error) {
+      clear(nodes).append(notice(`Cannot show the cluster: ${error.message}`));
+    } finally {
+      if (!stopped) timer = setTimeout(tick, REFRESH_MS);
+    }
   };
   await tick();
   return () => {
@@ -76,13 +81,19 @@ function yesNo(value) {
   return value ? "yes" : "no";
 }
 
-// One series from every node's samples: the nodes sample on their own 5 s ticks, so samples
-// are matched by tick (time / interval, rounded) and combined (added, or the worst).
-function combined(reports, intervalS, pick, combine) {
+// One series from every node's samples: the nodes sample at multiples of the interval, so
+// samples are matched by tick (time / interval, rounded) and combined (added, or the worst).
+// Ticks after the oldest of the nodes' latest are left out: a node that has not sampled
+// that tick yet would be missing from the sum.
+export function combined(reports, intervalS, pick, combine) {
+  const tickOf = (sample) => Math.round(Date.parse(sample.at) / (intervalS * 1000));
+  const sampled = reports.filter((r) => r.samples.length);
+  const lastTick = Math.min(...sampled.map((r) => tickOf(r.samples[r.samples.length - 1])));
   const ticks = new Map();
-  for (const report of reports) {
+  for (const report of sampled) {
     for (const sample of report.samples) {
-      const tick = Math.round(Date.parse(sample.at) / (intervalS * 1000));
+      const tick = tickOf(sample);
+      if (tick > lastTick) continue;
       if (!ticks.has(tick)) ticks.set(tick, new Map());
       ticks.get(tick).set(report.node_id, pick(sample));
     }
@@ -100,7 +111,8 @@ const worst = (values) => Math.max(...values);
 
 function chartsOf(reports, cluster, intervalS) {
   const all = reports.flatMap((r) => r.samples);
-  const toMs = all.length ? Math.max(...all.map((s) => Date.parse(s.at))) : Date.now();
+  const latestMs = all.length ? Math.max(...all.map((s) => Date.parse(s.at))) : Date.now();
+  const toMs = Math.max(latestMs, Math.round(latestMs / (intervalS * 1000)) * intervalS * 1000);
   const fromMs = toMs - WINDOW_MS;
   const series = (pick, combine) => combined(reports, intervalS, pick, combine);
   const kinds = [...new Set(all.flatMap((s) => Object.keys(s.deliveries_per_s ?? {})))];

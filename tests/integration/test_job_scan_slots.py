@@ -1,0 +1,69 @@
+"""A tenant runs at most JOB_SCANS_PER_TENANT filtered job lists at once on a node (each holds
+a reader thread for up to its scan budget): one more is a 429, another tenant's goes on."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient
+
+from schedd.api import jobs
+from schedd.api.context import JOB_SCANS_PER_TENANT
+from schedd.store.db import Database
+from tests.integration.test_console_static import ADMIN, serve
+
+
+def add_tenants(path: Path, *tenants: str) -> None:
+    db = Database(path)
+    for tenant in tenants:
+        db.conn.execute(
+            "INSERT INTO tenants (tenant_id, name, token_hash, signing_secret, max_active_jobs, "
+            "dispatch_rate, allowed_hosts, created_at_ms, updated_at_ms) "
+            "VALUES (?, ?, ?, 's', 10, 10, '[]', 0, 0)",
+            (tenant, tenant, f"hash-{tenant}"),
+        )
+    db.close()
+
+
+def test_a_tenants_filtered_lists_past_its_slots_are_429_and_others_go_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started, release = threading.Semaphore(0), threading.Event()
+    real = jobs.search_jobs
+
+    def slow_search(*args: Any, **kwargs: Any) -> Any:
+        started.release()
+        release.wait(10)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(jobs, "search_jobs", slow_search)
+
+    def as_tenant(tenant: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {ADMIN}", "X-Tenant": tenant}
+
+    async def scenario(client: TestClient[Any, Any]) -> None:
+        held = [
+            asyncio.create_task(client.get("/v1/jobs?name=x", headers=as_tenant("t1")))
+            for _ in range(JOB_SCANS_PER_TENANT)
+        ]
+        for _ in held:
+            assert await asyncio.to_thread(started.acquire, True, 10)
+        refused = await client.get("/v1/jobs?name=x", headers=as_tenant("t1"))
+        assert refused.status == 429, await refused.text()
+        assert "filtered job lists in progress" in (await refused.json())["error"]["message"]
+        unfiltered = await client.get("/v1/jobs?status=active", headers=as_tenant("t1"))
+        assert unfiltered.status == 200  # a plain page is no scan
+        other = asyncio.create_task(client.get("/v1/jobs?name=x", headers=as_tenant("t2")))
+        assert await asyncio.to_thread(started.acquire, True, 10)  # t2's scan started
+        release.set()
+        for answer in [*await asyncio.gather(*held), await other]:
+            assert answer.status == 200, await answer.text()
+        again = await client.get("/v1/jobs?name=x", headers=as_tenant("t1"))
+        assert again.status == 200  # the slots were given back
+
+    add_tenants(tmp_path / "state.db", "t1", "t2")
+    serve(tmp_path, scenario)
