@@ -86,9 +86,14 @@ def build_app(
     app[stats.STATS] = stats.StatsRing()
     if ctx is not None:  # None: a route listing (tools/gen_openapi.py), never started
         app.cleanup_ctx.append(stats.sampling)
+        app.on_cleanup.append(_close_context)
     for part in beside:
         app.add_routes(part.routes)
     return app
+
+
+async def _close_context(app: web.Application) -> None:
+    await app[CONTEXT].close()
 
 
 async def start_metrics_site(

@@ -17,7 +17,9 @@ from typing import Any, Literal, Protocol
 
 from aiohttp import web
 
+from schedd.addresses import reachable_api_url
 from schedd.api.consumers import RecentConsumers
+from schedd.api.fanout import AnswerCache, Fanout, PeerAnswer
 from schedd.api.limits import AddressBudget, BodyGate, ServerLimits, TenantSlots
 from schedd.errors import (
     ClusterUnavailable,
@@ -219,6 +221,10 @@ class ApiContext:
     broker_probe: BrokerProbe | None = None  # None: POST /v1/connections/{name}/test is a 503
     peer_tls: ssl.SSLContext | None = None  # verifies https peers (api/fanout.py)
     consumers: RecentConsumers = field(default_factory=RecentConsumers)
+    fanout: Fanout = field(init=False)
+    peer_consumers: AnswerCache[tuple[list[dict[str, Any]], bool]] = field(
+        default_factory=AnswerCache
+    )  # tenant id -> the other nodes' consumers of its queues, and whether one did not tell
     body_gate: BodyGate = field(init=False)
     long_polls: TenantSlots = field(init=False)
     connection_tests: TenantSlots = field(init=False)
@@ -257,6 +263,22 @@ class ApiContext:
             ),
         )
         self.receive_holds = ReceiveHolds(self.queue_signal)
+        self.fanout = Fanout(admin_token=self.admin_token, tls=self.peer_tls)
+
+    async def close(self) -> None:
+        """Release what outlives a request (the app's cleanup)."""
+        await self.fanout.close()
+
+    async def ask_peers(self, path: str, headers: dict[str, str] | None = None) -> list[PeerAnswer]:
+        """GET `path` from every other node that is a Raft member as this node knows them (a
+        registered node removed from Raft is not sent the admin token), in node id order."""
+        members = set(self.raft.members())
+        peers = [
+            (node_id, reachable_api_url(api, raft))
+            for node_id, api, raft in await self.reads.read(queries.list_nodes)
+            if raft in members and node_id != self.node_id
+        ]
+        return await self.fanout.ask(peers, path, headers=headers)
 
     async def catch_up(self, address: str | None = None) -> None:
         """Wait until this node has applied everything committed before now.

@@ -4,7 +4,7 @@ Receive checks this node's replica first and proposes only when a message looks 
 idle consumers cost no Raft traffic, and asks only for the visible messages that no other receive
 of this node has asked for (context.ReceiveHolds); receipts are made here and carried in the
 command. Each node remembers who received (api/consumers.py); GET /v1/queues merges every node's
-memory, asking the peers (api/fanout.py).
+memory, asking the peers (api/fanout.py) at most once per 2 s per tenant.
 """
 
 from __future__ import annotations
@@ -20,12 +20,10 @@ from aiohttp import web
 from schedd import metrics
 from schedd.api.consumers import CONSUMER_NAME, UNKNOWN, consumer_json
 from schedd.api.context import CONTEXT, ApiContext
-from schedd.api.fanout import ask_peers
 from schedd.api.http import json_response, principal, propose, read_object, require
 from schedd.errors import InvalidRequest
 from schedd.jsonbody import JSONValue, as_integer
 from schedd.store.commands import AckMessages, ExtendMessages, NackMessages, ReceiveMessages
-from schedd.store.queries import list_nodes
 from schedd.store.queue_reads import empty_queue, queue_summaries, visible_count
 from schedd.timeformat import parse_duration, parse_instant
 
@@ -99,10 +97,12 @@ async def receive(request: web.Request) -> web.Response:
     count = _int(body, "max", 10, MAX_RECEIVE)
     wait_ms = _ms(body, "wait", "0s", 0, MAX_WAIT_MS)
     visibility_ms = _ms(body, "visibility_timeout", "30s", 1_000, MAX_VISIBILITY_MS)
-    ctx.consumers.saw(tenant_id, queue, _consumer(body, request), ctx.clock_ms())
+    consumer = _consumer(body, request)
     if wait_ms == 0:
+        ctx.consumers.saw(tenant_id, queue, consumer, ctx.clock_ms())
         return await _poll(request, tenant_id, queue, count, visibility_ms, 0)
     with ctx.long_polls.hold(tenant_id):  # 429 past `[api] long_polls_per_tenant`
+        ctx.consumers.saw(tenant_id, queue, consumer, ctx.clock_ms())  # admitted only
         return await _poll(request, tenant_id, queue, count, visibility_ms, wait_ms)
 
 
@@ -189,7 +189,7 @@ async def list_queues(request: web.Request) -> web.Response:
         return queue_summaries(conn, tenant_id, now)
 
     queues = {q["name"]: q | {"consumers": []} for q in await ctx.reads.read(query)}
-    seen, is_partial = await _cluster_consumers(ctx, tenant_id, now)
+    seen, is_partial = await _cluster_consumers(ctx, tenant_id)
     for consumer in sorted(seen, key=lambda c: (c["consumer"], c["node"])):
         name = consumer.pop("queue")
         queues.setdefault(name, empty_queue(name) | {"consumers": []})["consumers"].append(consumer)
@@ -202,31 +202,28 @@ async def local_consumers(request: web.Request) -> web.Response:
     """The consumers this node alone saw (admin, X-Tenant): what GET /v1/queues asks peers."""
     principal(request).require_admin()
     ctx, tenant_id = request.app[CONTEXT], principal(request).tenant()
-    return json_response(
-        {"node_id": ctx.node_id, "consumers": _local(ctx, tenant_id, ctx.clock_ms())}
-    )
+    return json_response({"node_id": ctx.node_id, "consumers": _local(ctx, tenant_id)})
 
 
-def _local(ctx: ApiContext, tenant_id: str, now_ms: int) -> list[dict[str, Any]]:
+def _local(ctx: ApiContext, tenant_id: str) -> list[dict[str, Any]]:
     return [
         consumer_json(queue, consumer, at_ms, ctx.node_id)
-        for queue, consumer, at_ms in ctx.consumers.recent(tenant_id, now_ms)
+        for queue, consumer, at_ms in ctx.consumers.recent(tenant_id)
     ]
 
 
-async def _cluster_consumers(
-    ctx: ApiContext, tenant_id: str, now_ms: int
-) -> tuple[list[dict[str, Any]], bool]:
-    """Every node's recent consumers of the tenant, and whether a node did not tell."""
-    seen = _local(ctx, tenant_id, now_ms)
-    answers = await ask_peers(
-        await ctx.reads.read(list_nodes),
-        ctx.node_id,
-        LOCAL_CONSUMERS,
-        admin_token=ctx.admin_token,
-        tls=ctx.peer_tls,
-        headers={"X-Tenant": tenant_id},
+async def _cluster_consumers(ctx: ApiContext, tenant_id: str) -> tuple[list[dict[str, Any]], bool]:
+    """Every node's recent consumers of the tenant, and whether a node did not tell; the other
+    nodes' as they told them at most ctx.peer_consumers' lifetime (2 s) ago."""
+    told, is_partial = await ctx.peer_consumers.get(
+        tenant_id, lambda: _peers_consumers(ctx, tenant_id)
     )
+    return _local(ctx, tenant_id) + [dict(consumer) for consumer in told], is_partial
+
+
+async def _peers_consumers(ctx: ApiContext, tenant_id: str) -> tuple[list[dict[str, Any]], bool]:
+    answers = await ctx.ask_peers(LOCAL_CONSUMERS, headers={"X-Tenant": tenant_id})
+    seen: list[dict[str, Any]] = []
     is_partial = False
     for answer in answers:
         told = _peer_consumers(answer.body, answer.node_id)

@@ -1,6 +1,7 @@
 """GET /v1/stats (admin): this node's last 15 minutes in 5-second samples (claims/s, first
-deliveries/s by target kind, claim lag p50/p99, due backlog) and its Raft state now; with
-`scope=cluster`, every registered node's, asked from here (api/fanout.py).
+deliveries/s by target kind, claim lag p50/p99, due backlog), taken on wall-clock multiples
+of INTERVAL_S so every node's fall on the same ticks, and its Raft state now; with
+`scope=cluster`, every Raft member's, asked from here (api/fanout.py) and checked.
 
 The samples come from the node's own metric objects (schedd/metrics.py: counters and histogram
 buckets read in process, never the text exposition) and one capped backlog read; the ring holds
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import sqlite3
 import time
 from collections import deque
@@ -22,18 +24,18 @@ from aiohttp import web
 
 from schedd import metrics
 from schedd.api.context import CONTEXT, ApiContext
-from schedd.api.fanout import PeerAnswer, ask_peers
+from schedd.api.fanout import PeerAnswer
 from schedd.api.http import json_response, principal
 from schedd.errors import InvalidRequest
 from schedd.store.gauges import due_backlog
 from schedd.store.leases import held_partitions
-from schedd.store.queries import list_nodes
-from schedd.timeformat import format_instant
+from schedd.timeformat import format_instant, parse_instant
 
 log = logging.getLogger(__name__)
 INTERVAL_S = 5.0
 WINDOW_S = 900.0
 SAMPLES = int(WINDOW_S / INTERVAL_S)  # 180
+INTERVAL_MS = int(INTERVAL_S * 1000)
 
 routes = web.RouteTableDef()
 
@@ -144,14 +146,30 @@ async def sampling(app: web.Application) -> AsyncIterator[None]:
 
 async def _sample_forever(ctx: ApiContext, ring: StatsRing) -> None:
     ring.tick(ctx.clock_ms(), time.monotonic(), read_counters(), 0)
+    last_tick_ms: int | None = None
     while True:
-        await asyncio.sleep(INTERVAL_S)
+        await asyncio.sleep(until_next_tick_s(ctx.clock_ms()))
+        now_ms = ctx.clock_ms()
+        tick_ms = nearest_tick_ms(now_ms)
+        if tick_ms == last_tick_ms:  # woke a hair before the tick: it is still ahead
+            continue
+        last_tick_ms = tick_ms
         try:
-            now_ms = ctx.clock_ms()
             backlog = await ctx.reads.read(_backlog_at(ctx.partitions, now_ms))
-            ring.tick(now_ms, time.monotonic(), read_counters(), backlog)
+            ring.tick(tick_ms, time.monotonic(), read_counters(), backlog)
         except Exception:  # a sample is never worth the node: try again next time
             log.warning("stats: cannot take a sample", exc_info=True)
+
+
+def until_next_tick_s(now_ms: int) -> float:
+    """Seconds from `now_ms` to the next wall-clock multiple of INTERVAL_S: more than 0, at most
+    INTERVAL_S, whatever the clock did (so every node samples on the same ticks)."""
+    return (INTERVAL_MS - now_ms % INTERVAL_MS) / 1000
+
+
+def nearest_tick_ms(now_ms: int) -> int:
+    """The multiple of INTERVAL_S nearest `now_ms`: what a sample taken now is labelled."""
+    return (now_ms + INTERVAL_MS // 2) // INTERVAL_MS * INTERVAL_MS
 
 
 def _backlog_at(partitions: int, now_ms: int) -> Callable[[sqlite3.Connection], int]:
@@ -168,13 +186,7 @@ async def stats(request: web.Request) -> web.Response:
     own = await _node_stats(ctx, request.app[STATS])
     if scope == "node":
         return json_response(own)
-    answers = await ask_peers(
-        await ctx.reads.read(list_nodes),
-        ctx.node_id,
-        "/v1/stats?scope=node",  # never scope=cluster: a peer must not fan out again
-        admin_token=ctx.admin_token,
-        tls=ctx.peer_tls,
-    )
+    answers = await ctx.ask_peers("/v1/stats?scope=node")  # never cluster: no fan-out again
     nodes = [_peer_stats(answer) for answer in answers]
     nodes.append({"node_id": ctx.node_id, "node": own["node"], "samples": own["samples"]})
     return json_response(
@@ -199,13 +211,72 @@ async def _node_stats(ctx: ApiContext, ring: StatsRing) -> dict[str, Any]:
 
 
 def _peer_stats(answer: PeerAnswer) -> dict[str, Any]:
-    """A peer's entry: its node figures and samples, or why there are none (its answer's
-    bytes are untrusted: only the shape of a stats answer is passed on)."""
+    """A peer's entry: its node figures and samples, or why there are none. Its answer's bytes
+    are untrusted (a buggy, hostile or older node): only known fields of the right type are
+    passed on (a node figure of another type as null), and a sample that is not one is left
+    out."""
     body = answer.body or {}
     node, samples = body.get("node"), body.get("samples")
     if isinstance(node, dict) and isinstance(samples, list) and len(samples) <= SAMPLES:
-        return {"node_id": answer.node_id, "node": node, "samples": samples}
+        valid = (_peer_sample(sample) for sample in samples)
+        return {
+            "node_id": answer.node_id,
+            "node": {key: _typed(node.get(key), kind) for key, kind in NODE_FIELDS.items()},
+            "samples": [sample for sample in valid if sample is not None],
+        }
     return {"node_id": answer.node_id, "error": answer.error or "its answer is not a stats answer"}
+
+
+NODE_FIELDS = {
+    "role": str,
+    "term": int,
+    "applied_index": int,
+    "commit_index": int,
+    "lag": int,
+    "partitions": int,
+    "clock_trusted": bool,
+    "ready": bool,
+}
+SAMPLE_NUMBERS = ("claims_per_s", "claim_lag_p50_s", "claim_lag_p99_s", "backlog")
+TARGET_KIND = re.compile(r"[a-z0-9_]{1,32}")
+MAX_TARGET_KINDS = 16
+MAX_NUMBER = 2**53  # what the console's JavaScript holds exactly
+
+
+def _peer_sample(sample: Any) -> dict[str, Any] | None:
+    if not isinstance(sample, dict):
+        return None
+    try:
+        at_ms = parse_instant(sample.get("at"), field="at")
+    except InvalidRequest:
+        return None
+    numbers = {key: sample.get(key) for key in SAMPLE_NUMBERS}
+    deliveries = sample.get("deliveries_per_s")
+    if not all(value is None or _is_number(value) for value in numbers.values()):
+        return None
+    if not (isinstance(deliveries, dict) and len(deliveries) <= MAX_TARGET_KINDS):
+        return None
+    if not all(TARGET_KIND.fullmatch(k) and _is_number(v) for k, v in deliveries.items()):
+        return None
+    return {"at": format_instant(at_ms), "deliveries_per_s": deliveries, **numbers}
+
+
+def _is_number(value: Any) -> bool:
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and -MAX_NUMBER <= value <= MAX_NUMBER
+    )
+
+
+def _typed(value: Any, kind: type) -> Any:
+    """`value` if it is a `kind` (a bool is no number; a string at most 32 characters), else
+    None."""
+    if kind is str:
+        return value if isinstance(value, str) and len(value) <= 32 else None
+    if kind is int:
+        return value if _is_number(value) and isinstance(value, int) else None
+    return value if isinstance(value, kind) else None
 
 
 def node_state(ctx: ApiContext, partitions: int) -> dict[str, Any]:

@@ -1,11 +1,23 @@
 """GET /v1/queues on one real node: the age of a queue's oldest message, and the consumers that
-received from it (named, or by their address), kept per tenant; /v1/stats?scope=cluster."""
+received from it (named, or by their address), kept per tenant; /v1/stats?scope=cluster. In
+process: the other nodes' consumers asked at most once per 2 s per tenant, of Raft members
+only; a receive refused with 429 is no consumer."""
 
 from __future__ import annotations
 
+import asyncio
+from collections import Counter
+from pathlib import Path
 from typing import Any
 
+from aiohttp import web
+from aiohttp.test_utils import TestClient
+
+from schedd.api.context import CONTEXT
+from schedd.api.fanout import AnswerCache
+from schedd.api.limits import ServerLimits
 from tests.integration.api_helpers import Tenant, create_job, new_tenant
+from tests.integration.test_stats_route import serve_with_peers
 from tests.servers import NodeProcess, http, ms, now_ms, wait_for
 
 
@@ -93,3 +105,61 @@ def test_cluster_stats_of_a_single_node_list_it_once(node: NodeProcess) -> None:
     assert status == 200 and node_scope["node_id"] == "n1"
     status, error, _ = http("GET", f"{node.url}/v1/stats?scope=everything")
     assert status == 400 and "scope" in error["error"]["message"], error
+
+
+async def n2_consumers(request: web.Request) -> web.StreamResponse:
+    assert request.headers["X-Tenant"] == "t1"
+    told = {"queue": "mail", "consumer": "via-n2", "last_seen": "2026-12-02T17:00:00Z"}
+    return web.json_response({"node_id": "n2", "consumers": [told]})
+
+
+def test_the_other_nodes_consumers_are_asked_at_most_once_per_two_seconds_per_tenant(
+    tmp_path: Path,
+) -> None:
+    async def scenario(client: TestClient[Any, Any], asked: Counter[str]) -> None:
+        now = [0.0]
+        ctx = client.server.app[CONTEXT]
+        ctx.peer_consumers = AnswerCache(monotonic=lambda: now[0])
+        auth = {"Authorization": "Bearer tenant-token"}
+
+        async def listed() -> list[dict[str, Any]]:
+            response = await client.get("/v1/queues", headers=auth)
+            assert response.status == 200
+            body = await response.json()
+            assert body["partial"] is False
+            consumers: list[dict[str, Any]] = body["queues"][0]["consumers"]
+            return consumers
+
+        for _ in range(3):
+            assert [(c["consumer"], c["node"]) for c in await listed()] == [("via-n2", "n2")]
+        await asyncio.gather(*(listed() for _ in range(5)))
+        assert asked == {"n2": 1}  # never itself, never n3 (registered, not a Raft member)
+        now[0] += 2.0
+        await listed()
+        assert asked == {"n2": 2}
+
+    serve_with_peers(tmp_path, n2_consumers, scenario)
+
+
+def test_a_receive_refused_for_too_many_long_polls_is_no_consumer(tmp_path: Path) -> None:
+    async def scenario(client: TestClient[Any, Any], asked: Counter[str]) -> None:
+        auth = {"Authorization": "Bearer tenant-token"}
+
+        async def receive(consumer: str) -> int:
+            body = {"consumer": consumer, "wait": "1s"}
+            response = await client.post("/v1/queues/mail/receive", json=body, headers=auth)
+            return response.status
+
+        held = asyncio.ensure_future(receive("admitted"))
+        consumers = client.server.app[CONTEXT].consumers
+        for _ in range(100):  # until it holds the tenant's one long poll
+            if consumers.recent("t1"):
+                break
+            await asyncio.sleep(0.01)
+        assert await receive("refused") == 429
+        assert await held == 200
+        response = await client.get("/v1/queues", headers=auth)
+        [mail] = (await response.json())["queues"]
+        assert sorted(c["consumer"] for c in mail["consumers"]) == ["admitted", "via-n2"]
+
+    serve_with_peers(tmp_path, n2_consumers, scenario, limits=ServerLimits(long_polls_per_tenant=1))

@@ -1,13 +1,26 @@
 """The stats ring of GET /v1/stats: rates from two counter readings, quantiles from histogram
-bucket deltas, a bounded number of samples."""
+bucket deltas, a bounded number of samples, taken on wall-clock multiples of 5 s."""
 
 from __future__ import annotations
 
+import asyncio
 import math
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 
-from schedd.api.stats import Counters, StatsRing, quantile, read_counters
+from schedd.api import stats
+from schedd.api.context import ApiContext
+from schedd.api.stats import (
+    Counters,
+    StatsRing,
+    nearest_tick_ms,
+    quantile,
+    read_counters,
+    until_next_tick_s,
+)
+from schedd.timeformat import parse_instant
 
 INF = math.inf
 
@@ -58,3 +71,48 @@ def test_read_counters_reads_every_target_kind_and_the_lag_buckets_in_order() ->
     assert set(read.deliveries) >= {"queue", "http"}
     bounds = [bound for bound, _ in read.lag_buckets]
     assert bounds == sorted(bounds) and bounds[-1] == INF
+
+
+def test_the_wait_is_to_the_next_multiple_of_the_interval_never_over_it_never_negative() -> None:
+    t0 = 1_796_000_000_000  # a multiple of 5 s
+    assert until_next_tick_s(t0 + 1_250) == 3.75
+    assert until_next_tick_s(t0) == 5.0
+    assert until_next_tick_s(t0 - 1) == 0.001
+    assert nearest_tick_ms(t0 - 1) == nearest_tick_ms(t0 + 2_499) == t0
+    assert nearest_tick_ms(t0 + 2_500) == t0 + 5_000
+    for now_ms in range(t0 - 7_000, t0 + 7_000, 37):
+        assert 0 < until_next_tick_s(now_ms) <= 5.0
+
+
+def test_samples_fall_on_wall_clock_ticks_through_early_wakes_and_clock_steps(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    t0 = 1_796_000_000_000
+    wall = [t0 + 1_234]
+    # What the wall clock does during each sleep, besides the time slept: a wake 1 ms early,
+    # a step back of 3 s, a step forward of 7.5 s.
+    surprises = iter([0, 0, -1, 0, -3_000, 0, 0, 7_500, 0, 0])
+    slept: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        wall[0] += round(seconds * 1000) + next(surprises, 0)
+        if len(slept) > 10:
+            raise asyncio.CancelledError
+        await real_sleep(0)
+
+    async def read(query: Any) -> int:
+        return 0
+
+    ctx = SimpleNamespace(clock_ms=lambda: wall[0], reads=SimpleNamespace(read=read), partitions=1)
+    ring = StatsRing()
+    monkeypatch.setattr(stats.asyncio, "sleep", sleep)
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(stats._sample_forever(cast(ApiContext, ctx), ring))
+    assert all(0 < s <= 5.0 for s in slept), slept
+    ats = [s["at"] for s in ring.samples]
+    assert len(ats) == len(set(ats))  # the early wake did not give a tick twice
+    ticks = [parse_instant(at, field="at") for at in ats]
+    assert all(tick % 5_000 == 0 for tick in ticks), ats
+    assert ticks[:3] == [t0 + 5_000, t0 + 10_000, t0 + 15_000]
