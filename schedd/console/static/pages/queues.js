@@ -1,34 +1,58 @@
-// The tenant's built-in queues (GET /v1/queues): depths, the oldest message's age and the
-// consumers every node saw receiving in the last minutes.
+// The tenant's built-in queues (GET /v1/queues), refreshed every 5 seconds: depths, the oldest
+// message's age and the consumers every node saw receiving in the last minutes.
 
 import { get } from "../api.js";
-import { h, notice, table, when } from "../dom.js";
+import { clear, h, notice, table, when } from "../dom.js";
 import { age } from "../format.js";
 
+const REFRESH_MS = 5000;
+
 export async function render(main) {
-  main.append(h("h1", {}, "Queues"));
+  const section = h("section", { id: "queue-list" });
+  main.append(h("h1", {}, "Queues"), section);
+  let timer = null;
+  let stopped = false;
+  const tick = async () => {
+    try {
+      await show(section);
+    } finally {
+      if (!stopped) timer = setTimeout(tick, REFRESH_MS);
+    }
+  };
+  await tick();
+  return () => {
+    stopped = true;
+    clearTimeout(timer);
+  };
+}
+
+async function show(section) {
+  let answer;
   try {
-    const answer = await get("/v1/queues");
-    if (answer.partial) main.append(notice("A node did not answer: the consumers it saw are missing.", "info"));
-    if (!answer.queues.length) return main.append(notice("No queues hold messages.", "info"));
-    const rows = answer.queues.map((q) =>
-      h(
-        "tr",
-        { "data-queue": q.name },
-        h("td", { class: "mono" }, q.name),
-        h("td", {}, q.ready),
-        h("td", {}, q.in_flight),
-        h("td", {}, q.delayed ?? "—"),
-        h("td", {}, q.dead),
-        h("td", { class: "oldest" }, age(q.oldest_age_s)),
-        h("td", { class: "consumers" }, consumers(q.consumers ?? [])),
-      ),
-    );
-    main.append(table(["Queue", "Ready", "In flight", "Delayed", "Dead", "Oldest message", "Consumers seen (5 min)"], rows, { id: "queues" }));
+    answer = await get("/v1/queues");
   } catch (error) {
-    main.append(notice(error.message));
+    clear(section).append(notice(`${error.message} (${when(new Date().toISOString())}; trying again)`));
+    return;
   }
-  return undefined;
+  const parts = [h("p", { class: "hint" }, `read ${when(new Date().toISOString())}, every 5 s`)];
+  if (answer.partial) parts.push(notice("A node did not answer: the consumers it saw are missing.", "info"));
+  if (!answer.queues.length) parts.push(notice("No queues hold messages.", "info"));
+  else parts.push(table(["Queue", "Ready", "In flight", "Delayed", "Dead", "Oldest message", "Consumers seen (5 min)"], answer.queues.map(row), { id: "queues" }));
+  clear(section).append(...parts);
+}
+
+function row(q) {
+  return h(
+    "tr",
+    { "data-queue": q.name },
+    h("td", { class: "mono" }, q.name),
+    h("td", {}, q.ready),
+    h("td", {}, q.in_flight),
+    h("td", {}, q.delayed ?? "—"),
+    h("td", {}, q.dead),
+    h("td", { class: "oldest" }, age(q.oldest_age_s)),
+    h("td", { class: "consumers" }, consumers(q.consumers ?? [])),
+  );
 }
 
 function consumers(seen) {
