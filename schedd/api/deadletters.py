@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import time
 from typing import Any
 
@@ -22,7 +23,7 @@ from schedd.errors import (
     ClusterUnavailable,
     DeadletterNotFound,
     InvalidRequest,
-    NoLeader,
+    OutcomeUnknown,
     SchedError,
     StorageLow,
 )
@@ -34,6 +35,7 @@ MAX_REDRIVE = 500  # ids per POST /v1/deadletters:redrive
 MAX_ID_CHARS = 300  # a dead letter id is "<job_id>:<scheduled ms>"
 REDRIVE_BODY_LIMIT = 256 * 1024
 REDRIVE_CONCURRENCY = 16  # commands of one batch in flight at once
+IDS_PER_QUERY = 500  # with the tenant id, under SQLite's oldest variable limit (999)
 routes = web.RouteTableDef()
 
 
@@ -98,28 +100,81 @@ def _not_sent(first: SchedError) -> SchedError:
     return cls(f"not sent: an earlier id of this request was refused ({first.code})")
 
 
+def _existing_ids(conn: sqlite3.Connection, tenant_id: str, ids: list[str]) -> set[str]:
+    """Which of `ids` are dead letters of the tenant on this replica."""
+    found: set[str] = set()
+    for start in range(0, len(ids), IDS_PER_QUERY):
+        chunk = ids[start : start + IDS_PER_QUERY]
+        marks = ", ".join("?" * len(chunk))
+        rows = conn.execute(
+            f"SELECT id FROM deadletters WHERE tenant_id = ? AND id IN ({marks})",
+            (tenant_id, *chunk),
+        )
+        found.update(row[0] for row in rows)
+    return found
+
+
+async def _known_ids(
+    request: web.Request, tenant_id: str, ids: list[str], deadline: float
+) -> set[str]:
+    """The ids that are the tenant's dead letters, so that no command is proposed for the
+    others. One this replica lacks may have been made on the leader a moment ago: the node
+    catches up (`ApiContext.catch_up`, by the request's deadline) and looks again, once."""
+    ctx = request.app[CONTEXT]
+    found = await ctx.reads.read(lambda conn: _existing_ids(conn, tenant_id, ids))
+    missing = [dl_id for dl_id in ids if dl_id not in found]
+    if not missing:
+        return found
+    try:
+        async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+            await ctx.catch_up(request.remote)
+    except TimeoutError:
+        raise ClusterUnavailable("this node is catching up with the leader; retry") from None
+    return found | await ctx.reads.read(lambda conn: _existing_ids(conn, tenant_id, missing))
+
+
+async def _redrive_by(ctx: ApiContext, tenant_id: str, dl_id: str, deadline: float) -> None:
+    """`_redrive`, cut off at the request's deadline: a proposal sent may still be applied."""
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise ClusterUnavailable("not sent: this request ran out of its time")
+    try:
+        await asyncio.wait_for(_redrive(ctx, tenant_id, dl_id), remaining)
+    except TimeoutError:
+        raise OutcomeUnknown(
+            "sent, but not applied by the request's deadline: it may still be; list the "
+            "dead letters to see"
+        ) from None
+
+
+def _error(dl_id: str, exc: SchedError) -> dict[str, Any]:
+    return {"id": dl_id, "error": {"code": exc.code, "message": str(exc)}}
+
+
 @routes.post("/v1/deadletters:redrive")
 async def redrive_many(request: web.Request) -> web.Response:
-    """One redrive_deadletter command per id (the command takes one; a new type would need a
-    log level), REDRIVE_CONCURRENCY at a time; each id answers for itself, in order."""
+    """One redrive_deadletter command per id the tenant has (the command takes one; a new type
+    would need a log level), REDRIVE_CONCURRENCY at a time, all within the request timeout;
+    each id answers for itself, in order. Ids it has not are answered without a command."""
     ctx, tenant_id = request.app[CONTEXT], principal(request).tenant()
     ids = _redrive_ids(await read_object(request, limit_bytes=REDRIVE_BODY_LIMIT))
-    gate = asyncio.Semaphore(REDRIVE_CONCURRENCY)
     deadline = time.monotonic() + ctx.request_timeout_s
+    known = await _known_ids(request, tenant_id, ids, deadline)
+    gate = asyncio.Semaphore(REDRIVE_CONCURRENCY)
     refused: list[SchedError] = []  # once the cluster refused one id, the rest are not sent
 
     async def one(dl_id: str) -> dict[str, Any]:
+        if dl_id not in known:
+            return _error(dl_id, DeadletterNotFound(f"no dead letter with id {dl_id!r}"))
         async with gate:
             try:
                 if refused:
                     raise _not_sent(refused[0])
-                if time.monotonic() > deadline:
-                    raise NoLeader("not sent: this request ran out of its time")
-                await _redrive(ctx, tenant_id, dl_id)
+                await _redrive_by(ctx, tenant_id, dl_id, deadline)
             except SchedError as exc:
                 if isinstance(exc, ClusterUnavailable | StorageLow):
                     refused.append(exc)
-                return {"id": dl_id, "error": {"code": exc.code, "message": str(exc)}}
+                return _error(dl_id, exc)
         return {"id": dl_id, "redriven": True}
 
     results = await asyncio.gather(*map(one, ids))

@@ -1,13 +1,24 @@
 """What the web console asks of the API, over real HTTP: filtered job lists, one job's audit
-trail, and redriving dead letters in a batch (issue 18)."""
+trail, and redriving dead letters in a batch (issue 18); the batch's commands also in process."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import time
 import urllib.parse
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
 
 import pytest
+from aiohttp.test_utils import TestClient, TestServer
 
+from schedd.api.app import build_app
+from schedd.api.context import ApiContext, RaftStatus
+from schedd.raft.proposer import Proposer
+from schedd.store.apply import StateMachine
+from schedd.store.commands import Barrier, LogCommand, RedriveDeadletter
+from schedd.store.db import Database, ReadPool
 from tests.integration.api_helpers import (
     Tenant,
     assert_error,
@@ -16,6 +27,7 @@ from tests.integration.api_helpers import (
     new_tenant,
     state,
 )
+from tests.integration.test_api_commands import LocalReplica
 from tests.servers import ADMIN_TOKEN, NodeProcess, http
 
 NO_RETRY = {"max_attempts": 1, "backoff": "fixed", "initial_delay": "1s", "max_delay": "1s"}
@@ -264,3 +276,135 @@ def test_a_bad_redrive_batch_is_400_and_changes_nothing(
     status, answer, _ = http("POST", f"{node.url}/v1/deadletters:redrive", body, token=tenant.token)
     assert assert_error(status, answer, 400, "invalid_request")["message"].startswith("ids: ")
     assert state(node) == before
+
+
+# The API in process over a local replica (no Raft), to see every command a batch proposes.
+
+
+class Recorder:
+    """The node's proposer, recording each command's type. Before a barrier (the node catching
+    up) it runs `on_barrier`: what the leader had and this replica lacked. A redrive of an id
+    in `slow` waits past any deadline first, as a proposal to a lost leader would."""
+
+    def __init__(self, inner: Proposer) -> None:
+        self.inner = inner
+        self.types: list[str] = []
+        self.on_barrier: Callable[[], None] = lambda: None
+        self.slow: set[str] = set()
+
+    async def propose(self, cmd: LogCommand, *, now_ms: int | None = None) -> dict[str, Any]:
+        self.types.append(cmd.TYPE)
+        if isinstance(cmd, Barrier):
+            self.on_barrier()
+        if isinstance(cmd, RedriveDeadletter) and cmd.id in self.slow:
+            await asyncio.sleep(60)
+        return await self.inner.propose(cmd, now_ms=now_ms)
+
+
+def bury(db: Database, tenant_id: str, dl_id: str) -> None:
+    """A dead letter of a queue job, as apply leaves one."""
+    db.conn.execute(
+        "INSERT INTO deadletters (id, tenant_id, job_id, scheduled_at_ms, attempts, error, "
+        "target, payload, created_at_ms) VALUES (?, ?, ?, 0, 1, 'x', ?, 'null', 0)",
+        (dl_id, tenant_id, dl_id.split(":")[0], json.dumps({"type": "queue", "name": "q"})),
+    )
+
+
+def in_process(
+    db: Database, scenario: Callable[[TestClient[Any, Any], Recorder], Awaitable[None]]
+) -> Recorder:
+    """Run `scenario` against the API over `db`, with a 1 s request timeout."""
+    recorder = Recorder(Proposer(LocalReplica(StateMachine(db)), timeout_s=1.0))
+
+    async def main() -> None:
+        reads = ReadPool(db.path)
+        ctx = ApiContext(
+            node_id="n1",
+            proposer=recorder,
+            reads=reads,
+            raft=cast(RaftStatus, None),  # catching up proposes a barrier (within its budget)
+            admin_token=ADMIN_TOKEN,
+            partitions=16,
+            payload_limit=64 * 1024,
+            request_timeout_s=1.0,
+        )
+        try:
+            async with TestClient(TestServer(build_app(ctx))) as client:
+                await scenario(client, recorder)
+        finally:
+            reads.close()
+
+    asyncio.run(main())
+    return recorder
+
+
+async def tenant_in_process(
+    client: TestClient[Any, Any], name: str = "t"
+) -> tuple[str, dict[str, str]]:
+    """A new tenant: (its id, its Authorization header)."""
+    admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    answer = await client.post("/v1/tenants", json={"name": name}, headers=admin)
+    assert answer.status == 201, await answer.text()
+    created = await answer.json()
+    return created["tenant_id"], {"Authorization": f"Bearer {created['token']}"}
+
+
+def test_redrive_proposes_nothing_for_ids_the_tenant_has_not(db: Database) -> None:
+    mine, late = "job_" + "1" * 24 + ":1", "job_" + "2" * 24 + ":1"
+    theirs, unknown = "job_" + "3" * 24 + ":1", "job_" + "0" * 24 + ":1"
+
+    async def scenario(client: TestClient[Any, Any], recorder: Recorder) -> None:
+        tenant_id, auth = await tenant_in_process(client)
+        other_id, _ = await tenant_in_process(client, "other")
+        bury(db, tenant_id, mine)
+        bury(db, other_id, theirs)
+        # made on the leader a moment ago: this replica has it once it caught up
+        recorder.on_barrier = lambda: bury(db, tenant_id, late)
+        recorder.types.clear()
+        ids = [unknown, mine, theirs, late]
+        answer = await client.post("/v1/deadletters:redrive", json={"ids": ids}, headers=auth)
+        assert answer.status == 200, await answer.text()
+        results = (await answer.json())["results"]
+        assert [r["id"] for r in results] == ids
+        assert results[1] == {"id": mine, "redriven": True}
+        assert results[3] == {"id": late, "redriven": True}
+        for result, dl_id in ((results[0], unknown), (results[2], theirs)):
+            assert result["error"] == {
+                "code": "deadletter_not_found",
+                "message": f"no dead letter with id {dl_id!r}",
+            }
+        assert recorder.types == ["barrier", "redrive_deadletter", "redrive_deadletter"]
+
+        recorder.types.clear()
+        recorder.on_barrier = lambda: None
+        made_up = [f"job_{n:024d}:1" for n in range(500)]
+        answer = await client.post("/v1/deadletters:redrive", json={"ids": made_up}, headers=auth)
+        assert answer.status == 200, await answer.text()
+        results = (await answer.json())["results"]
+        assert {r["error"]["code"] for r in results} == {"deadletter_not_found"}
+        assert recorder.types == ["barrier"]  # one catch-up, no redrive command
+
+    in_process(db, scenario)
+    assert db.conn.execute("SELECT id FROM deadletters").fetchall() == [(theirs,)]
+
+
+def test_a_batch_answers_within_its_timeout_and_a_cut_off_id_is_unknown(db: Database) -> None:
+    fast, slow = "job_" + "1" * 24 + ":1", "job_" + "2" * 24 + ":1"
+
+    async def scenario(client: TestClient[Any, Any], recorder: Recorder) -> None:
+        tenant_id, auth = await tenant_in_process(client)
+        bury(db, tenant_id, fast)
+        bury(db, tenant_id, slow)
+        recorder.slow = {slow}
+        began = time.monotonic()
+        answer = await client.post(
+            "/v1/deadletters:redrive", json={"ids": [fast, slow]}, headers=auth
+        )
+        assert time.monotonic() - began < 1.5  # the request timeout is 1 s
+        assert answer.status == 200, await answer.text()
+        redriven, cut_off = (await answer.json())["results"]
+        assert redriven == {"id": fast, "redriven": True}
+        assert cut_off["id"] == slow and cut_off["error"]["code"] == "outcome_unknown"
+        assert "it may still be" in cut_off["error"]["message"]
+
+    in_process(db, scenario)

@@ -10,9 +10,11 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -279,6 +281,72 @@ def test_redrive_of_several_ids_or_all_goes_through_the_batch_route(
     for args in ((), (ids[0], "--all")):
         wrong = own.run("deadletters", "redrive", *args)
         assert wrong.returncode == 2 and "--all" in wrong.stderr, wrong.stderr
+
+
+class FirstBatchOnly(BaseHTTPRequestHandler):
+    """Redrives the first batch it is sent, then answers 503 no_leader; records each batch."""
+
+    batches: list[list[str]]
+
+    def do_POST(self) -> None:
+        ids = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["ids"]
+        self.batches.append(ids)
+        body: dict[str, Any]
+        if len(self.batches) == 1:
+            status, body = 200, {"results": [{"id": i, "redriven": True} for i in ids]}
+        else:
+            status, body = 503, {"error": {"code": "no_leader", "message": "no leader"}}
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def first_batch_only() -> Iterator[tuple[str, list[list[str]]]]:
+    """(the URL of a FirstBatchOnly server, the batches it was sent)."""
+    batches: list[list[str]] = []
+    handler = type("Handler", (FirstBatchOnly,), {"batches": batches})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", batches
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_batch_refused_as_a_whole_stops_the_redrive_and_keeps_the_earlier_results(
+    first_batch_only: tuple[str, list[list[str]]], tmp_path: Path, as_json: bool
+) -> None:
+    url, batches = first_batch_only
+    ids = [f"job_{n:024d}:1" for n in range(1001)]  # three batches: 500, 500, 1
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDCTL_")}
+    env |= {"SCHEDCTL_URL": url, "SCHEDCTL_TOKEN": "tok_x"}
+    args = [SCHEDCTL, "deadletters", "redrive", *ids] + (["--json"] if as_json else [])
+    result = subprocess.run(args, capture_output=True, text=True, timeout=60, env=env)
+    assert result.returncode == 3, result.stderr  # a 503's exit code
+    assert batches == [ids[:500], ids[500:1000]]  # nothing sent after the refused batch
+    last = result.stderr.splitlines()[-1]
+    assert last == f"error: {url}: no leader (501 of 1001 dead letters were not redriven)"
+    if not as_json:
+        assert "redriven: 500, not redriven: 501" in result.stderr
+        assert f"{ids[500]}: not redriven: {url}: no leader" in result.stderr
+        assert f"{ids[1000]}: not redriven: not sent: an earlier batch failed" in result.stderr
+        return
+    results = json.loads(result.stdout)["results"]
+    assert [r["id"] for r in results] == ids
+    assert results[:500] == [{"id": i, "redriven": True} for i in ids[:500]]
+    assert {r["error"]["code"] for r in results[500:]} == {"no_leader"}
+    assert results[1000]["error"]["message"].startswith("not sent: an earlier batch failed: ")
 
 
 def test_purge_deletes_a_dead_letter(tenant: Tenant, queue: str) -> None:

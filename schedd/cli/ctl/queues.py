@@ -161,7 +161,8 @@ Examples:
 def redrive(client: Client, deadletter_ids: tuple[str, ...], is_all: bool, as_json: bool) -> None:
     """Give the runs of the dead letters named one new attempt each; each dead letter is
     removed. Several IDs (or --all) go 500 at a time through POST /v1/deadletters:redrive;
-    any id not redriven makes the exit code 1."""
+    any id not redriven makes the exit code 1. A batch refused as a whole (503, 507, timeout)
+    stops the run: every id's result is printed, and the exit code is that error's (3)."""
     if bool(deadletter_ids) == is_all:
         raise InvalidRequest("ID", "give one or more dead letter ids, or --all (not both)")
     if len(deadletter_ids) == 1:
@@ -173,7 +174,8 @@ def redrive(client: Client, deadletter_ids: tuple[str, ...], is_all: bool, as_js
         else:
             render.console().print(Text(f"{deadletter_id}: redriven, one new attempt queued"))
         return
-    results = _redrive_batches(client, _all_deadletter_ids(client) if is_all else deadletter_ids)
+    ids = _all_deadletter_ids(client) if is_all else deadletter_ids
+    results, stopped_by = _redrive_batches(client, ids)
     failed = [r for r in results if "error" in r]
     if as_json:
         render.print_json({"results": results})
@@ -181,8 +183,11 @@ def redrive(client: Client, deadletter_ids: tuple[str, ...], is_all: bool, as_js
         for result in failed:
             render.note(f"{result['id']}: not redriven: {result['error']['message']}")
         render.note(f"redriven: {len(results) - len(failed)}, not redriven: {len(failed)}")
+    counts = f"{len(failed)} of {len(results)} dead letters were not redriven"
+    if stopped_by is not None:  # exits as that error would have (3 for a 503, 507, timeout)
+        raise NotAllRedriven(f"{stopped_by} ({counts})", exit_code=stopped_by.exit_code)
     if failed:
-        raise NotAllRedriven(f"{len(failed)} of {len(results)} dead letters were not redriven")
+        raise NotAllRedriven(counts)
 
 
 REDRIVE_BATCH = 500  # the API's limit per POST /v1/deadletters:redrive
@@ -191,6 +196,10 @@ REDRIVE_BATCH = 500  # the API's limit per POST /v1/deadletters:redrive
 class NotAllRedriven(SchedError):
     code = "not_all_redriven"
     exit_code = 1
+
+    def __init__(self, message: str, *, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 def _all_deadletter_ids(client: Client) -> Iterator[str]:
@@ -206,17 +215,28 @@ def _all_deadletter_ids(client: Client) -> Iterator[str]:
             return
 
 
-def _redrive_batches(client: Client, ids: Iterable[str]) -> list[dict[str, Any]]:
-    """POST the ids REDRIVE_BATCH at a time; every id's result, in order, progress on stderr."""
+def _redrive_batches(
+    client: Client, ids: Iterable[str]
+) -> tuple[list[dict[str, Any]], SchedError | None]:
+    """POST the ids REDRIVE_BATCH at a time: every id's result, in order (progress on stderr),
+    and the error that stopped the run, if any. A batch refused as a whole (503, 507, a
+    timeout, ...) stops it: that batch's ids answer the error, the later ones are not sent."""
     results: list[dict[str, Any]] = []
     unique = list(dict.fromkeys(ids))
     for start in range(0, len(unique), REDRIVE_BATCH):
         batch: list[JSONValue] = list(unique[start : start + REDRIVE_BATCH])
-        answer = client.request("POST", "/v1/deadletters:redrive", body={"ids": batch})
+        try:
+            answer = client.request("POST", "/v1/deadletters:redrive", body={"ids": batch})
+        except SchedError as exc:
+            error = {"code": exc.code, "message": str(exc)}
+            unsent = {"code": exc.code, "message": f"not sent: an earlier batch failed: {exc}"}
+            results += [{"id": dl_id, "error": error} for dl_id in batch]
+            results += [{"id": dl_id, "error": unsent} for dl_id in unique[start + len(batch) :]]
+            return results, exc
         results.extend(answer["results"])
         if len(batch) == REDRIVE_BATCH:
             render.note(f"... {len(results)} sent")
-    return results
+    return results, None
 
 
 @deadletters.command(
