@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import time
 from typing import Any
 
@@ -35,7 +34,6 @@ MAX_REDRIVE = 500  # ids per POST /v1/deadletters:redrive
 MAX_ID_CHARS = 300  # a dead letter id is "<job_id>:<scheduled ms>"
 REDRIVE_BODY_LIMIT = 256 * 1024
 REDRIVE_CONCURRENCY = 16  # commands of one batch in flight at once
-IDS_PER_QUERY = 500  # with the tenant id, under SQLite's oldest variable limit (999)
 routes = web.RouteTableDef()
 
 
@@ -100,20 +98,6 @@ def _not_sent(first: SchedError) -> SchedError:
     return cls(f"not sent: an earlier id of this request was refused ({first.code})")
 
 
-def _existing_ids(conn: sqlite3.Connection, tenant_id: str, ids: list[str]) -> set[str]:
-    """Which of `ids` are dead letters of the tenant on this replica."""
-    found: set[str] = set()
-    for start in range(0, len(ids), IDS_PER_QUERY):
-        chunk = ids[start : start + IDS_PER_QUERY]
-        marks = ", ".join("?" * len(chunk))
-        rows = conn.execute(
-            f"SELECT id FROM deadletters WHERE tenant_id = ? AND id IN ({marks})",
-            (tenant_id, *chunk),
-        )
-        found.update(row[0] for row in rows)
-    return found
-
-
 async def _known_ids(
     request: web.Request, tenant_id: str, ids: list[str], deadline: float
 ) -> set[str]:
@@ -121,7 +105,7 @@ async def _known_ids(
     others. One this replica lacks may have been made on the leader a moment ago: the node
     catches up (`ApiContext.catch_up`, by the request's deadline) and looks again, once."""
     ctx = request.app[CONTEXT]
-    found = await ctx.reads.read(lambda conn: _existing_ids(conn, tenant_id, ids))
+    found = await ctx.reads.read(lambda conn: queries.existing_deadletters(conn, tenant_id, ids))
     missing = [dl_id for dl_id in ids if dl_id not in found]
     if not missing:
         return found
@@ -130,7 +114,9 @@ async def _known_ids(
             await ctx.catch_up(request.remote)
     except TimeoutError:
         raise ClusterUnavailable("this node is catching up with the leader; retry") from None
-    return found | await ctx.reads.read(lambda conn: _existing_ids(conn, tenant_id, missing))
+    return found | await ctx.reads.read(
+        lambda conn: queries.existing_deadletters(conn, tenant_id, missing)
+    )
 
 
 async def _redrive_by(ctx: ApiContext, tenant_id: str, dl_id: str, deadline: float) -> None:

@@ -286,6 +286,23 @@ def get_deadletter(conn: sqlite3.Connection, tenant_id: str, dl_id: str) -> dict
     return None if row is None else _deadletter_json(row)
 
 
+IDS_PER_QUERY = 500  # with the tenant id, under SQLite's oldest variable limit (999)
+
+
+def existing_deadletters(conn: sqlite3.Connection, tenant_id: str, ids: list[str]) -> set[str]:
+    """Which of `ids` are dead letters of the tenant on this replica."""
+    found: set[str] = set()
+    for start in range(0, len(ids), IDS_PER_QUERY):
+        chunk = ids[start : start + IDS_PER_QUERY]
+        marks = ", ".join("?" * len(chunk))
+        rows = conn.execute(
+            f"SELECT id FROM deadletters WHERE tenant_id = ? AND id IN ({marks})",
+            (tenant_id, *chunk),
+        )
+        found.update(row[0] for row in rows)
+    return found
+
+
 def partitions_by_node(conn: sqlite3.Connection, now_ms: int) -> dict[str, list[int]]:
     """The partitions each node holds an unexpired lease on."""
     held: dict[str, list[int]] = {}
