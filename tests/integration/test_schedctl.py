@@ -7,19 +7,18 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.integration.api_helpers import JOB_FIELDS
-from tests.servers import ADMIN_TOKEN, NodeProcess, free_ports, http
+from tests.servers import ADMIN_TOKEN, NodeProcess, free_ports, http, serving
 
 SCHEDCTL = str(Path(sys.executable).with_name("schedctl"))
 JOB_KEYS = set(JOB_FIELDS)
@@ -117,16 +116,8 @@ class Unavailable(BaseHTTPRequestHandler):
 def unavailable() -> Iterator[tuple[str, list[tuple[str, str, dict[str, str], bytes]]]]:
     """A node that answers 503 to everything: (its URL, the requests it saw)."""
     seen: list[tuple[str, str, dict[str, str], bytes]] = []
-    handler = type("Handler", (Unavailable,), {"seen": seen})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", seen
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    with serving(type("Handler", (Unavailable,), {"seen": seen})) as url:
+        yield url, seen
 
 
 @pytest.fixture

@@ -10,17 +10,16 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.servers import ADMIN_TOKEN, NodeProcess, free_ports, http
+from tests.servers import ADMIN_TOKEN, NodeProcess, free_ports, http, serving
 
 SCHEDCTL = str(Path(sys.executable).with_name("schedctl"))
 Result = subprocess.CompletedProcess[str]
@@ -311,16 +310,8 @@ class FirstBatchOnly(BaseHTTPRequestHandler):
 def first_batch_only() -> Iterator[tuple[str, list[list[str]]]]:
     """(the URL of a FirstBatchOnly server, the batches it was sent)."""
     batches: list[list[str]] = []
-    handler = type("Handler", (FirstBatchOnly,), {"batches": batches})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", batches
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    with serving(type("Handler", (FirstBatchOnly,), {"batches": batches})) as url:
+        yield url, batches
 
 
 @pytest.mark.parametrize("as_json", [False, True])

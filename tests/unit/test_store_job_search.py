@@ -46,6 +46,16 @@ def ids(db: Database, where: JobFilter, *, after: str = "", limit: int = 100) ->
     return [job["job_id"] for job in jobs]
 
 
+def walk(db: Database, where: JobFilter, **options: Any) -> list[tuple[list[str], str | None]]:
+    """Every page of `where` (limit 5, at most 5 pages): (its job ids, its cursor)."""
+    pages: list[tuple[list[str], str | None]] = []
+    after: str | None = ""
+    while after is not None and len(pages) < 5:
+        jobs, after = search_jobs(db.conn, "t1", where, after=after, limit=5, **options)
+        pages.append(([j["job_id"] for j in jobs], after))
+    return pages
+
+
 def test_target_type_and_queue_match_the_stored_target(db: Database) -> None:
     add_job(db, 1)
     add_job(db, 2, target={"type": "queue", "name": "other"})
@@ -117,14 +127,11 @@ def test_a_page_examines_at_most_scan_rows_and_continues_after_the_last_one(
     monkeypatch.setattr(job_search, "SCAN_ROWS", 10)
     for n in range(25):
         add_job(db, n, name="needle" if n == 22 else None)
-    pages, after = [], ""
-    for _ in range(5):
-        jobs, cursor = search_jobs(db.conn, "t1", JobFilter(name="needle"), after=after, limit=5)
-        pages.append(([j["job_id"] for j in jobs], cursor))
-        if cursor is None:
-            break
-        after = cursor
-    assert pages == [([], "job_000009"), ([], "job_000019"), (["job_000022"], None)]
+    assert walk(db, JobFilter(name="needle")) == [
+        ([], "job_000009"),
+        ([], "job_000019"),
+        (["job_000022"], None),
+    ]
 
 
 def test_a_scan_that_reaches_the_last_job_exactly_has_no_cursor(
@@ -160,11 +167,9 @@ def test_a_spent_time_budget_ends_the_page_after_one_chunk_and_the_scan_goes_on(
     monkeypatch.setattr(job_search, "CHUNK_ROWS", 4)
     for n in range(10):
         add_job(db, n, name="needle" if n == 9 else None)
-    where, seen, after = JobFilter(name="needle"), [], ""
-    for _ in range(5):  # every page examines one chunk: it always moves on
-        jobs, cursor = search_jobs(db.conn, "t1", where, after=after, limit=5, budget_s=0)
-        seen.append(([j["job_id"] for j in jobs], cursor))
-        if cursor is None:
-            break
-        after = cursor
-    assert seen == [([], "job_000003"), ([], "job_000007"), (["job_000009"], None)]
+    # every page examines one chunk: it always moves on
+    assert walk(db, JobFilter(name="needle"), budget_s=0) == [
+        ([], "job_000003"),
+        ([], "job_000007"),
+        (["job_000009"], None),
+    ]

@@ -83,3 +83,22 @@ export function confirmAction(question, detail = "") {
     no.focus();
   });
 }
+
+// Run `step` now and again `ms` after each run ends (an error in one run does not stop the
+// next); resolves after the first run with the function that stops it (a page's cleanup).
+export async function every(ms, step) {
+  let timer = null;
+  let stopped = false;
+  const tick = async () => {
+    try {
+      await step();
+    } finally {
+      if (!stopped) timer = setTimeout(tick, ms);
+    }
+  };
+  await tick();
+  return () => {
+    stopped = true;
+    clearTimeout(timer);
+  };
+}

@@ -4,7 +4,7 @@
 
 import { get } from "../api.js";
 import { lineChart, legend } from "../chart.js";
-import { clear, h, notice, table, when } from "../dom.js";
+import { clear, every, h, notice, table, when } from "../dom.js";
 
 const REFRESH_MS = 5000;
 const WINDOW_MS = 15 * 60 * 1000;
@@ -13,22 +13,11 @@ export async function render(main) {
   const nodes = h("section", { id: "nodes" });
   const charts = h("section", { id: "charts", class: "charts" });
   main.append(h("h1", {}, "Overview"), nodes, charts);
-  let timer = null;
-  let stopped = false;
-  const tick = async () => {
-    try {
-      await refresh(nodes, charts);
-    } catch (error) {
+  return every(REFRESH_MS, () =>
+    refresh(nodes, charts).catch((error) => {
       clear(nodes).append(notice(`Cannot show the cluster: ${error.message}`));
-    } finally {
-      if (!stopped) timer = setTimeout(tick, REFRESH_MS);
-    }
-  };
-  await tick();
-  return () => {
-    stopped = true;
-    clearTimeout(timer);
-  };
+    }),
+  );
 }
 
 async function refresh(nodes, charts) {

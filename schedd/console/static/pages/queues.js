@@ -2,7 +2,7 @@
 // message's age and the consumers every node saw receiving in the last minutes.
 
 import { get } from "../api.js";
-import { clear, h, notice, table, when } from "../dom.js";
+import { clear, every, h, notice, table, when } from "../dom.js";
 import { age } from "../format.js";
 
 const REFRESH_MS = 5000;
@@ -10,20 +10,7 @@ const REFRESH_MS = 5000;
 export async function render(main) {
   const section = h("section", { id: "queue-list" });
   main.append(h("h1", {}, "Queues"), section);
-  let timer = null;
-  let stopped = false;
-  const tick = async () => {
-    try {
-      await show(section);
-    } finally {
-      if (!stopped) timer = setTimeout(tick, REFRESH_MS);
-    }
-  };
-  await tick();
-  return () => {
-    stopped = true;
-    clearTimeout(timer);
-  };
+  return every(REFRESH_MS, () => show(section));
 }
 
 async function show(section) {
