@@ -6,11 +6,11 @@ The only module that knows every part; it owns their lifecycles and nothing else
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import os
 import secrets
 import time
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry
 from pysyncobj import SyncObjConf
 
 from schedd.api.app import Beside, build_app, start_metrics_site
-from schedd.api.context import ApiContext, QueueSignal, TokenCache
+from schedd.api.context import ApiContext, BrokerProbe, QueueSignal, TokenCache
 from schedd.api.health import MetricsAccess
 from schedd.api.limits import ServerLimits
 from schedd.config import MIN_SECRET_CHARS, NodeConfig, parse_listen
@@ -30,12 +30,14 @@ from schedd.delivery.connection_cache import ConnectionCache
 from schedd.delivery.nats import NatsDeliverer
 from schedd.delivery.probe import probe
 from schedd.delivery.rabbitmq import RabbitMqDeliverer
+from schedd.delivery.read_limits import ReadBudgets
 from schedd.delivery.redis_stream import RedisStreamDeliverer
 from schedd.dispatch.clock import ClockGuard
 from schedd.dispatch.service import DispatchService
 from schedd.errors import ClusterUnavailable, ConfigError, SchedError
 from schedd.guard.targets import TargetGuard
 from schedd.metrics import NodeCollector
+from schedd.model import BrokerConnection
 from schedd.peers import PeerReports
 from schedd.raft.membership import change_membership
 from schedd.raft.proposer import Proposer, ThreadProposer
@@ -176,6 +178,7 @@ class Node:
         self.dispatch: DispatchService | None = None
         self.caller: Caller | None = None
         self.guard = TargetGuard(config.allow_cidrs)
+        self.reads_from_brokers = ReadBudgets()  # what tenants' brokers may make this node hold
         self.clock = ClockGuard(config.max_clock_offset_ms)
         self.peers = PeerReports(config.node_id)
         self.storage = StorageGuard(DiskWatch(config.data_dir, config.min_free), self.peers)
@@ -246,8 +249,7 @@ class Node:
             limits=self._limits(),
             storage=self.storage,
             retention=self.config.retention,
-            # One TLS context for every test (making one costs tens of ms on the loop).
-            broker_probe=functools.partial(probe, tls=tls_context(None)),
+            broker_probe=self._broker_probe(),
             peer_tls=self.tls_peers,
         )
         self._runner = web.AppRunner(
@@ -302,7 +304,12 @@ class Node:
             concurrency=self.config.delivery_concurrency,
             tenant_concurrency=self.config.tenant_concurrency,
             deliverers=[
-                kind(self.payload_keys, connections.lookup, guard=self.guard)
+                kind(
+                    self.payload_keys,
+                    connections.lookup,
+                    guard=self.guard,
+                    reads=self.reads_from_brokers,
+                )
                 for kind in (RedisStreamDeliverer, RabbitMqDeliverer, NatsDeliverer)
             ],
         )
@@ -311,6 +318,24 @@ class Node:
         subscribe_loops(self.events, self.dispatch, self.caller, connections)
         self.dispatch.start()
         self.caller.start()
+
+    def _broker_probe(self) -> BrokerProbe:
+        """The probe of `POST /v1/connections/{name}/test`, with the deliverers' guard and
+        read budgets."""
+        tls = tls_context(None)  # one for every test: making one costs tens of ms on the loop
+
+        def broker_probe(
+            connection: BrokerConnection, allowed_hosts: tuple[str, ...]
+        ) -> Awaitable[tuple[bool, str]]:
+            return probe(
+                connection,
+                allowed_hosts=allowed_hosts,
+                tls=tls,
+                guard=self.guard,
+                reads=self.reads_from_brokers,
+            )
+
+        return broker_probe
 
     def _limits(self) -> ServerLimits:
         cfg = self.config

@@ -115,7 +115,8 @@ async def delete_connection(request: web.Request) -> web.Response:
 
 @routes.post("/v1/connections/{name}/test")
 async def test_connection(request: web.Request) -> web.Response:
-    """Connect as a deliverer would (the node's probe), within the request timeout. A
+    """Connect as a deliverer would (the node's probe: the guard's check at connect, with the
+    tenant's allowed_hosts as they are now), within the request timeout. A
     connection this node does not know yet may have been made through another node a moment
     ago (the usual next step after a create): it catches up with the leader and looks again."""
     ctx, tenant_id, name = _addressed(request)
@@ -133,10 +134,12 @@ async def test_connection(request: web.Request) -> web.Response:
         raise ConnectionNotFound(name)
     if ctx.broker_probe is None:
         raise NoBrokerProbe("no broker probe on this node")
+    tenant = await ctx.reads.read(lambda conn: queries.get_tenant(conn, tenant_id))
+    hosts = tuple(tenant.allowed_hosts) if tenant is not None else ()
     try:
         with ctx.connection_tests.hold(tenant_id):  # 429 past CONNECTION_TESTS_PER_TENANT
             async with asyncio.timeout(ctx.request_timeout_s):
-                is_ok, detail = await ctx.broker_probe(found)
+                is_ok, detail = await ctx.broker_probe(found, hosts)
     except TimeoutError:
         is_ok, detail = False, f"no answer within {ctx.request_timeout_s:g}s"
     return json_response({"ok": bool(is_ok), "detail": scrubbed(str(detail), found)})

@@ -44,9 +44,10 @@ class Proposing(Protocol):
     async def propose(self, cmd: LogCommand, *, now_ms: int | None = None) -> dict[str, Any]: ...
 
 
-BrokerProbe = Callable[[BrokerConnection], Awaitable[tuple[bool, str]]]
-"""Connect to a tenant's broker as a deliverer would: (reachable and authenticated, a detail
-without credentials). Set by the node (delivery/brokers.py): the API cannot import delivery."""
+BrokerProbe = Callable[[BrokerConnection, tuple[str, ...]], Awaitable[tuple[bool, str]]]
+"""Connect to a tenant's broker as a deliverer would, the tenant's allowed_hosts given: (reachable
+and authenticated, a detail without credentials). Set by the node (delivery/probe.py): the API
+cannot import delivery."""
 
 
 class RaftStatus(Protocol):

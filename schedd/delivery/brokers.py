@@ -14,7 +14,7 @@ import random
 import re
 import ssl
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 from urllib.parse import unquote, urlsplit
@@ -22,7 +22,9 @@ from urllib.parse import unquote, urlsplit
 from prometheus_client import Gauge
 
 from schedd.delivery.outcome import Outcome, Verdict, excerpt
+from schedd.delivery.read_limits import ReadBudgets
 from schedd.guard.connections import pinned_block
+from schedd.guard.ssrf import Network
 from schedd.guard.targets import TargetGuard
 from schedd.jobspec import parse_target
 from schedd.model import (
@@ -150,6 +152,31 @@ class ConnectionDown(Exception):
     """No client for the connection now: the last connect failed and its backoff is running."""
 
 
+class ConnectionBlocked(Exception):
+    """This node's guard refuses the connection's pinned addresses now: nothing is sent."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectGate:
+    """This node's guard as one tenant's connects must pass it: the operator's `allow_cidrs`
+    and the tenant's `allowed_hosts` now (either may have narrowed since the connection was
+    made), against the connection's pinned addresses. No DNS."""
+
+    allow: tuple[Network, ...]
+    allowed_hosts: tuple[str, ...]
+
+    @classmethod
+    def of(cls, guard: TargetGuard | None, allowed_hosts: Iterable[str]) -> ConnectGate | None:
+        """The gate of a node's guard (None: no guard, in tests only)."""
+        return None if guard is None else cls(guard.allow, tuple(allowed_hosts))
+
+    def refusal(self, connection: BrokerConnection) -> str | None:
+        """Why the connection may not be used now; None when it may."""
+        return pinned_block(
+            connection.url, connection.pinned_addresses, self.allowed_hosts, self.allow
+        )
+
+
 class Connector(Protocol[ClientT]):
     """How one broker kind makes its client for a pinned address, and closes it."""
 
@@ -175,10 +202,16 @@ class Link(Generic[ClientT]):
 
 
 async def connect_pinned(
-    connector: Connector[ClientT], connection: BrokerConnection, timeout_s: float
+    connector: Connector[ClientT],
+    connection: BrokerConnection,
+    timeout_s: float,
+    gate: ConnectGate | None,
 ) -> ClientT:
     """A client connected to the first of the connection's pinned addresses that answers within
-    `timeout_s` (each); never to what the URL's name resolves to now."""
+    `timeout_s` (each); never to what the URL's name resolves to now. Every connect, a
+    delivery's or a probe's, passes `gate` first: ConnectionBlocked when it refuses."""
+    if gate is not None and (reason := gate.refusal(connection)) is not None:
+        raise ConnectionBlocked(reason)
     if not connection.pinned_addresses:
         raise ConnectionDown("no pinned address for the connection")
     cause = ""
@@ -250,15 +283,18 @@ class Pool(Generic[ClientT]):
         return iter(list(self._links.values()))
 
     async def attempt(
-        self, connection: BrokerConnection, publish: Callable[[ClientT], Awaitable[Outcome]]
+        self,
+        connection: BrokerConnection,
+        gate: ConnectGate | None,
+        publish: Callable[[ClientT], Awaitable[Outcome]],
     ) -> Outcome:
-        """One publish on the connection's client; every failure is an Outcome (credentials
-        removed from its error)."""
+        """One publish on the connection's client (connected through `gate` when it has none);
+        every failure is an Outcome (credentials removed from its error)."""
         link = self._link(connection)
         link.in_flight += 1
         link.last_used = self._clock()
         try:
-            outcome = await self._attempt(link, publish)
+            outcome = await self._attempt(link, gate, publish)
         finally:
             link.in_flight -= 1
             link.last_used = self._clock()
@@ -272,10 +308,15 @@ class Pool(Generic[ClientT]):
         )
 
     async def _attempt(
-        self, link: Link[ClientT], publish: Callable[[ClientT], Awaitable[Outcome]]
+        self,
+        link: Link[ClientT],
+        gate: ConnectGate | None,
+        publish: Callable[[ClientT], Awaitable[Outcome]],
     ) -> Outcome:
         try:
-            client = await self._client(link)
+            client = await self._client(link, gate)
+        except ConnectionBlocked as exc:
+            return blocked_outcome(str(exc))
         except ConnectionDown as exc:
             return retry_outcome(f"connection down: {exc}")
         try:
@@ -290,8 +331,9 @@ class Pool(Generic[ClientT]):
                 link.cause = cause
             return retry_outcome(f"connection down: {cause}")
 
-    async def _client(self, link: Link[ClientT]) -> ClientT:
-        """The link's client, connecting once for all who wait; ConnectionDown in the backoff."""
+    async def _client(self, link: Link[ClientT], gate: ConnectGate | None) -> ClientT:
+        """The link's client, connecting once for all who wait; ConnectionDown in the backoff,
+        ConnectionBlocked when `gate` refuses the connect."""
         if link.client is not None:
             return link.client
         async with link.connecting:
@@ -302,7 +344,7 @@ class Pool(Generic[ClientT]):
             link.connects += 1
             try:
                 client = await connect_pinned(
-                    self._connector, link.connection, self.limits.connect_timeout_s
+                    self._connector, link.connection, self.limits.connect_timeout_s, gate
                 )
             except ConnectionDown as exc:
                 link.failures += 1
@@ -379,6 +421,11 @@ def retry_outcome(error: str) -> Outcome:
     return Outcome(verdict=Verdict.RETRY, status=None, error=error)
 
 
+def blocked_outcome(reason: str) -> Outcome:
+    """A run this node's guard refuses to deliver: failed, not retried."""
+    return Outcome(verdict=Verdict.FAILED, status=None, error=f"blocked: {reason}")
+
+
 # ---------------------------------------------------------------------- the deliverer
 
 
@@ -397,6 +444,7 @@ class BrokerDeliverer(Generic[ClientT, TargetT]):
         *,
         tls: ssl.SSLContext | None = None,
         guard: TargetGuard | None = None,
+        reads: ReadBudgets | None = None,
         connect_timeout_s: float = CONNECT_TIMEOUT_S,
         publish_timeout_s: float = PUBLISH_TIMEOUT_S,
         max_in_flight: int = MAX_IN_FLIGHT,
@@ -408,7 +456,8 @@ class BrokerDeliverer(Generic[ClientT, TargetT]):
         """`lookup(tenant_id, name)` gives a tenant's connection with its URL opened (None when
         there is none); `tls` the trust of TLS schemes (the system's CAs by default); `guard`
         this node's rules, checked again against a connection's pinned addresses (the node
-        that took its create may have allowed more)."""
+        that took its create may have allowed more); `reads` the node's budgets of what
+        tenants' brokers may make it hold (shared by every kind and the probe)."""
         self._payload_keys = payload_keys
         self._lookup = lookup
         self._guard = guard
@@ -420,9 +469,10 @@ class BrokerDeliverer(Generic[ClientT, TargetT]):
             backoff_initial_s=backoff_initial_s,
             backoff_max_s=backoff_max_s,
         )
-        self.pool: Pool[ClientT] = Pool(self.connector(tls_context(tls)), self.limits, clock)
+        connector = self.connector(tls_context(tls), reads or ReadBudgets())
+        self.pool: Pool[ClientT] = Pool(connector, self.limits, clock)
 
-    def connector(self, tls: ssl.SSLContext) -> Connector[ClientT]:
+    def connector(self, tls: ssl.SSLContext, reads: ReadBudgets) -> Connector[ClientT]:
         """The kind's Connector."""
         raise NotImplementedError
 
@@ -454,15 +504,9 @@ class BrokerDeliverer(Generic[ClientT, TargetT]):
             return retry_outcome(str(exc))
         if connection is None:  # it may be created again under its name
             return retry_outcome(f"unknown connection {target.connection!r}")
-        if self._guard is not None and (
-            reason := pinned_block(
-                connection.url,
-                connection.pinned_addresses,
-                tuple(tenant.allowed_hosts),
-                self._guard.allow,
-            )
-        ):
-            return Outcome(verdict=Verdict.FAILED, status=None, error=f"blocked: {reason}")
+        gate = ConnectGate.of(self._guard, tenant.allowed_hosts)
+        if gate is not None and (reason := gate.refusal(connection)) is not None:
+            return blocked_outcome(reason)  # a pooled client made before the guard narrowed
         wanted = CONNECTION_KIND_OF_TARGET[self.kind]
         if connection.kind != wanted:  # deleted and created again as another kind
             return retry_outcome(
@@ -473,7 +517,7 @@ class BrokerDeliverer(Generic[ClientT, TargetT]):
         except PayloadUnreadable as exc:  # a key missing from this node's config: fixable
             return retry_outcome(str(exc))
         return await self.pool.attempt(
-            connection, lambda client: self.publish(client, target, call, payload)
+            connection, gate, lambda client: self.publish(client, target, call, payload)
         )
 
     async def publish(

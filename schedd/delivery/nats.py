@@ -19,19 +19,25 @@ import nats.errors
 import nats.js.errors
 from nats.aio.client import Client
 from nats.js import JetStreamContext
+from nats.protocol.parser import AWAITING_MSG_PAYLOAD, Parser
 
 from schedd.delivery.brokers import (
     BrokerDeliverer,
     Connector,
     Limits,
     LinkBroken,
-    connect_pinned,
     describe,
     message_body,
     retry_outcome,
     url_host,
 )
 from schedd.delivery.outcome import Outcome, Verdict
+from schedd.delivery.read_limits import (
+    FrameGauge,
+    ReadBudgets,
+    ReadLimitExceeded,
+    check_line,
+)
 from schedd.model import BrokerConnection, NatsTarget, idempotency_key
 from schedd.store.outbox import DueCall
 from schedd.timeformat import format_instant
@@ -39,6 +45,65 @@ from schedd.timeformat import format_instant
 log = logging.getLogger(__name__)
 DEFAULT_PORT = 4222
 ABANDON_S = 1.0
+CRLF_SIZE = 2
+
+
+class TlsNotRequired(ConnectionError):
+    """A `tls://` server whose INFO does not require TLS: nothing more is sent to it."""
+
+
+class _BoundedParser(Parser):
+    """nats-py's parser, refusing a message over the frame bound or the server's own
+    `max_payload`, and a control line over MAX_LINE_BYTES. nats-py buffers a message until all
+    of it has arrived, so a refusal comes before its bytes are read, and the publishes waiting on
+    the connection fail at once, naming the bound (the connection is then closed)."""
+
+    def __init__(self, nc: Client, gauge: FrameGauge) -> None:
+        super().__init__(nc)
+        self._gauge = gauge
+
+    async def parse(self, data: bytes = b"") -> None:
+        try:
+            await super().parse(data)
+            if self.state == AWAITING_MSG_PAYLOAD:
+                self._gauge.max_bytes = min(self._gauge.max_bytes, self.nc.max_payload)
+                self._gauge.hold(self.needed + CRLF_SIZE)
+            else:
+                self._gauge.hold(0)
+                check_line(len(self.buf), "a NATS protocol line")
+        except ReadLimitExceeded as exc:
+            self.buf.clear()
+            self._gauge.release()
+            for waiting in list(self.nc._resp_map.values()):  # the publishes' replies
+                if not waiting.done():
+                    waiting.set_exception(ReadLimitExceeded(str(exc)))
+            raise  # an OSError: nats-py's read loop closes the connection with it
+
+    def reset(self) -> None:
+        super().reset()
+        if hasattr(self, "_gauge"):
+            self._gauge.release()
+
+
+class _GuardedClient(Client):
+    """nats-py's Client with its reads bounded (_BoundedParser) and, for `tls://`, no
+    plain-text session: nats-py upgrades to TLS only when the server's INFO asks for it, so an
+    INFO that does not is refused before CONNECT (and its credentials) is written."""
+
+    def __init__(self, gauge: FrameGauge, *, is_tls: bool) -> None:
+        super().__init__()
+        self._ps = _BoundedParser(self, gauge)
+        self._is_tls = is_tls
+
+    async def _process_info(
+        self, info: dict[str, object], initial_connection: bool = False
+    ) -> None:
+        if initial_connection and self._is_tls and info.get("tls_required") is not True:
+            raise TlsNotRequired(
+                "the server did not require TLS for a tls:// URL: refused before sending "
+                "credentials"
+            )
+        await super()._process_info(info, initial_connection)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,13 +144,15 @@ class NatsConnector:
     from the URL), connected to a pinned address; nats-py's own reconnecting is off (the pool
     reconnects with its backoff) and servers it learns of are never used."""
 
-    def __init__(self, tls: ssl.SSLContext, limits: Limits) -> None:
+    def __init__(self, tls: ssl.SSLContext, limits: Limits, reads: ReadBudgets) -> None:
         self._tls = tls
         self._limits = limits
+        self._reads = reads
 
     async def connect(self, connection: BrokerConnection, address: str) -> JetStream:
         parts = urlsplit(connection.url)
-        nc, events = Client(), _Events()
+        gauge = FrameGauge(self._reads.tenant(connection.tenant_id), "a NATS message")
+        nc, events = _GuardedClient(gauge, is_tls=parts.scheme == "tls"), _Events()
         try:
             await self._connect(nc, events, parts, address)
         except BaseException:
@@ -103,8 +170,9 @@ class NatsConnector:
             user=user if password is not None else None,
             password=password,
             token=user if password is None else None,
-            # nats-py upgrades to TLS when the server's INFO requires it, whatever the scheme:
-            # then too the certificate is checked against the URL's name, not the address.
+            # nats-py upgrades to TLS when the server's INFO requires it, whatever the scheme
+            # (and _GuardedClient refuses a tls:// server that does not): then too the
+            # certificate is checked against the URL's name, not the address.
             tls=self._tls,
             tls_hostname=parts.hostname,
             allow_reconnect=False,
@@ -127,8 +195,8 @@ class NatsDeliverer(BrokerDeliverer[JetStream, NatsTarget]):
     kind = "nats"
     target_type = NatsTarget
 
-    def connector(self, tls: ssl.SSLContext) -> Connector[JetStream]:
-        return NatsConnector(tls, self.limits)
+    def connector(self, tls: ssl.SSLContext, reads: ReadBudgets) -> Connector[JetStream]:
+        return NatsConnector(tls, self.limits, reads)
 
     async def publish(
         self, client: JetStream, target: NatsTarget, call: DueCall, payload: str
@@ -163,14 +231,6 @@ def message_headers(call: DueCall) -> dict[str, str]:
     }
 
 
-async def server_version(
-    connection: BrokerConnection, timeout_s: float, tls: ssl.SSLContext
-) -> str:
-    """ "nats-server 2.10.14": the server's version, from a connection to its pinned address."""
-    connector = NatsConnector(tls, Limits(connect_timeout_s=timeout_s))
-    client = await connect_pinned(connector, connection, timeout_s)
-    try:
-        version = client.nc._server_info.get("version", "unknown version")
-    finally:
-        await client.nc.close()
-    return f"nats-server {version}"
+async def server_version(client: JetStream) -> str:
+    """ "nats-server 2.10.14": the server's version, as its INFO gave it."""
+    return f"nats-server {client.nc._server_info.get('version', 'unknown version')}"

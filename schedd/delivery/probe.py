@@ -1,27 +1,39 @@
 """The answer of `POST /v1/connections/{name}/test`: connect to a tenant's broker as its deliverer
-would (the pinned address, the same TLS rules) and name the server, or the error."""
+would (the guard's check at connect, the pinned address, the same TLS rules and read bounds) and
+name the server, or the error."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import ssl
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
 
 from schedd.delivery import nats, rabbitmq, redis_stream
 from schedd.delivery.brokers import (
     CONNECT_TIMEOUT_S,
     ERROR_CHARS,
+    ConnectGate,
+    ConnectionBlocked,
     ConnectionDown,
+    Connector,
+    Limits,
+    connect_pinned,
     describe,
     scrub,
     tls_context,
 )
 from schedd.delivery.outcome import excerpt
+from schedd.delivery.read_limits import ReadBudgets
+from schedd.guard.targets import TargetGuard
 from schedd.model import BrokerConnection
 
-SERVER_VERSIONS: dict[str, Callable[[BrokerConnection, float, ssl.SSLContext], Awaitable[str]]] = {
-    "redis": redis_stream.server_version,
-    "rabbitmq": rabbitmq.server_version,
-    "nats": nats.server_version,
+ConnectorMaker = Callable[[ssl.SSLContext, Limits, ReadBudgets], Connector[Any]]
+KINDS: dict[str, tuple[ConnectorMaker, Callable[[Any], Awaitable[str]]]] = {
+    "redis": (redis_stream.RedisConnector, redis_stream.server_version),
+    "rabbitmq": (rabbitmq.AmqpConnector, rabbitmq.server_version),
+    "nats": (nats.NatsConnector, nats.server_version),
 }
 
 
@@ -29,15 +41,34 @@ async def probe(
     connection: BrokerConnection,
     timeout_s: float = CONNECT_TIMEOUT_S,
     *,
+    allowed_hosts: Iterable[str] = (),
     tls: ssl.SSLContext | None = None,
+    guard: TargetGuard | None = None,
+    reads: ReadBudgets | None = None,
 ) -> tuple[bool, str]:
     """Connect to the connection's pinned address and name the server ("redis 7.2.4"), or the
-    error (without credentials): the answer of `POST /v1/connections/{name}/test`."""
-    server_version = SERVER_VERSIONS.get(connection.kind)
-    if server_version is None:
+    error (without credentials): the answer of `POST /v1/connections/{name}/test`. `guard` and
+    the tenant's `allowed_hosts` are checked as at a delivery's connect; `reads` are the node's
+    read budgets (a probe's replies count towards its tenant's)."""
+    kind = KINDS.get(connection.kind)
+    if kind is None:
         return False, f"unknown connection kind {connection.kind!r}"
+    make_connector, server_version = kind
+    limits = Limits(connect_timeout_s=timeout_s, publish_timeout_s=timeout_s)
+    connector = make_connector(tls_context(tls), limits, reads or ReadBudgets())
     try:
-        return True, await server_version(connection, timeout_s, tls_context(tls))
+        client = await connect_pinned(
+            connector, connection, timeout_s, ConnectGate.of(guard, allowed_hosts)
+        )
+        try:
+            async with asyncio.timeout(timeout_s):
+                return True, await server_version(client)
+        finally:
+            with contextlib.suppress(Exception):  # a broken client may fail to close: gone
+                async with asyncio.timeout(timeout_s):
+                    await connector.close(client)
+    except ConnectionBlocked as exc:
+        return False, f"blocked: {exc}"
     except ConnectionDown as exc:
         return False, excerpt(scrub(str(exc), connection.url).encode(), ERROR_CHARS)
     except TimeoutError:

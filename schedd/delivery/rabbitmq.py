@@ -18,6 +18,7 @@ import aio_pika
 import aiormq.exceptions
 from aio_pika.abc import AbstractChannel
 from aiormq.abc import AbstractChannel as UnderlayChannel
+from aiormq.connection import TransportFactory
 from pamqp.commands import Basic
 from yarl import URL
 
@@ -26,28 +27,74 @@ from schedd.delivery.brokers import (
     Connector,
     Limits,
     LinkBroken,
-    connect_pinned,
     describe,
     message_body,
     retry_outcome,
 )
 from schedd.delivery.outcome import Outcome, Verdict
+from schedd.delivery.read_limits import FrameGauge, ReadBudgets
 from schedd.model import BrokerConnection, RabbitMqTarget, idempotency_key
 from schedd.store.outbox import DueCall
 from schedd.timeformat import format_instant
 
 MAX_CHANNELS = 64  # per connection: the least recently used beyond this is closed
 PERSISTENT = 2
+HEADER_BYTES = 7  # aiormq reads a frame's type, channel and size, then its size + 1 bytes
+
+
+class _FrameReader(asyncio.StreamReader):
+    """The stream aiormq reads frames from, checking the size a frame announces against the
+    frame bound and the tenant's budget before waiting for its bytes (aiormq would buffer a
+    frame announced as 0x7FFFFFF0 bytes whole)."""
+
+    def __init__(self, gauge: FrameGauge) -> None:
+        super().__init__()
+        self._gauge = gauge
+
+    async def readexactly(self, n: int) -> bytes:
+        if n < HEADER_BYTES:
+            return await super().readexactly(n)
+        self._gauge.hold(n)
+        try:
+            return await super().readexactly(n)
+        finally:
+            self._gauge.hold(0)
+
+
+class _BoundedTransport(TransportFactory):
+    """Opens aiormq's socket to the pinned address in its URL, TLS naming `server_hostname`
+    (the URL's host), read through a _FrameReader."""
+
+    def __init__(
+        self, gauge: FrameGauge, tls: ssl.SSLContext | None, server_hostname: str | None
+    ) -> None:
+        self._gauge = gauge
+        self._tls = tls
+        self._server_hostname = server_hostname
+
+    async def create(
+        self, url: URL, **kwargs: Any
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        loop = asyncio.get_running_loop()
+        reader = _FrameReader(self._gauge)
+        protocol = asyncio.StreamReaderProtocol(reader)
+        transport, _ = await loop.create_connection(
+            lambda: protocol,
+            str(url.host),
+            url.port or 0,
+            ssl=self._tls,
+            server_hostname=self._server_hostname,
+        )
+        return reader, asyncio.StreamWriter(transport, protocol, reader, loop)
 
 
 class _PinnedConnection(aio_pika.Connection):
-    """An aio-pika connection whose TLS handshake names `server_hostname` (the URL's host)
-    while the socket goes to the pinned address in its URL."""
+    """An aio-pika connection opened through a _BoundedTransport (aio-pika keeps only the
+    keyword arguments it knows; aiormq takes this one)."""
 
-    def __init__(self, url: URL, *, server_hostname: str | None, **kwargs: Any) -> None:
-        super().__init__(url, **kwargs)
-        if server_hostname is not None:  # handed by aiormq to asyncio.open_connection
-            self.kwargs["server_hostname"] = server_hostname
+    def __init__(self, url: URL, *, transport: _BoundedTransport) -> None:
+        super().__init__(url)
+        self.kwargs["transport_factory"] = transport
 
 
 class Channels:
@@ -138,9 +185,10 @@ class AmqpConnector:
     """Clients for `amqp://` and `amqps://` URLs (user, password and vhost from the URL; its
     query options are ignored: TLS trust is schedd's), connected to a pinned address."""
 
-    def __init__(self, tls: ssl.SSLContext, limits: Limits) -> None:
+    def __init__(self, tls: ssl.SSLContext, limits: Limits, reads: ReadBudgets) -> None:
         self._tls = tls
         self._limits = limits
+        self._reads = reads
 
     async def connect(self, connection: BrokerConnection, address: str) -> Channels:
         url = URL(connection.url)
@@ -148,11 +196,11 @@ class AmqpConnector:
         pinned = url.with_query(None).with_host(address)
         if url.explicit_port is None:
             pinned = pinned.with_port(5671 if is_tls else 5672)
-        amqp = _PinnedConnection(
-            pinned,
-            server_hostname=url.host if is_tls else None,
-            ssl_context=self._tls if is_tls else None,
+        gauge = FrameGauge(self._reads.tenant(connection.tenant_id), "an AMQP frame")
+        transport = _BoundedTransport(
+            gauge, self._tls if is_tls else None, url.host if is_tls else None
         )
+        amqp = _PinnedConnection(pinned, transport=transport)
         await amqp.connect(timeout=self._limits.connect_timeout_s)
         return Channels(amqp)
 
@@ -167,8 +215,8 @@ class RabbitMqDeliverer(BrokerDeliverer[Channels, RabbitMqTarget]):
     kind = "rabbitmq"
     target_type = RabbitMqTarget
 
-    def connector(self, tls: ssl.SSLContext) -> Connector[Channels]:
-        return AmqpConnector(tls, self.limits)
+    def connector(self, tls: ssl.SSLContext, reads: ReadBudgets) -> Connector[Channels]:
+        return AmqpConnector(tls, self.limits, reads)
 
     async def publish(
         self, client: Channels, target: RabbitMqTarget, call: DueCall, payload: str
@@ -212,18 +260,10 @@ def message_properties(call: DueCall) -> Basic.Properties:
     )
 
 
-async def server_version(
-    connection: BrokerConnection, timeout_s: float, tls: ssl.SSLContext
-) -> str:
-    """ "RabbitMQ 3.13.1": the server's product and version, from a connection to its pinned
-    address."""
-    connector = AmqpConnector(tls, Limits(connect_timeout_s=timeout_s))
-    client = await connect_pinned(connector, connection, timeout_s)
-    try:
-        transport = client.connection.transport
-        properties = {} if transport is None else transport.connection.server_properties
-    finally:
-        await client.close()
+async def server_version(client: Channels) -> str:
+    """ "RabbitMQ 3.13.1": the server's product and version, from its Connection.Start."""
+    transport = client.connection.transport
+    properties = {} if transport is None else transport.connection.server_properties
     product, version = (
         _text(properties.get("product"), "AMQP"),
         _text(properties.get("version"), "unknown version"),

@@ -7,6 +7,7 @@ Never raises for a remote failure; knows nothing of the outbox loop (caller.py) 
 from __future__ import annotations
 
 import asyncio
+import functools
 import ssl
 from collections.abc import Mapping
 from typing import Any, cast
@@ -14,6 +15,7 @@ from urllib.parse import unquote, urlsplit
 
 import redis.asyncio
 import redis.exceptions
+from redis._parsers.resp2 import _AsyncRESP2Parser
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.typing import EncodableT, FieldT
@@ -23,11 +25,11 @@ from schedd.delivery.brokers import (
     Connector,
     Limits,
     LinkBroken,
-    connect_pinned,
     describe,
     message_fields,
 )
 from schedd.delivery.outcome import Outcome, Verdict
+from schedd.delivery.read_limits import FrameGauge, ReadBudgets, TenantReads, check_line
 from schedd.model import BrokerConnection, RedisStreamTarget
 from schedd.store.outbox import DueCall
 
@@ -97,6 +99,37 @@ class StreamWriter:
         await self.client.aclose()
 
 
+class _BoundedParser(_AsyncRESP2Parser):
+    """redis-py's RESP2 parser, counting the bytes of each reply (nested arrays included)
+    against the frame bound and the tenant's budget before it reads them: a bulk string
+    announced as `$1073741824` is refused before any of it is buffered."""
+
+    def __init__(self, reads: TenantReads, socket_read_size: int) -> None:
+        super().__init__(socket_read_size)
+        self._gauge = FrameGauge(reads, "a redis reply")
+
+    async def read_response(self, disable_decoding: bool = False) -> Any:
+        try:
+            return await super().read_response(disable_decoding)
+        finally:
+            self._gauge.hold(0)
+
+    async def _readline(self) -> bytes:
+        line: bytes = await super()._readline()
+        check_line(len(line), "a redis line")
+        self._gauge.hold(self._gauge.held + len(line) + 2)
+        return line
+
+    async def _read(self, length: int) -> bytes:
+        self._gauge.hold(self._gauge.held + max(length, 0) + 2)
+        data: bytes = await super()._read(length)
+        return data
+
+    def on_disconnect(self) -> None:
+        super().on_disconnect()  # type: ignore[no-untyped-call]
+        self._gauge.release()
+
+
 class _PinnedTlsConnection(redis.asyncio.Connection):
     """TLS to a pinned address, the certificate verified against the URL's host name."""
 
@@ -117,9 +150,10 @@ class RedisConnector:
     """Clients for `redis://` and `rediss://` URLs (user, password and database number from the
     URL; its query options are ignored), connected to a pinned address."""
 
-    def __init__(self, tls: ssl.SSLContext, limits: Limits) -> None:
+    def __init__(self, tls: ssl.SSLContext, limits: Limits, reads: ReadBudgets) -> None:
         self._tls = tls
         self._limits = limits
+        self._reads = reads
 
     async def connect(self, connection: BrokerConnection, address: str) -> StreamWriter:
         parts = urlsplit(connection.url)
@@ -133,6 +167,10 @@ class RedisConnector:
             "socket_timeout": self._limits.publish_timeout_s,
             "retry": Retry(NoBackoff(), 0),  # the pool's backoff decides when to try again
             "max_connections": PIPELINES + 1,  # and one for a probe's INFO
+            "protocol": 2,  # RESP2 (redis-py 8 speaks RESP3 by default): what _BoundedParser reads
+            "parser_class": functools.partial(
+                _BoundedParser, self._reads.tenant(connection.tenant_id)
+            ),
         }
         if parts.scheme == "rediss":
             options |= {
@@ -159,8 +197,8 @@ class RedisStreamDeliverer(BrokerDeliverer[StreamWriter, RedisStreamTarget]):
     kind = "redis_stream"
     target_type = RedisStreamTarget
 
-    def connector(self, tls: ssl.SSLContext) -> Connector[StreamWriter]:
-        return RedisConnector(tls, self.limits)
+    def connector(self, tls: ssl.SSLContext, reads: ReadBudgets) -> Connector[StreamWriter]:
+        return RedisConnector(tls, self.limits, reads)
 
     async def publish(
         self, client: StreamWriter, target: RedisStreamTarget, call: DueCall, payload: str
@@ -176,16 +214,7 @@ class RedisStreamDeliverer(BrokerDeliverer[StreamWriter, RedisStreamTarget]):
         return Outcome(verdict=Verdict.SUCCEEDED, status=None)
 
 
-async def server_version(
-    connection: BrokerConnection, timeout_s: float, tls: ssl.SSLContext
-) -> str:
-    """ "redis 7.2.4": the server's version, from a connection to its pinned address."""
-    limits = Limits(connect_timeout_s=timeout_s, publish_timeout_s=timeout_s)
-    connector = RedisConnector(tls, limits)
-    writer = await connect_pinned(connector, connection, timeout_s)
-    try:
-        async with asyncio.timeout(timeout_s):
-            info = await writer.client.info("server")
-    finally:
-        await writer.aclose()
+async def server_version(writer: StreamWriter) -> str:
+    """ "redis 7.2.4": the server's version, from its INFO."""
+    info = await writer.client.info("server")
     return f"redis {info.get('redis_version', 'unknown version')}"

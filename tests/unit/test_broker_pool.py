@@ -103,7 +103,7 @@ class Fake(BrokerDeliverer[Client, RedisStreamTarget]):
         named = {c.name: c for c in connections}
         super().__init__(PayloadKeys(), lambda t, n: found(named.get(n)), **options)
 
-    def connector(self, tls: object) -> Connector[Client]:
+    def connector(self, tls: object, reads: object) -> Connector[Client]:
         return self.script
 
     async def publish(
