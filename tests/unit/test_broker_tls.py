@@ -19,6 +19,7 @@ import pytest
 from schedd.delivery.probe import probe
 from schedd.model import BrokerConnection
 from tests.certs import CertificateAuthority
+from tests.hostile_brokers import NATS_CONNECTS, nats_huge_message
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
@@ -153,3 +154,20 @@ def test_amqps_verifies_the_url_host_name_at_the_pinned_address(
     assert "certificate" not in good[1]
     assert not bad[0]
     assert "certificate verify failed" in bad[1]
+
+
+def test_a_tls_nats_url_never_sends_credentials_to_a_server_not_requiring_tls() -> None:
+    """A server (or anything in the path) whose INFO says TLS is not required gets no CONNECT:
+    nats-py alone would send the user and password in clear."""
+    NATS_CONNECTS.clear()
+
+    async def scenario() -> tuple[bool, str]:
+        async with serving(nats_huge_message(tls_required=False), None) as port:
+            url = f"tls://alice:pa55word@127.0.0.1:{port}"
+            return await probe(connection("nats", url), 3)
+
+    ok, detail = asyncio.run(scenario())
+    assert not ok
+    assert "did not require TLS for a tls:// URL" in detail
+    assert "pa55word" not in detail
+    assert NATS_CONNECTS == []
