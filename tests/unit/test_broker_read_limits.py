@@ -6,6 +6,8 @@ RSS grows by less than 32 MiB, and what a tenant holds returns to zero after."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import json
 import re
 from collections.abc import Awaitable, Callable
@@ -31,7 +33,14 @@ from schedd.model import BrokerConnection, RetryPolicy
 from schedd.sealing import PayloadKeys
 from schedd.store.outbox import DueCall
 from tests.brokers import found
-from tests.hostile_brokers import amqp_huge_frame, hostile, nats_huge_message, redis_huge_reply
+from tests.hostile_brokers import (
+    amqp_huge_frame,
+    hostile,
+    nats_huge_message,
+    read_resp_command,
+    redis_huge_reply,
+    simple_answer,
+)
 from tests.unit.test_broker_pool import TENANT
 
 T = TypeVar("T")
@@ -133,3 +142,39 @@ def test_a_tenant_holds_at_most_its_budget_across_readers() -> None:
     budgets = ReadBudgets()
     assert budgets.tenant("t1") is budgets.tenant("t1")
     assert budgets.tenant("t2") is not budgets.tenant("t1")
+
+
+async def redis_stalled_reply(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """INFO gets a reply announced as 1,000,000 bytes that never comes."""
+    with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError, ValueError):
+        while True:
+            name = (await read_resp_command(reader))[0].upper()
+            if name == b"INFO":
+                writer.write(b"$1000000\r\n")
+                await writer.drain()
+                await reader.read()  # until the client goes
+                break
+            writer.write(simple_answer(name))
+            await writer.drain()
+    writer.close()
+
+
+def test_one_tenants_replies_in_progress_are_bounded_across_its_connections() -> None:
+    """Five probes of one tenant each wait on a reply of 1,000,000 bytes: four fit the tenant's
+    4 MiB, the fifth is refused naming it, and another tenant is not held up by the first's."""
+    reads = ReadBudgets()
+
+    async def scenario(port: int) -> list[tuple[bool, str]]:
+        url = f"redis://127.0.0.1:{port}/0"
+        mine = [probe(connection("redis", url), 2, reads=reads) for _ in range(5)]
+        other = dataclasses.replace(connection("redis", url), tenant_id="t2")
+        answers = await asyncio.gather(*mine, probe(other, 2, reads=reads))
+        return list(answers)
+
+    with hostile(redis_stalled_reply) as port:
+        answers = asyncio.run(scenario(port))
+    refused = [detail for ok, detail in answers[:5] if "a node allows a tenant" in detail]
+    assert len(refused) == 1, answers
+    assert "over the 4 MiB a node allows a tenant" in refused[0]
+    assert answers[5] == (False, "timed out after 2s")  # t2's own reply never came either
+    assert (reads.held("t1"), reads.held("t2")) == (0, 0)
