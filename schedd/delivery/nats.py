@@ -59,8 +59,8 @@ class _BoundedParser(Parser):
     the connection fail at once, naming the bound (the connection is then closed)."""
 
     def __init__(self, nc: Client, gauge: FrameGauge) -> None:
+        self._gauge = gauge  # before Parser.__init__, which resets
         super().__init__(nc)
-        self._gauge = gauge
 
     async def parse(self, data: bytes = b"") -> None:
         try:
@@ -81,8 +81,7 @@ class _BoundedParser(Parser):
 
     def reset(self) -> None:
         super().reset()
-        if hasattr(self, "_gauge"):
-            self._gauge.release()
+        self._gauge.release()
 
 
 class _GuardedClient(Client):
@@ -92,6 +91,7 @@ class _GuardedClient(Client):
 
     def __init__(self, gauge: FrameGauge, *, is_tls: bool) -> None:
         super().__init__()
+        self.gauge = gauge  # released when the client is closed: a closed client reads no more
         self._ps = _BoundedParser(self, gauge)
         self._is_tls = is_tls
 
@@ -110,7 +110,7 @@ class _GuardedClient(Client):
 class JetStream:
     """One connection's client: the NATS connection and its JetStream context."""
 
-    nc: Client
+    nc: _GuardedClient
     js: JetStreamContext
 
 
@@ -131,12 +131,13 @@ class _Events:
         log.debug("delivery: nats connection disconnected or closed")
 
 
-async def _abandon(nc: Client) -> None:
+async def _abandon(nc: _GuardedClient) -> None:
     """Close a client whose connect failed. After a failed TLS upgrade nats-py's close() waits
     forever on the transport it replaced, so it gets a moment and no more."""
     with contextlib.suppress(Exception):
         async with asyncio.timeout(ABANDON_S):
             await nc.close()
+    nc.gauge.release()
 
 
 class NatsConnector:
@@ -185,7 +186,10 @@ class NatsConnector:
         )
 
     async def close(self, client: JetStream) -> None:
-        await client.nc.close()
+        try:
+            await client.nc.close()
+        finally:
+            client.nc.gauge.release()
 
 
 class NatsDeliverer(BrokerDeliverer[JetStream, NatsTarget]):
