@@ -64,7 +64,8 @@ chaos: $(STAMP)
 	$(BIN)/python -m tests.chaos $(if $(SEED),--seed $(SEED)) --duration 600 --report chaos-report.json
 
 # Single-file zipapps for VMs without a Python set-up beyond python3 (same OS, CPU and Python
-# minor version as this machine: aiohttp and cryptography carry compiled parts).
+# version as this machine: aiohttp and cryptography carry compiled parts, and a dependency may
+# depend on the exact version, as redis on async-timeout below 3.11.3).
 dist: $(STAMP)
 	$(BIN)/python -m pip install --quiet shiv
 	rm -rf dist && mkdir -p dist
