@@ -66,7 +66,8 @@ class _BoundedParser(Parser):
         try:
             await super().parse(data)
             if self.state == AWAITING_MSG_PAYLOAD:
-                self._gauge.max_bytes = min(self._gauge.max_bytes, self.nc.max_payload)
+                if isinstance(server_max := self.nc.max_payload, int):  # the INFO's: any JSON
+                    self._gauge.max_bytes = min(self._gauge.max_bytes, max(server_max, 0))
                 self._gauge.hold(self.needed + CRLF_SIZE)
             else:
                 self._gauge.hold(0)
