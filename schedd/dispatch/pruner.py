@@ -120,20 +120,33 @@ class Pruner(Loop):
             return PASS_EVERY_S
         self._after = str(result.get("next_after", ""))
         if _rows(result) >= TENANT_SHARE_ROWS:
-            self._move_past_cut_tenant()
+            self._move_past_cut_tenant(now_ms)
         return piece_s
 
-    def _move_past_cut_tenant(self) -> None:
+    def _move_past_cut_tenant(self, now_ms: int) -> None:
         """The budget ran out inside the tenant after `_after` (apply would start the next
         command with it again): it had its share for this pass, the next command starts after
-        it. It is read here, from this node's store, where the command was just applied."""
+        it. It is read here, from this node's store, where the command was just applied. A
+        pass's first command prunes the admin actions' audit first: when they are what used
+        the budget up, the first tenant had nothing yet and is not passed over."""
         assert self._conn is not None
+        if self._after == "" and self._admin_audit_left(now_ms):
+            return
         row = self._conn.execute(
             "SELECT tenant_id FROM tenants WHERE tenant_id > ? ORDER BY tenant_id LIMIT 1",
             (self._after,),
         ).fetchone()
         if row is not None:
             self._after, self._is_behind = str(row[0]), True
+
+    def _admin_audit_left(self, now_ms: int) -> bool:
+        """Whether admin actions' audit rows older than their retention are left."""
+        assert self._conn is not None
+        first = self._conn.execute(
+            "SELECT at_ms FROM audit INDEXED BY audit_by_tenant WHERE tenant_id IS NULL "
+            "ORDER BY seq LIMIT 1"
+        ).fetchone()
+        return first is not None and int(first[0]) < now_ms - self._retention.audit
 
 
 def _rows(result: dict[str, Any]) -> int:

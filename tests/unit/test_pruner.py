@@ -191,3 +191,32 @@ def test_a_tenant_with_more_rows_than_a_pass_prunes_takes_its_share_and_the_next
     for _ in range(2):
         loop.tick(NOW_MS)
     assert runs_of(db, "d") == 0  # never more than one share of "a" before it
+
+
+def test_admin_audit_that_uses_a_command_up_does_not_pass_over_the_first_tenant(
+    db: Database,
+) -> None:
+    from schedd.dispatch.pruner import TENANT_SHARE_ROWS
+    from schedd.store.apply import StateMachine
+    from tests.conftest import Applier
+
+    apply = Applier(StateMachine(db))
+    old = NOW_MS - 120_000
+    add_finished_runs(db, "a", 3, finished_ms=old)
+    db.conn.executemany(  # admin actions' audit rows, a command's worth and more, all old
+        "INSERT INTO audit (at_ms, tenant_id, actor, action) VALUES (?, NULL, 'admin', 'x')",
+        [(old,)] * (TENANT_SHARE_ROWS + 10),
+    )
+    db.conn.commit()
+    loop = Pruner(
+        Retention(runs=60_000, audit=60_000),
+        lambda: connect(db.path, readonly=True),
+        lambda: True,
+        lambda cmd: apply.typed(cmd, ts_ms=NOW_MS),
+        partitions=4,
+        lagging=lambda level: [],
+    )
+    loop.tick(NOW_MS)  # the admin audit takes the whole command: "a" had nothing yet
+    assert runs_of(db, "a") == 3
+    loop.tick(NOW_MS)  # the rest of the admin audit, then "a"
+    assert runs_of(db, "a") == 0
