@@ -132,12 +132,17 @@ class Pruner(Loop):
         assert self._conn is not None
         if self._after == "" and self._admin_audit_left(now_ms):
             return
-        row = self._conn.execute(
-            "SELECT tenant_id FROM tenants WHERE tenant_id > ? ORDER BY tenant_id LIMIT 1",
+        found = self._conn.execute(
+            "SELECT tenant_id FROM tenants WHERE tenant_id > ? ORDER BY tenant_id LIMIT 2",
             (self._after,),
-        ).fetchone()
-        if row is not None:
-            self._after, self._is_behind = str(row[0]), True
+        ).fetchall()
+        if not found:
+            return
+        cut, rest = str(found[0][0]), found[1:]
+        if rest:
+            self._after, self._is_behind = cut, True
+        else:  # the last tenant: the next pass starts now (a lone tenant keeps the full pace)
+            self._after, self._is_behind = "", False
 
     def _admin_audit_left(self, now_ms: int) -> bool:
         """Whether admin actions' audit rows older than their retention are left."""

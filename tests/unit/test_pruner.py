@@ -154,6 +154,22 @@ def add_finished_runs(db: Database, tenant: str, count: int, *, finished_ms: int
     db.conn.commit()
 
 
+def applying_pruner(db: Database, retention: Retention) -> Pruner:
+    """A leader's pruner whose commands are applied to `db` as Raft would."""
+    from schedd.store.apply import StateMachine
+    from tests.conftest import Applier
+
+    apply = Applier(StateMachine(db))
+    return Pruner(
+        retention,
+        lambda: connect(db.path, readonly=True),
+        lambda: True,
+        lambda cmd: apply.typed(cmd, ts_ms=NOW_MS),
+        partitions=4,
+        lagging=lambda level: [],
+    )
+
+
 def runs_of(db: Database, tenant: str) -> int:
     return int(
         db.conn.execute("SELECT COUNT(*) FROM runs WHERE tenant_id = ?", (tenant,)).fetchone()[0]
@@ -164,22 +180,12 @@ def test_a_tenant_with_more_rows_than_a_pass_prunes_takes_its_share_and_the_next
     db: Database,
 ) -> None:
     from schedd.dispatch.pruner import TENANT_SHARE_ROWS
-    from schedd.store.apply import StateMachine
-    from tests.conftest import Applier
 
-    apply = Applier(StateMachine(db))
     old = NOW_MS - 120_000  # past the pruner's 60 s retention
     add_finished_runs(db, "a", 8 * TENANT_SHARE_ROWS, finished_ms=old)  # "a" comes first
     add_finished_runs(db, "b", 3, finished_ms=old)
     add_finished_runs(db, "c", 3, finished_ms=old)
-    loop = Pruner(
-        Retention(runs=60_000),
-        lambda: connect(db.path, readonly=True),
-        lambda: True,
-        lambda cmd: apply.typed(cmd, ts_ms=NOW_MS),
-        partitions=4,
-        lagging=lambda level: [],
-    )
+    loop = applying_pruner(db, Retention(runs=60_000))
     assert loop.tick(NOW_MS) == NEXT_PIECE_S  # "a" had its share: 250 rows
     assert runs_of(db, "a") == 7 * TENANT_SHARE_ROWS and runs_of(db, "b") == 3
     assert loop.tick(NOW_MS) == NEXT_PIECE_S  # the pass goes on after "a", to its end...
@@ -197,10 +203,7 @@ def test_admin_audit_that_uses_a_command_up_does_not_pass_over_the_first_tenant(
     db: Database,
 ) -> None:
     from schedd.dispatch.pruner import TENANT_SHARE_ROWS
-    from schedd.store.apply import StateMachine
-    from tests.conftest import Applier
 
-    apply = Applier(StateMachine(db))
     old = NOW_MS - 120_000
     add_finished_runs(db, "a", 3, finished_ms=old)
     db.conn.executemany(  # admin actions' audit rows, a command's worth and more, all old
@@ -208,15 +211,18 @@ def test_admin_audit_that_uses_a_command_up_does_not_pass_over_the_first_tenant(
         [(old,)] * (TENANT_SHARE_ROWS + 10),
     )
     db.conn.commit()
-    loop = Pruner(
-        Retention(runs=60_000, audit=60_000),
-        lambda: connect(db.path, readonly=True),
-        lambda: True,
-        lambda cmd: apply.typed(cmd, ts_ms=NOW_MS),
-        partitions=4,
-        lagging=lambda level: [],
-    )
+    loop = applying_pruner(db, Retention(runs=60_000, audit=60_000))
     loop.tick(NOW_MS)  # the admin audit takes the whole command: "a" had nothing yet
     assert runs_of(db, "a") == 3
     loop.tick(NOW_MS)  # the rest of the admin audit, then "a"
     assert runs_of(db, "a") == 0
+
+
+def test_a_lone_tenant_keeps_the_full_pace(db: Database) -> None:
+    from schedd.dispatch.pruner import TENANT_SHARE_ROWS
+
+    add_finished_runs(db, "a", 3 * TENANT_SHARE_ROWS, finished_ms=NOW_MS - 120_000)
+    loop = applying_pruner(db, Retention(runs=60_000))
+    for left in (2, 1, 0):  # a share each command: no command spent on the tenants after it
+        assert loop.tick(NOW_MS) == NEXT_PIECE_S
+        assert runs_of(db, "a") == left * TENANT_SHARE_ROWS
