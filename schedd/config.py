@@ -57,7 +57,7 @@ SCHEMA: Mapping[str, tuple[str, ...]] = {
         "secret_overlap",
     ),
     "dispatch": ("lease_ttl", "misfire_threshold", "max_clock_offset"),
-    "encryption": ("payload_keys_file",),
+    "encryption": ("payload_keys_file", "generate_payload_key"),
     "log": ("format",),
     "metrics": ("listen", "token", "token_file"),
     "retention": KINDS,
@@ -125,6 +125,8 @@ class NodeConfig:
     tenant_concurrency: int = 64
     secret_overlap_ms: int = 86_400_000
     payload_keys_file: Path | None = None
+    # No payload_keys_file: a single node generates one into data_dir/payload.keys (node.py).
+    generate_payload_key: bool = False
     retention: Retention = DEFAULT_RETENTION
     min_free: MinFree = DEFAULT_MIN_FREE
     lease_ttl_ms: int = 5_000
@@ -184,6 +186,25 @@ def _check_cluster_shape(cfg: NodeConfig) -> None:
             f"raft.peers lists {len(cfg.raft_peers)} peer(s) but there is no raft.secret, "
             f"raft.secret_file or {RAFT_SECRET_ENV}: a multi-node node refuses to start "
             f"without one"
+        )
+    _check_payload_key(cfg)
+
+
+def _check_payload_key(cfg: NodeConfig) -> None:
+    if not cfg.generate_payload_key:
+        return
+    if cfg.payload_keys_file is not None:
+        raise ConfigError(
+            "encryption.generate_payload_key and encryption.payload_keys_file are both set: "
+            "set one (a node that already generated its key: payload_keys_file = "
+            "<data_dir>/payload.keys)"
+        )
+    if cfg.raft_peers:
+        raise ConfigError(
+            "encryption.generate_payload_key is for a single node (each node would make its own "
+            "key and could not open its peers' payloads): give every node a copy of one key "
+            "file with encryption.payload_keys_file (a node that generated its key has it in "
+            "<data_dir>/payload.keys)"
         )
 
 
@@ -302,6 +323,7 @@ def _build(
         tenant_concurrency=_integer(doc, "delivery.tenant_concurrency", 64, 1, 10_000),
         secret_overlap_ms=_duration_ms(doc, "delivery.secret_overlap", 86_400_000, minimum_ms=0),
         payload_keys_file=_optional_path(base, doc, "encryption.payload_keys_file"),
+        generate_payload_key=_flag(doc, "encryption.generate_payload_key"),
         retention=Retention(
             **{
                 kind: _duration_ms(
@@ -336,6 +358,11 @@ def _typed(value: object, kind: type[_T], *, field: str, what: str) -> _T:
         shown = str(value).lower() if isinstance(value, bool) else repr(value)  # as TOML has it
         raise ConfigError(f"{field} must be {what}, got {shown}")
     return value
+
+
+def _flag(doc: Mapping[str, Mapping[str, object]], field: str) -> bool:
+    value = _value(doc, field)
+    return False if value is None else _typed(value, bool, field=field, what="true or false")
 
 
 def _optional_text(doc: Mapping[str, Mapping[str, object]], field: str) -> str | None:

@@ -43,7 +43,7 @@ from schedd.raft.membership import change_membership
 from schedd.raft.proposer import Proposer, ThreadProposer
 from schedd.raft.replica import Replica
 from schedd.raft.snapshots import SnapshotHooks
-from schedd.sealing import PayloadKeys
+from schedd.sealing import PayloadKeys, new_key_line
 from schedd.storage import DiskWatch, StorageGuard
 from schedd.store.apply import StateMachine
 from schedd.store.commands import RegisterNode
@@ -65,6 +65,8 @@ from schedd.tls import node_contexts
 
 log = logging.getLogger(__name__)
 HALT_EXIT_CODE = 70
+PAYLOAD_KEYS_FILE = "payload.keys"  # in data_dir, with `[encryption] generate_payload_key`
+GENERATED_KEY_ID = "generated-1"
 REGISTER_RETRY_S = 1.0
 
 
@@ -98,6 +100,17 @@ def raft_secret_for(config: NodeConfig) -> str:
     if len(secret) < MIN_SECRET_CHARS:
         raise ConfigError(f"{path} holds {len(secret)} characters, fewer than {MIN_SECRET_CHARS}")
     return secret
+
+
+def payload_keys_for(config: NodeConfig) -> PayloadKeys:
+    """The configured payload keys, or (`generate_payload_key`, a single node) a key generated
+    once into data_dir/payload.keys (0600); none (payloads stored as sent) otherwise."""
+    path = config.payload_keys_file
+    if path is None and config.generate_payload_key:
+        path = config.data_dir / PAYLOAD_KEYS_FILE
+        if not path.exists():
+            write_generated_secret(path, new_key_line(GENERATED_KEY_ID), what="payload key")
+    return PayloadKeys() if path is None else PayloadKeys.from_file(path)
 
 
 def write_generated_secret(path: Path, value: str, *, what: str) -> None:
@@ -182,11 +195,7 @@ class Node:
         self.clock = ClockGuard(config.max_clock_offset_ms)
         self.peers = PeerReports(config.node_id)
         self.storage = StorageGuard(DiskWatch(config.data_dir, config.min_free), self.peers)
-        self.payload_keys = (
-            PayloadKeys()
-            if config.payload_keys_file is None
-            else PayloadKeys.from_file(config.payload_keys_file)
-        )
+        self.payload_keys = payload_keys_for(config)
         self.metrics = CollectorRegistry(auto_describe=False)  # this node's scrape-time gauges
         self.metrics.register(
             NodeCollector(

@@ -35,7 +35,7 @@ from schedd.sealing import PayloadKeys
 from schedd.storage import StorageGuard
 from schedd.store import queries
 from schedd.store.commands import Barrier, LogCommand
-from schedd.store.db import ReadPool
+from schedd.store.db import READER_THREADS, ReadPool
 
 
 class Proposing(Protocol):
@@ -192,6 +192,9 @@ HEARTBEAT_WAIT_S = 0.25  # over 2 append-entries periods (0.1 s, node.py): a fre
 CATCH_UP_POLL_S = 0.01
 CONNECTION_TESTS_PER_TENANT = 2  # each holds sockets for up to the request timeout
 JOB_SCANS_PER_TENANT = 2  # filtered job pages (a reader thread for up to 0.1 s each)
+# ...and all tenants together, on this node: below the reader threads (store/db.py
+# READER_THREADS), so a reader is always free for every other read.
+JOB_SCANS_PER_NODE = READER_THREADS - 1
 
 
 def wall_clock_ms() -> int:
@@ -261,6 +264,12 @@ class ApiContext:
             lambda held: (
                 f"this tenant already has {held} filtered job lists in progress on this node; "
                 "retry when they are done"
+            ),
+            per_node=JOB_SCANS_PER_NODE,
+            node_refusal=lambda held: (
+                f"this node already runs {held} filtered job lists, its limit "
+                f"({JOB_SCANS_PER_NODE} at once, so a reader thread stays free for other "
+                "requests); retry shortly"
             ),
         )
         self.receive_holds = ReceiveHolds(self.queue_signal)

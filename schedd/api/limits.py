@@ -111,22 +111,37 @@ def _client_key(address: str) -> str:
 
 class TenantSlots:
     """Counts each tenant's requests of one kind in progress on this node; one over the limit
-    is a 429 (`refusal(held)` says why)."""
+    is a 429 (`refusal(held)` says why). With `per_node`, all tenants together hold at most
+    that many too (`node_refusal(held)` says why)."""
 
-    def __init__(self, per_tenant: int, refusal: Callable[[int], str]) -> None:
+    def __init__(
+        self,
+        per_tenant: int,
+        refusal: Callable[[int], str],
+        *,
+        per_node: int | None = None,
+        node_refusal: Callable[[int], str] | None = None,
+    ) -> None:
         self.per_tenant = per_tenant
+        self.per_node = per_node
         self._refusal = refusal
+        self._node_refusal = node_refusal or refusal
         self._held: dict[str, int] = {}
+        self._total = 0
 
     @contextlib.contextmanager
     def hold(self, tenant_id: str) -> Iterator[None]:
         held = self._held.get(tenant_id, 0)
         if held >= self.per_tenant:
             raise QuotaExceeded(self._refusal(held))
+        if self.per_node is not None and self._total >= self.per_node:
+            raise QuotaExceeded(self._node_refusal(self._total))
         self._held[tenant_id] = held + 1
+        self._total += 1
         try:
             yield
         finally:
+            self._total -= 1
             left = self._held[tenant_id] - 1
             if left:
                 self._held[tenant_id] = left

@@ -31,6 +31,7 @@ from typing import Any, Literal, NoReturn
 import click
 
 from schedd.errors import ClusterUnavailable
+from schedd.sealing import new_key_line
 
 START_TIMEOUT_S = 60.0
 STOP_GRACE_S = 10.0
@@ -57,11 +58,23 @@ def _secret(path: Path, prefix: str = "") -> str:
     return path.read_text().strip()
 
 
+def _payload_key(path: Path) -> None:
+    """The cluster's payload key file (one key, every node the same), created (0600) once."""
+    if not path.exists():
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(new_key_line("dev-1") + "\n")
+            out.flush()
+            os.fsync(out.fileno())  # payloads sealed with it are unreadable without it
+
+
 def write_configs(data_dir: Path, nodes: int, api_port: int, raft_port: int) -> list[Path]:
-    """One TOML file per node under data_dir (kept across runs, so data survives)."""
+    """One TOML file per node under data_dir (kept across runs, so data survives). Payloads
+    and connection URLs are sealed at rest with a generated key (payload.keys)."""
     data_dir.mkdir(parents=True, exist_ok=True)
     _secret(data_dir / "cluster.secret")
     _secret(data_dir / "admin.token", "adm_")
+    _payload_key(data_dir / "payload.keys")
     rafts = [f"127.0.0.1:{raft_port + i}" for i in range(nodes)]
     paths = []
     for i in range(nodes):
@@ -72,6 +85,7 @@ def write_configs(data_dir: Path, nodes: int, api_port: int, raft_port: int) -> 
             f'[api]\nlisten = "127.0.0.1:{api_port + i}"\n\n'
             f'[raft]\nlisten = "{rafts[i]}"\npeers = [{peers}]\nsecret_file = "cluster.secret"\n\n'
             '[auth]\nadmin_token_file = "admin.token"\n\n'
+            '[encryption]\npayload_keys_file = "payload.keys"\n\n'
             '[delivery]\nallow_cidrs = ["127.0.0.0/8"]\n'
         )
         path = data_dir / f"{node_id}.toml"

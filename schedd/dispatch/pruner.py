@@ -1,11 +1,13 @@
 """On the leader: propose `prune` commands, paced, so history is kept for its retention and no
-longer. Apply does the deleting (store/apply/retention.py); this loop only decides when."""
+longer. Apply does the deleting (store/apply/retention.py); this loop only decides when, and
+where the next command starts: round-robin over tenants, a share of rows for each per pass."""
 
 from __future__ import annotations
 
 import logging
 import sqlite3
 from collections.abc import Callable
+from typing import Any
 
 from schedd.dispatch.leases import Propose
 from schedd.errors import SchedError
@@ -16,6 +18,12 @@ from schedd.store.commands import Prune
 from schedd.store.gauges import oldest_due_ms
 
 PASS_EVERY_S = 5.0  # a pass over every tenant starts this often when the last one finished
+# A tenant's share per pass: the rows of one prune command at most. A command that spends its
+# whole budget stopped inside a tenant; the next one starts after that tenant, not with it again,
+# so a tenant that keeps more prunable rows than the pace (a 1 s retention allows it) takes its
+# share and the others get theirs. A pass in which some tenant used up its share is followed at
+# once by the next (the leftovers wait one pass, not PASS_EVERY_S).
+TENANT_SHARE_ROWS = MAX_ROWS_PER_PRUNE
 NEXT_PIECE_S = 0.05  # within a pass: at most 20 prune commands (5,000 rows) a second
 SPIKE_PAUSE_S = 1.0  # runs overdue by more than this: claims first, pruning waits
 SPIKE_LAG_MS = 1_000
@@ -34,7 +42,8 @@ log = logging.getLogger(__name__)
 
 class Pruner(Loop):
     """One prune step per `tick`; the leader's pass position is kept in memory only (a new
-    leader starts a pass from the first tenant, which costs at most one pass)."""
+    leader starts a pass from the first tenant, which costs at most one pass). The position is
+    proposer state: apply prunes the tenants after the one a command names, as it always did."""
 
     def __init__(
         self,
@@ -55,13 +64,14 @@ class Pruner(Loop):
         self._propose = propose
         self._partitions = partitions
         self._after = ""
+        self._is_behind = False  # a tenant in this pass had more rows than its share
         self._warned: list[str] = []
         self._overdue_since_ms: int | None = None  # when runs became overdue (leader's clock)
 
     def _wait_s(self, now_ms: int) -> float | None:
         """How long to wait instead of pruning now, or None to prune."""
         if not self._is_leader():
-            self._after = ""
+            self._after, self._is_behind = "", False
             return IDLE_S
         old = self._lagging(Prune.LEVEL)
         if old:
@@ -93,7 +103,7 @@ class Pruner(Loop):
         cmd = Prune(
             retention_ms=self._retention.as_ms(),
             after_tenant=self._after,
-            max_rows=MAX_ROWS_PER_PRUNE,
+            max_rows=TENANT_SHARE_ROWS,
             commands_ms=COMMANDS_KEEP_MS,
         )
         try:
@@ -101,8 +111,51 @@ class Pruner(Loop):
         except SchedError as exc:
             log.debug("prune not committed: %s", exc)
             return IDLE_S
-        if result.get("done"):
+        piece_s = NEXT_PIECE_S if self._overdue_since_ms is None else OVERLOADED_PIECE_S
+        if result.get("done"):  # the budget was not spent: no tenant was cut short
             self._after = ""
+            if self._is_behind:
+                self._is_behind = False
+                return piece_s  # some tenant still has rows: the next pass at once
             return PASS_EVERY_S
         self._after = str(result.get("next_after", ""))
-        return NEXT_PIECE_S if self._overdue_since_ms is None else OVERLOADED_PIECE_S
+        if _rows(result) >= TENANT_SHARE_ROWS:
+            self._move_past_cut_tenant(now_ms)
+        return piece_s
+
+    def _move_past_cut_tenant(self, now_ms: int) -> None:
+        """The budget ran out inside the tenant after `_after` (apply would start the next
+        command with it again): it had its share for this pass, the next command starts after
+        it. It is read here, from this node's store, where the command was just applied. A
+        pass's first command prunes the admin actions' audit first: when they are what used
+        the budget up, the first tenant had nothing yet and is not passed over."""
+        assert self._conn is not None
+        if self._after == "" and self._admin_audit_left(now_ms):
+            return
+        found = self._conn.execute(
+            "SELECT tenant_id FROM tenants WHERE tenant_id > ? ORDER BY tenant_id LIMIT 2",
+            (self._after,),
+        ).fetchall()
+        if not found:
+            return
+        cut, rest = str(found[0][0]), found[1:]
+        if rest:
+            self._after, self._is_behind = cut, True
+        else:  # the last tenant: the next pass starts now (a lone tenant keeps the full pace)
+            self._after, self._is_behind = "", False
+
+    def _admin_audit_left(self, now_ms: int) -> bool:
+        """Whether admin actions' audit rows older than their retention are left."""
+        assert self._conn is not None
+        first = self._conn.execute(
+            "SELECT at_ms FROM audit INDEXED BY audit_by_tenant WHERE tenant_id IS NULL "
+            "ORDER BY seq LIMIT 1"
+        ).fetchone()
+        return first is not None and int(first[0]) < now_ms - self._retention.audit
+
+
+def _rows(result: dict[str, Any]) -> int:
+    """Rows a prune command deleted or dead-lettered (its row budget; kept command results
+    have their own)."""
+    deleted = result.get("deleted") or {}
+    return sum(int(n) for kind, n in deleted.items() if kind != "commands")

@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 
 
 WRITER_CACHE_KIB = 32 * 1024
+READER_THREADS = 4  # a node's reader connections for the API (ReadPool)
 READER_CACHE_KIB = 8 * 1024
 
 
@@ -143,7 +144,7 @@ class Checkpointer(Loop):
 class ReadPool:
     """Reader connections on a few threads, so the event loop never waits on SQLite."""
 
-    def __init__(self, path: Path | str, *, threads: int = 4) -> None:
+    def __init__(self, path: Path | str, *, threads: int = READER_THREADS) -> None:
         self._path = Path(path)
         self._local = threading.local()
         self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="store-read")

@@ -1,8 +1,9 @@
 """Filtered pages of a tenant's jobs (GET /v1/jobs with target, name or next-run filters).
 
 No index covers these fields: each page examines jobs in job_id order after the cursor, at most
-SCAN_ROWS of them and for about SCAN_BUDGET_S, so a page costs the same with 1,000,000 jobs as
-with 10,000, and large payloads (the filters parse each spec) shorten the stretch, not the time.
+SCAN_ROWS of them and for about SCAN_BUDGET_S (checked inside the query, between jobs), so a page
+costs the same with 1,000,000 jobs as with 10,000, and large payloads (the filters parse each
+spec) shorten the stretch, not the time.
 Never writes.
 """
 
@@ -10,14 +11,16 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from schedd.store.queries import JOB_COLUMNS, job_to_json
 
 SCAN_ROWS = 10_000  # jobs examined per filtered page at most, matching or not
-CHUNK_ROWS = 250  # jobs examined per query: the budget is checked between chunks
-SCAN_BUDGET_S = 0.1  # a page stops examining after the chunk that passes this
+SCAN_BUDGET_S = 0.1  # a page stops examining once this has passed (checked inside the query)
+# SQLite calls the budget check every this many virtual-machine steps of the scan (a job's
+# examination takes a few dozen; one large spec's parse is one step, bounded by payload_limit).
+PROGRESS_STEPS = 100
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -83,49 +86,85 @@ def search_jobs(
     limit: int,
     budget_s: float = SCAN_BUDGET_S,
 ) -> tuple[list[dict[str, Any]], str | None]:
-    """Up to `limit` matching jobs after `after` (of `where.status` if given), examining
-    CHUNK_ROWS jobs at a time until the page is full, SCAN_ROWS were examined, `budget_s` has
-    passed, or the jobs end; and the job_id to continue after: the last job shown when the page
-    is full, else the last job examined when jobs are left beyond it, else None.
+    """Up to `limit` matching jobs after `after` (of `where.status` if given), examining jobs
+    in job_id order until the page is full, SCAN_ROWS were examined, `budget_s` has passed, or
+    the jobs end; and the job_id to continue after: the last job shown when the page is full,
+    else the last job examined when jobs are left beyond it, else None.
 
     The budget bounds a page's cost whatever the jobs' size (the filters parse each job's spec,
-    payload included); every page examines at least one chunk, so a scan always moves on."""
+    payload included): SQLite's progress handler checks it while the scan runs and interrupts
+    it. Every examined job reaches this function in order, so the cursor is exact wherever the
+    scan stops (no job skipped or shown twice); every page examines at least one job, so a scan
+    always moves on. The handler is removed before the connection goes back to its pool."""
     scope = "tenant_id = ? AND job_id > ?" + ("" if where.status is None else " AND status = ?")
 
     def after_(job_id: str) -> list[Any]:  # the scope's arguments for jobs after job_id
         return [tenant_id, job_id] + ([] if where.status is None else [where.status])
 
     condition, args = where.conditions()
-    found: list[tuple[Any, ...]] = []
-    examined, cursor = 0, after
-    deadline = time.monotonic() + budget_s
-    # One read transaction: every chunk is read from the same state.
-    conn.execute("BEGIN")
+    scan = _Scan(deadline=time.monotonic() + budget_s)
+    conn.execute("BEGIN")  # one read transaction: the scan and the rows shown, one state
     try:
-        while True:
-            chunk = min(CHUNK_ROWS, SCAN_ROWS - examined)
-            edge = conn.execute(  # the chunk's last job (index only), None past the end
-                f"SELECT job_id FROM jobs WHERE {scope} ORDER BY job_id LIMIT 1 OFFSET ?",
-                (*after_(cursor), chunk - 1),
-            ).fetchone()
-            bound, bound_args = ("", []) if edge is None else (" AND job_id <= ?", [edge[0]])
-            found += conn.execute(
-                f"SELECT {JOB_COLUMNS} FROM jobs WHERE {scope}{bound} AND {condition} "
+        conn.set_progress_handler(scan.is_over, PROGRESS_STEPS)
+        try:
+            examined = conn.execute(
+                f"SELECT job_id, coalesce(({condition}), 0) FROM jobs WHERE {scope} "
                 "ORDER BY job_id LIMIT ?",
-                (*after_(cursor), *bound_args, *args, limit - len(found)),
-            ).fetchall()
-            if len(found) == limit:
-                return _page(found, found[-1][0])
-            if edge is None:
-                return _page(found, None)
-            examined, cursor = examined + chunk, edge[0]
-            if examined >= SCAN_ROWS or time.monotonic() >= deadline:
-                beyond = conn.execute(
-                    f"SELECT 1 FROM jobs WHERE {scope} LIMIT 1", after_(cursor)
-                ).fetchone()
-                return _page(found, cursor if beyond else None)
+                (*args, *after_(after), SCAN_ROWS),
+            )
+            is_full = scan.take(examined, limit)
+        finally:
+            conn.set_progress_handler(None, 0)
+        rows = [_job_row(conn, job_id) for job_id in scan.matched]
+        if is_full:
+            return _page(rows, scan.matched[-1])
+        if scan.last is None or not (scan.is_interrupted or scan.count >= SCAN_ROWS):
+            return _page(rows, None)  # the jobs ended
+        beyond = conn.execute(
+            f"SELECT 1 FROM jobs WHERE {scope} LIMIT 1", after_(scan.last)
+        ).fetchone()
+        return _page(rows, scan.last if beyond else None)
     finally:
         conn.execute("COMMIT")
+
+
+@dataclass(slots=True, kw_only=True)
+class _Scan:
+    """One page's scan: the jobs it examined and matched, and its deadline."""
+
+    deadline: float
+    last: str | None = None  # the last job examined
+    count: int = 0
+    matched: list[str] = field(default_factory=list)
+    is_interrupted: bool = False
+
+    def is_over(self) -> bool:
+        """SQLite's progress handler: true interrupts the query (never before one job)."""
+        if self.last is not None and time.monotonic() >= self.deadline:
+            self.is_interrupted = True
+        return self.is_interrupted
+
+    def take(self, examined: sqlite3.Cursor, limit: int) -> bool:
+        """Read the examined jobs until the page is full (true) or the query ends or is
+        interrupted by the budget."""
+        try:
+            for job_id, is_match in examined:
+                self.last, self.count = job_id, self.count + 1
+                if is_match:
+                    self.matched.append(job_id)
+                    if len(self.matched) == limit:
+                        return True
+        except sqlite3.OperationalError:
+            if not self.is_interrupted:
+                raise
+        return False
+
+
+def _job_row(conn: sqlite3.Connection, job_id: str) -> tuple[Any, ...]:
+    row: tuple[Any, ...] = conn.execute(
+        f"SELECT {JOB_COLUMNS} FROM jobs WHERE job_id = ?", (job_id,)
+    ).fetchone()
+    return row
 
 
 def _page(

@@ -20,14 +20,20 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.servers import free_ports
+from tests.servers import free_ports, http
 
 SCHEDD = str(Path(sys.executable).with_name("schedd"))
 READY_TIMEOUT_S = 90.0
 
 
-def run_dev(data_dir: Path, api_port: int, raft_port: int) -> list[str]:
-    """Start `schedd dev --nodes 1`, return what it printed once ready, stop it with SIGINT."""
+def run_dev(
+    data_dir: Path,
+    api_port: int,
+    raft_port: int,
+    while_running: Callable[[list[str]], None] | None = None,
+) -> list[str]:
+    """Start `schedd dev --nodes 1`, return what it printed once ready (after `while_running`
+    with those lines, if given), stop it with SIGINT."""
     command = [SCHEDD, "dev", "--nodes", "1", "--data-dir", str(data_dir)]
     command += ["--api-port", str(api_port), "--raft-port", str(raft_port)]
     child = subprocess.Popen(
@@ -49,6 +55,8 @@ def run_dev(data_dir: Path, api_port: int, raft_port: int) -> list[str]:
             assert child.poll() is None, f"schedd dev exited {child.returncode}: {lines}"
             assert time.monotonic() < deadline, f"not ready in {READY_TIMEOUT_S}s: {lines}"
             time.sleep(0.1)
+        if while_running is not None:
+            while_running([line.rstrip("\n") for line in lines])
     finally:
         child.send_signal(signal.SIGINT)
         child.wait(timeout=30)
@@ -89,6 +97,30 @@ def test_schedd_dev_prints_lines_that_work_and_keeps_the_demo_credentials(
     assert printed(second, "demo tenant token") == token
     assert printed(second, "demo tenant signing secret") == secret
     assert without_pids(second) == without_pids(first)
+
+
+def test_schedd_dev_seals_payloads_and_connection_urls_at_rest(tmp_path: Path) -> None:
+    password, marker = "hunter2-dev-c0nn3ction-pw", "dev-payload-marker-5e1d"
+    api_port, raft_port = free_ports(2)
+    data_dir = tmp_path / "dev"
+
+    def write(lines: list[str]) -> None:
+        token, url = printed(lines, "demo tenant token"), f"http://127.0.0.1:{api_port}"
+        connection = {"name": "r", "url": f"redis://sender:{password}@127.0.0.1:6390/2"}
+        status, answer, _ = http("POST", f"{url}/v1/connections", connection, token=token)
+        assert status == 201, answer
+        job = {"schedule": {"cron": "0 3 * * *"}, "target": {"type": "queue", "name": "q"}}
+        job["payload"] = {"note": marker}
+        status, answer, _ = http("POST", f"{url}/v1/jobs", job, token=token)
+        assert status == 201 and answer["payload"] == {"note": marker}, answer
+
+    run_dev(data_dir, api_port, raft_port, while_running=write)
+    files = [path for path in data_dir.rglob("*") if path.is_file()]
+    assert any(path.name == "raft.journal" for path in files), files
+    for path in files:  # the Raft journal, SQLite and its WAL, logs, configs
+        content = path.read_bytes()
+        assert password.encode() not in content and marker.encode() not in content, path
+    assert stat.S_IMODE((data_dir / "payload.keys").stat().st_mode) == 0o600
 
 
 def test_the_pasted_lines_reach_schedctl_from_a_clean_shell(tmp_path: Path) -> None:

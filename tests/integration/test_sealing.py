@@ -124,3 +124,39 @@ def test_a_string_like_a_sealed_payload_round_trips_through_answers_and_delivery
     url = f"{server.url}/v1/queues/{queue}/receive"
     status, got, _ = http("POST", url, receive, token=tenant.token, timeout_s=30)
     assert status == 200 and [m["payload"] for m in got["messages"]] == [payload], got
+
+
+@pytest.fixture(scope="module")
+def shipped_single(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
+    """A node of config/single.toml as shipped (data_dir and ports moved; loopback targets
+    allowed, so a connection to 127.0.0.1 can be made)."""
+    from tests.integration.test_raft_port import single_node
+
+    node = single_node(tmp_path_factory.mktemp("single"))
+    text = node.config_path.read_text()
+    assert text.count("allow_cidrs = []") == 1
+    node.config_path.write_text(text.replace("allow_cidrs = []", 'allow_cidrs = ["127.0.0.0/8"]'))
+    with running([node]) as nodes:
+        yield nodes[0]
+
+
+def test_the_shipped_single_node_config_seals_payloads_and_connection_urls(
+    shipped_single: NodeProcess,
+) -> None:
+    password = "hunter2-single-c0nn3ction-pw"
+    tenant = new_tenant(shipped_single)
+    connection = {"name": "r", "url": f"redis://sender:{password}@127.0.0.1:6390/2"}
+    status, answer, _ = http(
+        "POST", f"{shipped_single.url}/v1/connections", connection, token=tenant.token
+    )
+    assert status == 201, answer
+    job = {"schedule": {"cron": "0 3 * * *"}, "target": {"type": "queue", "name": "q"}}
+    status, answer, _ = http(
+        "POST", f"{shipped_single.url}/v1/jobs", job | {"payload": MARKER}, token=tenant.token
+    )
+    assert status == 201 and answer["payload"] == MARKER, answer
+    for path in files_under(shipped_single.data_dir):  # Raft journal, SQLite and its WAL
+        content = path.read_bytes()
+        assert password.encode() not in content and MARKER.encode() not in content, path
+    keys = shipped_single.data_dir / "payload.keys"
+    assert keys.exists() and oct(keys.stat().st_mode & 0o777) == "0o600"

@@ -730,6 +730,19 @@ def test_shipped_single_node_config_loads(tmp_path: Path) -> None:
     assert cfg.raft_listen == "127.0.0.1:9701"
     assert cfg.raft_secret is None
     assert cfg.admin_token is None  # the node generates one
+    assert cfg.generate_payload_key and cfg.payload_keys_file is None  # and a payload key
+
+
+def test_a_generated_payload_key_is_for_a_single_node_without_a_key_file(tmp_path: Path) -> None:
+    assert not load(tmp_path).generate_payload_key  # the default: no key, as before
+    assert load(tmp_path, "[encryption]\ngenerate_payload_key = true\n").generate_payload_key
+    both = '[encryption]\ngenerate_payload_key = true\npayload_keys_file = "k"\n'
+    assert "are both set" in error(tmp_path, both)
+    peers = '[raft]\npeers = ["127.0.0.1:9702"]\nsecret = "' + SECRET + '"\n'
+    message = error(tmp_path, peers + "[encryption]\ngenerate_payload_key = true\n")
+    assert "generate_payload_key is for a single node" in message
+    wrong = error(tmp_path, '[encryption]\ngenerate_payload_key = "yes"\n')
+    assert wrong == "encryption.generate_payload_key must be true or false, got 'yes'"
 
 
 def load_cluster() -> list[NodeConfig]:

@@ -11,7 +11,7 @@ import pytest
 from schedd.cli.devcluster import write_configs
 from schedd.config import NodeConfig, load_config
 from schedd.errors import ConfigError
-from schedd.node import admin_token_for, raft_conf, raft_secret_for
+from schedd.node import admin_token_for, payload_keys_for, raft_conf, raft_secret_for
 from schedd.raft.snapshots import SnapshotHooks
 
 SECRET = "raft_unit_secret_0123456789abcdef"
@@ -104,3 +104,27 @@ def test_generated_secrets_are_durable_before_the_node_uses_them(
     admin_token_for(single(tmp_path))
     assert synced == [str(data / "admin.token.tmp"), str(data)]
     assert stat.S_IMODE((data / "admin.token").stat().st_mode) == 0o600
+
+
+def test_a_single_node_asked_to_generate_its_payload_key_once(tmp_path: Path) -> None:
+    assert not payload_keys_for(single(tmp_path)).enabled  # no [encryption]: as before
+    assert not (tmp_path / "d" / "payload.keys").exists()
+    keys = payload_keys_for(single(tmp_path, generate_payload_key=True))
+    path = tmp_path / "d" / "payload.keys"
+    assert keys.enabled and stat.S_IMODE(path.stat().st_mode) == 0o600
+    sealed = keys.seal({"url": "redis://u:pw@h"})
+    assert "pw" not in str(sealed)
+    again = payload_keys_for(single(tmp_path, generate_payload_key=True))
+    assert again.open(sealed) == {"url": "redis://u:pw@h"}  # the same key, kept
+
+
+@pytest.mark.parametrize("nodes", [1, 3])
+def test_schedd_dev_gives_every_node_the_same_payload_key(tmp_path: Path, nodes: int) -> None:
+    configs = [load_config(p, env={}) for p in write_configs(tmp_path, nodes, 18701, 19701)]
+    assert {cfg.payload_keys_file for cfg in configs} == {tmp_path / "payload.keys"}
+    assert stat.S_IMODE((tmp_path / "payload.keys").stat().st_mode) == 0o600
+    sealed = payload_keys_for(configs[0]).seal("x")
+    assert payload_keys_for(configs[-1]).open(sealed) == "x"
+    key = (tmp_path / "payload.keys").read_text()
+    write_configs(tmp_path, nodes, 18701, 19701)
+    assert (tmp_path / "payload.keys").read_text() == key  # kept across runs

@@ -134,3 +134,95 @@ def test_a_long_overload_slows_pruning_but_never_stops_it(db: Database) -> None:
     assert loop.tick(NOW_MS) == SPIKE_PAUSE_S and propose.sent == []
     later = NOW_MS + int(MAX_SPIKE_PAUSE_S * 1000)
     assert loop.tick(later) == OVERLOADED_PIECE_S and len(propose.sent) == 1
+
+
+def add_finished_runs(db: Database, tenant: str, count: int, *, finished_ms: int) -> None:
+    db.conn.execute(
+        "INSERT INTO tenants (tenant_id, name, token_hash, signing_secret, max_active_jobs, "
+        "dispatch_rate, allowed_hosts, created_at_ms, updated_at_ms) "
+        "VALUES (?, ?, ?, 's', 10, 10, '[]', 0, 0)",
+        (tenant, tenant, f"hash-{tenant}"),
+    )
+    db.conn.executemany(
+        "INSERT INTO runs (job_id, scheduled_at_ms, tenant_id, fire_at_ms, status, attempt, "
+        "finished_at_ms) VALUES (?, ?, ?, ?, 'succeeded', 1, ?)",
+        [
+            (f"{tenant}-{n:05d}", finished_ms, tenant, finished_ms, finished_ms)
+            for n in range(count)
+        ],
+    )
+    db.conn.commit()
+
+
+def applying_pruner(db: Database, retention: Retention) -> Pruner:
+    """A leader's pruner whose commands are applied to `db` as Raft would."""
+    from schedd.store.apply import StateMachine
+    from tests.conftest import Applier
+
+    apply = Applier(StateMachine(db))
+    return Pruner(
+        retention,
+        lambda: connect(db.path, readonly=True),
+        lambda: True,
+        lambda cmd: apply.typed(cmd, ts_ms=NOW_MS),
+        partitions=4,
+        lagging=lambda level: [],
+    )
+
+
+def runs_of(db: Database, tenant: str) -> int:
+    return int(
+        db.conn.execute("SELECT COUNT(*) FROM runs WHERE tenant_id = ?", (tenant,)).fetchone()[0]
+    )
+
+
+def test_a_tenant_with_more_rows_than_a_pass_prunes_takes_its_share_and_the_next_goes_on(
+    db: Database,
+) -> None:
+    from schedd.dispatch.pruner import TENANT_SHARE_ROWS
+
+    old = NOW_MS - 120_000  # past the pruner's 60 s retention
+    add_finished_runs(db, "a", 8 * TENANT_SHARE_ROWS, finished_ms=old)  # "a" comes first
+    add_finished_runs(db, "b", 3, finished_ms=old)
+    add_finished_runs(db, "c", 3, finished_ms=old)
+    loop = applying_pruner(db, Retention(runs=60_000))
+    assert loop.tick(NOW_MS) == NEXT_PIECE_S  # "a" had its share: 250 rows
+    assert runs_of(db, "a") == 7 * TENANT_SHARE_ROWS and runs_of(db, "b") == 3
+    assert loop.tick(NOW_MS) == NEXT_PIECE_S  # the pass goes on after "a", to its end...
+    assert runs_of(db, "b") == 0 and runs_of(db, "c") == 0
+    assert runs_of(db, "a") == 7 * TENANT_SHARE_ROWS
+    assert loop.tick(NOW_MS) == NEXT_PIECE_S  # ...and the next pass starts at once, with "a"
+    assert runs_of(db, "a") == 6 * TENANT_SHARE_ROWS
+    add_finished_runs(db, "d", 3, finished_ms=old)  # a tenant that appears meanwhile
+    for _ in range(2):
+        loop.tick(NOW_MS)
+    assert runs_of(db, "d") == 0  # never more than one share of "a" before it
+
+
+def test_admin_audit_that_uses_a_command_up_does_not_pass_over_the_first_tenant(
+    db: Database,
+) -> None:
+    from schedd.dispatch.pruner import TENANT_SHARE_ROWS
+
+    old = NOW_MS - 120_000
+    add_finished_runs(db, "a", 3, finished_ms=old)
+    db.conn.executemany(  # admin actions' audit rows, a command's worth and more, all old
+        "INSERT INTO audit (at_ms, tenant_id, actor, action) VALUES (?, NULL, 'admin', 'x')",
+        [(old,)] * (TENANT_SHARE_ROWS + 10),
+    )
+    db.conn.commit()
+    loop = applying_pruner(db, Retention(runs=60_000, audit=60_000))
+    loop.tick(NOW_MS)  # the admin audit takes the whole command: "a" had nothing yet
+    assert runs_of(db, "a") == 3
+    loop.tick(NOW_MS)  # the rest of the admin audit, then "a"
+    assert runs_of(db, "a") == 0
+
+
+def test_a_lone_tenant_keeps_the_full_pace(db: Database) -> None:
+    from schedd.dispatch.pruner import TENANT_SHARE_ROWS
+
+    add_finished_runs(db, "a", 3 * TENANT_SHARE_ROWS, finished_ms=NOW_MS - 120_000)
+    loop = applying_pruner(db, Retention(runs=60_000))
+    for left in (2, 1, 0):  # a share each command: no command spent on the tenants after it
+        assert loop.tick(NOW_MS) == NEXT_PIECE_S
+        assert runs_of(db, "a") == left * TENANT_SHARE_ROWS

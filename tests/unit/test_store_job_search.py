@@ -148,10 +148,7 @@ def test_status_alone_is_not_a_scanning_filter() -> None:
     assert JobFilter(next_run_before_ms=0).is_scanning
 
 
-def test_chunks_fill_a_page_in_job_order_across_their_edges(
-    db: Database, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(job_search, "CHUNK_ROWS", 3)
+def test_a_page_fills_in_job_order_and_continues_after_its_last_job(db: Database) -> None:
     for n in range(12):
         add_job(db, n, name="needle" if n in (1, 5, 8, 11) else None)
     jobs, after = search_jobs(db.conn, "t1", JobFilter(name="needle"), after="", limit=3)
@@ -161,15 +158,57 @@ def test_chunks_fill_a_page_in_job_order_across_their_edges(
     assert [j["job_id"] for j in jobs] == ["job_000011"] and after is None
 
 
-def test_a_spent_time_budget_ends_the_page_after_one_chunk_and_the_scan_goes_on(
-    db: Database, monkeypatch: pytest.MonkeyPatch
+def walk_all(db: Database, where: JobFilter, **options: Any) -> list[tuple[list[str], str | None]]:
+    """Every page of `where` (limit 5) to the end."""
+    pages: list[tuple[list[str], str | None]] = []
+    after: str | None = ""
+    while after is not None:
+        jobs, next_after = search_jobs(db.conn, "t1", where, after=after, limit=5, **options)
+        assert next_after is None or next_after > after  # every page moves on
+        pages.append(([j["job_id"] for j in jobs], next_after))
+        after = next_after
+    return pages
+
+
+def big_jobs(db: Database, count: int, *, payload_bytes: int, needles: set[int]) -> None:
+    payload = {"blob": "x" * payload_bytes}
+    for n in range(count):
+        spec = {"name": "needle" if n in needles else None, "schedule": {"every": "5m"}}
+        spec |= {"target": QUEUE, "payload": payload}
+        db.conn.execute(
+            "INSERT INTO jobs (job_id, tenant_id, partition, spec, status, next_run_at_ms, "
+            "next_fire_at_ms, version, created_at_ms, updated_at_ms) "
+            "VALUES (?, 't1', 0, ?, 'active', 0, 0, 1, 0, 0)",
+            (f"job_{n:06d}", json.dumps(spec)),
+        )
+
+
+def test_a_spent_time_budget_stops_the_scan_inside_the_query_and_the_scan_goes_on(
+    db: Database,
 ) -> None:
-    monkeypatch.setattr(job_search, "CHUNK_ROWS", 4)
-    for n in range(10):
-        add_job(db, n, name="needle" if n == 9 else None)
-    # every page examines one chunk: it always moves on
-    assert walk(db, JobFilter(name="needle"), budget_s=0) == [
-        ([], "job_000003"),
-        ([], "job_000007"),
-        (["job_000009"], None),
-    ]
+    # 300 jobs of 64 KiB: the budget is checked while the query parses them, not only after
+    # a chunk of 250 (the old design examined 250 whatever the time)
+    big_jobs(db, 300, payload_bytes=65_536, needles={2, 150, 299})
+    jobs, after = search_jobs(
+        db.conn, "t1", JobFilter(name="needle"), after="", limit=5, budget_s=0
+    )
+    assert after is not None and after < "job_000020", after  # a few jobs, at least one
+    assert [j["job_id"] for j in jobs] == (["job_000002"] if after >= "job_000002" else [])
+    pages = walk_all(db, JobFilter(name="needle"), budget_s=0)
+    shown = [job_id for ids_, _ in pages for job_id in ids_]
+    assert shown == ["job_000002", "job_000150", "job_000299"]  # none skipped, none twice
+    assert pages[-1][1] is None and len(pages) > 15
+    # the connection is clean again: a long query on it is not interrupted
+    (total,) = db.conn.execute(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 200000) "
+        "SELECT count(*) FROM n"
+    ).fetchone()
+    assert total == 200_000
+
+
+def test_a_budget_cut_between_matches_shows_each_match_once(db: Database) -> None:
+    for n in range(40):
+        add_job(db, n, name="needle" if n % 3 == 0 else None)
+    pages = walk_all(db, JobFilter(name="needle"), budget_s=0)
+    shown = [job_id for ids_, _ in pages for job_id in ids_]
+    assert shown == [f"job_{n:06d}" for n in range(0, 40, 3)]
