@@ -190,9 +190,11 @@ class Replica(SyncObj):  # type: ignore[misc]  # pysyncobj ships no types
         node's term with a vote for itself (pysyncobj's own fsynced .meta: it then refuses any
         vote in that term and grants votes only in later ones, as after any vote), then drop the
         marker. Until then, pysyncobj's election (a vote for itself) must never run: when its
-        election timer fires, send a probe instead, the vote request pysyncobj would send but
-        in the current term, counting no vote, so unsure nodes (a brand-new cluster) hear one
-        another. Runs before pysyncobj's tick, which checks the timer before reading messages."""
+        election timer fires (or the leader hands over to it: `timeout_now` zeroes the timer),
+        send a probe instead, the vote request pysyncobj would send in a new term, counting no
+        vote: unsure nodes (a brand-new cluster) hear one another, and a sure node in a lower
+        term takes the new one and answers. Runs before pysyncobj's tick, which checks the timer
+        before reading messages."""
         fence = self._votes
         if not fence.is_unsure:
             return
@@ -206,9 +208,11 @@ class Replica(SyncObj):  # type: ignore[misc]  # pysyncobj ships no types
         if self._SyncObj__raftElectionDeadline >= now:
             return
         self._SyncObj__raftElectionDeadline = now + self._SyncObj__generateRaftTimeout()
+        term = int(self._SyncObj__raftCurrentTerm) + 1  # as pysyncobj's candidate: stored first
+        self._SyncObj__setCurrentTerm(term, self.selfNode.id)  # a vote nobody counts
         probe = {
             "type": "request_vote",
-            "term": self._SyncObj__raftCurrentTerm,
+            "term": term,
             "last_log_index": self._SyncObj__getCurrentLogIndex(),
             "last_log_term": self._SyncObj__getCurrentLogTerm(),
         }

@@ -194,3 +194,37 @@ def test_the_pysyncobj_internals_the_fence_relies_on(
     assert node._SyncObj__raftCurrentTerm == 3
     assert node._SyncObj__votedForNodeId == node.selfNode.id
     assert node._SyncObj__raftLog.getVotedForNodeId() == node.selfNode.id
+
+
+def test_a_hand_over_to_a_wiped_follower_still_moves_the_leadership(
+    tmp_path: Path, started: Started, free_port: Callable[[], int]
+) -> None:
+    """A leader steps down (its clock distrusted, `Replica.step_down`) to its most caught-up
+    follower, which may be a wiped one that hears no one but the leader: its probe, in a term
+    above the leader's, makes the other follower answer, so it learns its fence and the
+    leadership moves within a few election timeouts."""
+    ports = [free_port() for _ in range(3)]
+    addresses = [f"127.0.0.1:{p}" for p in ports]
+    quick = {"raftMinTimeout": 0.3, "raftMaxTimeout": 0.6, "connectionRetryTime": 1.0}
+
+    def start(i: int) -> Replica:
+        peers = [x for x in addresses if x != addresses[i]]
+        return started.start(tmp_path / f"n{i}", ports[i], peers, **quick)
+
+    nodes = [start(i) for i in range(3)]
+    _wait_for(lambda: any(n.is_leader() for n in nodes), "a new cluster elected nobody")
+    leader = next(n for n in nodes if n.is_leader())
+    wiped = next(i for i, n in enumerate(nodes) if n is not leader)
+    started.stop(nodes[wiped])
+    shutil.rmtree(tmp_path / f"n{wiped}")
+    nodes[wiped] = start(wiped)
+    _wait_for(
+        lambda: nodes[wiped].commit_index() >= leader.commit_index() > 0
+        and nodes[wiped].leader_address() == leader.selfNode.id,
+        "the wiped follower never caught up",
+    )
+    assert nodes[wiped].is_vote_unsure()
+    leader.transferLeadership(node=addresses[wiped])
+    _wait_for(lambda: not leader.is_leader(), "the leader never handed over", timeout_s=10)
+    _wait_for(lambda: any(n.is_leader() for n in nodes), "nobody leads after", timeout_s=10)
+    assert not nodes[wiped].is_vote_unsure()
