@@ -219,8 +219,10 @@ def test_a_hand_over_to_a_wiped_follower_still_moves_the_leadership(
     shutil.rmtree(tmp_path / f"n{wiped}")
     nodes[wiped] = start(wiped)
     _wait_for(
-        lambda: nodes[wiped].commit_index() >= leader.commit_index() > 0
-        and nodes[wiped].leader_address() == leader.selfNode.id,
+        lambda: (
+            nodes[wiped].commit_index() >= leader.commit_index() > 0
+            and nodes[wiped].leader_address() == leader.selfNode.id
+        ),
         "the wiped follower never caught up",
     )
     assert nodes[wiped].is_vote_unsure()
