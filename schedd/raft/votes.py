@@ -47,7 +47,10 @@ class VoteFence:
                 os.close(fd)
             sync_dir(self.marker.parent)
         if self.is_unsure:
-            log.warning("raft state lost or new: voting nothing until every member is heard")
+            log.warning(
+                "raft term and vote not found (a new node, or its data was lost): voting in"
+                " nothing until every member is heard"
+            )
 
     def hear(self, member: str, term: int) -> None:
         """A Raft message carrying `term` came from `member` (tick thread)."""
