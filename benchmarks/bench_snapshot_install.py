@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from schedd.raft.proposer import Proposer
 from schedd.store.commands import RegisterNode
-from tests.replicas import Member, leader_of, pad, write_configs
+from tests.replicas import Member, leader_of, pad, two_of_three, write_configs
 from tests.servers import wait_for
 
 WRITE_EVERY_S = 0.02
@@ -83,7 +83,7 @@ def run(megabytes: int, base: Path) -> dict[str, float]:
     restores = RestoreLog()
     logging.getLogger("schedd.raft.snapshots").addHandler(restores)
     logging.getLogger("schedd.raft.snapshots").setLevel(logging.INFO)
-    first = [Member(p) for p in paths[:2]]
+    first = two_of_three(paths)
     members = list(first)
     writer: Writer | None = None
     try:

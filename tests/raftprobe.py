@@ -102,3 +102,63 @@ def rss_kib(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1])
     raise AssertionError(f"no VmRSS for pid {pid}")
+
+
+class FakePeer:
+    """A Raft member played by the test over pysyncobj's wire (no password: the replica under
+    test must run without one): it connects, names itself, sends messages, reads answers.
+
+    pysyncobj connects out only to peers whose address sorts below its own, so give the fake
+    an address above the replica's (127.0.0.2:... against 127.0.0.1:...) and it is the one
+    that connects."""
+
+    def __init__(self, port: int, address: str) -> None:
+        self.address = address
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        self._buffer = b""
+        self.send(address)  # pysyncobj's first frame on an incoming connection: who we are
+
+    def send(self, message: Any) -> None:
+        self.sock.sendall(pickle_frame(message))
+
+    def vote_request(self, term: int, last_index: int = 1, last_term: int = 0) -> None:
+        self.send(
+            {
+                "type": "request_vote",
+                "term": term,
+                "last_log_index": last_index,
+                "last_log_term": last_term,
+            }
+        )
+
+    def received(self, wait_s: float) -> list[Any]:
+        """Every message the replica sends us within `wait_s`."""
+        messages: list[Any] = []
+        deadline = time.monotonic() + wait_s
+        while (left := deadline - time.monotonic()) > 0:
+            self.sock.settimeout(left)
+            try:
+                chunk = self.sock.recv(65536)
+            except TimeoutError:
+                break
+            if not chunk:
+                break
+            self._buffer += chunk
+            while len(self._buffer) >= 4:
+                (size,) = struct.unpack("i", self._buffer[:4])
+                if len(self._buffer) < 4 + size:
+                    break
+                frame, self._buffer = self._buffer[4 : 4 + size], self._buffer[4 + size :]
+                messages.append(pickle.loads(zlib.decompress(frame)))  # the node under test
+        return messages
+
+    def votes(self, wait_s: float) -> list[int]:
+        """The terms of the votes granted to us within `wait_s`."""
+        return [
+            m["term"]
+            for m in self.received(wait_s)
+            if isinstance(m, dict) and m.get("type") == "response_vote"
+        ]
+
+    def close(self) -> None:
+        self.sock.close()

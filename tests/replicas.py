@@ -7,6 +7,7 @@ No HTTP, no dispatch: commands are proposed straight to a replica.
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from schedd.raft.replica import Replica
 from schedd.raft.snapshots import SnapshotHooks
 from schedd.store.apply import StateMachine
 from schedd.store.db import Database
-from tests.servers import ADMIN_TOKEN, RAFT_SECRET, make_nodes
+from tests.servers import ADMIN_TOKEN, RAFT_SECRET, make_nodes, wait_for
 
 PAD_ROW_BYTES = 64 * 1024
 
@@ -78,3 +79,25 @@ def pad(db_path: Path, megabytes: float) -> None:
 
 def leader_of(members: list[Member]) -> Member | None:
     return next((m for m in members if m.replica.is_leader()), None)
+
+
+def two_of_three(paths: list[Path], **conf: Any) -> list[Member]:
+    """The first two members of a new three-node cluster, running, with the third stopped and
+    its data directory deleted (a replaced disk: start it later with `Member(paths[2])` and it
+    catches up from them). A new cluster elects no one until each member has heard the others
+    (raft/votes.py), so all three run until then."""
+    members = [Member(path, **conf) for path in paths]
+    try:
+        wait_for(
+            lambda: leader_of(members) and not any(m.replica.is_vote_unsure() for m in members),
+            30,
+            "a new cluster's leader",
+        )
+    except BaseException:
+        for member in members:
+            member.stop()
+        raise
+    third = members.pop()
+    third.stop()
+    shutil.rmtree(third.db.path.parent)
+    return members

@@ -9,12 +9,12 @@ import logging
 import sqlite3
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 from pysyncobj import SyncObj, SyncObjConf, replicated
 
 from schedd.errors import CorruptLog
-from schedd.raft import answers, journal, wire
+from schedd.raft import answers, journal, votes, wire
 from schedd.store.apply import StateMachine
 
 log = logging.getLogger(__name__)
@@ -44,6 +44,8 @@ def _compact_nothing() -> None:
 class Replica(SyncObj):  # type: ignore[misc]  # pysyncobj ships no types
     """A node's Raft replica; `halt` is called when an entry cannot be applied at all."""
 
+    _SyncObj__raftElectionDeadline: float  # pysyncobj's, set here while the vote is unsure
+
     def __init__(
         self,
         self_address: str,
@@ -62,6 +64,9 @@ class Replica(SyncObj):  # type: ignore[misc]  # pysyncobj ships no types
         self._is_step_down_asked = False
         self._is_compaction_asked = False  # compact_soon(): honoured whatever the journal holds
         self._is_full_asked = False  # the journal passed its cap
+        # Before SyncObj.__init__: its tick thread may hear from peers at once.
+        self._votes = votes.VoteFence(conf.journalFile)
+        self._led_term = -1  # the last term this node logged as its leader's
         wire.install()  # bounded frames on every Raft connection
         journal.install()  # term, vote and appends on disk before pysyncobj acts on them
         super().__init__(self_address, peers, conf, transportClass=journal.JournalSyncedTransport)
@@ -160,7 +165,76 @@ class Replica(SyncObj):  # type: ignore[misc]  # pysyncobj ships no types
         self._next_snapshot_ack = now + SNAPSHOT_ACK_EVERY_S
         self._SyncObj__sendNextNodeIdx(leader, success=False, reset=False)
 
+    def is_vote_unsure(self) -> bool:
+        """Whether this node, started without its Raft term and vote, still votes in nothing
+        (any thread; may be a tick stale)."""
+        return self._votes.is_unsure
+
+    def _SyncObj__onMessageReceived(self, node: Any, message: Any) -> None:
+        """Shadows pysyncobj's private message handler (SyncObj.__onMessageReceived, which
+        SyncObj.__init__ hands to the transport as `self.__onMessageReceived`, so this override
+        is what the transport calls; pinned by tests/unit/test_raft_votes.py). While unsure
+        (raft/votes.py), note the term of every message from another member, and drop a vote
+        request unanswered: pysyncobj sends no refusal either, so to the candidate it is a vote
+        not granted. Everything else goes to pysyncobj unchanged."""
+        if self._votes.is_unsure and isinstance(message, dict):
+            term = message.get("term")
+            if isinstance(term, int) and node in self._SyncObj__otherNodes:
+                self._votes.hear(str(node.id), term)
+            if message.get("type") == "request_vote":
+                return
+        SyncObj._SyncObj__onMessageReceived(self, node, message)
+
+    def _tick_unsure(self) -> None:
+        """While unsure: once every other member is heard, store the highest term heard as this
+        node's term with a vote for itself (pysyncobj's own fsynced .meta: it then refuses any
+        vote in that term and grants votes only in later ones, as after any vote), then drop the
+        marker. Until then, pysyncobj's election (a vote for itself) must never run: when its
+        election timer fires (or the leader hands over to it: `timeout_now` zeroes the timer),
+        send a probe instead, the vote request pysyncobj would send in a new term, counting no
+        vote: unsure nodes (a brand-new cluster) hear one another, and a sure node in a lower
+        term takes the new one and answers. Runs before pysyncobj's tick, which checks the timer
+        before reading messages."""
+        fence = self._votes
+        if not fence.is_unsure:
+            return
+        learned = fence.learned(str(node.id) for node in self._SyncObj__otherNodes)
+        if learned is not None:
+            term = max(int(self._SyncObj__raftCurrentTerm), learned)
+            self._SyncObj__setCurrentTerm(term, self.selfNode.id)
+            fence.settle(term)
+            return
+        now = time.monotonic()  # pysyncobj's monotonicTime is time.monotonic on Python 3
+        if self._SyncObj__raftElectionDeadline >= now:
+            return
+        self._SyncObj__raftElectionDeadline = now + self._SyncObj__generateRaftTimeout()
+        term = int(self._SyncObj__raftCurrentTerm) + 1  # as pysyncobj's candidate: stored first
+        self._SyncObj__setCurrentTerm(term, self.selfNode.id)  # a vote nobody counts
+        probe = {
+            "type": "request_vote",
+            "term": term,
+            "last_log_index": self._SyncObj__getCurrentLogIndex(),
+            "last_log_term": self._SyncObj__getCurrentLogTerm(),
+        }
+        for node in self._SyncObj__otherNodes:
+            self._SyncObj__transport.send(node, probe)
+
     def _onTick(self, timeToWait: float = 0.0) -> None:  # pysyncobj's tick hook, its names
+        self._tick_unsure()
+        self._tick(timeToWait)
+        self._note_leadership()
+
+    def _note_leadership(self) -> None:
+        """Log each term this node leads, once, on the tick thread (where pysyncobj changes
+        both): the chaos checker reads these lines to find two leaders of one term."""
+        if not self._isLeader():
+            return
+        term = int(self._getTerm())
+        if term != self._led_term:
+            self._led_term = term
+            log.info("raft leader term=%d", term)
+
+    def _tick(self, timeToWait: float) -> None:
         self._ack_snapshot_chunks()
         # At start-up the snapshot file is loaded inside the tick, just before it applies.
         self._hold_apply(not self._is_restore_settled() or bool(self._SyncObj__needLoadDumpFile))

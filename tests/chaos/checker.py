@@ -58,6 +58,7 @@ class Observed:
     digests: dict[str, Any]
     threshold_ms: int
     notes: list[Violation] = field(default_factory=list)  # runner-found problems
+    leader_terms: dict[str, list[int]] = field(default_factory=dict)  # node -> terms it led
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +76,7 @@ def ms(instant: str) -> int:
 
 
 def check(obs: Observed) -> tuple[list[Violation], dict[str, Any]]:
-    found = list(obs.notes)
+    found = list(obs.notes) + two_leaders(obs.leader_terms)
     ref = _reference(obs, found)
     if ref is None:
         return found, {}
@@ -118,6 +119,20 @@ def _compare(a: NodeView, b: NodeView) -> list[Violation]:
     if a.audit != b.audit:
         found.append(Violation("replica_divergence", None, f"audit of {a.node_id}/{b.node_id}"))
     return found
+
+
+def two_leaders(leader_terms: dict[str, list[int]]) -> list[Violation]:
+    """Raft's election safety: at most one node leads any term (issue 27: a node that lost its
+    data directory could vote twice in one)."""
+    leaders: dict[int, set[str]] = defaultdict(set)
+    for node_id, terms in leader_terms.items():
+        for term in terms:
+            leaders[term].add(node_id)
+    return [
+        Violation("two_leaders_in_term", None, f"term {term}: {sorted(nodes)}")
+        for term, nodes in sorted(leaders.items())
+        if len(nodes) > 1
+    ]
 
 
 def _digests(digests: dict[str, Any]) -> list[Violation]:
@@ -386,6 +401,7 @@ def _stats(obs: Observed, ref: NodeView, seen: dict[str, list[Seen]]) -> dict[st
     return {
         "ops": dict(sorted(ops.items())),
         "jobs": len(ref.jobs),
+        "terms_led": len({term for terms in obs.leader_terms.values() for term in terms}),
         "job_status": dict(Counter(j["status"] for j in ref.jobs.values())),
         "runs": len(runs),
         "run_status": dict(Counter(r["status"] for _, r in runs)),

@@ -3,10 +3,12 @@ runs and audit trail over the API, and catch the replicas' state digests at one 
 
 from __future__ import annotations
 
+import re
 import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from schedd.timeformat import parse_instant
@@ -14,6 +16,8 @@ from tests.chaos.client import read_json
 from tests.chaos.workload import Tenant
 from tests.servers import ADMIN_TOKEN
 
+# schedd/raft/replica.py logs this once per term a node leads (on its tick thread).
+LEADER_LINE = re.compile(r"raft leader term=(\d+)")
 TERMINAL = frozenset({"succeeded", "dead", "skipped"})
 PAGE = 1000
 
@@ -163,3 +167,13 @@ def catch_digests(urls: dict[str, str], timeout_s: float = 20.0) -> dict[str, An
     shared = {i: d for i, d in same_index.items() if len(d) > 1}
     caught = any(len(d) == len(urls) for d in shared.values())
     return {"caught_all_at_one_index": caught, "shared": shared, "last": last}
+
+
+def leader_terms(logs: dict[str, Path]) -> dict[str, list[int]]:
+    """node_id -> every term the node's log says it led, in order (its log runs on across
+    restarts and wipes: the wiped node's terms before and after are all there)."""
+    terms: dict[str, list[int]] = {}
+    for node_id, path in logs.items():
+        text = path.read_text(errors="replace") if path.exists() else ""
+        terms[node_id] = [int(m.group(1)) for m in LEADER_LINE.finditer(text)]
+    return terms

@@ -17,7 +17,7 @@ from tests.chaos.cluster import LEASE_TTL_S, PARTITIONS, ChaosCluster, cpu_load
 from tests.chaos.history import FaultEvent, History
 from tests.servers import ADMIN_TOKEN, NodeProcess
 
-PROCESS_KINDS = ("kill", "kill_all", "pause", "cpu_restart", "wipe")
+PROCESS_KINDS = ("kill", "kill_all", "pause", "cpu_restart", "wipe", "wipe_storm")
 NETWORK_KINDS = ("partition",)
 CLOCK_KINDS = ("clock_jump",)
 JUMP_S = (20, 60)  # a wall-clock jump's size, either way
@@ -30,6 +30,7 @@ ROLES = {
     "pause": ("leader", "follower"),
     "cpu_restart": ("leader", "follower", "any"),
     "wipe": ("leader", "follower"),
+    "wipe_storm": ("follower",),  # and the leader cut off (paused on loopback) meanwhile
     "partition": ("leader", "follower"),
     "clock_jump": ("leader", "follower"),
 }
@@ -40,6 +41,7 @@ COVERAGE = (  # every round starts with these, shuffled
     ("kill_all", "all"),
     ("cpu_restart", "any"),
     ("wipe", "follower"),
+    ("wipe_storm", "follower"),
     ("partition", "leader"),
     ("partition", "follower"),
     ("clock_jump", "leader"),
@@ -175,6 +177,8 @@ class Nemesis(threading.Thread):
             elif fault.kind == "wipe":
                 self.cluster.wipe(node)
                 self._hold(event, node, role, fault.hold_s)
+            elif fault.kind == "wipe_storm":
+                self._wipe_storm(event, node, fault.hold_s)
             elif fault.kind == "pause":
                 self.cluster.pause(node)
                 self._hold(event, node, role, fault.hold_s)
@@ -227,6 +231,33 @@ class Nemesis(threading.Thread):
             if elapsed >= hold_s and (seen or elapsed >= hold_s + WATCH_LIMIT_S):
                 return
             time.sleep(0.1)
+
+    def _wipe_storm(self, event: FaultEvent, node: NodeProcess, hold_s: float) -> None:
+        """Issue 27: cut the leader off (its Raft link; SIGSTOP without namespaces), and while
+        the other two hold elections, kill -9 the follower `node`, delete its state and restart
+        it at once: it has lost the vote it may have given in the current term. Held `hold_s`,
+        then the leader comes back. The checker's `two_leaders_in_term` is the rule it tests:
+        with only one other member to hear from, the wiped node must not vote (no leader until
+        the heal is the expected price)."""
+        leader_id = self.cluster.leader_id()
+        leader = None if leader_id in (None, node.node_id) else self.cluster.node(leader_id)
+        event.facts["leader"] = leader_id
+        is_cut = leader is not None and self.partitioner is not None
+        try:
+            if leader is not None and self.partitioner is not None:
+                self.partitioner.isolate(leader.node_id)
+            elif leader is not None:
+                self.cluster.pause(leader)
+            storm_s = self.rng.uniform(0.5, 3.0)  # the survivors' first elections under way
+            event.facts["wipe_after_s"] = round(storm_s, 2)
+            time.sleep(storm_s)
+            self.cluster.wipe(node)
+            time.sleep(0.2)
+            self.cluster.restart(node)
+            time.sleep(hold_s)
+        finally:
+            if is_cut and leader is not None and self.partitioner is not None:
+                self.partitioner.reconnect(leader.node_id)
 
     def _kill_all(self, fault: PlannedFault) -> None:
         event = self.history.fault(FaultEvent("kill_all", "all", "all", now_ms()))

@@ -18,7 +18,7 @@ from tests.chaos.check_runs import EARLY_TOLERANCE_MS, LATE_BOUND_MS, Violation
 from tests.chaos.checker import Observed, check, percentiles
 from tests.chaos.client import now_ms
 from tests.chaos.cluster import LEASE_TTL_S, MISFIRE_THRESHOLD_S, ChaosCluster, freeze_code
-from tests.chaos.collect import catch_digests, read_view, wait_quiet
+from tests.chaos.collect import catch_digests, leader_terms, read_view, wait_quiet
 from tests.chaos.consumer import QueueConsumer
 from tests.chaos.history import History
 from tests.chaos.nemesis import (
@@ -167,6 +167,7 @@ def _round(
         digests=digests,
         threshold_ms=int(MISFIRE_THRESHOLD_S * 1000),
         notes=notes,
+        leader_terms=leader_terms({n.node_id: n.log_path for n in cluster.nodes}),
     )
     violations, stats = check(observed)
     dump = {

@@ -4,14 +4,15 @@ or early deliveries, lost or phantom creates. Runs in milliseconds, no cluster."
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from schedd.model import AtSchedule, EverySchedule, Schedule
 from schedd.timeformat import format_instant
 from tests.chaos.check_deliveries import check_deliveries
 from tests.chaos.check_runs import LATE_BOUND_MS, JobTimeline, check_job
-from tests.chaos.checker import Claim, _changes, _creates
-from tests.chaos.collect import NodeView
+from tests.chaos.checker import Claim, _changes, _creates, two_leaders
+from tests.chaos.collect import NodeView, leader_terms
 from tests.chaos.history import Op, QueueDelivery
 
 T0 = 1_790_000_000_000
@@ -276,3 +277,25 @@ def test_overlap_delay_may_hold_the_next_run_while_one_is_in_flight() -> None:
     runs[-1]["finished_at_ms"] = runs[-1]["scheduled_at_ms"] + 100  # finished in time: no excuse
     found = kinds(timeline(runs, status="cancelled", cancel_ms=stop, overlap="delay"))
     assert found == ["missing_run"]
+
+
+def test_two_leaders_of_one_term_are_flagged_from_the_node_logs(tmp_path: Path) -> None:
+    """Issue 27: the wipe_storm fault's rule. n3 lost its data directory, voted again in term 7
+    and n2 led it too; other terms had one leader each, and a node leading the same term twice
+    in its log (it cannot, but a repeated line) is not two leaders."""
+    logs = {
+        "n1": "... INFO schedd.raft.replica raft leader term=3\n"
+        "... INFO schedd.raft.replica raft leader term=7\n",
+        "n2": "... INFO schedd.raft.replica raft leader term=5\n"
+        "... INFO schedd.raft.replica raft leader term=7\n",
+        "n3": "... WARNING schedd.raft.votes raft vote fence learned term=7: ...\n"
+        "... INFO schedd.raft.replica raft leader term=9\n"
+        "... INFO schedd.raft.replica raft leader term=9\n",
+    }
+    for node_id, text in logs.items():
+        (tmp_path / f"{node_id}.log").write_text(text)
+    terms = leader_terms({n: tmp_path / f"{n}.log" for n in [*logs, "n4"]})  # n4: no log
+    assert terms == {"n1": [3, 7], "n2": [5, 7], "n3": [9, 9], "n4": []}
+    found = two_leaders(terms)
+    assert [(v.kind, v.detail) for v in found] == [("two_leaders_in_term", "term 7: ['n1', 'n2']")]
+    assert two_leaders({"n1": [3, 7], "n2": [5, 8], "n3": [9, 9]}) == []

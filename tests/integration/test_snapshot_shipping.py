@@ -14,7 +14,7 @@ from schedd.raft.proposer import Proposer
 from schedd.store.commands import RegisterNode
 from schedd.store.db import connect
 from schedd.store.snapshot import SnapshotError, read_snapshot
-from tests.replicas import Member, leader_of, pad, write_configs
+from tests.replicas import Member, leader_of, pad, two_of_three, write_configs
 from tests.servers import wait_for
 
 CONNECTION_TIMEOUT_S = 2.0
@@ -72,7 +72,7 @@ def test_a_snapshot_that_ships_for_longer_than_the_connection_timeout_is_install
     pad(tmp_path / "n1" / "state.db", 8)  # 128 chunks: about 3.2 s to ship
     (tmp_path / "n2").mkdir(exist_ok=True)
     shutil.copy(tmp_path / "n1" / "state.db", tmp_path / "n2" / "state.db")
-    members = [Member(p, **SETTINGS) for p in paths[:2]]
+    members = two_of_three(paths, **SETTINGS)
     try:
         leader = wait_for(lambda: leader_of(members), 15, "a leader")
         for member in members:

@@ -88,9 +88,11 @@ def test_a_new_term_and_vote_are_fsynced_with_their_directory(
 ) -> None:
     fsynced = [path for kind, path in events if kind == "fsync"]
     meta = str(tmp_path / "raft.journal.meta")
-    # The new journal's name is made durable first; then the vote is written to a temporary
+    # A new node first marks itself unsure of its vote (raft/votes.py), file and name.
+    assert fsynced[:2] == [str(tmp_path / "raft.journal.unsure"), str(tmp_path)]
+    # The new journal's name is made durable next; then the vote is written to a temporary
     # file, fsynced, renamed, and the rename fsynced.
-    assert fsynced[:3] == [str(tmp_path), meta + ".tmp", str(tmp_path)]
+    assert fsynced[2:5] == [str(tmp_path), meta + ".tmp", str(tmp_path)]
     node, _ = replica
     assert node.raftCurrentTerm >= 1
     # The private names journal.py reaches for (pysyncobj 0.3.17): a rename must fail here.
