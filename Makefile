@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint bench bench-compare bench-retention bench-brokers bench-console chaos dist clean
+.PHONY: install run test check lint bench bench-compare bench-retention bench-brokers bench-console chaos dist clean
 
 install: $(STAMP)
 
@@ -17,12 +17,19 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/schedd dev
 
-# The console's browser tests (tests/browser) drive Debian's chromium: installed here when
-# missing and running as root; elsewhere they skip saying why (under CI=true they fail).
+# The whole suite, TEST_WORKERS test files at a time (pytest-xdist; docs/testing.md). The
+# console's browser tests (tests/browser) drive Debian's chromium: installed here when missing
+# and running as root; elsewhere they skip saying why (under CI=true they fail).
+TEST_WORKERS ?= 4
 test: $(STAMP)
 	@if [ ! -x /usr/bin/chromium ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; fi
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
+
+# The inner loop of a change: the unit tests and the integration tests not marked slow, no
+# cluster, no browser (about a minute and a half; docs/testing.md).
+check: $(STAMP)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not cluster and not slow" tests/unit tests/integration
 
 lint: $(STAMP)
 	$(BIN)/ruff check schedd tests benchmarks

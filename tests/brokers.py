@@ -26,6 +26,7 @@ import redis.asyncio
 from schedd.model import BrokerConnection
 from schedd.store.outbox import DueCall
 from schedd.store.queries import Tenant
+from tests.ports import free_port
 
 HOST = "127.0.0.1"
 PORTS = {"redis": 6379, "rabbitmq": 5672, "nats": 4222}
@@ -203,11 +204,8 @@ def nats_stream(nats_service: None) -> Iterator[JetStream]:
 
 
 def closed_port() -> int:
-    """A loopback port nobody listens on (bound to 0, then released)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A loopback port nobody listens on (free in this worker's range: tests/ports.py)."""
+    return free_port()
 
 
 async def found(connection: BrokerConnection | None) -> BrokerConnection | None:

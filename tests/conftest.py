@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from schedd.store.apply import StateMachine
 from schedd.store.command import Command, encode
 from schedd.store.commands import LogCommand
 from schedd.store.db import Database
+from tests import ports
 
 NOW_MS = 1_790_000_000_000  # 2026-09-21T14:13:20Z
 
@@ -55,10 +55,5 @@ def apply(db: Database) -> Applier:
 
 @pytest.fixture
 def free_port() -> Callable[[], int]:
-    def pick() -> int:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.bind(("127.0.0.1", 0))
-            port: int = sock.getsockname()[1]
-            return port
-
-    return pick
+    """Picks a free loopback port of this xdist worker's own range (tests/ports.py)."""
+    return ports.free_port

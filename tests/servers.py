@@ -10,7 +10,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -25,25 +24,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from schedd.timeformat import parse_instant
+from tests.ports import free_ports as free_ports  # where the tests have always found it
 
 ADMIN_TOKEN = "adm_test_token_0123456789abcdef"
 RAFT_SECRET = "raft_test_secret_0123456789abcdef"
 READY_TIMEOUT_S = 60.0
 T = TypeVar("T")
-
-
-def free_ports(count: int) -> list[int]:
-    """Distinct free loopback ports (bound to port 0 at the same time, then released)."""
-    socks = []
-    try:
-        for _ in range(count):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.bind(("127.0.0.1", 0))
-            socks.append(sock)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for sock in socks:
-            sock.close()
 
 
 @contextlib.contextmanager

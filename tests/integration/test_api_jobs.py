@@ -350,6 +350,7 @@ def test_pause_and_resume(node: NodeProcess) -> None:
     assert get_job(node, tenant.token, job["job_id"]) == resumed
 
 
+@pytest.mark.slow
 def test_a_paused_job_whose_schedule_ended_takes_a_new_payload_then_a_new_schedule(
     node: NodeProcess,
 ) -> None:

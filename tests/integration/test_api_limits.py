@@ -71,6 +71,7 @@ def test_a_client_sending_headers_slowly_is_cut_off(node: NodeProcess) -> None:
     assert took <= HEADER_TIMEOUT_S + SLACK_S
 
 
+@pytest.mark.slow
 def test_a_client_sending_a_body_slowly_gets_408_and_is_cut_off(node: NodeProcess) -> None:
     tenant = new_tenant(node)
     head = (
@@ -122,6 +123,7 @@ def _receive(node: NodeProcess, tenant: Tenant, wait: str) -> tuple[int, Any, di
     return http("POST", url, body, token=tenant.token, timeout_s=30)
 
 
+@pytest.mark.slow
 def test_long_polls_over_the_tenant_cap_are_429_while_another_tenant_polls(
     node: NodeProcess,
 ) -> None:

@@ -18,6 +18,7 @@ def schedd(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([SCHEDD, *args], capture_output=True, text=True, timeout=60)
 
 
+@pytest.mark.slow
 def test_a_backup_taken_while_serving_restores_into_a_new_cluster(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
@@ -64,6 +65,7 @@ def test_restore_refuses_what_is_not_a_backup(tmp_path: Path) -> None:
     assert not (node.data_dir / "state.db").exists()
 
 
+@pytest.mark.slow
 def test_restore_and_a_second_process_refuse_a_running_nodes_data(tmp_path: Path) -> None:
     with running(make_nodes(tmp_path, 1)) as [node]:
         backup = tmp_path / "b.db"

@@ -230,6 +230,7 @@ def _retry_after_date() -> tuple[str, float]:
 
 
 @pytest.mark.parametrize("form", ["seconds", "http-date"])
+@pytest.mark.slow
 def test_retry_honours_retry_after_then_succeeds(
     node: NodeProcess, receiver: Receiver, form: str
 ) -> None:
@@ -286,6 +287,7 @@ def test_connection_refused_is_retried_then_dead(node: NodeProcess) -> None:
     assert all("connection" in a["error"] for a in run["attempts"]), run
 
 
+@pytest.mark.slow
 def test_429_408_and_timeouts_retry_then_the_run_is_dead_and_redrive_delivers_it(
     node: NodeProcess, receiver: Receiver
 ) -> None:
@@ -402,6 +404,7 @@ def test_410_gone_cancels_the_job_and_the_audit_log_says_delivery_did_it(
 # ------------------------------------------------------------------ signing secrets and alerts
 
 
+@pytest.mark.slow
 def test_rotated_secret_signs_beside_the_old_one_during_the_overlap(
     node: NodeProcess, receiver: Receiver
 ) -> None:

@@ -149,6 +149,7 @@ def test_delay_job_arrives_on_time_and_its_run_is_delivered_then_succeeded(
     assert status == 200 and done["status"] == "completed" and done["next_run_at"] is None
 
 
+@pytest.mark.slow
 def test_every_second_job_runs_once_per_second_without_duplicates(node: NodeProcess) -> None:
     tenant = new_tenant(node)
     job = create_job(node, tenant.token, queue_job("tick", {"every": "1s"}))
@@ -282,6 +283,7 @@ def test_queue_counts_ready_in_flight_and_dead(node: NodeProcess) -> None:
 
 
 @pytest.mark.parametrize("ends_by", ["nack", "visibility timeout"])
+@pytest.mark.slow
 def test_a_redriven_run_of_100_attempts_is_received_again_and_the_queue_keeps_working(
     node: NodeProcess, ends_by: str
 ) -> None:
@@ -324,6 +326,7 @@ def test_a_redriven_run_of_100_attempts_is_received_again_and_the_queue_keeps_wo
 # ------------------------------------------------------------------ windows and overlap
 
 
+@pytest.mark.slow
 def test_window_spreads_fire_times_inside_the_window(node: NodeProcess) -> None:
     tenant = new_tenant(node)
     at = now_ms() + 1_000
@@ -345,6 +348,7 @@ def test_window_spreads_fire_times_inside_the_window(node: NodeProcess) -> None:
     assert len(set(offsets)) >= 15 and max(offsets) - min(offsets) >= 1_000, sorted(offsets)
 
 
+@pytest.mark.slow
 def test_overlap_skip_records_skipped_runs_while_one_is_unacked(node: NodeProcess) -> None:
     tenant = new_tenant(node)
     job = create_job(node, tenant.token, queue_job("o", {"every": "1s"}, overlap_policy="skip"))
@@ -377,6 +381,7 @@ def cpu_seconds(node: NodeProcess) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+@pytest.mark.slow
 def test_a_tenant_with_a_backlog_does_not_delay_another_tenant(node: NodeProcess) -> None:
     busy, quiet = new_tenant(node), new_tenant(node)
     for tenant in (busy, quiet):
@@ -416,6 +421,7 @@ def test_a_tenant_with_a_backlog_does_not_delay_another_tenant(node: NodeProcess
 # ------------------------------------------------------------------ misfires (restarts the node)
 
 
+@pytest.mark.slow
 def test_misfire_policies_after_an_outage(node: NodeProcess) -> None:
     tenant = new_tenant(node)
     jobs = {

@@ -8,7 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.integration.test_schedd_dev import children_of, dev_cluster, leader_seen_by
+
+pytestmark = pytest.mark.slow  # left out of `make check` (docs/testing.md)
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

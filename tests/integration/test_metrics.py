@@ -128,6 +128,7 @@ def test_claims_lags_and_queue_gauges_follow_jobs_through_receive_nack_and_ack(
     assert value(settled, "schedd_deadletters") >= 1
 
 
+@pytest.mark.slow
 def test_due_backlog_grows_while_a_rate_limited_tenant_waits_and_drains(node: NodeProcess) -> None:
     tenant = new_tenant(node, dispatch_rate=1)
     at = format_instant(now_ms() + 7_000)  # the dispatcher reads the new rate within 5 s
@@ -171,6 +172,7 @@ def test_metrics_keep_the_callback_metric_names(node: NodeProcess) -> None:
     assert {"schedd_snapshot_seconds_count", "schedd_snapshot_failures_total"} <= names
 
 
+@pytest.mark.slow
 def test_long_polls_woken_by_one_message_propose_one_receive_for_it(node: NodeProcess) -> None:
     """Eight long polls on one queue, then one message: one receive command, and none that came
     back empty (before, every woken poll proposed a receive of `max` and seven were empty)."""

@@ -27,6 +27,8 @@ from schedd.node import console_beside
 from tests.integration.api_helpers import JOB_FIELDS, Tenant, job_body, new_tenant
 from tests.servers import ADMIN_TOKEN, NodeProcess, http
 
+pytestmark = pytest.mark.slow  # left out of `make check` (docs/testing.md)
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGED = ROOT / "schedd" / "api" / "openapi.json"
 DOCS_COPY = ROOT / "docs" / "openapi.json"
@@ -295,6 +297,7 @@ def receive_one(node: NodeProcess, token: str, queue: str) -> dict[str, Any]:
 def test_a_job_through_runs_messages_and_dead_letters_matches_the_document(
     node: NodeProcess,
 ) -> None:
+
     created = call(
         node,
         "createTenant",

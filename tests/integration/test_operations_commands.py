@@ -24,6 +24,8 @@ from tests.certs import CertificateAuthority, NodeCert
 from tests.integration.test_docs_commands import sh_blocks
 from tests.servers import ADMIN_TOKEN, NodeProcess, make_nodes, running
 
+pytestmark = pytest.mark.slow  # left out of `make check` (docs/testing.md)
+
 ROOT = Path(__file__).resolve().parents[2]
 OPERATIONS = ROOT / "docs" / "operations.md"
 VM_CONFIGS = sorted((ROOT / "config" / "vm").glob("node*.toml"))
@@ -220,6 +222,7 @@ def tls_node(tmp_path_factory: pytest.TempPathFactory, pki: NodeCert) -> Iterato
 def test_first_start_runs_over_https_and_the_new_tenants_token_then_works(
     tmp_path: Path, tls_node: NodeProcess, pki: NodeCert
 ) -> None:
+
     first = block_with("First start", "tenants create")
     then = block_with("First start", "sk_...")
     admin_token = tmp_path / "admin.token"

@@ -80,6 +80,7 @@ def test_a_huge_frame_is_refused_before_it_is_buffered(node: NodeProcess) -> Non
     assert_serving(node)
 
 
+@pytest.mark.slow
 def test_the_generated_raft_secret_is_private_and_kept_across_restarts(tmp_path: Path) -> None:
     node = single_node(tmp_path)
     secret_path = node.data_dir / "raft.secret"

@@ -52,6 +52,7 @@ def runs(node: NodeProcess, token: str, job_id: str) -> list[dict[str, Any]] | N
     return found
 
 
+@pytest.mark.slow
 def test_a_finished_one_time_job_goes_after_its_retention_not_before(short: NodeProcess) -> None:
     tenant = new_tenant(short)
     job = create_job(short, tenant.token, NOW_JOB)
@@ -68,6 +69,7 @@ def test_a_finished_one_time_job_goes_after_its_retention_not_before(short: Node
     assert status == 404
 
 
+@pytest.mark.slow
 def test_an_unreceived_message_becomes_a_dead_letter_then_goes(short: NodeProcess) -> None:
     tenant = new_tenant(short)
     job = create_job(short, tenant.token, NOW_JOB)
@@ -133,6 +135,7 @@ def test_gc_status_shows_what_the_node_keeps(short: NodeProcess) -> None:
     assert 'schedd_retained_oldest_timestamp_seconds{kind="audit"}' in text
 
 
+@pytest.mark.slow
 def test_low_disk_refuses_new_data_and_keeps_the_rest_going(tmp_path: Path) -> None:
     [node] = make_nodes(tmp_path, 1)
     with running([node]):

@@ -62,6 +62,7 @@ def test_a_missing_or_bad_url_exits_2_without_echoing_it(ctl: Ctl) -> None:
     assert SECRET not in blocked.stderr
 
 
+@pytest.mark.slow
 def test_add_with_broker_targets_and_rm_while_used(ctl: Ctl) -> None:
     ctl.json("connections", "add", "r", URL)
     ctl.json("connections", "add", "mq", f"amqp://u:{SECRET}@127.0.0.1")

@@ -172,6 +172,7 @@ def test_the_command_gets_the_payload_on_stdin_and_four_variables(
     assert env["SCHEDD_IDEMPOTENCY_KEY"] == f"{job_id}:{scheduled_at}"
 
 
+@pytest.mark.slow
 def test_a_failure_nacks_with_the_stderr_tail_retries_then_dead_letters(
     tenant: Tenant, queue: str
 ) -> None:
@@ -231,6 +232,7 @@ def test_schedctl_runs_shows_no_error_on_a_run_that_succeeded_on_its_retry(
     assert "boom" not in table.stdout and "exit code" not in table.stdout, table.stdout
 
 
+@pytest.mark.slow
 def test_redrive_gives_a_dead_letter_one_new_attempt(tenant: Tenant, queue: str) -> None:
     job_id = tenant.job(queue, retry=NO_RETRY)
     failed = tenant.run("work", queue, "--once", "--wait", "10s", "--", "false")
@@ -251,6 +253,7 @@ def test_redrive_gives_a_dead_letter_one_new_attempt(tenant: Tenant, queue: str)
     assert nothing_left.returncode == 0 and "started" not in nothing_left.stderr
 
 
+@pytest.mark.slow
 def test_redrive_of_several_ids_or_all_goes_through_the_batch_route(
     node: NodeProcess, tmp_path: Path
 ) -> None:
@@ -421,6 +424,7 @@ def test_concurrency_3_runs_three_commands_at_once(tenant: Tenant, queue: str) -
     assert all(tenant.run_of(job)["status"] == "succeeded" for job in jobs)
 
 
+@pytest.mark.slow
 def test_visibility_is_extended_while_the_command_runs(tenant: Tenant, queue: str) -> None:
     job_id = tenant.job(queue)
     # A free slot polls all along: without extensions it would receive the message again.

@@ -5,10 +5,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import random
 import re
 import signal
-import socket
 import stat
 import subprocess
 import sys
@@ -20,7 +18,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
+from tests.ports import free_port_runs
 from tests.servers import free_ports, http
+
+pytestmark = pytest.mark.slow  # left out of `make check` (docs/testing.md)
 
 SCHEDD = str(Path(sys.executable).with_name("schedd"))
 READY_TIMEOUT_S = 90.0
@@ -141,25 +144,6 @@ def test_the_pasted_lines_reach_schedctl_from_a_clean_shell(tmp_path: Path) -> N
     assert result.stdout == ""
 
 
-def free_port_runs(count: int) -> tuple[int, int]:
-    """Two first ports, each followed by count - 1 more, all free on loopback (for `--nodes 3`)."""
-    for _ in range(50):
-        api, raft = (random.randrange(20000, 60000 - count) for _ in range(2))
-        ports = [*range(api, api + count), *range(raft, raft + count)]
-        if len(set(ports)) == len(ports) and all(port_free(p) for p in ports):
-            return api, raft
-    raise AssertionError("no free port runs on 127.0.0.1")
-
-
-def port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 def alive(pid: int) -> bool:
     """Whether pid is a running process (a zombie is dead)."""
     try:
@@ -274,6 +258,7 @@ def dev_cluster(data_dir: Path, restart_after_s: int, cwd: Path | None = None) -
 def test_schedd_dev_keeps_the_others_running_when_the_leader_is_killed_and_restarts_it(
     tmp_path: Path,
 ) -> None:
+
     data_dir = tmp_path / "dev"
     with dev_cluster(data_dir, restart_after_s=2) as run:
         dev, out, nodes = run.process, run.out, run.nodes

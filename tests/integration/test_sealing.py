@@ -103,6 +103,7 @@ LOOKALIKES = [
 
 @pytest.mark.parametrize("payload", LOOKALIKES)
 @pytest.mark.parametrize("has_keys", [False, True], ids=["without-keys", "with-keys"])
+@pytest.mark.slow
 def test_a_string_like_a_sealed_payload_round_trips_through_answers_and_delivery(
     request: pytest.FixtureRequest, has_keys: bool, payload: str
 ) -> None:

@@ -63,6 +63,7 @@ def _count(member: Member, sql: str) -> int:
 @pytest.mark.filterwarnings(
     "ignore:Exception ignored in.*raft.snapshot:pytest.PytestUnraisableExceptionWarning"
 )
+@pytest.mark.slow
 def test_a_snapshot_that_ships_for_longer_than_the_connection_timeout_is_installed(
     tmp_path: Path,
 ) -> None:
