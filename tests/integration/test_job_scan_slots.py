@@ -30,9 +30,9 @@ def add_tenants(path: Path, *tenants: str) -> None:
     db.close()
 
 
-def test_a_tenants_filtered_lists_past_its_slots_are_429_and_others_go_on(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def held_scans(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Semaphore, threading.Event]:
+    """Make every job search wait: (released once per search that started, set to let them
+    all go on)."""
     started, release = threading.Semaphore(0), threading.Event()
     real = jobs.search_jobs
 
@@ -42,9 +42,17 @@ def test_a_tenants_filtered_lists_past_its_slots_are_429_and_others_go_on(
         return real(*args, **kwargs)
 
     monkeypatch.setattr(jobs, "search_jobs", slow_search)
+    return started, release
 
-    def as_tenant(tenant: str) -> dict[str, str]:
-        return {"Authorization": f"Bearer {ADMIN}", "X-Tenant": tenant}
+
+def as_tenant(tenant: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {ADMIN}", "X-Tenant": tenant}
+
+
+def test_a_tenants_filtered_lists_past_its_slots_are_429_and_others_go_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started, release = held_scans(monkeypatch)
 
     async def scenario(client: TestClient[Any, Any]) -> None:
         held = [
@@ -73,18 +81,7 @@ def test_a_tenants_filtered_lists_past_its_slots_are_429_and_others_go_on(
 def test_two_tenants_scans_never_take_every_reader_thread(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    started, release = threading.Semaphore(0), threading.Event()
-    real = jobs.search_jobs
-
-    def slow_search(*args: Any, **kwargs: Any) -> Any:
-        started.release()
-        release.wait(10)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(jobs, "search_jobs", slow_search)
-
-    def as_tenant(tenant: str) -> dict[str, str]:
-        return {"Authorization": f"Bearer {ADMIN}", "X-Tenant": tenant}
+    started, release = held_scans(monkeypatch)
 
     async def scenario(client: TestClient[Any, Any]) -> None:
         assert JOB_SCANS_PER_NODE == READER_THREADS - 1 < 2 * JOB_SCANS_PER_TENANT

@@ -19,7 +19,7 @@ import pytest
 from schedd.delivery.probe import probe
 from schedd.model import BrokerConnection
 from tests.certs import CertificateAuthority
-from tests.hostile_brokers import NATS_CONNECTS, nats_huge_message
+from tests.hostile_brokers import NATS_CONNECTS, nats_huge_message, read_resp_command
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
@@ -56,20 +56,10 @@ def connection(kind: str, url: str) -> BrokerConnection:
     )
 
 
-async def read_command(reader: asyncio.StreamReader) -> list[bytes]:
-    """One RESP command (an array of bulk strings)."""
-    count = int((await reader.readline())[1:])
-    parts = []
-    for _ in range(count):
-        size = int((await reader.readline())[1:])
-        parts.append((await reader.readexactly(size + 2))[:-2])
-    return parts
-
-
 async def fake_redis(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError, ValueError):
         while True:
-            name = (await read_command(reader))[0].upper()
+            name = (await read_resp_command(reader))[0].upper()
             if name == b"PING":
                 writer.write(b"+PONG\r\n")
             elif name == b"INFO":
