@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
+import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import aio_pika
 import nats
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.brokers
 
 from schedd.delivery.brokers import BrokerDeliverer
 from schedd.delivery.nats import NatsDeliverer
@@ -26,41 +29,20 @@ from schedd.delivery.rabbitmq import RabbitMqDeliverer
 from schedd.delivery.redis_stream import RedisStreamDeliverer
 from schedd.model import BrokerConnection, RetryPolicy
 from schedd.sealing import PayloadKeys
-from schedd.store.outbox import DueCall
-from schedd.store.queries import Tenant
+from tests import brokers
 
 IN_FLIGHT = 256
-TENANT = Tenant(
-    tenant_id="bench",
-    name="bench",
-    signing_secret="whsec_" + "A" * 44,
-    max_active_jobs=10,
-    dispatch_rate=10,
-    allowed_hosts=[],
-    live_jobs=0,
-    created_at_ms=0,
-    updated_at_ms=0,
-)
 RUN = uuid.uuid4().hex[:8]
-KINDS: dict[str, tuple[type[BrokerDeliverer], str, str, dict[str, object]]] = {  # type: ignore[type-arg]
+KINDS: dict[str, tuple[type[BrokerDeliverer], dict[str, object]]] = {  # type: ignore[type-arg]
     "redis": (
         RedisStreamDeliverer,
-        "redis",
-        "redis://127.0.0.1:6379/0",
         {"type": "redis_stream", "connection": "c", "stream": f"bench-{RUN}", "maxlen": 1000},
     ),
     "rabbitmq": (
         RabbitMqDeliverer,
-        "rabbitmq",
-        "amqp://guest:guest@127.0.0.1:5672/",
         {"type": "rabbitmq", "connection": "c", "exchange": "amq.direct", "routing_key": RUN},
     ),
-    "nats": (
-        NatsDeliverer,
-        "nats",
-        "nats://127.0.0.1:4222",
-        {"type": "nats", "connection": "c", "subject": f"bench.{RUN}"},
-    ),
+    "nats": (NatsDeliverer, {"type": "nats", "connection": "c", "subject": f"bench.{RUN}"}),
 }
 
 
@@ -104,30 +86,22 @@ async def measure(kind: str, n: int) -> tuple[float, int]:
 
 
 async def _measure(kind: str, n: int) -> tuple[float, int]:
-    deliverer_class, connection_kind, url, target = KINDS[kind]
-    connection = BrokerConnection(
-        tenant_id="bench",
-        name="c",
-        kind=connection_kind,
-        url=url,
-        pinned_addresses=("127.0.0.1",),
-        created_ms=1,
-    )
+    deliverer_class, target = KINDS[kind]
+    connection = brokers.connection(kind, name="c")
 
     async def lookup(tenant_id: str, name: str) -> BrokerConnection:
         return connection
 
     deliverer = deliverer_class(PayloadKeys(), lookup)
     deliverer.start()
-    text = json.dumps(target)
     slots = asyncio.Semaphore(IN_FLIGHT)
     succeeded = 0
 
     async def one(i: int) -> None:
         nonlocal succeeded
-        call = DueCall(i, 0, "bench", f"job-{i}", 1_790_000_000_000 + i, 1, text, "{}", "{}")
+        call = brokers.due_call(target, job_id=f"job-{i}", payload={})
         async with slots:
-            outcome = await deliverer.deliver(call, TENANT, 0, RetryPolicy())
+            outcome = await deliverer.deliver(call, brokers.TENANT, 0, RetryPolicy())
         succeeded += outcome.verdict == Verdict.SUCCEEDED
 
     try:

@@ -96,6 +96,13 @@ async def amqp_huge_frame(reader: asyncio.StreamReader, writer: asyncio.StreamWr
     writer.close()
 
 
+HOSTILE: dict[str, tuple[Handler, str]] = {  # kind -> (the server, its URL with {port})
+    "redis": (redis_huge_reply, "redis://alice:pw@127.0.0.1:{port}/0"),
+    "nats": (nats_huge_message(), "nats://alice:pw@127.0.0.1:{port}"),
+    "rabbitmq": (amqp_huge_frame, "amqp://alice:pw@127.0.0.1:{port}/"),
+}
+
+
 @contextlib.contextmanager
 def hostile(handler: Handler) -> Iterator[int]:
     """Serves `handler` on a free 127.0.0.1 port, in a thread of its own; yields the port."""

@@ -17,12 +17,9 @@ import pytest
 
 from schedd.sealing import new_key_line
 from tests.hostile_brokers import (
-    Handler,
-    amqp_huge_frame,
+    HOSTILE,
     hostile,
-    nats_huge_message,
     read_resp_command,
-    redis_huge_reply,
     simple_answer,
 )
 from tests.integration.api_helpers import Tenant, create_job, new_tenant
@@ -31,22 +28,10 @@ from tests.servers import NodeProcess, http, make_nodes, running
 MIB = 1 << 20
 RUN_TIMEOUT_S = 30.0
 BOUND = "bytes is over the 1 MiB limit"
-KINDS: dict[str, tuple[Handler, str, dict[str, Any]]] = {
-    "redis": (
-        redis_huge_reply,
-        "redis://alice:pw@127.0.0.1:{port}/0",
-        {"type": "redis_stream", "connection": "hostile", "stream": "s"},
-    ),
-    "nats": (
-        nats_huge_message(),
-        "nats://alice:pw@127.0.0.1:{port}",
-        {"type": "nats", "connection": "hostile", "subject": "s.x"},
-    ),
-    "rabbitmq": (
-        amqp_huge_frame,
-        "amqp://alice:pw@127.0.0.1:{port}/",
-        {"type": "rabbitmq", "connection": "hostile", "exchange": "e", "routing_key": "k"},
-    ),
+TARGETS: dict[str, dict[str, Any]] = {
+    "redis": {"type": "redis_stream", "connection": "hostile", "stream": "s"},
+    "nats": {"type": "nats", "connection": "hostile", "subject": "s.x"},
+    "rabbitmq": {"type": "rabbitmq", "connection": "hostile", "exchange": "e", "routing_key": "k"},
 }
 
 
@@ -124,7 +109,7 @@ def due_now(target: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.mark.parametrize("kind", ["redis", "nats", "rabbitmq"])
 def test_a_hostile_broker_costs_the_node_under_32_mib(node: NodeProcess, kind: str) -> None:
-    handler, url, target = KINDS[kind]
+    (handler, url), target = HOSTILE[kind], TARGETS[kind]
     hostile_tenant, other = new_tenant(node), new_tenant(node)
     call(node, other, "POST", "/v1/connections", {"name": "r", "url": "redis://127.0.0.1:6379/0"})
     with hostile(handler) as port, peak_rss_growth(node) as growth:

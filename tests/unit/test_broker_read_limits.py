@@ -34,11 +34,9 @@ from schedd.sealing import PayloadKeys
 from schedd.store.outbox import DueCall
 from tests.brokers import found
 from tests.hostile_brokers import (
-    amqp_huge_frame,
+    HOSTILE,
     hostile,
-    nats_huge_message,
     read_resp_command,
-    redis_huge_reply,
     simple_answer,
 )
 from tests.unit.test_broker_pool import TENANT
@@ -46,11 +44,7 @@ from tests.unit.test_broker_pool import TENANT
 T = TypeVar("T")
 MIB = 1 << 20
 BOUND = re.compile(r"of \d+ bytes is over the 1 MiB limit")
-KINDS = {
-    "redis": (redis_huge_reply, "redis://127.0.0.1:{port}/0", RedisStreamDeliverer),
-    "nats": (nats_huge_message(), "nats://127.0.0.1:{port}", NatsDeliverer),
-    "rabbitmq": (amqp_huge_frame, "amqp://guest:guest@127.0.0.1:{port}/", RabbitMqDeliverer),
-}
+DELIVERERS = {"redis": RedisStreamDeliverer, "nats": NatsDeliverer, "rabbitmq": RabbitMqDeliverer}
 TARGETS = {
     "redis": {"type": "redis_stream", "connection": "c", "stream": "s"},
     "nats": {"type": "nats", "connection": "c", "subject": "s.x"},
@@ -81,7 +75,7 @@ def _status_kib(field: str) -> int:
 
 @pytest.mark.parametrize("kind", ["redis", "rabbitmq"])
 def test_the_probe_refuses_a_huge_reply_naming_the_bound(kind: str) -> None:
-    handler, url, _ = KINDS[kind]
+    handler, url = HOSTILE[kind]
     reads = ReadBudgets()
     with hostile(handler) as port:
         (ok, detail), growth = peak_rss_growth(
@@ -99,7 +93,7 @@ def call(kind: str) -> DueCall:
 
 @pytest.mark.parametrize("kind", ["redis", "nats", "rabbitmq"])
 def test_a_delivery_fails_fast_on_a_huge_reply_naming_the_bound(kind: str) -> None:
-    handler, url, deliverer_class = KINDS[kind]
+    (handler, url), deliverer_class = HOSTILE[kind], DELIVERERS[kind]
     reads = ReadBudgets()
     stored = connection(kind, url.format(port=0))
 
