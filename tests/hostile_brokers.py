@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import queue
 import threading
 from collections.abc import Awaitable, Callable, Iterator
 
@@ -54,7 +55,6 @@ async def redis_huge_reply(reader: asyncio.StreamReader, writer: asyncio.StreamW
                 break
             writer.write(simple_answer(name))
             await writer.drain()
-    writer.close()
 
 
 def nats_huge_message(*, tls_required: bool = False) -> Handler:
@@ -79,7 +79,6 @@ def nats_huge_message(*, tls_required: bool = False) -> Handler:
                     writer.write(b"MSG %s 1 2000000000\r\n" % args[1])
                     await stream_zeros(writer)
                     break
-        writer.close()
 
     return handler
 
@@ -93,7 +92,6 @@ async def amqp_huge_frame(reader: asyncio.StreamReader, writer: asyncio.StreamWr
         await reader.readexactly(8)
         writer.write(b"\x01\x00\x00" + (0x7FFFFFF0).to_bytes(4, "big"))
         await stream_zeros(writer)
-    writer.close()
 
 
 HOSTILE: dict[str, tuple[Handler, str]] = {  # kind -> (the server, its URL with {port})
@@ -103,35 +101,39 @@ HOSTILE: dict[str, tuple[Handler, str]] = {  # kind -> (the server, its URL with
 }
 
 
+def closing_writer(handler: Handler) -> Handler:
+    """`handler`, closing its connection however it ends (cancelled at shutdown included), so no
+    transport outlives its event loop."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await handler(reader, writer)
+        finally:
+            writer.close()
+
+    return handle
+
+
 @contextlib.contextmanager
 def hostile(handler: Handler) -> Iterator[int]:
-    """Serves `handler` on a free 127.0.0.1 port, in a thread of its own; yields the port."""
-    loop = asyncio.new_event_loop()
-    started: asyncio.Future[asyncio.Server] = loop.create_future()
+    """Serves `handler` on a free 127.0.0.1 port, in a thread of its own; yields the port. On
+    exit the server stops accepting, and asyncio.run cancels the connections still served and
+    runs them to their end before it closes the loop."""
+    started: queue.Queue[tuple[asyncio.AbstractEventLoop, asyncio.Event, int]] = queue.Queue()
 
     async def serve() -> None:
-        server = await asyncio.start_server(handler, "127.0.0.1", 0)
-        started.set_result(server)
-        async with server:
-            await asyncio.Event().wait()
+        stop = asyncio.Event()
+        server = await asyncio.start_server(closing_writer(handler), "127.0.0.1", 0)
+        started.put((asyncio.get_running_loop(), stop, server.sockets[0].getsockname()[1]))
+        await stop.wait()
+        server.close()
 
-    def run() -> None:
-        with contextlib.suppress(asyncio.CancelledError):
-            loop.run_until_complete(serve())
-
-    thread = threading.Thread(target=run, daemon=True)
+    thread = threading.Thread(target=asyncio.run, args=(serve(),), daemon=True)
     thread.start()
+    loop, stop, port = started.get(timeout=10)
     try:
-        port: int = asyncio.run_coroutine_threadsafe(_port(started), loop).result(timeout=10)
         yield port
     finally:
-        for task in asyncio.all_tasks(loop):
-            loop.call_soon_threadsafe(task.cancel)
+        loop.call_soon_threadsafe(stop.set)
         thread.join(timeout=10)
-        loop.close()
-
-
-async def _port(started: asyncio.Future[asyncio.Server]) -> int:
-    server = await started
-    port: int = server.sockets[0].getsockname()[1]
-    return port
+        assert not thread.is_alive(), "the hostile server did not stop within 10 s"

@@ -149,7 +149,6 @@ class CountingRedis:
                 else:
                     writer.write(simple_answer(name))
                 await writer.drain()
-        writer.close()
 
 
 def test_the_test_route_passes_the_guard_of_now(node: NodeProcess) -> None:

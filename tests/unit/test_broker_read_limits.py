@@ -150,7 +150,6 @@ async def redis_stalled_reply(reader: asyncio.StreamReader, writer: asyncio.Stre
                 break
             writer.write(simple_answer(name))
             await writer.drain()
-    writer.close()
 
 
 def test_one_tenants_replies_in_progress_are_bounded_across_its_connections() -> None:

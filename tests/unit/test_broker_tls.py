@@ -19,7 +19,12 @@ import pytest
 from schedd.delivery.probe import probe
 from schedd.model import BrokerConnection
 from tests.certs import CertificateAuthority
-from tests.hostile_brokers import NATS_CONNECTS, nats_huge_message, read_resp_command
+from tests.hostile_brokers import (
+    NATS_CONNECTS,
+    closing_writer,
+    nats_huge_message,
+    read_resp_command,
+)
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
@@ -37,7 +42,7 @@ def tls_pair(tmp_path: Path) -> tuple[ssl.SSLContext, ssl.SSLContext]:
 
 @contextlib.asynccontextmanager
 async def serving(handler: Handler, tls: ssl.SSLContext | None) -> AsyncIterator[int]:
-    server = await asyncio.start_server(handler, "127.0.0.1", 0, ssl=tls)
+    server = await asyncio.start_server(closing_writer(handler), "127.0.0.1", 0, ssl=tls)
     try:
         yield server.sockets[0].getsockname()[1]
     finally:
@@ -68,7 +73,6 @@ async def fake_redis(reader: asyncio.StreamReader, writer: asyncio.StreamWriter)
             else:
                 writer.write(b"+OK\r\n")
             await writer.drain()
-    writer.close()
 
 
 def fake_nats(tls: ssl.SSLContext) -> Handler:
@@ -82,7 +86,6 @@ def fake_nats(tls: ssl.SSLContext) -> Handler:
                 if line.startswith(b"PING"):
                     writer.write(b"PONG\r\n")
                     await writer.drain()
-        writer.close()
 
     return handler
 
@@ -90,7 +93,6 @@ def fake_nats(tls: ssl.SSLContext) -> Handler:
 async def closing(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     with contextlib.suppress(ConnectionError):
         await reader.read(8)
-    writer.close()
 
 
 def test_redis_tls_verifies_the_url_host_name_at_the_pinned_address(
