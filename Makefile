@@ -3,6 +3,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Python here may come with PYTHONDONTWRITEBYTECODE=1: every process would then compile schedd's
+# ~100 modules from source again (90 ms of CPU per node or schedctl start, hundreds of them in a
+# test run) and pytest would rewrite every test module's asserts in every worker.
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: install run test check lint bench bench-compare bench-retention bench-brokers bench-console chaos dist clean
 

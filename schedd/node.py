@@ -24,7 +24,6 @@ from schedd.api.health import MetricsAccess
 from schedd.api.limits import ServerLimits
 from schedd.config import MIN_SECRET_CHARS, NodeConfig, parse_listen
 from schedd.console import serve as console
-from schedd.delivery.brokers import tls_context
 from schedd.delivery.caller import Caller
 from schedd.delivery.connection_cache import ConnectionCache
 from schedd.delivery.nats import NatsDeliverer
@@ -331,7 +330,6 @@ class Node:
     def _broker_probe(self) -> BrokerProbe:
         """The probe of `POST /v1/connections/{name}/test`, with the deliverers' guard and
         read budgets."""
-        tls = tls_context(None)  # one for every test: making one costs tens of ms on the loop
 
         def broker_probe(
             connection: BrokerConnection, allowed_hosts: tuple[str, ...]
@@ -339,7 +337,6 @@ class Node:
             return probe(
                 connection,
                 allowed_hosts=allowed_hosts,
-                tls=tls,
                 guard=self.guard,
                 reads=self.reads_from_brokers,
             )

@@ -137,8 +137,15 @@ def describe(exc: BaseException, url: str) -> str:
 
 
 def tls_context(tls: ssl.SSLContext | None) -> ssl.SSLContext:
-    """The context TLS schemes use: the system's CAs, certificate and host name verified."""
-    return tls if tls is not None else ssl.create_default_context()
+    """The context TLS schemes use: `tls` when given, else the system's CAs with certificate
+    and host name verified (one context for the whole node, made at the first TLS connect:
+    loading the system's CAs costs about 20 ms)."""
+    return tls if tls is not None else _system_tls()
+
+
+@functools.cache
+def _system_tls() -> ssl.SSLContext:
+    return ssl.create_default_context()
 
 
 # ---------------------------------------------------------------------- the pool
@@ -469,11 +476,11 @@ class BrokerDeliverer(Generic[ClientT, TargetT]):
             backoff_initial_s=backoff_initial_s,
             backoff_max_s=backoff_max_s,
         )
-        connector = self.connector(tls_context(tls), reads or ReadBudgets())
+        connector = self.connector(tls, reads or ReadBudgets())
         self.pool: Pool[ClientT] = Pool(connector, self.limits, clock)
 
-    def connector(self, tls: ssl.SSLContext, reads: ReadBudgets) -> Connector[ClientT]:
-        """The kind's Connector."""
+    def connector(self, tls: ssl.SSLContext | None, reads: ReadBudgets) -> Connector[ClientT]:
+        """The kind's Connector (`tls` None: the system's trust, see tls_context)."""
         raise NotImplementedError
 
     def start(self) -> None:

@@ -29,6 +29,7 @@ from schedd.delivery.brokers import (
     describe,
     message_body,
     retry_outcome,
+    tls_context,
     url_host,
 )
 from schedd.delivery.outcome import Outcome, Verdict
@@ -146,7 +147,7 @@ class NatsConnector:
     from the URL), connected to a pinned address; nats-py's own reconnecting is off (the pool
     reconnects with its backoff) and servers it learns of are never used."""
 
-    def __init__(self, tls: ssl.SSLContext, limits: Limits, reads: ReadBudgets) -> None:
+    def __init__(self, tls: ssl.SSLContext | None, limits: Limits, reads: ReadBudgets) -> None:
         self._tls = tls
         self._limits = limits
         self._reads = reads
@@ -175,7 +176,7 @@ class NatsConnector:
             # nats-py upgrades to TLS when the server's INFO requires it, whatever the scheme
             # (and _GuardedClient refuses a tls:// server that does not): then too the
             # certificate is checked against the URL's name, not the address.
-            tls=self._tls,
+            tls=tls_context(self._tls),
             tls_hostname=parts.hostname,
             allow_reconnect=False,
             max_reconnect_attempts=0,
@@ -200,7 +201,7 @@ class NatsDeliverer(BrokerDeliverer[JetStream, NatsTarget]):
     kind = "nats"
     target_type = NatsTarget
 
-    def connector(self, tls: ssl.SSLContext, reads: ReadBudgets) -> Connector[JetStream]:
+    def connector(self, tls: ssl.SSLContext | None, reads: ReadBudgets) -> Connector[JetStream]:
         return NatsConnector(tls, self.limits, reads)
 
     async def publish(

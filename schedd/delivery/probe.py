@@ -22,14 +22,13 @@ from schedd.delivery.brokers import (
     connect_pinned,
     describe,
     scrub,
-    tls_context,
 )
 from schedd.delivery.outcome import excerpt
 from schedd.delivery.read_limits import ReadBudgets
 from schedd.guard.targets import TargetGuard
 from schedd.model import BrokerConnection
 
-ConnectorMaker = Callable[[ssl.SSLContext, Limits, ReadBudgets], Connector[Any]]
+ConnectorMaker = Callable[[ssl.SSLContext | None, Limits, ReadBudgets], Connector[Any]]
 KINDS: dict[str, tuple[ConnectorMaker, Callable[[Any], Awaitable[str]]]] = {
     "redis": (redis_stream.RedisConnector, redis_stream.server_version),
     "rabbitmq": (rabbitmq.AmqpConnector, rabbitmq.server_version),
@@ -55,7 +54,7 @@ async def probe(
         return False, f"unknown connection kind {connection.kind!r}"
     make_connector, server_version = kind
     limits = Limits(connect_timeout_s=timeout_s, publish_timeout_s=timeout_s)
-    connector = make_connector(tls_context(tls), limits, reads or ReadBudgets())
+    connector = make_connector(tls, limits, reads or ReadBudgets())
     try:
         client = await connect_pinned(
             connector, connection, timeout_s, ConnectGate.of(guard, allowed_hosts)

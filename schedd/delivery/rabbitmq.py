@@ -30,6 +30,7 @@ from schedd.delivery.brokers import (
     describe,
     message_body,
     retry_outcome,
+    tls_context,
 )
 from schedd.delivery.outcome import Outcome, Verdict
 from schedd.delivery.read_limits import FrameGauge, ReadBudgets
@@ -185,7 +186,7 @@ class AmqpConnector:
     """Clients for `amqp://` and `amqps://` URLs (user, password and vhost from the URL; its
     query options are ignored: TLS trust is schedd's), connected to a pinned address."""
 
-    def __init__(self, tls: ssl.SSLContext, limits: Limits, reads: ReadBudgets) -> None:
+    def __init__(self, tls: ssl.SSLContext | None, limits: Limits, reads: ReadBudgets) -> None:
         self._tls = tls
         self._limits = limits
         self._reads = reads
@@ -198,7 +199,7 @@ class AmqpConnector:
             pinned = pinned.with_port(5671 if is_tls else 5672)
         gauge = FrameGauge(self._reads.tenant(connection.tenant_id), "an AMQP frame")
         transport = _BoundedTransport(
-            gauge, self._tls if is_tls else None, url.host if is_tls else None
+            gauge, tls_context(self._tls) if is_tls else None, url.host if is_tls else None
         )
         amqp = _PinnedConnection(pinned, transport=transport)
         await amqp.connect(timeout=self._limits.connect_timeout_s)
@@ -215,7 +216,7 @@ class RabbitMqDeliverer(BrokerDeliverer[Channels, RabbitMqTarget]):
     kind = "rabbitmq"
     target_type = RabbitMqTarget
 
-    def connector(self, tls: ssl.SSLContext, reads: ReadBudgets) -> Connector[Channels]:
+    def connector(self, tls: ssl.SSLContext | None, reads: ReadBudgets) -> Connector[Channels]:
         return AmqpConnector(tls, self.limits, reads)
 
     async def publish(

@@ -27,6 +27,7 @@ from schedd.delivery.brokers import (
     LinkBroken,
     describe,
     message_fields,
+    tls_context,
 )
 from schedd.delivery.outcome import Outcome, Verdict
 from schedd.delivery.read_limits import FrameGauge, ReadBudgets, TenantReads
@@ -149,7 +150,7 @@ class RedisConnector:
     """Clients for `redis://` and `rediss://` URLs (user, password and database number from the
     URL; its query options are ignored), connected to a pinned address."""
 
-    def __init__(self, tls: ssl.SSLContext, limits: Limits, reads: ReadBudgets) -> None:
+    def __init__(self, tls: ssl.SSLContext | None, limits: Limits, reads: ReadBudgets) -> None:
         self._tls = tls
         self._limits = limits
         self._reads = reads
@@ -174,7 +175,7 @@ class RedisConnector:
         if parts.scheme == "rediss":
             options |= {
                 "connection_class": _PinnedTlsConnection,
-                "tls": self._tls,
+                "tls": tls_context(self._tls),
                 "server_hostname": parts.hostname,
             }
         client = redis.asyncio.Redis.from_pool(redis.asyncio.ConnectionPool(**options))
@@ -196,7 +197,7 @@ class RedisStreamDeliverer(BrokerDeliverer[StreamWriter, RedisStreamTarget]):
     kind = "redis_stream"
     target_type = RedisStreamTarget
 
-    def connector(self, tls: ssl.SSLContext, reads: ReadBudgets) -> Connector[StreamWriter]:
+    def connector(self, tls: ssl.SSLContext | None, reads: ReadBudgets) -> Connector[StreamWriter]:
         return RedisConnector(tls, self.limits, reads)
 
     async def publish(
