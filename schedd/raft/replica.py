@@ -23,6 +23,12 @@ HELD_STEPS = ("_SyncObj__applyLogEntries", "_SyncObj__tryLogCompaction")
 # How often a follower receiving a snapshot tells the leader it is alive (under the connection
 # timeout, 5 s in node.raft_conf, with room to spare).
 SNAPSHOT_ACK_EVERY_S = 1.0
+# How long the tick thread sleeps in poll when nothing has moved for IDLE_AFTER_S (no entry
+# appended, committed or applied, no term or role change, no snapshot copy): a message or a
+# proposal wakes poll at once whatever the wait, so only timers (heartbeats every 100 ms,
+# elections after 1 s or more) see it, and an idle node ticks 20 times a second, not 200.
+IDLE_TICK_S = 0.05
+IDLE_AFTER_S = 0.2
 
 
 class Restores(Protocol):
@@ -67,6 +73,8 @@ class Replica(SyncObj):  # type: ignore[misc]  # pysyncobj ships no types
         # Before SyncObj.__init__: its tick thread may hear from peers at once.
         self._votes = votes.VoteFence(conf.journalFile)
         self._led_term = -1  # the last term this node logged as its leader's
+        self._moved: tuple[Any, ...] = ()  # what the last tick saw of the log (_tick_wait)
+        self._busy_until = 0.0
         wire.install()  # bounded frames on every Raft connection
         journal.install()  # term, vote and appends on disk before pysyncobj acts on them
         super().__init__(self_address, peers, conf, transportClass=journal.JournalSyncedTransport)
@@ -221,8 +229,32 @@ class Replica(SyncObj):  # type: ignore[misc]  # pysyncobj ships no types
 
     def _onTick(self, timeToWait: float = 0.0) -> None:  # pysyncobj's tick hook, its names
         self._tick_unsure()
-        self._tick(timeToWait)
+        self._tick(self._tick_wait(timeToWait))
         self._note_leadership()
+
+    def _applyCommand(  # pysyncobj's names
+        self, command: Any, callback: Any, commandType: Any = None
+    ) -> None:
+        # Any thread proposing: the tick that appends it, and those after, wait the short time
+        # (a lone leader commits at the tick after the append, woken by nothing else).
+        self._busy_until = time.monotonic() + IDLE_AFTER_S
+        super()._applyCommand(command, callback, commandType)
+
+    def _tick_wait(self, busy_wait: float) -> float:
+        """pysyncobj's autoTickPeriod while the log moves and IDLE_AFTER_S after; IDLE_TICK_S
+        once it has stood still that long."""
+        moved = (
+            self._SyncObj__getCurrentLogIndex(),
+            self._SyncObj__raftCommitIndex,
+            self._SyncObj__raftLastApplied,
+            self._SyncObj__raftCurrentTerm,
+            self._SyncObj__raftState,
+        )
+        now = time.monotonic()
+        if moved != self._moved or self._is_held:
+            self._moved = moved
+            self._busy_until = now + IDLE_AFTER_S
+        return busy_wait if now < self._busy_until else max(busy_wait, IDLE_TICK_S)
 
     def _note_leadership(self) -> None:
         """Log each term this node leads, once, on the tick thread (where pysyncobj changes
