@@ -26,11 +26,9 @@ from schedd.config import MIN_SECRET_CHARS, NodeConfig, parse_listen
 from schedd.console import serve as console
 from schedd.delivery.caller import Caller
 from schedd.delivery.connection_cache import ConnectionCache
-from schedd.delivery.nats import NatsDeliverer
+from schedd.delivery.kinds import broker_deliverers
 from schedd.delivery.probe import probe
-from schedd.delivery.rabbitmq import RabbitMqDeliverer
 from schedd.delivery.read_limits import ReadBudgets
-from schedd.delivery.redis_stream import RedisStreamDeliverer
 from schedd.dispatch.clock import ClockGuard
 from schedd.dispatch.service import DispatchService
 from schedd.errors import ClusterUnavailable, ConfigError, SchedError
@@ -311,15 +309,9 @@ class Node:
             self.payload_keys,
             concurrency=self.config.delivery_concurrency,
             tenant_concurrency=self.config.tenant_concurrency,
-            deliverers=[
-                kind(
-                    self.payload_keys,
-                    connections.lookup,
-                    guard=self.guard,
-                    reads=self.reads_from_brokers,
-                )
-                for kind in (RedisStreamDeliverer, RabbitMqDeliverer, NatsDeliverer)
-            ],
+            deliverers=broker_deliverers(
+                self.payload_keys, connections.lookup, self.guard, self.reads_from_brokers
+            ),
         )
         # Subscribed before they start: a due run committed while the dispatcher's first
         # preload runs is offered, not left for the next preload.

@@ -10,7 +10,6 @@ import ssl
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-from schedd.delivery import nats, rabbitmq, redis_stream
 from schedd.delivery.brokers import (
     CONNECT_TIMEOUT_S,
     ERROR_CHARS,
@@ -29,11 +28,25 @@ from schedd.guard.targets import TargetGuard
 from schedd.model import BrokerConnection
 
 ConnectorMaker = Callable[[ssl.SSLContext | None, Limits, ReadBudgets], Connector[Any]]
-KINDS: dict[str, tuple[ConnectorMaker, Callable[[Any], Awaitable[str]]]] = {
-    "redis": (redis_stream.RedisConnector, redis_stream.server_version),
-    "rabbitmq": (rabbitmq.AmqpConnector, rabbitmq.server_version),
-    "nats": (nats.NatsConnector, nats.server_version),
-}
+VersionOf = Callable[[Any], Awaitable[str]]
+
+
+def probe_kind(kind: str) -> tuple[ConnectorMaker, VersionOf] | None:
+    """The connector and server-version reader of a connection kind (None: unknown kind),
+    its module and client library imported at the kind's first probe (kinds.py)."""
+    if kind == "redis":
+        from schedd.delivery import redis_stream
+
+        return redis_stream.RedisConnector, redis_stream.server_version
+    if kind == "rabbitmq":
+        from schedd.delivery import rabbitmq
+
+        return rabbitmq.AmqpConnector, rabbitmq.server_version
+    if kind == "nats":
+        from schedd.delivery import nats
+
+        return nats.NatsConnector, nats.server_version
+    return None
 
 
 async def probe(
@@ -49,7 +62,7 @@ async def probe(
     error (without credentials): the answer of `POST /v1/connections/{name}/test`. `guard` and
     the tenant's `allowed_hosts` are checked as at a delivery's connect; `reads` are the node's
     read budgets (a probe's replies count towards its tenant's)."""
-    kind = KINDS.get(connection.kind)
+    kind = probe_kind(connection.kind)
     if kind is None:
         return False, f"unknown connection kind {connection.kind!r}"
     make_connector, server_version = kind
