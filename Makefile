@@ -28,12 +28,12 @@ TEST_WORKERS ?= 4
 test: $(STAMP)
 	@if [ ! -x /usr/bin/chromium ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; fi
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # The inner loop of a change: the unit tests and the integration tests not marked slow, no
 # cluster, no browser (about a minute and a half; docs/testing.md).
 check: $(STAMP)
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not cluster and not slow" tests/unit tests/integration
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not cluster and not slow" tests/unit tests/integration
 
 lint: $(STAMP)
 	$(BIN)/ruff check schedd tests benchmarks

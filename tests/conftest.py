@@ -19,6 +19,28 @@ from tests import ports
 NOW_MS = 1_790_000_000_000  # 2026-09-21T14:13:20Z
 
 
+# The files that take longest (docs/testing.md, "Order"): run first, so that none of them starts
+# in the suite's last minute; the others follow, most tests first. xdist keeps this order with
+# --no-loadscope-reorder (Makefile).
+LONGEST_FILES = (
+    "tests/chaos/test_chaos_seed.py",
+    "tests/integration/test_openapi.py",
+    "tests/browser/test_console.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    by_file: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        by_file.setdefault(item.nodeid.split("::")[0], []).append(item)
+
+    def rank(path: str) -> tuple[int, int]:
+        first = LONGEST_FILES.index(path) if path in LONGEST_FILES else len(LONGEST_FILES)
+        return first, -len(by_file[path])
+
+    items[:] = [item for path in sorted(by_file, key=rank) for item in by_file[path]]
+
+
 @pytest.fixture(scope="module", autouse=True)
 def collect_what_the_module_left() -> Iterator[None]:
     """A socket or stream a module forgot to close is collected, and its ResourceWarning raised,
