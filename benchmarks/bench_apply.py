@@ -23,6 +23,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import proto_batch  # benchmarks/, beside this file
+
 from schedd.store.apply import StateMachine
 from schedd.store.db import Database
 
@@ -162,6 +164,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=50_000, help="runs (default 50,000)")
     parser.add_argument("--repeat", type=int, default=3, help="fresh stores measured (best kept)")
+    parser.add_argument(
+        "--proto",
+        action="store_true",
+        help="also the batch prototype's SQLite cost for the same spike (proto_batch.py)",
+    )
     args = parser.parse_args()
     best: dict[str, tuple[float, float]] = {}
     for _ in range(args.repeat):
@@ -183,6 +190,27 @@ def main() -> None:
     print(f"  {'':<8} {'wall':>8} {'cpu':>8}")
     for name, (wall, cpu) in [*best.items(), ("total", _sums(best.values()))]:
         print(f"  {name:<8} {wall / args.n * 1e6:5.1f} us {cpu / args.n * 1e6:5.1f} us")
+    if args.proto:
+        _print_proto(args.n, args.repeat)
+
+
+def _print_proto(n: int, repeat: int) -> None:
+    """The batch prototype's SQLite statements for the same spike (CPU, best of `repeat`), with
+    one-time jobs completed in the claim and with their completion deferred."""
+    for complete_jobs in (True, False):
+        best: dict[str, float] = {}
+        for _ in range(repeat):
+            with tempfile.TemporaryDirectory(prefix="schedd-bench-proto-") as tmp:
+                path = Path(tmp) / "proto.db"
+                for name, cpu in proto_batch.run(path, n, complete_jobs=complete_jobs).items():
+                    best[name] = min(best.get(name, cpu), cpu)
+        what = "jobs completed in the claim" if complete_jobs else "job completion deferred"
+        print(
+            f"batch prototype, SQLite and its Python only, {what}, {n:,} runs (best of {repeat}):"
+        )
+        total = sum(best[name] for name in proto_batch.KINDS)
+        for name, cpu in [*best.items(), ("total", total)]:
+            print(f"  {name:<16} {cpu * 1e6:5.1f} us cpu")
 
 
 def _sums(pairs: Iterable[tuple[float, float]]) -> tuple[float, float]:
