@@ -64,7 +64,7 @@ log = logging.getLogger(__name__)
 HALT_EXIT_CODE = 70
 PAYLOAD_KEYS_FILE = "payload.keys"  # in data_dir, with `[encryption] generate_payload_key`
 GENERATED_KEY_ID = "generated-1"
-REGISTER_RETRY_S = 1.0
+REGISTER_RETRY_S = 0.25
 
 
 def halt_process(reason: str) -> None:
@@ -185,6 +185,7 @@ class Node:
         self._runner: web.AppRunner | None = None
         self._metrics_runner: web.AppRunner | None = None
         self._register_task: asyncio.Task[None] | None = None
+        self._is_registered = False  # this start's RegisterNode applied: peers find its API
         self.dispatch: DispatchService | None = None
         self.caller: Caller | None = None
         self.guard = TargetGuard(config.allow_cidrs)
@@ -360,6 +361,7 @@ class Node:
         while True:
             try:
                 await proposer.propose(cmd)
+                self._is_registered = True
                 return
             except SchedError as exc:
                 log.debug("node registration deferred: %s", exc)
@@ -371,10 +373,13 @@ class Node:
             await asyncio.sleep(poll_s)
 
     def is_ready(self) -> bool:
-        """Has a leader and has applied what it knew committed at start-up."""
+        """Has a leader, has applied what it knew committed at start-up, and its own address is
+        registered (until then `/v1/cluster` and the other nodes' fan-out do not know its API:
+        a test that read it as soon as `/readyz` said ready found none)."""
         replica = self.replica
         return bool(
-            replica is not None
+            self._is_registered
+            and replica is not None
             and replica.isReady()
             and replica.leader_address()
             and not replica.is_restoring()
