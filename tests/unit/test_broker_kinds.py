@@ -47,8 +47,7 @@ class Made:
 
 
 def _gauge(kind: str, state: str) -> float | None:
-    value = REGISTRY.get_sample_value("schedd_broker_connections", {"kind": kind, "state": state})
-    return value
+    return REGISTRY.get_sample_value("schedd_broker_connections", {"kind": kind, "state": state})
 
 
 def test_the_deliverer_is_made_and_started_at_its_first_run_and_stopped_with_the_node() -> None:
