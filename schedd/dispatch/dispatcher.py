@@ -20,7 +20,7 @@ from schedd.errors import ClusterUnavailable
 from schedd.loop import Loop
 from schedd.model import partition_of
 from schedd.store.commands import Claim as ClaimItem
-from schedd.store.commands import ClaimRuns, LogCommand
+from schedd.store.commands import ClaimBatch, ClaimRow, ClaimRuns, LogCommand
 from schedd.store.dispatch_reads import (
     DueRun,
     JobRow,
@@ -57,8 +57,10 @@ class Dispatcher(Loop):
         *,
         misfire_threshold_ms: int = MISFIRE_THRESHOLD_MS,
         is_clock_trusted: Callable[[], bool] = lambda: True,
+        lagging: Callable[[int], list[str]] = lambda _: [],
     ) -> None:
         super().__init__("dispatcher")
+        self._lagging = lagging  # members that cannot apply a command level yet
         self._is_clock_trusted = is_clock_trusted
         self.misfire_threshold_ms = misfire_threshold_ms
         self.node_id = node_id
@@ -221,12 +223,19 @@ class Dispatcher(Loop):
         for start in range(0, len(due), CLAIM_BATCH):
             claims = self._plan_batch(conn, due[start : start + CLAIM_BATCH], now_ms)
             if claims:
-                cmd = ClaimRuns(node_id=self.node_id, claims=tuple(claims))
+                cmd = self._command(claims)
                 in_flight.append((claims, self._submit(cmd)))
             while len(in_flight) >= CLAIM_BATCHES_IN_FLIGHT:
                 self._settle(*in_flight.popleft(), now_ms)
         while in_flight:
             self._settle(*in_flight.popleft(), now_ms)
+
+    def _command(self, claims: list[ClaimItem]) -> ClaimRuns | ClaimBatch:
+        """claim_batch once every member applies it (level 4), claim_runs until then."""
+        if self._lagging(ClaimBatch.LEVEL):
+            return ClaimRuns(node_id=self.node_id, claims=tuple(claims))
+        rows = tuple(ClaimRow(*(getattr(c, f) for f in ClaimRow.__struct_fields__)) for c in claims)
+        return ClaimBatch(node_id=self.node_id, claims=rows)
 
     def _plan_batch(
         self, conn: sqlite3.Connection, due: list[DueRun], now_ms: int

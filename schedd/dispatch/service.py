@@ -44,6 +44,9 @@ class DispatchService:
         def reader() -> sqlite3.Connection:
             return connect(db_path, readonly=True)
 
+        def lagging(level: int) -> list[str]:
+            return peers.lagging(level) if peers else []
+
         self.dispatcher = Dispatcher(
             node_id,
             partitions,
@@ -51,6 +54,7 @@ class DispatchService:
             proposer.submit,
             misfire_threshold_ms=misfire_threshold_ms,
             is_clock_trusted=clock.is_trusted,
+            lagging=lagging,
         )
         self._loops = [
             ClockProbe(
@@ -73,7 +77,7 @@ class DispatchService:
                 is_leader,
                 proposer.propose,
                 partitions=partitions,
-                lagging=(lambda level: peers.lagging(level)) if peers else (lambda _: []),
+                lagging=lagging,
             ),
         ]
 

@@ -93,4 +93,12 @@ def has_run_in_flight(conn: sqlite3.Connection, job_id: str) -> bool:
     row = conn.execute(
         "SELECT 1 FROM runs WHERE job_id = ? AND status IN (?, ?, ?) LIMIT 1", (job_id, *IN_FLIGHT)
     ).fetchone()
+    if row is not None:
+        return True
+    # A run in a batch is in flight while its slot is ready or held (store/ledger/batches.py).
+    row = conn.execute(
+        "SELECT 1 FROM run_keys k JOIN batches b ON b.batch_id = k.batch_id WHERE k.job_id = ? "
+        "AND b.open > 0 AND substr(b.slots, k.slot + 1, 1) IN (x'72', x'68') LIMIT 1",
+        (job_id,),
+    ).fetchone()
     return row is not None

@@ -8,6 +8,7 @@ import sqlite3
 
 from schedd.metrics import QUEUE_STATES, StoreGauges
 from schedd.store.leases import held_partitions
+from schedd.store.ledger import batches
 
 BACKLOG_CAP = 1_000_000  # the due backlog gauge saturates here (one index row read per run)
 SPLIT_BUDGET = 200_000  # invisible messages read per scrape to tell in-flight from delayed
@@ -83,6 +84,12 @@ def queue_counts(conn: sqlite3.Connection, now_ms: int) -> dict[str, dict[str, i
         row["ready"] += ready
         row["in_flight"] += in_flight
         row["delayed"] += invisible - in_flight
+    for batch in batches.open_batches(conn):
+        row = counts.setdefault(batch.queue, dict.fromkeys(QUEUE_STATES, 0))
+        ready, in_flight, delayed = batch.counts(now_ms)
+        row["ready"] += ready
+        row["in_flight"] += in_flight
+        row["delayed"] += delayed
     for queue, dead in conn.execute(_DEAD_BY_QUEUE, (DEAD_SCAN_CAP,)):
         if isinstance(queue, str):
             counts.setdefault(queue, dict.fromkeys(QUEUE_STATES, 0))["dead"] += dead

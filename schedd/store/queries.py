@@ -151,25 +151,69 @@ def list_jobs(
 def list_runs(
     conn: sqlite3.Connection, job_id: str, *, before_ms: int, limit: int
 ) -> list[dict[str, Any]]:
-    """A page of a job's runs, newest first, scheduled before `before_ms`."""
+    """A page of a job's runs, newest first, scheduled before `before_ms`: run rows and the
+    runs kept in batches (store/ledger/batches.py), merged."""
     rows = conn.execute(
         "SELECT job_id, scheduled_at_ms, fire_at_ms, status, attempt, dispatched_at_ms, "
         "finished_at_ms, error FROM runs WHERE job_id = ? AND scheduled_at_ms < ? "
         "ORDER BY scheduled_at_ms DESC LIMIT ?",
         (job_id, before_ms, limit),
     ).fetchall()
-    if not rows:
+    in_batches = _batch_runs(conn, job_id, before_ms, limit)
+    if not rows and not in_batches:
         return []
     # The page's attempts in one range read (not one query per run).
     attempts: dict[int, list[tuple[Any, ...]]] = {}
-    for scheduled, *attempt in conn.execute(
-        "SELECT scheduled_at_ms, attempt, started_at_ms, finished_at_ms, outcome, error "
-        "FROM attempts WHERE job_id = ? AND scheduled_at_ms BETWEEN ? AND ? "
-        "ORDER BY scheduled_at_ms, attempt",
-        (job_id, rows[-1][1], rows[0][1]),
+    if rows:
+        for scheduled, *attempt in conn.execute(
+            "SELECT scheduled_at_ms, attempt, started_at_ms, finished_at_ms, outcome, error "
+            "FROM attempts WHERE job_id = ? AND scheduled_at_ms BETWEEN ? AND ? "
+            "ORDER BY scheduled_at_ms, attempt",
+            (job_id, rows[-1][1], rows[0][1]),
+        ):
+            attempts.setdefault(scheduled, []).append(tuple(attempt))
+    page = [_run_to_json(row, attempts.get(row[1], [])) for row in rows]
+    if not in_batches:
+        return page
+    merged = sorted(
+        [(row[1], run) for row, run in zip(rows, page, strict=True)] + in_batches,
+        key=lambda pair: pair[0],
+        reverse=True,
+    )
+    return [run for _, run in merged[:limit]]
+
+
+# A batch run's state and times read in SQL from its slot (store/ledger/batches.py layout):
+# its slot byte, and the int64 receive and ack times of the slot (little-endian).
+_BATCH_RUNS = """
+SELECT k.scheduled_at_ms, k.fire_at_ms, b.claimed_at_ms, substr(b.slots, k.slot + 1, 1),
+       substr(b.times, 8 * (length(b.slots) + k.slot) + 1, 8),
+       substr(b.times, 8 * (2 * length(b.slots) + k.slot) + 1, 8)
+FROM run_keys k JOIN batches b ON b.batch_id = k.batch_id
+WHERE k.job_id = ? AND k.scheduled_at_ms < ?
+ORDER BY k.scheduled_at_ms DESC LIMIT ?
+"""
+_BATCH_STATUS = {b"r": ("dispatched", 0), b"h": ("delivered", 1), b"d": ("succeeded", 1)}
+
+
+def _batch_runs(
+    conn: sqlite3.Connection, job_id: str, before_ms: int, limit: int
+) -> list[tuple[int, dict[str, Any]]]:
+    """The job's runs still in batches, as (scheduled_at_ms, run object); a spilled run has
+    its own run row and is left out here."""
+    found = []
+    for scheduled, fire, claimed, state, received, acked in conn.execute(
+        _BATCH_RUNS, (job_id, before_ms, limit)
     ):
-        attempts.setdefault(scheduled, []).append(tuple(attempt))
-    return [_run_to_json(row, attempts.get(row[1], [])) for row in rows]
+        if state not in _BATCH_STATUS:
+            continue
+        status, attempt = _BATCH_STATUS[state]
+        started = int.from_bytes(received, "little", signed=True)
+        finished = int.from_bytes(acked, "little", signed=True) if state == b"d" else None
+        attempts = [] if attempt == 0 else [(1, started, finished, finished and "succeeded", None)]
+        row = (job_id, scheduled, fire, status, attempt, claimed, finished, None)
+        found.append((scheduled, _run_to_json(row, attempts)))
+    return found
 
 
 # A run in one of these statuses has no error of its own: the failures before it are its

@@ -7,6 +7,8 @@ import json
 import sqlite3
 from typing import Any
 
+from schedd.store.ledger import batches
+
 
 def visible_count(
     conn: sqlite3.Connection, tenant_id: str, queue: str, now_ms: int, limit: int
@@ -17,7 +19,11 @@ def visible_count(
         "AND visible_at_ms <= ? LIMIT ?)",
         (tenant_id, queue, now_ms, limit),
     ).fetchone()
-    return int(row[0])
+    count = int(row[0])
+    if count < limit:
+        found = batches.ready_batches(conn, tenant_id, queue, now_ms, limit - count)
+        count += sum(b.counts(now_ms)[0] for b in found)
+    return min(count, limit)
 
 
 def queue_summaries(conn: sqlite3.Connection, tenant_id: str, now_ms: int) -> list[dict[str, Any]]:
@@ -41,6 +47,16 @@ def queue_summaries(conn: sqlite3.Connection, tenant_id: str, now_ms: int) -> li
             "dead": 0,
             "oldest_age_s": None if oldest_ms is None else max(now_ms - oldest_ms, 0) / 1000,
         }
+    for batch in batches.open_batches(conn, tenant_id):
+        queue = counts.setdefault(batch.queue, empty_queue(batch.queue))
+        ready, in_flight, delayed = batch.counts(now_ms)
+        queue["ready"] += ready
+        queue["in_flight"] += in_flight
+        queue["delayed"] += delayed
+        oldest = min(batch.runs[s].scheduled_at_ms for s in batch.open_slots())
+        age_s = max(now_ms - oldest, 0) / 1000
+        if queue["oldest_age_s"] is None or age_s > queue["oldest_age_s"]:
+            queue["oldest_age_s"] = age_s
     for target, dead in conn.execute(
         "SELECT target, COUNT(*) FROM deadletters WHERE tenant_id = ? GROUP BY target",
         (tenant_id,),

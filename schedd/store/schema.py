@@ -24,8 +24,11 @@ REPLICATED_TABLES: tuple[tuple[str, str], ...] = (
     ("deadletters", "id"),
     ("connections", "tenant_id, name"),
     ("connection_uses", "job_id"),
+    ("batches", "batch_id"),
+    ("run_keys", "job_id, scheduled_at_ms"),
 )
-LATER_TABLES = frozenset({"connections", "connection_uses"})  # added at log level 3 (issue 17)
+# Added at log level 3 (issue 17: connections) and 4 (issue 29: batches).
+LATER_TABLES = frozenset({"connections", "connection_uses", "batches", "run_keys"})
 
 MIGRATIONS: tuple[str, ...] = (
     # 1: the replicated core (issue 3).
@@ -291,5 +294,34 @@ MIGRATIONS: tuple[str, ...] = (
     # Rows without a job (tenant changes, connections) stay out of it.
     """
     CREATE INDEX audit_by_job ON audit (job_id, seq) WHERE job_id IS NOT NULL;
+    """,
+    # 10: queue runs in batches (issue 29, log level 4; store/batches.py): one row per claim's
+    # runs of one (tenant, queue), their delivery state in two compact columns.
+    """
+    CREATE TABLE batches (
+        batch_id INTEGER PRIMARY KEY AUTOINCREMENT,
+        tenant_id TEXT NOT NULL,
+        queue TEXT NOT NULL,
+        claimed_at_ms INTEGER NOT NULL,
+        runs BLOB NOT NULL,
+        slots BLOB NOT NULL,
+        times BLOB NOT NULL,
+        open INTEGER NOT NULL,
+        ready_at_ms INTEGER,
+        finished_at_ms INTEGER
+    );
+    CREATE INDEX batches_ready ON batches (tenant_id, queue, ready_at_ms)
+        WHERE ready_at_ms IS NOT NULL;
+    CREATE INDEX batches_finished ON batches (tenant_id, finished_at_ms)
+        WHERE finished_at_ms IS NOT NULL;
+    -- A batch run by its key: a job's runs listing, overlap policies, the duplicate-run fence.
+    CREATE TABLE run_keys (
+        job_id TEXT NOT NULL,
+        scheduled_at_ms INTEGER NOT NULL,
+        batch_id INTEGER NOT NULL,
+        slot INTEGER NOT NULL,
+        fire_at_ms INTEGER NOT NULL,
+        PRIMARY KEY (job_id, scheduled_at_ms)
+    ) WITHOUT ROWID;
     """,
 )

@@ -107,6 +107,7 @@ def test_the_catalogue_names_each_type_once_with_its_level() -> None:
         "set_retention": 2,
         "create_connection": 3,
         "delete_connection": 3,
+        "claim_batch": 4,
     }
     assert max(cls.LEVEL for cls in CATALOGUE.values()) == LOG_LEVEL
 

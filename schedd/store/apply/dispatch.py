@@ -18,10 +18,13 @@ from schedd.store.commands import (
     BROKER_TARGET_TYPES,
     AssignLeases,
     Claim,
+    ClaimBatch,
+    ClaimRow,
     ClaimRuns,
     NodeHeartbeat,
 )
 from schedd.store.events import DeliveriesReady, Event, MessagesReady
+from schedd.store.ledger import batches
 
 
 def node_heartbeat(tx: sqlite3.Connection, cmd: Command[NodeHeartbeat]) -> Result:
@@ -54,13 +57,18 @@ def assign_leases(tx: sqlite3.Connection, cmd: Command[AssignLeases]) -> Result:
     return ok(moved=moved)
 
 
-def claim_runs(tx: sqlite3.Connection, cmd: Command[ClaimRuns]) -> Result:
+AnyClaim = Claim | ClaimRow
+AnyClaims = ClaimRuns | ClaimBatch
+
+
+def claim_runs(tx: sqlite3.Connection, cmd: Command[AnyClaims]) -> Result:
     """Claim due runs; returns {"claimed": n, "rejected": {reason: count}}.
 
     Set-based: each round reads every claim's lease, due row, job and run in one query and
     writes the accepted ones with one statement per table. A job claimed twice in one batch
     (a trigger beside its scheduled run) goes to a later round, so it sees the first claim's
-    effects exactly as one-by-one claims would.
+    effects exactly as one-by-one claims would. claim_batch (level 4) writes each round's
+    queue runs as one `batches` row per (tenant, queue) instead of a run and a message each.
     """
     rejected: Counter[str] = Counter()
     fed: set[Event] = set()  # the queues that got messages; DeliveriesReady for outbox rows
@@ -71,9 +79,9 @@ def claim_runs(tx: sqlite3.Connection, cmd: Command[ClaimRuns]) -> Result:
     return ok(*sorted(fed, key=repr), claimed=claimed, rejected=dict(rejected))
 
 
-def _rounds(claims: tuple[Claim, ...]) -> list[list[Claim]]:
+def _rounds(claims: tuple[AnyClaim, ...]) -> list[list[AnyClaim]]:
     """Split claims so that no round names a job twice, keeping each job's claims in order."""
-    rounds: list[list[Claim]] = []
+    rounds: list[list[AnyClaim]] = []
     seen: Counter[str] = Counter()
     for claim in claims:
         k = seen[claim.job_id]
@@ -108,6 +116,8 @@ SELECT c.seq,
        j.tenant_id, j.spec, j.status, j.version,
        EXISTS (SELECT 1 FROM runs r WHERE r.job_id = c.job_id
                AND r.scheduled_at_ms = c.scheduled_at_ms)
+       OR EXISTS (SELECT 1 FROM run_keys k WHERE k.job_id = c.job_id
+               AND k.scheduled_at_ms = c.scheduled_at_ms)
 FROM c LEFT JOIN jobs j ON j.job_id = c.job_id
 ORDER BY c.seq
 """
@@ -115,14 +125,14 @@ ORDER BY c.seq
 
 def _claim_round(
     tx: sqlite3.Connection,
-    cmd: Command[ClaimRuns],
-    claims: list[Claim],
+    cmd: Command[AnyClaims],
+    claims: list[AnyClaim],
     leases: dict[int, tuple[str, int, int]],
     rejected: Counter[str],
     fed: set[Event],
 ) -> int:
     keys = json.dumps([[c.job_id, c.scheduled_at_ms, c.fire_at_ms, c.partition] for c in claims])
-    accepted: list[tuple[Claim, str, ledger.JobDelivery]] = []  # claim, tenant, what to deliver
+    accepted: list[tuple[AnyClaim, str, ledger.JobDelivery]] = []  # claim, tenant, what to deliver
     for seq, is_due, tenant_id, spec, status, version, has_run in tx.execute(_CLAIM_STATE, (keys,)):
         claim = claims[seq]
         reason = _refusal(cmd, claim, leases.get(claim.partition), is_due, status, version)
@@ -143,8 +153,8 @@ def _claim_round(
 
 
 def _refusal(
-    cmd: Command[ClaimRuns],
-    claim: Claim,
+    cmd: Command[AnyClaims],
+    claim: AnyClaim,
     lease: tuple[str, int, int] | None,
     is_due: int,
     status: str | None,
@@ -166,11 +176,12 @@ def _refusal(
 
 def _record_runs(
     tx: sqlite3.Connection,
-    cmd: Command[ClaimRuns],
-    accepted: list[tuple[Claim, str, ledger.JobDelivery]],
+    cmd: Command[AnyClaims],
+    accepted: list[tuple[AnyClaim, str, ledger.JobDelivery]],
 ) -> None:
     """Per accepted claim, in one transaction: the due row goes, the run row and its delivery
-    (a queue message or an outbox row) come, and a scheduled run moves its job on."""
+    (a queue message or an outbox row) come, and a scheduled run moves its job on. In a
+    claim_batch the queue runs go into batches instead of run and message rows."""
     now = cmd.ts_ms
     tx.executemany(
         "DELETE FROM due WHERE partition = ? AND fire_at_ms = ? "
@@ -185,17 +196,22 @@ def _record_runs(
             for c, _, _ in accepted
         ],
     )
+    if isinstance(cmd.body, ClaimBatch):
+        _write_batches(tx, now, accepted)
+        per_run = [a for a in accepted if a[0].skip or a[2].kind not in ledger.PULLED_KINDS]
+    else:
+        per_run = accepted
     runs = [
         # By position (job, run, tenant, fire time, skip reason): thousands a second.
         ledger.NewRun(c.job_id, c.scheduled_at_ms, tenant_id, c.fire_at_ms, c.skip)
-        for c, tenant_id, _ in accepted
+        for c, tenant_id, _ in per_run
     ]
     ledger.open_runs(tx, runs, now)
     ledger.enqueue(
         tx,
         [
             ledger.claimed_delivery(run, partition=c.partition, job=job, now_ms=now)
-            for run, (c, _, job) in zip(runs, accepted, strict=True)
+            for run, (c, _, job) in zip(runs, per_run, strict=True)
             if not c.skip
         ],
     )
@@ -210,8 +226,23 @@ def _record_runs(
     )
 
 
+def _write_batches(
+    tx: sqlite3.Connection, now_ms: int, accepted: list[tuple[AnyClaim, str, ledger.JobDelivery]]
+) -> None:
+    """The accepted queue runs (not skipped) as one batch per (tenant, queue), claim order."""
+    groups: dict[tuple[str, str], list[batches.BatchRun]] = {}
+    for c, tenant_id, job in accepted:
+        if c.skip or job.kind not in ledger.PULLED_KINDS:
+            continue
+        groups.setdefault((tenant_id, ledger.queue_name(job)), []).append(
+            batches.BatchRun(c.job_id, c.scheduled_at_ms, c.fire_at_ms, job.payload, job.retry)
+        )
+    for (tenant_id, queue), runs in groups.items():
+        batches.write_batch(tx, tenant_id, queue, now_ms, runs)
+
+
 def _advance_jobs(
-    tx: sqlite3.Connection, cmd: Command[ClaimRuns], scheduled: list[tuple[Claim, str]]
+    tx: sqlite3.Connection, cmd: Command[AnyClaims], scheduled: list[tuple[AnyClaim, str]]
 ) -> None:
     """Move each job to the next run its claimer computed, or complete it when none is left."""
     tx.executemany(
@@ -253,4 +284,5 @@ HANDLERS: dict[str, Handler] = {
     NodeHeartbeat.TYPE: node_heartbeat,
     AssignLeases.TYPE: assign_leases,
     ClaimRuns.TYPE: claim_runs,
+    ClaimBatch.TYPE: claim_runs,
 }

@@ -17,6 +17,7 @@ from schedd.store import ledger
 from schedd.store.command import Command, Handler, Result, ok, stored_json
 from schedd.store.commands import AckMessages, ExtendMessages, NackMessages, ReceiveMessages
 from schedd.store.events import MessagesReady
+from schedd.store.ledger import batches
 
 
 class Message(NamedTuple):
@@ -36,7 +37,9 @@ def receive_messages(tx: sqlite3.Connection, cmd: Command[ReceiveMessages]) -> R
     """Hand out up to `max` visible messages, each as a new attempt under a fresh receipt.
 
     A receipt is "<nonce>.<msg_id>": the proposer's random nonce, and the message it names, so
-    ack, nack and extend find the message by its key.
+    ack, nack and extend find the message by its key. Per-run messages go first (retries and
+    redeliveries), then slots of the queue's batches (level 4), whose receipts are
+    "<nonce>.~<batch_id>.<slot>".
     """
     b = cmd.body
     rows = tx.execute(
@@ -51,10 +54,89 @@ def receive_messages(tx: sqlite3.Connection, cmd: Command[ReceiveMessages]) -> R
             tx, cmd, message, "visibility timeout expired", "timed_out"
         ):
             messages.append(message)
+    held = _receive_batches(tx, cmd, messages, min(b.max, len(b.receipts)) - len(messages))
     nonces = b.receipts
     receipts = [f"{nonce}.{m.msg_id}" for nonce, m in zip(nonces, messages, strict=False)]
     _hand_out(tx, cmd, messages, receipts)
-    return ok(messages=[_delivery(m, r) for m, r in zip(messages, receipts, strict=True)])
+    delivered = [
+        _delivery(m.job_id, m.scheduled_at_ms, m.attempt + 1, m.payload, r)
+        for m, r in zip(messages, receipts, strict=True)
+    ]
+    for nonce, (batch, slot) in zip(nonces[len(receipts) :], held, strict=False):
+        run = batch.runs[slot]
+        receipt = batches.receipt(nonce, batch.batch_id, slot)
+        delivered.append(_delivery(run.job_id, run.scheduled_at_ms, 1, run.payload, receipt))
+    return ok(messages=delivered)
+
+
+def _receive_batches(
+    tx: sqlite3.Connection, cmd: Command[ReceiveMessages], messages: list[Message], room: int
+) -> list[tuple[batches.Batch, int]]:
+    """Take up to `room` slots of the queue's batches, oldest first: a ready slot is held
+    (attempt 1); a held one past its deadline is spilled and fails as timed out, and if it is
+    retried it joins `messages` (handed out the per-run way)."""
+    if room <= 0:
+        return []
+    now, b = cmd.ts_ms, cmd.body
+    held: list[tuple[batches.Batch, int]] = []
+    touched = []
+    for batch in batches.ready_batches(tx, b.tenant_id, b.queue, now, room):
+        touched.append(batch)
+        for slot in list(batch.eligible(now)):
+            if room <= 0:
+                break
+            room -= 1
+            if batch.slots[slot] == batches.READY:
+                batch.hold(slot, now, now + b.visibility_ms)
+                held.append((batch, slot))
+                continue
+            message = _spilled(tx, batch, slot, None, now)
+            if _fail_attempt(tx, cmd, message, "visibility timeout expired", "timed_out"):
+                messages.append(message)
+    batches.save_all(tx, touched, now)
+    return held
+
+
+def _spilled(
+    tx: sqlite3.Connection, batch: batches.Batch, slot: int, receipt: str | None, now_ms: int
+) -> Message:
+    """A batch slot written out as a per-run message (see batches.spill), as a Message: one
+    that was received carries a receipt, as a received message does."""
+    run = batch.runs[slot]
+    received = batch.slots[slot] == batches.HELD
+    msg_id = batches.spill(tx, batch, slot, receipt, now_ms)
+    return Message(
+        msg_id,
+        run.job_id,
+        run.scheduled_at_ms,
+        int(received),
+        (receipt or "") if received else None,
+        run.payload,
+        run.retry,
+    )
+
+
+def expire_batch_slots(
+    tx: sqlite3.Connection, cmd: Command[Any], tenant_id: str, cutoff_ms: int, error: str, most: int
+) -> int:
+    """Retention: batch runs visible since before the cutoff and not received since (or held
+    past their deadline) become dead letters the per-run way; returns how many, at most `most`
+    (a whole batch's worth is never split when it is the first)."""
+    expired = 0
+    for row in tx.execute(
+        f"SELECT {batches.COLUMNS} FROM batches INDEXED BY batches_ready WHERE tenant_id = ? "
+        "AND ready_at_ms < ? ORDER BY ready_at_ms, batch_id",
+        (tenant_id, cutoff_ms),
+    ).fetchall():
+        if expired >= most:
+            break
+        batch = batches.Batch(*row)
+        for slot in list(batch.eligible(cutoff_ms - 1)):
+            message = _spilled(tx, batch, slot, None, cmd.ts_ms)
+            expire_message(tx, cmd, message, tenant_id=tenant_id, queue=batch.queue, error=error)
+            expired += 1
+        batch.save(tx, cmd.ts_ms)
+    return expired
 
 
 def _hand_out(
@@ -92,15 +174,17 @@ def _current_attempt(message: Message) -> tuple[str, int, int]:
     return message.job_id, message.scheduled_at_ms, message.attempt
 
 
-def _delivery(message: Message, receipt: str) -> dict[str, Any]:
-    key = idempotency_key(message.job_id, message.scheduled_at_ms)
+def _delivery(
+    job_id: str, scheduled_at_ms: int, attempt: int, payload: str, receipt: str
+) -> dict[str, Any]:
+    key = idempotency_key(job_id, scheduled_at_ms)
     return {
         "receipt": receipt,
-        "job_id": message.job_id,
-        "scheduled_at": key[len(message.job_id) + 1 :],  # "job_id:scheduled_at": formatted once
-        "attempt": message.attempt + 1,
+        "job_id": job_id,
+        "scheduled_at": key[len(job_id) + 1 :],  # "job_id:scheduled_at": formatted once
+        "attempt": attempt,
         "idempotency_key": key,
-        "payload": stored_json(message.payload),
+        "payload": stored_json(payload),
     }
 
 
@@ -109,7 +193,7 @@ def _by_receipts(
 ) -> list[Message]:
     """The tenant's messages in this queue that the command's receipts hold now (each once)."""
     wanted = {str(r) for r in cmd.body.receipts}
-    ids = sorted({r.partition(".")[2] for r in wanted})
+    ids = sorted({r.partition(".")[2] for r in wanted} - {""})
     marks = ",".join("?" * len(ids))
     rows = tx.execute(
         # "+": look messages up by key, not by the tenant's (possibly huge) queue index
@@ -133,7 +217,19 @@ def ack_messages(tx: sqlite3.Connection, cmd: Command[AckMessages]) -> Result:
         [(now, m.job_id, m.scheduled_at_ms) for m in messages],
         columns=("finished_at_ms",),
     )
-    return ok(acked=len(messages))
+    held = _held(tx, cmd)
+    for batch, slot, _ in held:
+        batch.finish(slot, batches.DONE, now)
+    batches.save_all(tx, (batch for batch, _, _ in held), now)
+    return ok(acked=len(messages) + len(held))
+
+
+def _held(
+    tx: sqlite3.Connection, cmd: Command[AckMessages | NackMessages | ExtendMessages]
+) -> list[tuple[batches.Batch, int, str]]:
+    """The batch slots of this tenant's queue that the command's receipts hold now."""
+    b = cmd.body
+    return batches.held_by_receipts(tx, b.tenant_id, b.queue, map(str, b.receipts))
 
 
 def nack_messages(tx: sqlite3.Connection, cmd: Command[NackMessages]) -> Result:
@@ -143,6 +239,11 @@ def nack_messages(tx: sqlite3.Connection, cmd: Command[NackMessages]) -> Result:
     for message in _by_receipts(tx, cmd):
         _fail_attempt(tx, cmd, message, error, "failed")
         nacked += 1
+    held = _held(tx, cmd)
+    for batch, slot, receipt in held:
+        _fail_attempt(tx, cmd, _spilled(tx, batch, slot, receipt, cmd.ts_ms), error, "failed")
+        nacked += 1
+    batches.save_all(tx, (batch for batch, _, _ in held), cmd.ts_ms)
     fed = [MessagesReady(cmd.body.tenant_id, cmd.body.queue)] if nacked else []
     return ok(*fed, nacked=nacked)
 
@@ -150,8 +251,13 @@ def nack_messages(tx: sqlite3.Connection, cmd: Command[NackMessages]) -> Result:
 def extend_messages(tx: sqlite3.Connection, cmd: Command[ExtendMessages]) -> Result:
     """Keep messages invisible for longer while their consumer works on them."""
     messages = _by_receipts(tx, cmd)
-    ledger.extend(tx, [m.msg_id for m in messages], cmd.ts_ms + cmd.body.visibility_ms)
-    return ok(extended=len(messages))
+    deadline = cmd.ts_ms + cmd.body.visibility_ms
+    ledger.extend(tx, [m.msg_id for m in messages], deadline)
+    held = _held(tx, cmd)
+    for batch, slot, _ in held:
+        batch.extend(slot, deadline)
+    batches.save_all(tx, (batch for batch, _, _ in held), cmd.ts_ms)
+    return ok(extended=len(messages) + len(held))
 
 
 def _fail_attempt(

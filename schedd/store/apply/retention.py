@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 
 from schedd import metrics
 from schedd.retention import KINDS, TENANT_KINDS, Retention
-from schedd.store.apply.queue import Message, expire_message
+from schedd.store.apply.queue import Message, expire_batch_slots, expire_message
 from schedd.store.command import Command, Handler, Result, ok, rejected
 from schedd.store.commands import Prune, SetRetention
+from schedd.store.ledger import batches
 from schedd.store.records import audit
 from schedd.store.retained import tenant_queues
 from schedd.timeformat import format_duration
@@ -123,6 +124,10 @@ def _expire_messages(
         for message in map(Message._make, rows):
             expire_message(tx, cmd, message, tenant_id=tenant_id, queue=queue, error=error)
         budget.take("messages", len(rows))
+    if budget.left > 0:
+        budget.take(
+            "messages", expire_batch_slots(tx, cmd, tenant_id, cutoff_ms, error, budget.left)
+        )
 
 
 def _prune_runs(tx: sqlite3.Connection, tenant_id: str, cutoff_ms: int, budget: Budget) -> None:
@@ -137,6 +142,23 @@ def _prune_runs(tx: sqlite3.Connection, tenant_id: str, cutoff_ms: int, budget: 
     tx.executemany("DELETE FROM attempts WHERE job_id = ? AND scheduled_at_ms = ?", runs)
     tx.executemany("DELETE FROM runs WHERE job_id = ? AND scheduled_at_ms = ?", runs)
     budget.take("runs", len(runs))
+    _prune_batches(tx, tenant_id, cutoff_ms, budget)
+
+
+def _prune_batches(tx: sqlite3.Connection, tenant_id: str, cutoff_ms: int, budget: Budget) -> None:
+    """Batches whose every run finished before the cutoff, whole, with their runs' key rows;
+    each counts its runs against the budget (the first is taken whatever its size)."""
+    for batch_id, runs in tx.execute(
+        "SELECT batch_id, runs FROM batches INDEXED BY batches_finished WHERE tenant_id = ? "
+        "AND finished_at_ms IS NOT NULL AND finished_at_ms < ? ORDER BY finished_at_ms, batch_id",
+        (tenant_id, cutoff_ms),
+    ).fetchall():
+        if budget.left <= 0:
+            return
+        keys = batches.run_keys(runs)
+        tx.executemany("DELETE FROM run_keys WHERE job_id = ? AND scheduled_at_ms = ?", keys)
+        tx.execute("DELETE FROM batches WHERE batch_id = ?", (batch_id,))
+        budget.take("runs", len(keys))
 
 
 def _prune_jobs(tx: sqlite3.Connection, tenant_id: str, cutoff_ms: int, budget: Budget) -> None:
@@ -149,12 +171,15 @@ def _prune_jobs(tx: sqlite3.Connection, tenant_id: str, cutoff_ms: int, budget: 
         "AND status IN ('completed', 'cancelled') AND updated_at_ms < ? "
         "AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.job_id = jobs.job_id "
         "AND (runs.finished_at_ms IS NULL OR runs.finished_at_ms >= ?)) "
+        "AND NOT EXISTS (SELECT 1 FROM run_keys k JOIN batches b ON b.batch_id = k.batch_id "
+        "WHERE k.job_id = jobs.job_id AND (b.finished_at_ms IS NULL OR b.finished_at_ms >= ?)) "
         "ORDER BY updated_at_ms, job_id LIMIT ?",
-        (tenant_id, cutoff_ms, cutoff_ms, budget.left),
+        (tenant_id, cutoff_ms, cutoff_ms, cutoff_ms, budget.left),
     ).fetchall()
     for (job_id,) in jobs:
         runs = tx.execute("DELETE FROM runs WHERE job_id = ?", (job_id,)).rowcount
         tx.execute("DELETE FROM attempts WHERE job_id = ?", (job_id,))
+        tx.execute("DELETE FROM run_keys WHERE job_id = ?", (job_id,))
         tx.execute("DELETE FROM due WHERE job_id = ?", (job_id,))
         tx.execute("DELETE FROM jobs WHERE job_id = ?", (job_id,))
         budget.take("runs", runs)

@@ -74,7 +74,7 @@ def claimed_delivery(run: NewRun, *, partition: int, job: JobDelivery, now_ms: i
         return QueueDelivery(  # by position: a claim builds thousands a second
             delivery_id(run.job_id, run.scheduled_at_ms),  # msg_id
             run.tenant_id,
-            _queue_name(job),
+            queue_name(job),
             run.job_id,
             run.scheduled_at_ms,
             0,  # attempt: no receive yet
@@ -95,7 +95,7 @@ def claimed_delivery(run: NewRun, *, partition: int, job: JobDelivery, now_ms: i
     )
 
 
-def _queue_name(job: JobDelivery) -> Any:
+def queue_name(job: JobDelivery) -> Any:
     if job.queue is msgspec.UNSET:  # as target["name"] did; a queue target always has one
         raise KeyError("name")
     return job.queue

@@ -1,0 +1,339 @@
+"""Queue runs in the batch form (issue 29, log level 4): one `batches` row holds the runs of one
+claim command for one (tenant, queue), and their delivery state as two compact columns.
+
+A run of a batch lives in its slot until it succeeds (acked) or its first delivery fails (nack,
+visibility timeout, expiry): then it is *spilled*, written out as today's per-run rows (a
+`runs` row, its attempt, a `messages` row) and everything after (retries, dead letters,
+redrive, expiry) goes the per-run way. The common path (claimed, received once, acked) writes
+one row update per batch touched instead of three statements per run. A slot is held at most
+once in its life (attempt 1), so a receipt needs no nonce check: `(batch_id, slot)` held means
+held by that receipt, and batch ids are never reused (AUTOINCREMENT).
+
+`slots`: one ASCII byte a run (`r` ready, `h` held, `d` done, `s` spilled: readable in SQL with
+`substr`). `times`: three little-endian int64 arrays of one value a run: visible at (the claim's
+time while ready, the visibility deadline while held), the receive's time, the ack's time (0:
+none). `ready_at_ms` is the earliest visible-at of a ready or held slot (NULL: none left);
+`finished_at_ms` is set when the last slot leaves (retention counts from it).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
+from typing import NamedTuple
+
+import msgspec
+
+from schedd.model import RunStatus, delivery_id
+from schedd.store.ledger.rows import NewRun
+from schedd.store.ledger.runs import mark_runs, open_runs, start_attempts
+
+READY, HELD, DONE, SPILLED = b"r"[0], b"h"[0], b"d"[0], b"s"[0]
+_OPEN = (READY, HELD)  # slots still in the batch
+RECEIPT_MARK = "~"  # "<nonce>.~<batch_id>.<slot>": never the first character of a msg_id
+
+
+class BatchRun(NamedTuple):
+    """One run of a batch as its claim wrote it (payload and retry: the job's JSON texts)."""
+
+    job_id: str
+    scheduled_at_ms: int
+    fire_at_ms: int
+    payload: str
+    retry: str
+
+
+_RUNS_DECODER = msgspec.msgpack.Decoder(list[tuple[str, int, int, str, str]])
+_ENCODE = msgspec.msgpack.encode
+COLUMNS = "batch_id, tenant_id, queue, claimed_at_ms, runs, slots, times, open"
+
+
+def _times_from(blob: bytes) -> array[int]:
+    times = array("q")
+    times.frombytes(blob)
+    if sys.byteorder != "little":  # stored little-endian on every machine
+        times.byteswap()
+    return times
+
+
+def _times_blob(times: array[int]) -> bytes:
+    if sys.byteorder == "little":
+        return times.tobytes()
+    swapped = array("q", times)
+    swapped.byteswap()
+    return swapped.tobytes()
+
+
+class Batch:
+    """A batch row read for change: its slots and times are mutable, `save` writes them."""
+
+    __slots__ = (
+        "_runs",
+        "_runs_blob",
+        "batch_id",
+        "claimed_at_ms",
+        "n",
+        "open",
+        "queue",
+        "slots",
+        "tenant_id",
+        "times",
+    )
+
+    def __init__(
+        self,
+        batch_id: int,
+        tenant_id: str,
+        queue: str,
+        claimed_at_ms: int,
+        runs: bytes,
+        slots: bytes,
+        times: bytes,
+        open_: int,
+    ) -> None:
+        self.batch_id = batch_id
+        self.tenant_id = tenant_id
+        self.queue = queue
+        self.claimed_at_ms = claimed_at_ms
+        self._runs_blob = runs
+        self._runs: list[BatchRun] | None = None
+        self.slots = bytearray(slots)
+        self.n = len(self.slots)
+        self.times = _times_from(times)
+        self.open = open_
+
+    @property
+    def runs(self) -> list[BatchRun]:
+        if self._runs is None:
+            self._runs = [BatchRun._make(r) for r in _RUNS_DECODER.decode(self._runs_blob)]
+        return self._runs
+
+    def visible_at(self, slot: int) -> int:
+        return self.times[slot]
+
+    def received_at(self, slot: int) -> int:
+        return self.times[self.n + slot]
+
+    def acked_at(self, slot: int) -> int:
+        return self.times[2 * self.n + slot]
+
+    def eligible(self, now_ms: int) -> Iterator[int]:
+        """Slots a receive may take now: ready ones, and held ones past their deadline."""
+        times = self.times
+        for slot, state in enumerate(self.slots):
+            if state in _OPEN and times[slot] <= now_ms:
+                yield slot
+
+    def open_slots(self) -> list[int]:
+        """Slots still in the batch (ready or held)."""
+        return [slot for slot, state in enumerate(self.slots) if state in _OPEN]
+
+    def counts(self, now_ms: int) -> tuple[int, int, int]:
+        """(ready, in flight, delayed) slots now: a held slot past its deadline is ready again,
+        as a message past its visibility timeout is."""
+        times, ready, in_flight, delayed = self.times, 0, 0, 0
+        for slot, state in enumerate(self.slots):
+            if state in _OPEN:
+                if times[slot] <= now_ms:
+                    ready += 1
+                elif state == HELD:
+                    in_flight += 1
+                else:
+                    delayed += 1
+        return ready, in_flight, delayed
+
+    def hold(self, slot: int, now_ms: int, deadline_ms: int) -> None:
+        self.slots[slot] = HELD
+        self.times[slot] = deadline_ms
+        self.times[self.n + slot] = now_ms
+
+    def extend(self, slot: int, deadline_ms: int) -> None:
+        self.times[slot] = deadline_ms
+
+    def finish(self, slot: int, state: int, now_ms: int) -> None:
+        """The slot leaves the batch: done (acked at now) or spilled to per-run rows."""
+        self.slots[slot] = state
+        if state == DONE:
+            self.times[2 * self.n + slot] = now_ms
+        self.open -= 1
+
+    def ready_at_ms(self) -> int | None:
+        times = self.times
+        return min(
+            (times[s] for s, state in enumerate(self.slots) if state in _OPEN),
+            default=None,
+        )
+
+    def save(self, tx: sqlite3.Connection, now_ms: int) -> None:
+        tx.execute(
+            "UPDATE batches SET slots = ?, times = ?, open = ?, ready_at_ms = ?, "
+            "finished_at_ms = ? WHERE batch_id = ?",
+            (
+                bytes(self.slots),
+                _times_blob(self.times),
+                self.open,
+                self.ready_at_ms(),
+                now_ms if self.open == 0 else None,
+                self.batch_id,
+            ),
+        )
+
+
+def write_batch(
+    tx: sqlite3.Connection, tenant_id: str, queue: str, now_ms: int, runs: Sequence[BatchRun]
+) -> None:
+    """A claim's runs of one (tenant, queue), ready now, and each run's key row."""
+    n = len(runs)
+    times = array("q", [now_ms]) * n + array("q", [0]) * (2 * n)
+    cur = tx.execute(
+        "INSERT INTO batches (tenant_id, queue, claimed_at_ms, runs, slots, times, open, "
+        "ready_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            tenant_id,
+            queue,
+            now_ms,
+            _ENCODE(runs),
+            bytes([READY]) * n,
+            _times_blob(times),
+            n,
+            now_ms,
+        ),
+    )
+    batch_id = cur.lastrowid
+    tx.executemany(
+        "INSERT INTO run_keys (job_id, scheduled_at_ms, batch_id, slot, fire_at_ms) "
+        "VALUES (?, ?, ?, ?, ?)",
+        [
+            (r.job_id, r.scheduled_at_ms, batch_id, slot, r.fire_at_ms)
+            for slot, r in enumerate(runs)
+        ],
+    )
+
+
+def ready_batches(
+    tx: sqlite3.Connection, tenant_id: str, queue: str, now_ms: int, want: int
+) -> list[Batch]:
+    """The queue's batches with a slot a receive may take now, oldest first, until they hold
+    `want` such slots."""
+    found: list[Batch] = []
+    eligible = 0
+    for row in tx.execute(
+        f"SELECT {COLUMNS} FROM batches INDEXED BY batches_ready WHERE tenant_id = ? "
+        "AND queue = ? AND ready_at_ms <= ? ORDER BY ready_at_ms, batch_id",
+        (tenant_id, queue, now_ms),
+    ):
+        batch = Batch(*row)
+        found.append(batch)
+        eligible += sum(1 for _ in batch.eligible(now_ms))
+        if eligible >= want:
+            break
+    return found
+
+
+def open_batches(
+    conn: sqlite3.Connection, tenant_id: str | None = None, queue: str | None = None
+) -> Iterator[Batch]:
+    """Batches with a run not finished (all, a tenant's, or one queue's), in index order."""
+    sql = f"SELECT {COLUMNS} FROM batches INDEXED BY batches_ready WHERE ready_at_ms IS NOT NULL"
+    args: list[str] = []
+    if tenant_id is not None:
+        sql += " AND tenant_id = ?"
+        args.append(tenant_id)
+    if queue is not None:
+        sql += " AND queue = ?"
+        args.append(queue)
+    for row in conn.execute(sql, args):
+        yield Batch(*row)
+
+
+def load(tx: sqlite3.Connection, batch_ids: Iterable[int]) -> dict[int, Batch]:
+    ids = sorted(set(batch_ids))
+    if not ids:
+        return {}
+    marks = ",".join("?" * len(ids))
+    rows = tx.execute(f"SELECT {COLUMNS} FROM batches WHERE batch_id IN ({marks})", ids)
+    return {row[0]: Batch(*row) for row in rows}
+
+
+def run_keys(runs: bytes) -> list[tuple[str, int]]:
+    """(job_id, scheduled_at_ms) of every run of a batch's `runs` column."""
+    return [(job_id, at_ms) for job_id, at_ms, *_ in _RUNS_DECODER.decode(runs)]
+
+
+def receipt(nonce: str, batch_id: int, slot: int) -> str:
+    return f"{nonce}.{RECEIPT_MARK}{batch_id}.{slot}"
+
+
+def parse_receipt(receipt_: str) -> tuple[int, int] | None:
+    """(batch_id, slot) of a batch receipt; None for a message's receipt or a malformed one."""
+    _, _, rest = receipt_.partition(".")
+    if not rest.startswith(RECEIPT_MARK):
+        return None
+    batch, _, slot = rest[1:].partition(".")
+    if not (batch.isdecimal() and slot.isdecimal() and len(batch) <= 18 and len(slot) <= 6):
+        return None
+    return int(batch), int(slot)
+
+
+def held_by_receipts(
+    tx: sqlite3.Connection, tenant_id: str, queue: str, receipts: Iterable[str]
+) -> list[tuple[Batch, int, str]]:
+    """Each (batch, slot, receipt) of this tenant's queue that a receipt holds now, once each,
+    in (batch, slot) order. Other receipts are not counted."""
+    wanted: dict[tuple[int, int], str] = {}
+    for r in receipts:
+        key = parse_receipt(r)
+        if key is not None:
+            wanted.setdefault(key, r)
+    found = {
+        b.batch_id: b
+        for b in load(tx, (batch_id for batch_id, _ in wanted)).values()
+        if b.tenant_id == tenant_id and b.queue == queue
+    }
+    held = []
+    for (batch_id, slot), r in sorted(wanted.items()):
+        batch = found.get(batch_id)
+        if batch is not None and slot < batch.n and batch.slots[slot] == HELD:
+            held.append((batch, slot, r))
+    return held
+
+
+def save_all(tx: sqlite3.Connection, touched: Iterable[Batch], now_ms: int) -> None:
+    """Write each changed batch once, in batch order."""
+    for _, batch in sorted({b.batch_id: b for b in touched}.items()):
+        batch.save(tx, now_ms)
+
+
+def spill(
+    tx: sqlite3.Connection, batch: Batch, slot: int, receipt_: str | None, now_ms: int
+) -> str:
+    """Write a slot out as today's per-run rows (its run, its attempt if received, its message
+    under `receipt_`) and take it out of the batch; returns the message id. The caller then
+    fails or expires the message the per-run way."""
+    run = batch.runs[slot]
+    key = (run.job_id, run.scheduled_at_ms)
+    received = batch.slots[slot] == HELD
+    open_runs(tx, [NewRun(*key, batch.tenant_id, run.fire_at_ms)], batch.claimed_at_ms)
+    if received:
+        mark_runs(tx, RunStatus.DELIVERED, [(1, *key)], columns=("attempt",))
+        start_attempts(tx, [(*key, 1)], started_at_ms=batch.received_at(slot))
+    msg_id = delivery_id(*key)
+    tx.execute(
+        "INSERT INTO messages (msg_id, tenant_id, queue, job_id, scheduled_at_ms, attempt, "
+        "visible_at_ms, receipt, payload, retry) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            msg_id,
+            batch.tenant_id,
+            batch.queue,
+            *key,
+            int(received),
+            batch.visible_at(slot),
+            receipt_ if received else None,
+            run.payload,
+            run.retry,
+        ),
+    )
+    batch.finish(slot, SPILLED, now_ms)
+    return msg_id
