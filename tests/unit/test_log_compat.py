@@ -169,3 +169,36 @@ def test_the_level_3_fixture_holds_no_url_or_credentials_in_results() -> None:
             assert secret not in entry and secret not in result, line["index"]
     urls = [body["url"] for t, body, _ in _commands(3) if t == "create_connection"]
     assert urls and all(url.startswith(f"{PREFIX}fixture:") for url in urls)  # sealed
+
+
+LEVEL_4_TYPES = LEVEL_3_TYPES | {"claim_batch"}
+
+
+def test_the_level_4_types_are_todays_catalogue() -> None:
+    assert set(CATALOGUE) == LEVEL_4_TYPES
+
+
+def test_the_level_4_fixture_claims_only_in_batches() -> None:
+    seen = {t for line in _lines(4) for t in _types(line["entry"])}
+    assert seen == LEVEL_4_TYPES - {"claim_runs"}  # every member at 4: no per-run claim
+
+
+def test_todays_state_machine_applies_the_level_4_entries_alike(db: Database) -> None:
+    machine = StateMachine(db)
+    most = 0  # batches held at once: the fixture's retention prunes them before its end
+    for line in _lines(4):
+        result = machine.apply(line["entry"].encode(), index=line["index"])
+        assert result == line["result"], line["index"]
+        most = max(most, db.conn.execute("SELECT count(*) FROM batches").fetchone()[0])
+    expected = json.loads((FIXTURES / "journal-level4.expected.json").read_text())
+    assert state_digest(db.conn) == (expected["applied_index"], expected["digest"])
+    assert most >= 1
+
+
+def test_the_level_4_fixture_settles_batch_receipts() -> None:
+    settled = {
+        t: r
+        for t, body, r in _commands(4)
+        if t.endswith("_messages") and any(".~" in rc for rc in body.get("receipts", ()))
+    }
+    assert settled.keys() == {"ack_messages", "nack_messages", "extend_messages"}

@@ -1,0 +1,249 @@
+"""Queue runs in batches (issue 29, claim_batch): what the batch form writes, and that every
+path a user can see gives what the per-run form (claim_runs) gives for the same commands.
+
+The equivalence tests run one scenario twice, on two fresh stores, once claimed per run and
+once into a batch: the runs listing (what `GET /v1/jobs/{id}/runs` shows) and every delivery
+handed out (receipts aside) must be equal, and once a run has failed a delivery (spilled from
+its batch) its per-run rows must be equal too, column for column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from schedd.store.apply.machine import StateMachine
+from schedd.store.commands import ClaimRow
+from schedd.store.db import Database
+from schedd.store.dispatch_reads import has_run_in_flight
+from schedd.store.ledger import batches
+from schedd.store.queries import list_runs
+from schedd.store.queue_reads import queue_summaries, visible_count
+from tests.conftest import NOW_MS, Applier
+from tests.unit.test_store_dispatch import claim_item, setup, spec
+from tests.unit.test_store_retention import prune
+
+BOX = {"tenant_id": "t1", "queue": "q"}
+PER_RUN_TABLES = ("runs", "messages", "attempts", "deadletters")
+
+
+def claim(
+    apply: Applier, form: str, *, ts_ms: int = NOW_MS, jobs: tuple[str, ...] = ("j1",)
+) -> dict[str, Any]:
+    items = [claim_item(next_ms=None) | {"job_id": job} for job in jobs]
+    if form == "claim_batch":  # the compact wire form: each claim an array
+        fields = ClaimRow.__struct_fields__[:-1]  # skip: absent
+        claims: list[Any] = [[item[f] for f in fields] for item in items]
+    else:
+        claims = items
+    result = apply(form, {"node_id": "n1", "claims": claims}, ts_ms=ts_ms)
+    assert result["claimed"] == len(jobs), result
+    return result
+
+
+def add_job(apply: Applier, job_id: str, queue: str = "q") -> None:
+    item = {
+        "job_id": job_id,
+        "partition": 3,
+        "spec": spec({"run_at": "2026-09-21T14:13:20Z"}, target={"type": "queue", "name": queue}),
+        "next_run_at_ms": NOW_MS,
+        "next_fire_at_ms": NOW_MS,
+        "idempotency_key": None,
+        "request_hash": None,
+    }
+    assert apply("create_jobs", {"tenant_id": "t1", "jobs": [item]})["results"][0]["created"]
+
+
+def one_time(apply: Applier) -> None:
+    setup(apply, schedule={"run_at": "2026-09-21T14:13:20Z"})
+
+
+class Store:
+    """One fresh store, its applier, and the last deliveries handed out."""
+
+    def __init__(self, path: Path) -> None:
+        self.db = Database(path)
+        self.apply = Applier(StateMachine(self.db))
+        self.handed: list[dict[str, Any]] = []
+
+    def receive(self, ts_ms: int, visibility_ms: int = 30_000) -> list[dict[str, Any]]:
+        body = BOX | {"max": 10, "visibility_ms": visibility_ms, "receipts": ["n1", "n2"]}
+        self.handed = list(self.apply("receive_messages", body, ts_ms=ts_ms)["messages"])
+        return [{k: v for k, v in m.items() if k != "receipt"} for m in self.handed]
+
+    def settle(self, type_: str, ts_ms: int, **extra: Any) -> dict[str, Any]:
+        receipts = [m["receipt"] for m in self.handed]
+        return self.apply(type_, BOX | {"receipts": receipts} | extra, ts_ms=ts_ms)
+
+    def runs(self) -> list[dict[str, Any]]:
+        return list_runs(self.db.conn, "j1", before_ms=2**62, limit=100)
+
+    def rows(self, table: str) -> list[tuple[Any, ...]]:
+        return self.db.conn.execute(f"SELECT * FROM {table} ORDER BY 1, 2").fetchall()
+
+
+Scenario = Callable[[Store], list[Any]]
+
+
+def both(tmp_path: Path, scenario: Scenario) -> tuple[Store, Store, list[Any], list[Any]]:
+    stores = []
+    seen = []
+    for form in ("claim_runs", "claim_batch"):
+        store = Store(tmp_path / f"{form}.db")
+        one_time(store.apply)
+        claim(store.apply, form)
+        seen.append(scenario(store))
+        stores.append(store)
+    return stores[0], stores[1], seen[0], seen[1]
+
+
+def acked(s: Store) -> list[Any]:
+    return [s.runs(), s.receive(NOW_MS), s.runs(), s.settle("ack_messages", NOW_MS + 5), s.runs()]
+
+
+def nacked_twice_redriven_acked(s: Store) -> list[Any]:
+    seen: list[Any] = [s.receive(NOW_MS), s.settle("nack_messages", NOW_MS + 1, error="boom")]
+    seen += [s.runs(), s.receive(NOW_MS + 20_000)]
+    seen += [s.settle("nack_messages", NOW_MS + 20_001, error="boom"), s.runs()]
+    redrive = {"tenant_id": "t1", "id": f"j1:{NOW_MS}"}
+    seen += [s.apply("redrive_deadletter", redrive, ts_ms=NOW_MS + 20_002)]
+    seen += [s.receive(NOW_MS + 20_003), s.settle("ack_messages", NOW_MS + 20_004), s.runs()]
+    return seen
+
+
+def timed_out_then_acked(s: Store) -> list[Any]:
+    first = s.receive(NOW_MS)
+    again = s.receive(NOW_MS + 31_000)  # past the visibility timeout: attempt 2
+    return [first, again, s.runs(), s.settle("ack_messages", NOW_MS + 31_001), s.runs()]
+
+
+def extended(s: Store) -> list[Any]:
+    seen: list[Any] = [s.receive(NOW_MS)]
+    seen += [s.settle("extend_messages", NOW_MS + 10_000, visibility_ms=60_000)]
+    seen += [s.receive(NOW_MS + 31_000), s.receive(NOW_MS + 71_000), s.runs()]
+    return seen
+
+
+def expired_unreceived(s: Store) -> list[Any]:
+    return [prune(s.apply, NOW_MS + 3_600_001)["deleted"], s.runs()]
+
+
+@pytest.mark.parametrize(
+    "scenario",
+    [acked, nacked_twice_redriven_acked, timed_out_then_acked, extended, expired_unreceived],
+)
+def test_a_user_sees_the_same_runs_and_deliveries_in_either_form(
+    tmp_path: Path, scenario: Scenario
+) -> None:
+    per_run, batched, seen_per_run, seen_batched = both(tmp_path, scenario)
+    assert seen_batched == seen_per_run
+    assert any(seen_per_run)  # the scenario saw something
+    assert batched.rows("batches") and batched.rows("run_keys")
+    assert per_run.rows("batches") == [] and per_run.rows("run_keys") == []
+    slot = batched.rows("batches")[0][5]
+    if slot == b"s":  # spilled: from then on the per-run rows are today's, column for column
+        for table in PER_RUN_TABLES:
+            assert batched.rows(table) == per_run.rows(table), table
+    else:
+        assert slot == b"d"  # acked in its batch: no per-run row was ever written
+        assert [batched.rows(t) for t in PER_RUN_TABLES] == [[], [], [], []]
+
+
+def test_a_batch_claim_writes_one_row_per_queue_and_a_key_per_run(
+    apply: Applier, db: Database
+) -> None:
+    one_time(apply)
+    for job_id, queue in (("j2", "q"), ("j3", "other"), ("j4", "q")):
+        add_job(apply, job_id, queue)
+    claim(apply, "claim_batch", jobs=("j1", "j2", "j3", "j4"))
+    rows = db.conn.execute(
+        "SELECT batch_id, tenant_id, queue, slots, open, ready_at_ms FROM batches ORDER BY 1"
+    ).fetchall()
+    assert rows == [(1, "t1", "q", b"rrr", 3, NOW_MS), (2, "t1", "other", b"r", 1, NOW_MS)]
+    keys = db.conn.execute("SELECT job_id, batch_id, slot FROM run_keys ORDER BY 1").fetchall()
+    assert keys == [("j1", 1, 0), ("j2", 1, 1), ("j3", 2, 0), ("j4", 1, 2)]
+    for table in ("runs", "messages", "due"):
+        assert db.conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] == 0, table
+    statuses = db.conn.execute("SELECT DISTINCT status FROM jobs").fetchall()
+    assert statuses == [("completed",)]  # fence 5 and the job's own end stay per run
+
+
+def test_receipts_of_other_queues_tenants_or_forms_are_not_counted(
+    apply: Applier, db: Database
+) -> None:
+    one_time(apply)
+    add_job(apply, "j2")
+    claim(apply, "claim_batch", jobs=("j1", "j2"))
+    body = BOX | {"max": 1, "visibility_ms": 30_000, "receipts": ["a"]}
+    [message] = apply("receive_messages", body)["messages"]
+    assert message["receipt"] == "a.~1.0" and message["job_id"] == "j1"
+    assert batches.parse_receipt(message["receipt"]) == (1, 0)
+    assert batches.parse_receipt(f"a.j1:{NOW_MS}") is None
+    forged = ["a.~1.1", "a.~1.9", "a.~2.0", "a.~x.0", "a.~1.0.0", "~1.0", ""]
+    for box in (BOX, {"tenant_id": "t2", "queue": "q"}, {"tenant_id": "t1", "queue": "p"}):
+        ack = box | {"receipts": forged if box is BOX else [message["receipt"]]}
+        assert apply("ack_messages", ack, ts_ms=NOW_MS + 1)["acked"] == 0
+    twice = BOX | {"receipts": [message["receipt"], "b.~1.0"]}  # one slot, named twice
+    assert apply("ack_messages", twice, ts_ms=NOW_MS + 2)["acked"] == 1
+    assert apply("ack_messages", twice, ts_ms=NOW_MS + 3)["acked"] == 0  # done already
+    assert db.conn.execute("SELECT slots, open FROM batches").fetchone() == (b"dr", 1)
+
+
+def test_reads_count_batch_runs_as_they_count_messages(apply: Applier, db: Database) -> None:
+    one_time(apply)
+    add_job(apply, "j2")
+    claim(apply, "claim_batch", jobs=("j1", "j2"))
+    conn = db.conn
+    assert visible_count(conn, "t1", "q", NOW_MS, 10) == 2
+    assert visible_count(conn, "t1", "q", NOW_MS, 1) == 1
+    assert has_run_in_flight(conn, "j1") and has_run_in_flight(conn, "j2")
+    body = BOX | {"max": 1, "visibility_ms": 30_000, "receipts": ["a"]}
+    [message] = apply("receive_messages", body, ts_ms=NOW_MS + 1_000)["messages"]
+    [queue] = queue_summaries(conn, "t1", NOW_MS + 2_000)
+    assert (queue["ready"], queue["in_flight"], queue["delayed"]) == (1, 1, 0)
+    assert queue["oldest_age_s"] == 2.0
+    assert visible_count(conn, "t1", "q", NOW_MS + 2_000, 10) == 1
+    assert visible_count(conn, "t1", "q", NOW_MS + 31_000, 10) == 2  # its timeout passed
+    apply("ack_messages", BOX | {"receipts": [message["receipt"]]}, ts_ms=NOW_MS + 3_000)
+    assert not has_run_in_flight(conn, "j1") and has_run_in_flight(conn, "j2")
+
+
+def test_a_finished_batch_is_pruned_whole_once_past_the_runs_retention(
+    apply: Applier, db: Database
+) -> None:
+    one_time(apply)
+    add_job(apply, "j2")
+    claim(apply, "claim_batch", jobs=("j1", "j2"))
+    body = BOX | {"max": 2, "visibility_ms": 30_000, "receipts": ["a", "b"]}
+    handed = apply("receive_messages", body)["messages"]
+    receipts = [m["receipt"] for m in handed]
+    apply("ack_messages", BOX | {"receipts": receipts[:1]}, ts_ms=NOW_MS + 1)
+    apply("ack_messages", BOX | {"receipts": receipts[1:]}, ts_ms=NOW_MS + 2)
+    finished = db.conn.execute("SELECT open, ready_at_ms, finished_at_ms FROM batches").fetchone()
+    assert finished == (0, None, NOW_MS + 2)
+    prune(apply, NOW_MS + 2 + 3_600_000)  # not past the hour yet: kept
+    assert db.conn.execute("SELECT COUNT(*) FROM run_keys").fetchone()[0] == 2
+    pruned = prune(apply, NOW_MS + 3 + 3_600_000)["deleted"]
+    assert pruned["runs"] >= 2
+    for table in ("batches", "run_keys"):
+        assert db.conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] == 0, table
+    assert list_runs(db.conn, "j1", before_ms=2**62, limit=10) == []
+
+
+def test_a_run_is_claimed_once_whatever_the_form_of_the_first_claim(
+    apply: Applier, db: Database
+) -> None:
+    setup(apply)  # recurring every minute: a trigger's claim is fenced by its run key only
+    claim_trigger = claim_item(trigger=True, next_ms=None)
+    fields = ClaimRow.__struct_fields__[:-1]
+    apply("trigger_job", {"tenant_id": "t1", "job_id": "j1", "scheduled_at_ms": NOW_MS})
+    body = {"node_id": "n1", "claims": [[claim_trigger[f] for f in fields]]}
+    assert apply("claim_batch", body)["claimed"] == 1
+    assert apply("claim_runs", {"node_id": "n1", "claims": [claim_trigger]})["rejected"] in (
+        {"not_due": 1},
+        {"duplicate_run": 1},
+    )
+    assert len(list_runs(db.conn, "j1", before_ms=2**62, limit=10)) == 1
