@@ -114,7 +114,20 @@ def _setup(log: Log, n: int) -> list[tuple[int, str]]:
     return jobs
 
 
-def _claims(log: Log, jobs: list[tuple[int, str]]) -> Spent:
+CLAIM_FIELDS = (  # ClaimRow's order: claim_batch sends each claim as an array
+    "job_id",
+    "scheduled_at_ms",
+    "fire_at_ms",
+    "partition",
+    "epoch",
+    "version",
+    "is_trigger",
+    "next_run_at_ms",
+    "next_fire_at_ms",
+)
+
+
+def _claims(log: Log, jobs: list[tuple[int, str]], form: str) -> Spent:
     spent = Spent()
     for chunk in _chunks(jobs, CLAIM_BATCH):
         claims = [
@@ -131,7 +144,9 @@ def _claims(log: Log, jobs: list[tuple[int, str]]) -> Spent:
             }
             for partition, job_id in chunk
         ]
-        _, elapsed = log.apply("claim_runs", {"node_id": "n1", "claims": claims}, ts_ms=NOW_MS)
+        if form == "claim_batch":
+            claims = [[c[f] for f in CLAIM_FIELDS] for c in claims]  # type: ignore[misc]
+        _, elapsed = log.apply(form, {"node_id": "n1", "claims": claims}, ts_ms=NOW_MS)
         spent.add(elapsed)
     return spent
 
@@ -169,29 +184,43 @@ def main() -> None:
         action="store_true",
         help="also the batch prototype's SQLite cost for the same spike (proto_batch.py)",
     )
+    parser.add_argument(
+        "--form",
+        choices=("batch", "runs", "both"),
+        default="both",
+        help="claims as claim_batch (log level 4: queue runs in batches), as claim_runs (per "
+        "run, the form before level 4) or both (default)",
+    )
     args = parser.parse_args()
+    forms = {"batch": ["claim_batch"], "runs": ["claim_runs"]}.get(args.form)
+    for form in forms or ["claim_runs", "claim_batch"]:
+        _print_form(args.n, args.repeat, form)
+    if args.proto:
+        _print_proto(args.n, args.repeat)
+
+
+def _print_form(n: int, repeat: int, form: str) -> None:
+    """Apply N runs claimed with `form`, received and acked, `repeat` times; print the best."""
     best: dict[str, tuple[float, float]] = {}
-    for _ in range(args.repeat):
+    for _ in range(repeat):
         with tempfile.TemporaryDirectory(prefix="schedd-bench-apply-") as tmp:
             db = Database(Path(tmp) / "state.db")
             try:
                 log = Log(StateMachine(db))
-                jobs = _setup(log, args.n)
-                claim_s = _claims(log, jobs)
-                receive_s, ack_s, received = _receives_and_acks(log, args.n)
-                assert received == args.n
+                jobs = _setup(log, n)
+                claim_s = _claims(log, jobs, form)
+                receive_s, ack_s, received = _receives_and_acks(log, n)
+                assert received == n
             finally:
                 db.close()
         figures = {"claim": claim_s, "receive": receive_s, "ack": ack_s}
         for name, spent in figures.items():
             wall, cpu = best.get(name, (spent.wall, spent.cpu))
             best[name] = (min(wall, spent.wall), min(cpu, spent.cpu))
-    print(f"apply cost per run, one replica, {args.n:,} runs (best of {args.repeat}):")
+    print(f"apply cost per run, one replica, {n:,} runs, {form} (best of {repeat}):")
     print(f"  {'':<8} {'wall':>8} {'cpu':>8}")
     for name, (wall, cpu) in [*best.items(), ("total", _sums(best.values()))]:
-        print(f"  {name:<8} {wall / args.n * 1e6:5.1f} us {cpu / args.n * 1e6:5.1f} us")
-    if args.proto:
-        _print_proto(args.n, args.repeat)
+        print(f"  {name:<8} {wall / n * 1e6:5.1f} us {cpu / n * 1e6:5.1f} us")
 
 
 def _print_proto(n: int, repeat: int) -> None:

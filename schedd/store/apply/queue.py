@@ -193,7 +193,12 @@ def _by_receipts(
 ) -> list[Message]:
     """The tenant's messages in this queue that the command's receipts hold now (each once)."""
     wanted = {str(r) for r in cmd.body.receipts}
-    ids = sorted({r.partition(".")[2] for r in wanted} - {""})
+    # A batch's receipt names no message ("<nonce>.~<batch>.<slot>": no msg_id starts so).
+    ids = sorted(
+        {i for r in wanted if (i := r.partition(".")[2]) and not i.startswith(batches.RECEIPT_MARK)}
+    )
+    if not ids:
+        return []
     marks = ",".join("?" * len(ids))
     rows = tx.execute(
         # "+": look messages up by key, not by the tenant's (possibly huge) queue index

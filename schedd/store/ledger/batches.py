@@ -22,7 +22,6 @@ import sqlite3
 import sys
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
-from typing import NamedTuple
 
 import msgspec
 
@@ -35,8 +34,9 @@ _OPEN = (READY, HELD)  # slots still in the batch
 RECEIPT_MARK = "~"  # "<nonce>.~<batch_id>.<slot>": never the first character of a msg_id
 
 
-class BatchRun(NamedTuple):
-    """One run of a batch as its claim wrote it (payload and retry: the job's JSON texts)."""
+class BatchRun(msgspec.Struct, frozen=True, array_like=True):
+    """One run of a batch as its claim wrote it (payload and retry: the job's JSON texts),
+    stored as an array in the batch's msgpack `runs` column."""
 
     job_id: str
     scheduled_at_ms: int
@@ -45,7 +45,8 @@ class BatchRun(NamedTuple):
     retry: str
 
 
-_RUNS_DECODER = msgspec.msgpack.Decoder(list[tuple[str, int, int, str, str]])
+_RUNS_DECODER = msgspec.msgpack.Decoder(list[BatchRun])
+_KEYS_DECODER = msgspec.msgpack.Decoder(list[tuple[str, int, int, str, str]])
 _ENCODE = msgspec.msgpack.encode
 COLUMNS = "batch_id, tenant_id, queue, claimed_at_ms, runs, slots, times, open"
 
@@ -107,7 +108,7 @@ class Batch:
     @property
     def runs(self) -> list[BatchRun]:
         if self._runs is None:
-            self._runs = [BatchRun._make(r) for r in _RUNS_DECODER.decode(self._runs_blob)]
+            self._runs = _RUNS_DECODER.decode(self._runs_blob)
         return self._runs
 
     def visible_at(self, slot: int) -> int:
@@ -259,7 +260,7 @@ def load(tx: sqlite3.Connection, batch_ids: Iterable[int]) -> dict[int, Batch]:
 
 def run_keys(runs: bytes) -> list[tuple[str, int]]:
     """(job_id, scheduled_at_ms) of every run of a batch's `runs` column."""
-    return [(job_id, at_ms) for job_id, at_ms, *_ in _RUNS_DECODER.decode(runs)]
+    return [(job_id, at_ms) for job_id, at_ms, *_ in _KEYS_DECODER.decode(runs)]
 
 
 def receipt(nonce: str, batch_id: int, slot: int) -> str:
