@@ -130,7 +130,7 @@ def expire_batch_slots(
     ).fetchall():
         if expired >= most:
             break
-        batch = batches.Batch(*row)
+        batch = batches.Batch(*row, conn=tx)
         for slot in list(batch.eligible(cutoff_ms - 1)):
             message = _spilled(tx, batch, slot, None, cmd.ts_ms)
             expire_message(tx, cmd, message, tenant_id=tenant_id, queue=batch.queue, error=error)

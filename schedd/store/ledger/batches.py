@@ -48,7 +48,8 @@ class BatchRun(msgspec.Struct, frozen=True, array_like=True):
 _RUNS_DECODER = msgspec.msgpack.Decoder(list[BatchRun])
 _KEYS_DECODER = msgspec.msgpack.Decoder(list[tuple[str, int, int, str, str]])
 _ENCODE = msgspec.msgpack.encode
-COLUMNS = "batch_id, tenant_id, queue, claimed_at_ms, runs, slots, times, open"
+# The runs column (tens of kilobytes a batch) is read only when a run's fields are needed.
+COLUMNS = "batch_id, tenant_id, queue, claimed_at_ms, slots, times, open"
 
 
 def _times_from(blob: bytes) -> array[int]:
@@ -71,8 +72,8 @@ class Batch:
     """A batch row read for change: its slots and times are mutable, `save` writes them."""
 
     __slots__ = (
+        "_conn",
         "_runs",
-        "_runs_blob",
         "batch_id",
         "claimed_at_ms",
         "n",
@@ -89,16 +90,17 @@ class Batch:
         tenant_id: str,
         queue: str,
         claimed_at_ms: int,
-        runs: bytes,
         slots: bytes,
         times: bytes,
         open_: int,
+        *,
+        conn: sqlite3.Connection,
     ) -> None:
         self.batch_id = batch_id
         self.tenant_id = tenant_id
         self.queue = queue
         self.claimed_at_ms = claimed_at_ms
-        self._runs_blob = runs
+        self._conn = conn
         self._runs: list[BatchRun] | None = None
         self.slots = bytearray(slots)
         self.n = len(self.slots)
@@ -108,7 +110,10 @@ class Batch:
     @property
     def runs(self) -> list[BatchRun]:
         if self._runs is None:
-            self._runs = _RUNS_DECODER.decode(self._runs_blob)
+            (blob,) = self._conn.execute(
+                "SELECT runs FROM batches WHERE batch_id = ?", (self.batch_id,)
+            ).fetchone()
+            self._runs = _RUNS_DECODER.decode(blob)
         return self._runs
 
     def visible_at(self, slot: int) -> int:
@@ -225,7 +230,7 @@ def ready_batches(
         "AND queue = ? AND ready_at_ms <= ? ORDER BY ready_at_ms, batch_id",
         (tenant_id, queue, now_ms),
     ):
-        batch = Batch(*row)
+        batch = Batch(*row, conn=tx)
         found.append(batch)
         eligible += sum(1 for _ in batch.eligible(now_ms))
         if eligible >= want:
@@ -245,8 +250,8 @@ def open_batches(
     if queue is not None:
         sql += " AND queue = ?"
         args.append(queue)
-    for row in conn.execute(sql, args):
-        yield Batch(*row)
+    for row in conn.execute(sql, args).fetchall():
+        yield Batch(*row, conn=conn)
 
 
 def load(tx: sqlite3.Connection, batch_ids: Iterable[int]) -> dict[int, Batch]:
@@ -255,7 +260,7 @@ def load(tx: sqlite3.Connection, batch_ids: Iterable[int]) -> dict[int, Batch]:
         return {}
     marks = ",".join("?" * len(ids))
     rows = tx.execute(f"SELECT {COLUMNS} FROM batches WHERE batch_id IN ({marks})", ids)
-    return {row[0]: Batch(*row) for row in rows}
+    return {row[0]: Batch(*row, conn=tx) for row in rows}
 
 
 def run_keys(runs: bytes) -> list[tuple[str, int]]:
