@@ -1,5 +1,6 @@
 """The delivery ledger: the one place that writes delivery state (runs, queue messages, outbox
-rows, attempts, dead letters) for the claim, the queue, HTTP outcomes, redrive and retention.
+rows, attempts, dead letters, and the batches of queue runs: `batches.py`) for the claim, the
+queue, HTTP outcomes, redrive and retention.
 
 Functions take the apply transaction and typed rows (`rows.py`); they decide nothing (no clock,
 no policy: the caller passes the times `retry.retry_delay_ms` chose) and keep the statements,
