@@ -403,3 +403,36 @@ def test_an_offer_below_the_read_line_is_kept_after_the_clock_steps_back(
     cluster.now = start + 59_000
     cluster.run_until(start + 59_950, step_ms=50)  # it fires before the next full read
     assert cluster.runs("edge") == [(format_instant(run_at), "dispatched")]
+
+
+def test_claims_go_into_batches_only_once_no_member_lags_level_4(
+    cluster: Cluster, db: Database
+) -> None:
+    start = ms("2026-06-01T00:00:00Z")
+    cluster.now = start
+    proposed: list[LogCommand] = []
+    submit = cluster.submit
+
+    def recording(cmd: LogCommand) -> Future[dict[str, Any]]:
+        proposed.append(cmd)
+        return submit(cmd)
+
+    lagging = ["n2"]
+    cluster.dispatcher = Dispatcher(
+        "n1",
+        PARTITIONS,
+        lambda: connect(db.path, readonly=True),
+        recording,
+        lagging=lambda level: lagging if level >= 4 else [],
+    )
+    for i in range(4):
+        cluster.add_job(f"job_{i}", {"schedule": {"every": "1m"}}, start)
+    cluster.run_until(start + 60_000 + 500)
+    lagging.clear()  # n2 reports level 4
+    cluster.run_until(start + 2 * 60_000 + 500)
+    claims = [cmd for cmd in proposed if cmd.TYPE in ("claim_runs", "claim_batch")]
+    assert {cmd.TYPE for cmd in claims[:1]} == {"claim_runs"}
+    assert claims[-1].TYPE == "claim_batch"
+    assert [len(cluster.runs(f"job_{i}")) for i in range(4)] == [2, 2, 2, 2]
+    assert db.conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 4  # the first minute's
+    assert db.conn.execute("SELECT COUNT(*) FROM run_keys").fetchone()[0] == 4  # the second's
