@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import json
 import math
+import os
 import shutil
 import socket
 import subprocess
@@ -86,14 +87,24 @@ def ratios(rows: list[dict[str, Any]]) -> None:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    head = ("system", "N", "create/s", "x bullmq", "drain s", "x bullmq", "lost", "twice")
-    head += ("early", "peak RSS MB")
+    head: tuple[str, ...] = (
+        "system",
+        "N",
+        "create/s",
+        "x bullmq",
+        "drain s",
+        "x bullmq",
+        "lost",
+        "twice",
+    )
+    head += ("early", "peak RSS MB", "node CPU us/run")
     lines = [" | ".join(head)]
     for r in rows:
         drain = "timeout" if r["timed_out"] else r["drain_s"]
         cells = [r["system"], f"{r['n']:,}", f"{r['create_rate']:,.0f}", r["create_rate_ratio"]]
         cells += [drain, r["drain_s_ratio"], r["lost"], r["twice"], r["early"]]
         cells += ["/".join(map(str, r["peak_rss_mb"])) if r.get("peak_rss_mb") else None]
+        cells += [r.get("node_cpu_us")]
         lines.append(" | ".join("-" if c is None else str(c) for c in cells))
     return "\n".join(lines)
 
@@ -210,8 +221,8 @@ def row(
 
 
 async def spike_schedd(
-    urls: list[str], token: str, n: int, lead_s: float | None, timeout_s: float
-) -> tuple[float, float, float, list[str], list[Delivery], bool]:
+    urls: list[str], token: str, n: int, lead_s: float | None, timeout_s: float, pids: list[int]
+) -> tuple[float, float, float, list[str], list[Delivery], bool, dict[str, float]]:
     async with client.session(token) as s:
         later = format_instant((int(time.time()) + 3600) * 1000)  # calibration: due in an hour
         start = time.time()
@@ -227,9 +238,23 @@ async def spike_schedd(
         print(f"schedd: {n:,} created in {create_s:.1f} s, due in {due_s - time.time():.1f} s")
         await asyncio.sleep(max(0.0, due_s - time.time() - 1))
         stop_at = time.monotonic() + (due_s - time.time()) + timeout_s
+        nodes_before, consumer_before = cpu_s(pids), time.process_time()
         received, timed_out = await client.receive_all(s, urls, "spike", len(created), stop_at)
+        cpu = {  # microseconds of CPU per run through the drain: all nodes, and the consumer
+            "node_cpu_us": round((cpu_s(pids) - nodes_before) / n * 1e6, 1),
+            "consumer_cpu_us": round((time.process_time() - consumer_before) / n * 1e6, 1),
+        }
     deliveries = [(m["idempotency_key"], at) for m, at in received]
-    return due_s, create_s, due_s - start - create_s, created, deliveries, timed_out
+    return due_s, create_s, due_s - start - create_s, created, deliveries, timed_out, cpu
+
+
+def cpu_s(pids: list[int]) -> float:
+    """CPU seconds (user and system) the processes have used so far (/proc/<pid>/stat)."""
+    total = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime: fields 14 and 15 of stat
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def job(run_at: str, queue: str) -> dict[str, Any]:
@@ -245,12 +270,17 @@ def run_schedd(nodes: int, n: int, lead_s: float | None, timeout_s: float) -> di
         tenant = {"name": "bench", "max_active_jobs": 10_000_000, "dispatch_rate": 0}
         status, body, _ = http("POST", f"{urls[0]}/v1/tenants", tenant)
         assert status == 201, body
-        result = asyncio.run(spike_schedd(urls, body["token"], n, lead_s, timeout_s))
-        peak_rss = peak_rss_mb([node.process.pid for node in cluster if node.process is not None])
-    due_s, create_s, lead, created, deliveries, timed_out = result
-    summary = summarize(deliveries, set(created), due_s)
+        pids = [node.process.pid for node in cluster if node.process is not None]
+        result = asyncio.run(spike_schedd(urls, body["token"], n, lead_s, timeout_s, pids))
+        peak_rss = peak_rss_mb(pids)
+    due_s, create_s, lead, created, deliveries, timed_out, cpu = result
+    summary = summarize(deliveries, set(created), due_s) | cpu
     summary["peak_rss_mb"] = peak_rss
-    print(f"schedd{nodes}: peak RSS per node {summary['peak_rss_mb']} MB", flush=True)
+    print(
+        f"schedd{nodes}: peak RSS per node {summary['peak_rss_mb']} MB; CPU per run through "
+        f"the drain: nodes {cpu['node_cpu_us']} us, consumer {cpu['consumer_cpu_us']} us",
+        flush=True,
+    )
     return row(f"schedd{nodes}", n, create_s, lead, timed_out, summary)
 
 

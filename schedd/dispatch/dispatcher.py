@@ -234,7 +234,21 @@ class Dispatcher(Loop):
         """claim_batch once every member applies it (level 4), claim_runs until then."""
         if self._lagging(ClaimBatch.LEVEL):
             return ClaimRuns(node_id=self.node_id, claims=tuple(claims))
-        rows = tuple(ClaimRow(*(getattr(c, f) for f in ClaimRow.__struct_fields__)) for c in claims)
+        rows = tuple(
+            ClaimRow(
+                c.job_id,
+                c.scheduled_at_ms,
+                c.fire_at_ms,
+                c.partition,
+                c.epoch,
+                c.version,
+                c.is_trigger,
+                c.next_run_at_ms,
+                c.next_fire_at_ms,
+                c.skip,
+            )
+            for c in claims
+        )
         return ClaimBatch(node_id=self.node_id, claims=rows)
 
     def _plan_batch(

@@ -6,9 +6,10 @@ the run is still due, and (for scheduled runs) the job is active at the version 
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections import Counter
+
+import msgspec
 
 from schedd.model import JobStatus
 from schedd.store import ledger
@@ -102,6 +103,8 @@ def _leases(tx: sqlite3.Connection, partitions: set[int]) -> dict[int, tuple[str
     return {partition: (node, epoch, expires) for partition, node, epoch, expires in rows}
 
 
+_JSON = msgspec.json.Encoder()
+
 # Every claim of a round with what the database holds for it: its due row, job and run.
 _CLAIM_STATE = """
 WITH c AS (
@@ -131,9 +134,10 @@ def _claim_round(
     rejected: Counter[str],
     fed: set[Event],
 ) -> int:
-    keys = json.dumps([[c.job_id, c.scheduled_at_ms, c.fire_at_ms, c.partition] for c in claims])
+    keys = _JSON.encode([[c.job_id, c.scheduled_at_ms, c.fire_at_ms, c.partition] for c in claims])
     accepted: list[tuple[AnyClaim, str, ledger.JobDelivery]] = []  # claim, tenant, what to deliver
-    for seq, is_due, tenant_id, spec, status, version, has_run in tx.execute(_CLAIM_STATE, (keys,)):
+    rows = tx.execute(_CLAIM_STATE, (keys.decode(),))
+    for seq, is_due, tenant_id, spec, status, version, has_run in rows:
         claim = claims[seq]
         reason = _refusal(cmd, claim, leases.get(claim.partition), is_due, status, version)
         if reason is None and has_run:
