@@ -25,9 +25,24 @@ _COUNTS = {
     "messages": "SELECT 1 FROM messages INDEXED BY messages_ready",
     "audit": "SELECT 1 FROM audit",
 }
+# Runs kept in batches (store/ledger/batches.py), counted from each batch's slot bytes: done
+# ones of finished batches are runs, ready or held ones are messages (a spilled run is counted
+# by its own rows above).
+_BATCH_COUNTS = {
+    "runs": (
+        "SELECT slots FROM batches INDEXED BY batches_finished WHERE finished_at_ms IS NOT NULL",
+        (ord("d"),),
+    ),
+    "messages": (
+        "SELECT slots FROM batches INDEXED BY batches_ready WHERE ready_at_ms IS NOT NULL",
+        (ord("r"), ord("h")),
+    ),
+}
 _OLDEST_PER_TENANT = {
-    "runs": "SELECT MIN(finished_at_ms) FROM runs INDEXED BY runs_finished "
-    "WHERE tenant_id = ? AND finished_at_ms IS NOT NULL",
+    "runs": "SELECT MIN(m) FROM (SELECT MIN(finished_at_ms) AS m FROM runs INDEXED BY "
+    "runs_finished WHERE tenant_id = ?1 AND finished_at_ms IS NOT NULL UNION ALL "
+    "SELECT MIN(finished_at_ms) FROM batches INDEXED BY batches_finished "
+    "WHERE tenant_id = ?1 AND finished_at_ms IS NOT NULL)",
     "jobs": "SELECT MIN(updated_at_ms) FROM jobs INDEXED BY jobs_finished "
     "WHERE tenant_id = ? AND status IN ('completed', 'cancelled')",
     "deadletters": "SELECT MIN(created_at_ms) FROM deadletters INDEXED BY deadletters_by_age "
@@ -85,6 +100,12 @@ def _kind(conn: sqlite3.Connection, kind: str, tenants: list[str], count_rows: b
         if count_rows
         else 0
     )
+    if count_rows and kind in _BATCH_COUNTS:
+        sql, states = _BATCH_COUNTS[kind]
+        for (slots,) in conn.execute(sql):
+            if rows > ROW_COUNT_CAP:
+                break
+            rows += sum(slots.count(state) for state in states)
     if kind == "audit":
         first = conn.execute("SELECT at_ms FROM audit ORDER BY seq LIMIT 1").fetchone()
         oldest = [None if first is None else first[0]]
@@ -97,6 +118,13 @@ def _kind(conn: sqlite3.Connection, kind: str, tenants: list[str], count_rows: b
             ).fetchone()[0]
             for tenant in tenants
             for queue in tenant_queues(conn, tenant)
+        ] + [
+            conn.execute(
+                "SELECT MIN(ready_at_ms) FROM batches INDEXED BY batches_ready "
+                "WHERE tenant_id = ? AND ready_at_ms IS NOT NULL",
+                (tenant,),
+            ).fetchone()[0]
+            for tenant in tenants
         ]
     else:
         oldest = [conn.execute(_OLDEST_PER_TENANT[kind], (t,)).fetchone()[0] for t in tenants]

@@ -19,9 +19,11 @@ from schedd.store.apply.machine import StateMachine
 from schedd.store.commands import ClaimRow
 from schedd.store.db import Database
 from schedd.store.dispatch_reads import has_run_in_flight
+from schedd.store.gauges import queue_counts
 from schedd.store.ledger import batches
 from schedd.store.queries import list_runs
 from schedd.store.queue_reads import queue_summaries, visible_count
+from schedd.store.retained import retained
 from tests.conftest import NOW_MS, Applier
 from tests.unit.test_store_dispatch import claim_item, setup, spec
 from tests.unit.test_store_retention import prune
@@ -247,3 +249,26 @@ def test_a_run_is_claimed_once_whatever_the_form_of_the_first_claim(
         {"duplicate_run": 1},
     )
     assert len(list_runs(db.conn, "j1", before_ms=2**62, limit=10)) == 1
+
+
+def test_retention_status_and_gauges_count_batch_runs(apply: Applier, db: Database) -> None:
+    one_time(apply)
+    add_job(apply, "j2")
+    claim(apply, "claim_batch", jobs=("j1", "j2"))
+    kinds = {k.kind: k for k in retained(db.conn)}
+    assert (kinds["messages"].rows, kinds["messages"].oldest_ms) == (2, NOW_MS)
+    assert (kinds["runs"].rows, kinds["runs"].oldest_ms) == (0, None)
+    assert queue_counts(db.conn, NOW_MS)["q"] == {
+        "ready": 2,
+        "in_flight": 0,
+        "delayed": 0,
+        "dead": 0,
+    }
+    body = BOX | {"max": 2, "visibility_ms": 30_000, "receipts": ["a", "b"]}
+    receipts = [m["receipt"] for m in apply("receive_messages", body)["messages"]]
+    counts = queue_counts(db.conn, NOW_MS + 1)["q"]
+    assert counts == {"ready": 0, "in_flight": 2, "delayed": 0, "dead": 0}
+    apply("ack_messages", BOX | {"receipts": receipts}, ts_ms=NOW_MS + 5)
+    kinds = {k.kind: k for k in retained(db.conn)}
+    assert (kinds["messages"].rows, kinds["messages"].oldest_ms) == (0, None)
+    assert (kinds["runs"].rows, kinds["runs"].oldest_ms) == (2, NOW_MS + 5)
