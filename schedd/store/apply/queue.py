@@ -120,8 +120,8 @@ def expire_batch_slots(
     tx: sqlite3.Connection, cmd: Command[Any], tenant_id: str, cutoff_ms: int, error: str, most: int
 ) -> int:
     """Retention: batch runs visible since before the cutoff and not received since (or held
-    past their deadline) become dead letters the per-run way; returns how many, at most `most`
-    (a whole batch's worth is never split when it is the first)."""
+    past their deadline) become dead letters the per-run way; returns how many. A batch is
+    never split: the batch that reaches `most` is the last."""
     expired = 0
     for row in tx.execute(
         f"SELECT {batches.COLUMNS} FROM batches INDEXED BY batches_ready WHERE tenant_id = ? "
