@@ -49,13 +49,16 @@ def test_ratios_are_to_bullmq_and_the_table_shows_them() -> None:
     rows = [row("bullmq", 15.0, 10_000.0), row("schedd3", 60.0, 2_500.0), row("schedd1", None, 1)]
     rows[2]["timed_out"] = True
     rows[1]["peak_rss_mb"] = [210, 198, 205]
+    rows[1]["node_cpu_us"] = 346.2
     ratios(rows)
     assert (rows[0]["drain_s_ratio"], rows[0]["create_rate_ratio"]) == (1.0, 1.0)
     assert (rows[1]["drain_s_ratio"], rows[1]["create_rate_ratio"]) == (4.0, 0.25)
     assert rows[2]["drain_s_ratio"] is None
     lines = table(rows).splitlines()
-    assert lines[1].endswith("| 0 | 0 | 0 | -")  # BullMQ: no node processes sampled
-    assert lines[2] == "schedd3 | 100,000 | 2,500 | 0.25 | 60.0 | 4.0 | 0 | 0 | 0 | 210/198/205"
+    assert lines[1].endswith("| 0 | 0 | 0 | - | -")  # BullMQ: no node processes sampled
+    assert lines[2] == (
+        "schedd3 | 100,000 | 2,500 | 0.25 | 60.0 | 4.0 | 0 | 0 | 0 | 210/198/205 | 346.2"
+    )
     assert lines[3].split(" | ")[4] == "timeout"
 
 
