@@ -8,6 +8,7 @@ read-only queries over indexes, capped where a count could be large.
 
 from __future__ import annotations
 
+import collections
 import logging
 import sqlite3
 import time
@@ -84,19 +85,40 @@ def record_claims(result: Mapping[str, Any], fire_at_ms: Iterable[int], committe
     _CLAIMED.inc(int(result.get("claimed", 0)))
     for reason, count in result.get("rejected", {}).items():
         CLAIMS.labels(result=reason).inc(int(count))
-    for fire_at in fire_at_ms:
-        CLAIM_LAG.observe(max(committed_ms - fire_at, 0) / 1000)
+    lags = collections.Counter(max(committed_ms - fire_at, 0) for fire_at in fire_at_ms)
+    for lag_ms, count in lags.items():
+        observe_many(CLAIM_LAG, lag_ms / 1000, count)
 
 
-def record_delivery(target: str, attempt: int, scheduled_at_ms: int, at_ms: int) -> None:
-    """One delivery attempt handed out: the first one's lag, or a retry counted (a kind this
-    version does not know is not observed)."""
+def observe_many(histogram: Histogram, amount: float, count: int) -> None:
+    """`histogram.observe(amount)` `count` times, in one step where this prometheus_client's
+    Histogram keeps the fields it has kept since 0.4 (a spike's claims and receives share a few
+    lags: one observe a run was about 5 us); else by calling observe `count` times."""
+    buckets = getattr(histogram, "_buckets", None)
+    bounds = getattr(histogram, "_upper_bounds", None)
+    total = getattr(histogram, "_sum", None)
+    if count == 1 or buckets is None or bounds is None or total is None:
+        for _ in range(count):
+            histogram.observe(amount)
+        return
+    total.inc(amount * count)
+    for i, bound in enumerate(bounds):
+        if amount <= bound:
+            buckets[i].inc(count)
+            break
+
+
+def record_delivery(
+    target: str, attempt: int, scheduled_at_ms: int, at_ms: int, count: int = 1
+) -> None:
+    """Delivery attempts handed out (`count` alike): the first one's lag, or a retry counted (a
+    kind this version does not know is not observed)."""
     if target not in _LAG_BY_TARGET:
         return
     if attempt <= 1:
-        _LAG_BY_TARGET[target].observe(max(at_ms - scheduled_at_ms, 0) / 1000)
+        observe_many(_LAG_BY_TARGET[target], max(at_ms - scheduled_at_ms, 0) / 1000, count)
     else:
-        _RETRIES_BY_TARGET[target].inc()
+        _RETRIES_BY_TARGET[target].inc(count)
 
 
 def exposition(node_registry: CollectorRegistry | None) -> bytes:

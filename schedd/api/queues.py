@@ -13,6 +13,7 @@ import re
 import secrets
 import sqlite3
 import time
+from collections import Counter
 from typing import Any
 
 from aiohttp import web
@@ -135,10 +136,13 @@ async def _poll(
                 messages = (await propose(ctx, command))["messages"]
             metrics.RECEIVES.labels("messages" if messages else "empty").inc()
             received_ms = ctx.clock_ms()
+            alike: Counter[tuple[int, str]] = Counter()  # a spike's messages share a few
             for message in messages:
                 message["payload"] = ctx.payload_keys.open(message["payload"])
-                scheduled_ms = parse_instant(message["scheduled_at"], field="scheduled_at")
-                metrics.record_delivery("queue", message["attempt"], scheduled_ms, received_ms)
+                alike[(message["attempt"], message["scheduled_at"])] += 1
+            for (attempt, scheduled_at), count in alike.items():
+                scheduled_ms = parse_instant(scheduled_at, field="scheduled_at")
+                metrics.record_delivery("queue", attempt, scheduled_ms, received_ms, count)
             if messages:
                 return json_response({"messages": messages})
         remaining = deadline - time.monotonic()
