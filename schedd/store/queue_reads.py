@@ -53,7 +53,9 @@ def queue_summaries(conn: sqlite3.Connection, tenant_id: str, now_ms: int) -> li
         queue["ready"] += ready
         queue["in_flight"] += in_flight
         queue["delayed"] += delayed
-        oldest = min(batch.runs[s].scheduled_at_ms for s in batch.open_slots())
+        oldest = batches.oldest_open_run_ms(conn, batch)
+        if oldest is None:
+            continue
         age_s = max(now_ms - oldest, 0) / 1000
         if queue["oldest_age_s"] is None or age_s > queue["oldest_age_s"]:
             queue["oldest_age_s"] = age_s

@@ -46,7 +46,16 @@ class BatchRun(msgspec.Struct, frozen=True, array_like=True):
 
 
 _RUNS_DECODER = msgspec.msgpack.Decoder(list[BatchRun])
-_KEYS_DECODER = msgspec.msgpack.Decoder(list[tuple[str, int, int, str, str]])
+
+
+class _RunKey(msgspec.Struct, frozen=True, array_like=True):
+    """The first two fields of a BatchRun: msgspec skips the rest of each array unbuilt."""
+
+    job_id: str
+    scheduled_at_ms: int
+
+
+_KEYS_DECODER = msgspec.msgpack.Decoder(list[_RunKey])
 _ENCODE = msgspec.msgpack.encode
 # The runs column (tens of kilobytes a batch) is read only when a run's fields are needed.
 COLUMNS = "batch_id, tenant_id, queue, claimed_at_ms, slots, times, open"
@@ -265,7 +274,20 @@ def load(tx: sqlite3.Connection, batch_ids: Iterable[int]) -> dict[int, Batch]:
 
 def run_keys(runs: bytes) -> list[tuple[str, int]]:
     """(job_id, scheduled_at_ms) of every run of a batch's `runs` column."""
-    return [(job_id, at_ms) for job_id, at_ms, *_ in _KEYS_DECODER.decode(runs)]
+    return [(key.job_id, key.scheduled_at_ms) for key in _KEYS_DECODER.decode(runs)]
+
+
+def oldest_open_run_ms(conn: sqlite3.Connection, batch: Batch) -> int | None:
+    """The earliest scheduled time among the batch's runs still in it (ready or held), reading
+    only the runs' keys, not their payloads."""
+    open_slots = batch.open_slots()
+    if not open_slots:
+        return None
+    (blob,) = conn.execute(
+        "SELECT runs FROM batches WHERE batch_id = ?", (batch.batch_id,)
+    ).fetchone()
+    keys = _KEYS_DECODER.decode(blob)
+    return min(keys[slot].scheduled_at_ms for slot in open_slots)
 
 
 def receipt(nonce: str, batch_id: int, slot: int) -> str:
