@@ -13,14 +13,17 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from typing import Any
 
+import msgspec
+
 from schedd import metrics
 from schedd.admission import TenantBuckets
 from schedd.dispatch.plan import Claim, Hold, PlanJob, plan_run
 from schedd.errors import ClusterUnavailable
 from schedd.loop import Loop
 from schedd.model import partition_of
-from schedd.store.commands import Claim as ClaimItem
-from schedd.store.commands import ClaimBatch, ClaimRow, ClaimRuns, LogCommand
+from schedd.store.commands import Claim as ClaimObject
+from schedd.store.commands import ClaimBatch, ClaimRuns, LogCommand
+from schedd.store.commands import ClaimRow as ClaimItem
 from schedd.store.dispatch_reads import (
     DueRun,
     JobRow,
@@ -231,25 +234,12 @@ class Dispatcher(Loop):
             self._settle(*in_flight.popleft(), now_ms)
 
     def _command(self, claims: list[ClaimItem]) -> ClaimRuns | ClaimBatch:
-        """claim_batch once every member applies it (level 4), claim_runs until then."""
+        """claim_batch once every member applies it (level 4), claim_runs until then (the
+        same claims as objects: a rolling upgrade's few seconds, so converted here)."""
         if self._lagging(ClaimBatch.LEVEL):
-            return ClaimRuns(node_id=self.node_id, claims=tuple(claims))
-        rows = tuple(
-            ClaimRow(
-                c.job_id,
-                c.scheduled_at_ms,
-                c.fire_at_ms,
-                c.partition,
-                c.epoch,
-                c.version,
-                c.is_trigger,
-                c.next_run_at_ms,
-                c.next_fire_at_ms,
-                c.skip,
-            )
-            for c in claims
-        )
-        return ClaimBatch(node_id=self.node_id, claims=rows)
+            as_objects = tuple(ClaimObject(**msgspec.structs.asdict(c)) for c in claims)
+            return ClaimRuns(node_id=self.node_id, claims=as_objects)
+        return ClaimBatch(node_id=self.node_id, claims=tuple(claims))
 
     def _plan_batch(
         self, conn: sqlite3.Connection, due: list[DueRun], now_ms: int

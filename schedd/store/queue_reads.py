@@ -53,7 +53,7 @@ def queue_summaries(conn: sqlite3.Connection, tenant_id: str, now_ms: int) -> li
         queue["ready"] += ready
         queue["in_flight"] += in_flight
         queue["delayed"] += delayed
-        oldest = batches.oldest_open_run_ms(conn, batch)
+        oldest = batch.oldest_open_run_ms()
         if oldest is None:
             continue
         age_s = max(now_ms - oldest, 0) / 1000

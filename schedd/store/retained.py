@@ -12,6 +12,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from schedd.storage import DiskWatch, file_sizes
+from schedd.store.ledger import batches
 
 ROW_COUNT_CAP = 100_000  # counting walks an index (~1 us a row): past this, "at least"
 
@@ -31,11 +32,11 @@ _COUNTS = {
 _BATCH_COUNTS = {
     "runs": (
         "SELECT slots FROM batches INDEXED BY batches_finished WHERE finished_at_ms IS NOT NULL",
-        (ord("d"),),
+        (batches.DONE,),
     ),
     "messages": (
         "SELECT slots FROM batches INDEXED BY batches_ready WHERE ready_at_ms IS NOT NULL",
-        (ord("r"), ord("h")),
+        (batches.READY, batches.HELD),
     ),
 }
 _OLDEST_PER_TENANT = {

@@ -19,11 +19,9 @@ from schedd.store.apply.machine import StateMachine
 from schedd.store.commands import ClaimRow
 from schedd.store.db import Database
 from schedd.store.dispatch_reads import has_run_in_flight
-from schedd.store.gauges import queue_counts
 from schedd.store.ledger import batches
 from schedd.store.queries import list_runs
 from schedd.store.queue_reads import queue_summaries, visible_count
-from schedd.store.retained import retained
 from tests.conftest import NOW_MS, Applier
 from tests.unit.test_store_dispatch import claim_item, setup, spec
 from tests.unit.test_store_retention import prune
@@ -235,40 +233,18 @@ def test_a_finished_batch_is_pruned_whole_once_past_the_runs_retention(
     assert list_runs(db.conn, "j1", before_ms=2**62, limit=10) == []
 
 
-def test_a_run_is_claimed_once_whatever_the_form_of_the_first_claim(
-    apply: Applier, db: Database
-) -> None:
-    setup(apply)  # recurring every minute: a trigger's claim is fenced by its run key only
-    claim_trigger = claim_item(trigger=True, next_ms=None)
-    fields = ClaimRow.__struct_fields__[:-1]
-    apply("trigger_job", {"tenant_id": "t1", "job_id": "j1", "scheduled_at_ms": NOW_MS})
-    body = {"node_id": "n1", "claims": [[claim_trigger[f] for f in fields]]}
+def test_a_trigger_run_in_a_batch_is_never_claimed_again(apply: Applier, db: Database) -> None:
+    """Fence 6 (`duplicate_run`) for a run that lives in a batch: its run_keys row. The same
+    trigger asked twice puts the due row back, so only the run key refuses the second claim."""
+    setup(apply)  # recurring every minute: a trigger's claim is checked by neither version
+    trigger = {"tenant_id": "t1", "job_id": "j1", "scheduled_at_ms": NOW_MS + 7}
+    item = claim_item(trigger=True, next_ms=None, run_ms=NOW_MS + 7)
+    body = {"node_id": "n1", "claims": [[item[f] for f in ClaimRow.__struct_fields__[:-1]]]}
+    apply("trigger_job", trigger)
     assert apply("claim_batch", body)["claimed"] == 1
-    assert apply("claim_runs", {"node_id": "n1", "claims": [claim_trigger]})["rejected"] in (
-        {"not_due": 1},
-        {"duplicate_run": 1},
-    )
-    assert len(list_runs(db.conn, "j1", before_ms=2**62, limit=10)) == 1
-
-
-def test_retention_status_and_gauges_count_batch_runs(apply: Applier, db: Database) -> None:
-    one_time(apply)
-    add_job(apply, "j2")
-    claim(apply, "claim_batch", jobs=("j1", "j2"))
-    kinds = {k.kind: k for k in retained(db.conn)}
-    assert (kinds["messages"].rows, kinds["messages"].oldest_ms) == (2, NOW_MS)
-    assert (kinds["runs"].rows, kinds["runs"].oldest_ms) == (0, None)
-    assert queue_counts(db.conn, NOW_MS)["q"] == {
-        "ready": 2,
-        "in_flight": 0,
-        "delayed": 0,
-        "dead": 0,
+    apply("trigger_job", trigger)  # the due row again, for a run that exists
+    assert apply("claim_batch", body)["rejected"] == {"duplicate_run": 1}
+    assert apply("claim_runs", {"node_id": "n1", "claims": [item]})["rejected"] == {
+        "duplicate_run": 1
     }
-    body = BOX | {"max": 2, "visibility_ms": 30_000, "receipts": ["a", "b"]}
-    receipts = [m["receipt"] for m in apply("receive_messages", body)["messages"]]
-    counts = queue_counts(db.conn, NOW_MS + 1)["q"]
-    assert counts == {"ready": 0, "in_flight": 2, "delayed": 0, "dead": 0}
-    apply("ack_messages", BOX | {"receipts": receipts}, ts_ms=NOW_MS + 5)
-    kinds = {k.kind: k for k in retained(db.conn)}
-    assert (kinds["messages"].rows, kinds["messages"].oldest_ms) == (0, None)
-    assert (kinds["runs"].rows, kinds["runs"].oldest_ms) == (2, NOW_MS + 5)
+    assert len(list_runs(db.conn, "j1", before_ms=2**62, limit=10)) == 1

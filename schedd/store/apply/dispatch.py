@@ -200,11 +200,11 @@ def _record_runs(
             for c, _, _ in accepted
         ],
     )
-    if isinstance(cmd.body, ClaimBatch):
-        _write_batches(tx, now, accepted)
-        per_run = [a for a in accepted if a[0].skip or a[2].kind not in ledger.PULLED_KINDS]
-    else:
-        per_run = accepted
+    per_run = accepted
+    if isinstance(cmd.body, ClaimBatch):  # queue runs delivered go into batches
+        in_batch = [not c.skip and job.kind in ledger.PULLED_KINDS for c, _, job in accepted]
+        _write_batches(tx, now, [a for a, b in zip(accepted, in_batch, strict=True) if b])
+        per_run = [a for a, b in zip(accepted, in_batch, strict=True) if not b]
     runs = [
         # By position (job, run, tenant, fire time, skip reason): thousands a second.
         ledger.NewRun(c.job_id, c.scheduled_at_ms, tenant_id, c.fire_at_ms, c.skip)
@@ -231,13 +231,11 @@ def _record_runs(
 
 
 def _write_batches(
-    tx: sqlite3.Connection, now_ms: int, accepted: list[tuple[AnyClaim, str, ledger.JobDelivery]]
+    tx: sqlite3.Connection, now_ms: int, queued: list[tuple[AnyClaim, str, ledger.JobDelivery]]
 ) -> None:
-    """The accepted queue runs (not skipped) as one batch per (tenant, queue), claim order."""
+    """Queue runs as one batch per (tenant, queue), in claim order."""
     groups: dict[tuple[str, str], list[batches.BatchRun]] = {}
-    for c, tenant_id, job in accepted:
-        if c.skip or job.kind not in ledger.PULLED_KINDS:
-            continue
+    for c, tenant_id, job in queued:
         groups.setdefault((tenant_id, ledger.queue_name(job)), []).append(
             batches.BatchRun(c.job_id, c.scheduled_at_ms, c.fire_at_ms, job.payload, job.retry)
         )

@@ -90,29 +90,22 @@ def _receive_batches(
                 batch.hold(slot, now, now + b.visibility_ms)
                 held.append((batch, slot))
                 continue
-            message = _spilled(tx, batch, slot, None, now)
+            message = _spilled(tx, batch, slot, now)
             if _fail_attempt(tx, cmd, message, "visibility timeout expired", "timed_out"):
                 messages.append(message)
     batches.save_all(tx, touched, now)
     return held
 
 
-def _spilled(
-    tx: sqlite3.Connection, batch: batches.Batch, slot: int, receipt: str | None, now_ms: int
-) -> Message:
-    """A batch slot written out as a per-run message (see batches.spill), as a Message: one
-    that was received carries a receipt, as a received message does."""
+def _spilled(tx: sqlite3.Connection, batch: batches.Batch, slot: int, now_ms: int) -> Message:
+    """A batch slot written out as a per-run message (batches.spill), as the Message the
+    per-run code fails or expires: one that was received carries a receipt (never compared:
+    the caller ends its attempt at once)."""
     run = batch.runs[slot]
-    received = batch.slots[slot] == batches.HELD
-    msg_id = batches.spill(tx, batch, slot, receipt, now_ms)
+    msg_id, received = batches.spill(tx, batch, slot, now_ms)
+    receipt = "" if received else None
     return Message(
-        msg_id,
-        run.job_id,
-        run.scheduled_at_ms,
-        int(received),
-        (receipt or "") if received else None,
-        run.payload,
-        run.retry,
+        msg_id, run.job_id, run.scheduled_at_ms, int(received), receipt, run.payload, run.retry
     )
 
 
@@ -132,7 +125,7 @@ def expire_batch_slots(
             break
         batch = batches.Batch(*row, conn=tx)
         for slot in list(batch.eligible(cutoff_ms - 1)):
-            message = _spilled(tx, batch, slot, None, cmd.ts_ms)
+            message = _spilled(tx, batch, slot, cmd.ts_ms)
             expire_message(tx, cmd, message, tenant_id=tenant_id, queue=batch.queue, error=error)
             expired += 1
         batch.save(tx, cmd.ts_ms)
@@ -223,15 +216,15 @@ def ack_messages(tx: sqlite3.Connection, cmd: Command[AckMessages]) -> Result:
         columns=("finished_at_ms",),
     )
     held = _held(tx, cmd)
-    for batch, slot, _ in held:
+    for batch, slot in held:
         batch.finish(slot, batches.DONE, now)
-    batches.save_all(tx, (batch for batch, _, _ in held), now)
+    batches.save_all(tx, (batch for batch, _ in held), now)
     return ok(acked=len(messages) + len(held))
 
 
 def _held(
     tx: sqlite3.Connection, cmd: Command[AckMessages | NackMessages | ExtendMessages]
-) -> list[tuple[batches.Batch, int, str]]:
+) -> list[tuple[batches.Batch, int]]:
     """The batch slots of this tenant's queue that the command's receipts hold now."""
     b = cmd.body
     return batches.held_by_receipts(tx, b.tenant_id, b.queue, map(str, b.receipts))
@@ -245,10 +238,10 @@ def nack_messages(tx: sqlite3.Connection, cmd: Command[NackMessages]) -> Result:
         _fail_attempt(tx, cmd, message, error, "failed")
         nacked += 1
     held = _held(tx, cmd)
-    for batch, slot, receipt in held:
-        _fail_attempt(tx, cmd, _spilled(tx, batch, slot, receipt, cmd.ts_ms), error, "failed")
+    for batch, slot in held:
+        _fail_attempt(tx, cmd, _spilled(tx, batch, slot, cmd.ts_ms), error, "failed")
         nacked += 1
-    batches.save_all(tx, (batch for batch, _, _ in held), cmd.ts_ms)
+    batches.save_all(tx, (batch for batch, _ in held), cmd.ts_ms)
     fed = [MessagesReady(cmd.body.tenant_id, cmd.body.queue)] if nacked else []
     return ok(*fed, nacked=nacked)
 
@@ -259,9 +252,9 @@ def extend_messages(tx: sqlite3.Connection, cmd: Command[ExtendMessages]) -> Res
     deadline = cmd.ts_ms + cmd.body.visibility_ms
     ledger.extend(tx, [m.msg_id for m in messages], deadline)
     held = _held(tx, cmd)
-    for batch, slot, _ in held:
+    for batch, slot in held:
         batch.extend(slot, deadline)
-    batches.save_all(tx, (batch for batch, _, _ in held), cmd.ts_ms)
+    batches.save_all(tx, (batch for batch, _ in held), cmd.ts_ms)
     return ok(extended=len(messages) + len(held))
 
 

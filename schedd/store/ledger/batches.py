@@ -26,7 +26,8 @@ from collections.abc import Iterable, Iterator, Sequence
 import msgspec
 
 from schedd.model import RunStatus, delivery_id
-from schedd.store.ledger.rows import NewRun
+from schedd.store.ledger.deliveries import enqueue
+from schedd.store.ledger.rows import NewRun, QueueDelivery
 from schedd.store.ledger.runs import mark_runs, open_runs, start_attempts
 
 READY, HELD, DONE, SPILLED = b"r"[0], b"h"[0], b"d"[0], b"s"[0]
@@ -119,20 +120,29 @@ class Batch:
     @property
     def runs(self) -> list[BatchRun]:
         if self._runs is None:
-            (blob,) = self._conn.execute(
-                "SELECT runs FROM batches WHERE batch_id = ?", (self.batch_id,)
-            ).fetchone()
-            self._runs = _RUNS_DECODER.decode(blob)
+            self._runs = _RUNS_DECODER.decode(self._runs_column())
         return self._runs
+
+    def oldest_open_run_ms(self) -> int | None:
+        """The earliest scheduled time among the runs still in the batch (ready or held),
+        decoding only the runs' keys, not their payloads."""
+        open_slots = self.open_slots()
+        if not open_slots:
+            return None
+        keys = _KEYS_DECODER.decode(self._runs_column())
+        return min(keys[slot].scheduled_at_ms for slot in open_slots)
+
+    def _runs_column(self) -> bytes:
+        (blob,) = self._conn.execute(
+            "SELECT runs FROM batches WHERE batch_id = ?", (self.batch_id,)
+        ).fetchone()
+        return bytes(blob)
 
     def visible_at(self, slot: int) -> int:
         return self.times[slot]
 
     def received_at(self, slot: int) -> int:
         return self.times[self.n + slot]
-
-    def acked_at(self, slot: int) -> int:
-        return self.times[2 * self.n + slot]
 
     def eligible(self, now_ms: int) -> Iterator[int]:
         """Slots a receive may take now: ready ones, and held ones past their deadline."""
@@ -241,7 +251,7 @@ def ready_batches(
     ):
         batch = Batch(*row, conn=tx)
         found.append(batch)
-        eligible += sum(1 for _ in batch.eligible(now_ms))
+        eligible += batch.counts(now_ms)[0]
         if eligible >= want:
             break
     return found
@@ -277,19 +287,6 @@ def run_keys(runs: bytes) -> list[tuple[str, int]]:
     return [(key.job_id, key.scheduled_at_ms) for key in _KEYS_DECODER.decode(runs)]
 
 
-def oldest_open_run_ms(conn: sqlite3.Connection, batch: Batch) -> int | None:
-    """The earliest scheduled time among the batch's runs still in it (ready or held), reading
-    only the runs' keys, not their payloads."""
-    open_slots = batch.open_slots()
-    if not open_slots:
-        return None
-    (blob,) = conn.execute(
-        "SELECT runs FROM batches WHERE batch_id = ?", (batch.batch_id,)
-    ).fetchone()
-    keys = _KEYS_DECODER.decode(blob)
-    return min(keys[slot].scheduled_at_ms for slot in open_slots)
-
-
 def receipt(nonce: str, batch_id: int, slot: int) -> str:
     return f"{nonce}.{RECEIPT_MARK}{batch_id}.{slot}"
 
@@ -307,24 +304,20 @@ def parse_receipt(receipt_: str) -> tuple[int, int] | None:
 
 def held_by_receipts(
     tx: sqlite3.Connection, tenant_id: str, queue: str, receipts: Iterable[str]
-) -> list[tuple[Batch, int, str]]:
-    """Each (batch, slot, receipt) of this tenant's queue that a receipt holds now, once each,
-    in (batch, slot) order. Other receipts are not counted."""
-    wanted: dict[tuple[int, int], str] = {}
-    for r in receipts:
-        key = parse_receipt(r)
-        if key is not None:
-            wanted.setdefault(key, r)
+) -> list[tuple[Batch, int]]:
+    """Each (batch, slot) of this tenant's queue that a receipt holds now, once each, in
+    (batch, slot) order. Other receipts are not counted."""
+    wanted = {key for key in map(parse_receipt, receipts) if key is not None}
     found = {
         b.batch_id: b
         for b in load(tx, (batch_id for batch_id, _ in wanted)).values()
         if b.tenant_id == tenant_id and b.queue == queue
     }
     held = []
-    for (batch_id, slot), r in sorted(wanted.items()):
+    for batch_id, slot in sorted(wanted):
         batch = found.get(batch_id)
         if batch is not None and slot < batch.n and batch.slots[slot] == HELD:
-            held.append((batch, slot, r))
+            held.append((batch, slot))
     return held
 
 
@@ -334,12 +327,11 @@ def save_all(tx: sqlite3.Connection, touched: Iterable[Batch], now_ms: int) -> N
         batch.save(tx, now_ms)
 
 
-def spill(
-    tx: sqlite3.Connection, batch: Batch, slot: int, receipt_: str | None, now_ms: int
-) -> str:
-    """Write a slot out as today's per-run rows (its run, its attempt if received, its message
-    under `receipt_`) and take it out of the batch; returns the message id. The caller then
-    fails or expires the message the per-run way."""
+def spill(tx: sqlite3.Connection, batch: Batch, slot: int, now_ms: int) -> tuple[str, bool]:
+    """Write a slot out as today's per-run rows (its run, its attempt if it was received, its
+    message) and take it out of the batch; returns the message id and whether it was received.
+    The caller fails or expires the message at once, the per-run way (which sets or clears its
+    receipt), so the message is written without one."""
     run = batch.runs[slot]
     key = (run.job_id, run.scheduled_at_ms)
     received = batch.slots[slot] == HELD
@@ -348,20 +340,16 @@ def spill(
         mark_runs(tx, RunStatus.DELIVERED, [(1, *key)], columns=("attempt",))
         start_attempts(tx, [(*key, 1)], started_at_ms=batch.received_at(slot))
     msg_id = delivery_id(*key)
-    tx.execute(
-        "INSERT INTO messages (msg_id, tenant_id, queue, job_id, scheduled_at_ms, attempt, "
-        "visible_at_ms, receipt, payload, retry) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            msg_id,
-            batch.tenant_id,
-            batch.queue,
-            *key,
-            int(received),
-            batch.visible_at(slot),
-            receipt_ if received else None,
-            run.payload,
-            run.retry,
-        ),
+    message = QueueDelivery(
+        msg_id,
+        batch.tenant_id,
+        batch.queue,
+        *key,
+        int(received),  # attempt
+        batch.visible_at(slot),
+        run.payload,
+        run.retry,
     )
+    enqueue(tx, [message])
     batch.finish(slot, SPILLED, now_ms)
-    return msg_id
+    return msg_id, received
