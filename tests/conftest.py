@@ -9,12 +9,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from schedd.store.apply import StateMachine
 from schedd.store.command import Command, encode
 from schedd.store.commands import LogCommand
 from schedd.store.db import Database
 from tests import ports
+
+# Property tests check results, not time: hypothesis's default 200 ms deadline per example
+# failed a round-trip test whose first example took 456 ms while four workers and their
+# cluster nodes shared the two cores.
+settings.register_profile("schedd", deadline=None)
+settings.load_profile("schedd")
 
 NOW_MS = 1_790_000_000_000  # 2026-09-21T14:13:20Z
 
