@@ -1,9 +1,10 @@
 """Benchmark: the state machine's apply cost per run, one replica, no Raft and no HTTP.
 
 Creates N one-time queue jobs due at one instant, then applies, the way the cluster does:
-claims in batches of 500 (as a dispatcher sends them), receives of 100 and acks of 100 (as a
-consumer does). Prints the apply time per run for each kind of command. Every replica of a
-cluster pays these costs for every run, so they bound the spike's drain (issue 16).
+claims in batches of 500 in a dispatcher's order over the product's 256 partitions, receives
+of 100 and acks of 100 (as a consumer does). Prints the apply time per run for each kind of
+command. Every replica of a cluster pays these costs for every run, so they bound the spike's
+drain (issue 16).
 
 Commands are written as log entries (JSON bytes, as the journal holds them), so the figure
 includes decoding, and the benchmark runs unchanged across refactors of the command types.
@@ -29,7 +30,8 @@ from schedd.store.apply import StateMachine
 from schedd.store.db import Database
 
 NOW_MS = 1_790_000_000_000
-PARTITIONS = 16
+PARTITIONS = 256  # the product's default (config cluster.partitions)
+TAKEN_PER_TICK = 20_000  # the dispatcher's MAX_CLAIMS_PER_TICK
 CLAIM_BATCH = 500
 RECEIVE_MAX = 100
 
@@ -127,9 +129,25 @@ CLAIM_FIELDS = (  # ClaimRow's order: claim_batch sends each claim as an array
 )
 
 
-def _claims(log: Log, jobs: list[tuple[int, str]], form: str) -> Spent:
+def _claim_order(jobs: list[tuple[int, str]], order: str) -> list[tuple[int, str]]:
+    """The runs in the order a dispatcher claims them: it takes up to TAKEN_PER_TICK due runs
+    of one instant from its heap, whole partitions in turn (its heap orders by fire time, then
+    partition), and sorts each take by job before cutting it into batches of CLAIM_BATCH. "job":
+    a heap ordered by job instead (measured 2026-12-03, not kept: no gain in CPU, see
+    docs/performance.md)."""
+    if order == "job":
+        return sorted(jobs, key=lambda job: job[1])
+    by_partition = sorted(jobs)
+    return [
+        job
+        for start in range(0, len(by_partition), TAKEN_PER_TICK)
+        for job in sorted(by_partition[start : start + TAKEN_PER_TICK], key=lambda job: job[1])
+    ]
+
+
+def _claims(log: Log, jobs: list[tuple[int, str]], form: str, order: str) -> Spent:
     spent = Spent()
-    for chunk in _chunks(jobs, CLAIM_BATCH):
+    for chunk in _chunks(_claim_order(jobs, order), CLAIM_BATCH):
         claims = [
             {
                 "partition": partition,
@@ -191,16 +209,24 @@ def main() -> None:
         help="claims as claim_batch (log level 4: queue runs in batches), as claim_runs (per "
         "run, the form before level 4) or both (default)",
     )
+    parser.add_argument(
+        "--order",
+        choices=("job", "partition"),
+        default="partition",
+        help="the runs a dispatcher takes at one instant: whole partitions in turn (partition, "
+        "the dispatcher's order) or consecutive jobs of all partitions (job)",
+    )
     args = parser.parse_args()
     forms = {"batch": ["claim_batch"], "runs": ["claim_runs"]}.get(args.form)
     for form in forms or ["claim_runs", "claim_batch"]:
-        _print_form(args.n, args.repeat, form)
+        _print_form(args.n, args.repeat, form, args.order)
     if args.proto:
         _print_proto(args.n, args.repeat)
 
 
-def _print_form(n: int, repeat: int, form: str) -> None:
-    """Apply N runs claimed with `form`, received and acked, `repeat` times; print the best."""
+def _print_form(n: int, repeat: int, form: str, order: str) -> None:
+    """Apply N runs claimed with `form` in `order`, received and acked, `repeat` times; print
+    the best."""
     best: dict[str, tuple[float, float]] = {}
     for _ in range(repeat):
         with tempfile.TemporaryDirectory(prefix="schedd-bench-apply-") as tmp:
@@ -208,7 +234,7 @@ def _print_form(n: int, repeat: int, form: str) -> None:
             try:
                 log = Log(StateMachine(db))
                 jobs = _setup(log, n)
-                claim_s = _claims(log, jobs, form)
+                claim_s = _claims(log, jobs, form, order)
                 receive_s, ack_s, received = _receives_and_acks(log, n)
                 assert received == n
             finally:
@@ -217,7 +243,10 @@ def _print_form(n: int, repeat: int, form: str) -> None:
         for name, spent in figures.items():
             wall, cpu = best.get(name, (spent.wall, spent.cpu))
             best[name] = (min(wall, spent.wall), min(cpu, spent.cpu))
-    print(f"apply cost per run, one replica, {n:,} runs, {form} (best of {repeat}):")
+    print(
+        f"apply cost per run, one replica, {n:,} runs, {form}, claimed in {order} order "
+        f"(best of {repeat}):"
+    )
     print(f"  {'':<8} {'wall':>8} {'cpu':>8}")
     for name, (wall, cpu) in [*best.items(), ("total", _sums(best.values()))]:
         print(f"  {name:<8} {wall / n * 1e6:5.1f} us {cpu / n * 1e6:5.1f} us")
