@@ -21,8 +21,8 @@ from schedd.dispatch.plan import Claim, Hold, PlanJob, plan_run
 from schedd.errors import ClusterUnavailable
 from schedd.loop import Loop
 from schedd.model import partition_of
+from schedd.store.commands import DEFERRED_COMPLETION_LEVEL, ClaimBatch, ClaimRuns, LogCommand
 from schedd.store.commands import Claim as ClaimObject
-from schedd.store.commands import ClaimBatch, ClaimRuns, LogCommand
 from schedd.store.commands import ClaimRow as ClaimItem
 from schedd.store.dispatch_reads import (
     DueRun,
@@ -234,12 +234,14 @@ class Dispatcher(Loop):
             self._settle(*in_flight.popleft(), now_ms)
 
     def _command(self, claims: list[ClaimItem]) -> ClaimRuns | ClaimBatch:
-        """claim_batch once every member applies it (level 4), claim_runs until then (the
-        same claims as objects: a rolling upgrade's few seconds, so converted here)."""
+        """The newest claim form every member applies: claim_batch with its one-time jobs'
+        completion deferred (level 5), claim_batch (level 4), or claim_runs (the same claims as
+        objects: a rolling upgrade's few seconds, so converted here)."""
         if self._lagging(ClaimBatch.LEVEL):
             as_objects = tuple(ClaimObject(**msgspec.structs.asdict(c)) for c in claims)
             return ClaimRuns(node_id=self.node_id, claims=as_objects)
-        return ClaimBatch(node_id=self.node_id, claims=tuple(claims))
+        defer = not self._lagging(DEFERRED_COMPLETION_LEVEL)
+        return ClaimBatch(node_id=self.node_id, claims=tuple(claims), defer_completion=defer)
 
     def _plan_batch(
         self, conn: sqlite3.Connection, due: list[DueRun], now_ms: int

@@ -24,9 +24,11 @@ JSONObject = Mapping[str, Any]  # kept as the proposer built it (a job spec, ten
 # create_jobs or update_job whose spec has a broker target (`needed_level`: an older node would
 # apply it without checking or recording the job's use of its connection, and its state would
 # differ). Level 4 (issue 29): claim_batch, whose queue runs apply into `batches` rows
-# (store/batches.py), and receipts of batch runs in ack, nack and extend. LEVEL_OF_TYPE names the
-# types above level 1.
-LOG_LEVEL = 4
+# (store/batches.py), and receipts of batch runs in ack, nack and extend. Level 5 (issue 29): a
+# claim_batch with `defer_completion`, whose one-time jobs are completed by a later prune
+# (store/ledger/completions.py; `needed_level`). LEVEL_OF_TYPE names the types above level 1.
+LOG_LEVEL = 5
+DEFERRED_COMPLETION_LEVEL = 5
 BROKER_TARGET_LEVEL = 3
 BROKER_TARGET_TYPES = frozenset(CONNECTION_KIND_OF_TARGET)
 
@@ -286,6 +288,12 @@ class ClaimBatch(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
     LEVEL = 4
     node_id: str
     claims: tuple[ClaimRow, ...]
+    # Level 5: a one-time job whose run goes into a batch stays `active` in its row until a
+    # prune writes its completion (store/ledger/completions.py); readers show it completed.
+    defer_completion: bool = False
+
+    def needed_level(self) -> int:
+        return DEFERRED_COMPLETION_LEVEL if self.defer_completion else self.LEVEL
 
 
 # ---------------------------------------------------------------------------- queues

@@ -14,7 +14,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from schedd.store.queries import JOB_COLUMNS, job_to_json
+from schedd.model import JobStatus
+from schedd.store.ledger import completions
+from schedd.store.queries import JOB_COLUMNS, job_to_json, status_condition
 
 SCAN_ROWS = 10_000  # jobs examined per filtered page at most, matching or not
 SCAN_BUDGET_S = 0.1  # a page stops examining once this has passed (checked inside the query)
@@ -58,6 +60,9 @@ class JobFilter:
             terms.append(("next_run_at_ms >= ?", (self.next_run_after_ms,)))
         if self.next_run_before_ms is not None:
             terms.append(("next_run_at_ms < ?", (self.next_run_before_ms,)))
+        if self.next_run_after_ms is not None or self.next_run_before_ms is not None:
+            # A job completed by a claim whose completion is not written yet has no next run.
+            terms.append((f"({completions.PENDING_SINCE}) IS NULL", ()))
         if self.target_type is not None:
             terms.append((f"{_TYPE} = ?", (self.target_type,)))
         if self.queue is not None:
@@ -96,10 +101,10 @@ def search_jobs(
     it. Every examined job reaches this function in order, so the cursor is exact wherever the
     scan stops (no job skipped or shown twice); every page examines at least one job, so a scan
     always moves on. The handler is removed before the connection goes back to its pool."""
-    scope = "tenant_id = ? AND job_id > ?" + ("" if where.status is None else " AND status = ?")
+    scope = "tenant_id = ? AND job_id > ?" + _status_scope(where.status)
 
     def after_(job_id: str) -> list[Any]:  # the scope's arguments for jobs after job_id
-        return [tenant_id, job_id] + ([] if where.status is None else [where.status])
+        return [tenant_id, job_id]
 
     condition, args = where.conditions()
     scan = _Scan(deadline=time.monotonic() + budget_s)
@@ -126,6 +131,18 @@ def search_jobs(
         return _page(rows, scan.last if beyond else None)
     finally:
         conn.execute("COMMIT")
+
+
+def _status_scope(status: str | None) -> str:
+    """The scan's condition on status, as readers see it (a pending completion included)."""
+    if status is None:
+        return ""
+    if status == JobStatus.COMPLETED:
+        return (
+            " AND status IN ('active', 'completed') "
+            f"AND (status = 'completed' OR ({completions.PENDING_SINCE}) IS NOT NULL)"
+        )
+    return f" AND {status_condition(status)}"
 
 
 @dataclass(slots=True, kw_only=True)

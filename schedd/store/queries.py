@@ -10,7 +10,9 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
+from schedd.model import JobStatus
 from schedd.retention import retention_json
+from schedd.store.ledger import completions
 from schedd.timeformat import format_instant
 
 
@@ -58,9 +60,16 @@ _TENANT_COLUMNS = (
     "tenant_id, name, signing_secret, max_active_jobs, dispatch_rate, allowed_hosts, live_jobs, "
     "created_at_ms, updated_at_ms, alert_url, previous_secret, previous_secret_until_ms, retention"
 )
+# A job as readers see it: the row, and when its claim completed it if that completion is still
+# to be written (store/ledger/completions.py; NULL for every other job).
 JOB_COLUMNS = (
-    "job_id, tenant_id, spec, status, next_run_at_ms, version, created_at_ms, updated_at_ms"
+    "job_id, tenant_id, spec, status, next_run_at_ms, version, created_at_ms, updated_at_ms, "
+    + completions.PENDING_SINCE
 )
+# A condition on a jobs row: its status as readers see it.
+_STATUS_IS = {
+    JobStatus.ACTIVE.value: f"status = 'active' AND ({completions.PENDING_SINCE}) IS NULL",
+}
 
 
 def _tenant(row: tuple[Any, ...] | None) -> Tenant | None:
@@ -119,8 +128,18 @@ def job_json(
 
 def job_to_json(row: tuple[Any, ...]) -> dict[str, Any]:
     """The API's job object from a jobs row (columns as in JOB_COLUMNS)."""
-    job_id, tenant_id, spec, *rest = row
-    return job_json(job_id, tenant_id, json.loads(spec), *rest)
+    job_id, tenant_id, spec, status, next_run, version, created, updated, pending = row
+    status, next_run, version, updated = completions.as_completed(
+        status, next_run, version, updated, pending
+    )
+    spec_json = json.loads(spec)
+    return job_json(job_id, tenant_id, spec_json, status, next_run, version, created, updated)
+
+
+def status_condition(status: str) -> str:
+    """The SQL condition (no arguments) that a jobs row has this status as readers see it. A
+    completed job whose completion is not written yet is found by `pending_completed`."""
+    return _STATUS_IS.get(status, f"status = '{JobStatus(status).value}'")
 
 
 def get_job_row(conn: sqlite3.Connection, tenant_id: str, job_id: str) -> tuple[Any, ...] | None:
@@ -140,12 +159,26 @@ def list_jobs(
 ) -> list[dict[str, Any]]:
     """A page of a tenant's jobs in job_id order, optionally of one status."""
     sql = f"SELECT {JOB_COLUMNS} FROM jobs WHERE tenant_id = ? AND job_id > ?"
-    args: list[Any] = [tenant_id, after]
     if status is not None:
-        sql += " AND status = ?"
-        args.append(status)
-    rows = conn.execute(sql + " ORDER BY job_id LIMIT ?", (*args, limit)).fetchall()
+        sql += f" AND {status_condition(status)}"
+    rows = conn.execute(sql + " ORDER BY job_id LIMIT ?", (tenant_id, after, limit)).fetchall()
+    if status == JobStatus.COMPLETED:  # and those whose completion is still to be written
+        rows = sorted(rows + _pending_completed(conn, tenant_id, after, limit))[:limit]
     return [job_to_json(row) for row in rows]
+
+
+def _pending_completed(
+    conn: sqlite3.Connection, tenant_id: str, after: str, limit: int
+) -> list[tuple[Any, ...]]:
+    ids = completions.pending_job_ids(conn, tenant_id, after, limit)
+    if not ids:
+        return []
+    marks = ",".join("?" * len(ids))
+    rows = conn.execute(
+        f"SELECT {JOB_COLUMNS} FROM jobs WHERE job_id IN ({marks}) AND tenant_id = ?",
+        (*ids, tenant_id),
+    ).fetchall()
+    return [row for row in rows if row[-1] is not None]
 
 
 def list_runs(

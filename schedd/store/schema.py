@@ -26,9 +26,10 @@ REPLICATED_TABLES: tuple[tuple[str, str], ...] = (
     ("connection_uses", "job_id"),
     ("batches", "batch_id"),
     ("run_keys", "job_id, scheduled_at_ms"),
+    ("completions", "batch_id, slot"),
 )
-# Added at log level 3 (issue 17: connections) and 4 (issue 29: batches).
-LATER_TABLES = frozenset({"connections", "connection_uses", "batches", "run_keys"})
+# Added at log level 3 (issue 17: connections), 4 (issue 29: batches) and 5 (completions).
+LATER_TABLES = frozenset({"connections", "connection_uses", "batches", "run_keys", "completions"})
 
 MIGRATIONS: tuple[str, ...] = (
     # 1: the replicated core (issue 3).
@@ -322,6 +323,15 @@ MIGRATIONS: tuple[str, ...] = (
         slot INTEGER NOT NULL,
         fire_at_ms INTEGER NOT NULL,
         PRIMARY KEY (job_id, scheduled_at_ms)
+    ) WITHOUT ROWID;
+    """,
+    # 11: one-time jobs whose completion a claim left to a later prune (issue 29, log level 5;
+    # store/ledger/completions.py): one row per batch run, in key order.
+    """
+    CREATE TABLE completions (
+        batch_id INTEGER NOT NULL,
+        slot INTEGER NOT NULL,
+        PRIMARY KEY (batch_id, slot)
     ) WITHOUT ROWID;
     """,
 )

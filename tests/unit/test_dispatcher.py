@@ -16,7 +16,7 @@ from schedd.dispatch.dispatcher import Dispatcher
 from schedd.jobspec import job_to_json, parse_job
 from schedd.model import partition_of
 from schedd.schedule import fire_time, first_run_at
-from schedd.store.commands import LogCommand
+from schedd.store.commands import ClaimBatch, ClaimRuns, LogCommand
 from schedd.store.db import Database, connect
 from schedd.store.queries import list_runs
 from schedd.timeformat import format_instant, parse_instant
@@ -405,7 +405,7 @@ def test_an_offer_below_the_read_line_is_kept_after_the_clock_steps_back(
     assert cluster.runs("edge") == [(format_instant(run_at), "dispatched")]
 
 
-def test_claims_go_into_batches_only_once_no_member_lags_level_4(
+def test_claims_go_into_batches_only_once_no_member_lags_level_4_and_defer_at_5(
     cluster: Cluster, db: Database
 ) -> None:
     start = ms("2026-06-01T00:00:00Z")
@@ -417,22 +417,25 @@ def test_claims_go_into_batches_only_once_no_member_lags_level_4(
         proposed.append(cmd)
         return submit(cmd)
 
-    lagging = ["n2"]
+    n2_level = 3
     cluster.dispatcher = Dispatcher(
         "n1",
         PARTITIONS,
         lambda: connect(db.path, readonly=True),
         recording,
-        lagging=lambda level: lagging if level >= 4 else [],
+        lagging=lambda level: ["n2"] if level > n2_level else [],
     )
     for i in range(4):
         cluster.add_job(f"job_{i}", {"schedule": {"every": "1m"}}, start)
     cluster.run_until(start + 60_000 + 500)
-    lagging.clear()  # n2 reports level 4
+    n2_level = 4
     cluster.run_until(start + 2 * 60_000 + 500)
-    claims = [cmd for cmd in proposed if cmd.TYPE in ("claim_runs", "claim_batch")]
-    assert {cmd.TYPE for cmd in claims[:1]} == {"claim_runs"}
-    assert claims[-1].TYPE == "claim_batch"
-    assert [len(cluster.runs(f"job_{i}")) for i in range(4)] == [2, 2, 2, 2]
+    n2_level = 5
+    cluster.run_until(start + 3 * 60_000 + 500)
+    claims = [cmd for cmd in proposed if isinstance(cmd, ClaimRuns | ClaimBatch)]
+    forms = [(c.TYPE, getattr(c, "defer_completion", None)) for c in claims]
+    stages = [form for i, form in enumerate(forms) if i == 0 or forms[i - 1] != form]
+    assert stages == [("claim_runs", None), ("claim_batch", False), ("claim_batch", True)]
+    assert [len(cluster.runs(f"job_{i}")) for i in range(4)] == [3, 3, 3, 3]
     assert db.conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 4  # the first minute's
-    assert db.conn.execute("SELECT COUNT(*) FROM run_keys").fetchone()[0] == 4  # the second's
+    assert db.conn.execute("SELECT COUNT(*) FROM run_keys").fetchone()[0] == 8  # the others

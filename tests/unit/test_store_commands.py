@@ -35,11 +35,13 @@ from schedd.store.command import (
 )
 from schedd.store.commands import (
     CATALOGUE,
+    DEFERRED_COMPLETION_LEVEL,
     LEVEL_OF_TYPE,
     LOG_LEVEL,
     AckMessages,
     Body,
     Claim,
+    ClaimBatch,
     ClaimRow,
     LogCommand,
     NodeHeartbeat,
@@ -111,7 +113,29 @@ def test_the_catalogue_names_each_type_once_with_its_level() -> None:
         "delete_connection": 3,
         "claim_batch": 4,
     }
-    assert max(cls.LEVEL for cls in CATALOGUE.values()) == LOG_LEVEL
+    # Level 5 is a body's (claim_batch with defer_completion), not a type's.
+    assert max(cls.LEVEL for cls in CATALOGUE.values()) == 4
+    assert DEFERRED_COMPLETION_LEVEL == LOG_LEVEL == 5
+
+
+def test_a_claim_batch_deferring_completions_needs_level_5_and_omits_the_flag_otherwise() -> None:
+    row = ClaimRow(
+        job_id="j1",
+        scheduled_at_ms=1,
+        fire_at_ms=1,
+        partition=0,
+        epoch=1,
+        version=1,
+        is_trigger=False,
+        next_run_at_ms=None,
+        next_fire_at_ms=None,
+    )
+    plain = ClaimBatch(node_id="n1", claims=(row,))
+    deferring = ClaimBatch(node_id="n1", claims=(row,), defer_completion=True)
+    assert plain.needed_level() == 4
+    assert "defer_completion" not in plain.to_body()  # level 4's bytes, as before
+    assert deferring.needed_level() == 5
+    assert deferring.to_body()["defer_completion"] is True
 
 
 def _wire(type_: str, body: Any) -> Command[Any]:

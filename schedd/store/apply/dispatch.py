@@ -25,7 +25,7 @@ from schedd.store.commands import (
     NodeHeartbeat,
 )
 from schedd.store.events import DeliveriesReady, Event, MessagesReady
-from schedd.store.ledger import batches
+from schedd.store.ledger import batches, completions
 
 
 def node_heartbeat(tx: sqlite3.Connection, cmd: Command[NodeHeartbeat]) -> Result:
@@ -185,7 +185,9 @@ def _record_runs(
 ) -> None:
     """Per accepted claim, in one transaction: the due row goes, the run row and its delivery
     (a queue message or an outbox row) come, and a scheduled run moves its job on. In a
-    claim_batch the queue runs go into batches instead of run and message rows."""
+    claim_batch the queue runs go into batches instead of run and message rows; with
+    `defer_completion` (level 5) the one-time jobs among them are completed later
+    (store/ledger/completions.py)."""
     now = cmd.ts_ms
     tx.executemany(
         "DELETE FROM due WHERE partition = ? AND fire_at_ms = ? "
@@ -201,10 +203,15 @@ def _record_runs(
         ],
     )
     per_run = accepted
+    deferred: list[tuple[AnyClaim, str]] = []  # one-time jobs completed by a later prune
     if isinstance(cmd.body, ClaimBatch):  # queue runs delivered go into batches
         in_batch = [not c.skip and job.kind in ledger.PULLED_KINDS for c, _, job in accepted]
-        _write_batches(tx, now, [a for a, b in zip(accepted, in_batch, strict=True) if b])
+        placed = _write_batches(tx, now, [a for a, b in zip(accepted, in_batch, strict=True) if b])
         per_run = [a for a, b in zip(accepted, in_batch, strict=True) if not b]
+        if cmd.body.defer_completion:
+            ending = [(c, t, slot) for c, t, slot in placed if _completes_job(c)]
+            completions.defer(tx, [slot for _, _, slot in ending])
+            deferred = [(c, t) for c, t, _ in ending]
     runs = [
         # By position (job, run, tenant, fire time, skip reason): thousands a second.
         ledger.NewRun(c.job_id, c.scheduled_at_ms, tenant_id, c.fire_at_ms, c.skip)
@@ -219,34 +226,56 @@ def _record_runs(
             if not c.skip
         ],
     )
-    _advance_jobs(tx, cmd, [(c, t) for c, t, _ in accepted if not c.is_trigger])
+    later = {id(c) for c, _ in deferred}
+    _advance_jobs(
+        tx,
+        cmd,
+        [(c, t) for c, t, _ in accepted if not c.is_trigger and id(c) not in later],
+        deferred,
+    )
     connections.release(  # a completed job with a broker target no longer uses its connection
         tx,
         [
             c.job_id
             for c, _, job in accepted
-            if not c.is_trigger and c.next_run_at_ms is None and job.kind in BROKER_TARGET_TYPES
+            if _completes_job(c) and job.kind in BROKER_TARGET_TYPES
         ],
     )
 
 
+def _completes_job(claim: AnyClaim) -> bool:
+    """Whether the claim takes its job's last run (a scheduled run with no next one)."""
+    return not claim.is_trigger and claim.next_run_at_ms is None
+
+
 def _write_batches(
     tx: sqlite3.Connection, now_ms: int, queued: list[tuple[AnyClaim, str, ledger.JobDelivery]]
-) -> None:
-    """Queue runs as one batch per (tenant, queue), in claim order."""
-    groups: dict[tuple[str, str], list[batches.BatchRun]] = {}
-    for c, tenant_id, job in queued:
-        groups.setdefault((tenant_id, ledger.queue_name(job)), []).append(
+) -> list[tuple[AnyClaim, str, tuple[int, int]]]:
+    """Queue runs as one batch per (tenant, queue), in claim order; returns each claim with its
+    tenant and where it went (batch_id, slot)."""
+    groups: dict[tuple[str, str], list[tuple[AnyClaim, str, ledger.JobDelivery]]] = {}
+    for item in queued:
+        _, tenant_id, job = item
+        groups.setdefault((tenant_id, ledger.queue_name(job)), []).append(item)
+    placed = []
+    for (tenant_id, queue), items in groups.items():
+        runs = [
             batches.BatchRun(c.job_id, c.scheduled_at_ms, c.fire_at_ms, job.payload, job.retry)
-        )
-    for (tenant_id, queue), runs in groups.items():
-        batches.write_batch(tx, tenant_id, queue, now_ms, runs)
+            for c, _, job in items
+        ]
+        batch_id = batches.write_batch(tx, tenant_id, queue, now_ms, runs)
+        placed += [(c, tenant_id, (batch_id, slot)) for slot, (c, _, _) in enumerate(items)]
+    return placed
 
 
 def _advance_jobs(
-    tx: sqlite3.Connection, cmd: Command[AnyClaims], scheduled: list[tuple[AnyClaim, str]]
+    tx: sqlite3.Connection,
+    cmd: Command[AnyClaims],
+    scheduled: list[tuple[AnyClaim, str]],
+    deferred: list[tuple[AnyClaim, str]],
 ) -> None:
-    """Move each job to the next run its claimer computed, or complete it when none is left."""
+    """Move each job to the next run its claimer computed, or complete it when none is left;
+    a `deferred` job's row is completed later, but it leaves its tenant's live jobs now."""
     tx.executemany(
         "UPDATE jobs SET version = version + 1, status = ?, next_run_at_ms = ?, "
         "next_fire_at_ms = ?, updated_at_ms = ? WHERE job_id = ?",
@@ -276,6 +305,7 @@ def _advance_jobs(
         ],
     )
     completed = Counter(tenant_id for c, tenant_id in scheduled if c.next_run_at_ms is None)
+    completed.update(tenant_id for _, tenant_id in deferred)
     tx.executemany(
         "UPDATE tenants SET live_jobs = live_jobs - ? WHERE tenant_id = ?",
         [(count, tenant_id) for tenant_id, count in sorted(completed.items())],

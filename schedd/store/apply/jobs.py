@@ -21,6 +21,7 @@ from schedd.store.commands import (
     UpdateJob,
 )
 from schedd.store.events import DueAdded
+from schedd.store.ledger import completions
 from schedd.store.records import add_due, audit, remove_scheduled_due
 
 JobCommand = CancelJob | UpdateJob | PauseJob | ResumeJob | TriggerJob
@@ -41,13 +42,22 @@ class JobRow(NamedTuple):
 
 
 def _load(tx: sqlite3.Connection, cmd: Command[JobCommand]) -> JobRow | None:
-    """The job the command names, if it exists and belongs to the command's tenant."""
-    row = tx.execute(
-        f"SELECT {', '.join(JobRow._fields)} FROM jobs WHERE job_id = ?", (cmd.body.job_id,)
-    ).fetchone()
-    if row is None or row[1] != cmd.body.tenant_id:
+    """The job the command names, if it exists and belongs to the command's tenant. A pending
+    completion (store/ledger/completions.py) is written first, so the command meets the job as
+    its claim left it."""
+    job = _read(tx, cmd.body.job_id)
+    if job is None or job.tenant_id != cmd.body.tenant_id:
         return None
-    return JobRow(*row)
+    if job.status == JobStatus.ACTIVE and completions.settle_job(tx, job.job_id):
+        return _read(tx, job.job_id)
+    return job
+
+
+def _read(tx: sqlite3.Connection, job_id: str) -> JobRow | None:
+    row = tx.execute(
+        f"SELECT {', '.join(JobRow._fields)} FROM jobs WHERE job_id = ?", (job_id,)
+    ).fetchone()
+    return None if row is None else JobRow(*row)
 
 
 def _not_found(cmd: Command[JobCommand]) -> Rejected:

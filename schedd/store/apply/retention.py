@@ -16,7 +16,7 @@ from schedd.retention import KINDS, TENANT_KINDS, Retention
 from schedd.store.apply.queue import Message, expire_batch_slots, expire_message
 from schedd.store.command import Command, Handler, Result, ok, rejected
 from schedd.store.commands import Prune, SetRetention
-from schedd.store.ledger import batches
+from schedd.store.ledger import batches, completions
 from schedd.store.records import audit
 from schedd.store.retained import tenant_queues
 from schedd.timeformat import format_duration
@@ -30,6 +30,9 @@ PRUNED = ("messages", "runs", "jobs", "deadletters", "audit")  # in the order th
 # 1,000 entries): a prune that names `commands_ms` also deletes those older than that, up to
 # this many, outside the row budget (each is one small delete by key).
 MAX_COMMANDS_PER_PRUNE = 1_000
+# One-time jobs whose claim left their completion to a prune (log level 5): written first,
+# outside the row budget, oldest claim first (each is one job row update in key order).
+MAX_COMPLETIONS_PER_PRUNE = 1_000
 
 
 @dataclass
@@ -54,6 +57,7 @@ def prune(tx: sqlite3.Connection, cmd: Command[Prune]) -> Result:
     after = b.after_tenant or ""
     budget = Budget(min(_or(b.max_rows, MAX_ROWS_PER_PRUNE), MAX_ROWS_PER_PRUNE))
     max_tenants = min(_or(b.max_tenants, MAX_TENANTS_PER_PRUNE), MAX_TENANTS_PER_PRUNE)
+    completed = completions.complete_pending(tx, MAX_COMPLETIONS_PER_PRUNE)
     if after == "":
         _prune_audit(tx, None, cmd.ts_ms - policy.audit, budget)  # admin actions
     tenants = tx.execute(
@@ -69,12 +73,18 @@ def prune(tx: sqlite3.Connection, cmd: Command[Prune]) -> Result:
             break  # this tenant may have more: the next command starts with it again
         next_after = tenant_id
     commands = _prune_commands(tx, cmd, b.commands_ms)
-    done = budget.left > 0 and len(tenants) < max_tenants and commands < MAX_COMMANDS_PER_PRUNE
+    done = (
+        budget.left > 0
+        and len(tenants) < max_tenants
+        and commands < MAX_COMMANDS_PER_PRUNE
+        and completed < MAX_COMPLETIONS_PER_PRUNE
+    )
     tx.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('last_prune_ms', ?)", (cmd.ts_ms,))
     deleted = budget.deleted | {"commands": commands}
     for kind, count in deleted.items():
         metrics.PRUNED_ROWS.labels(kind=kind).inc(count)  # each node counts its own store's
-    return ok(deleted=deleted, next_after="" if done else next_after, done=done)
+    extra = {"completed": completed} if completed else {}  # a level-5 log's prunes only
+    return ok(deleted=deleted, next_after="" if done else next_after, done=done, **extra)
 
 
 def _prune_commands(tx: sqlite3.Connection, cmd: Command[Prune], keep_ms: int | None) -> int:
@@ -155,6 +165,7 @@ def _prune_batches(tx: sqlite3.Connection, tenant_id: str, cutoff_ms: int, budge
     ).fetchall():
         if budget.left <= 0:
             return
+        completions.settle_batch(tx, batch_id)  # its jobs' derived state needs its key rows
         keys = batches.run_keys(runs)
         tx.executemany("DELETE FROM run_keys WHERE job_id = ? AND scheduled_at_ms = ?", keys)
         tx.execute("DELETE FROM batches WHERE batch_id = ?", (batch_id,))

@@ -208,8 +208,9 @@ class Batch:
 
 def write_batch(
     tx: sqlite3.Connection, tenant_id: str, queue: str, now_ms: int, runs: Sequence[BatchRun]
-) -> None:
-    """A claim's runs of one (tenant, queue), ready now, and each run's key row."""
+) -> int:
+    """A claim's runs of one (tenant, queue), ready now, and each run's key row; returns the
+    batch's id (its runs' slots are their positions in `runs`)."""
     n = len(runs)
     times = array("q", [now_ms]) * n + array("q", [0]) * (2 * n)
     cur = tx.execute(
@@ -226,7 +227,7 @@ def write_batch(
             now_ms,
         ),
     )
-    batch_id = cur.lastrowid
+    batch_id = int(cur.lastrowid or 0)  # an INTEGER PRIMARY KEY: always set by the insert
     tx.executemany(
         "INSERT INTO run_keys (job_id, scheduled_at_ms, batch_id, slot, fire_at_ms) "
         "VALUES (?, ?, ?, ?, ?)",
@@ -235,6 +236,7 @@ def write_batch(
             for slot, r in enumerate(runs)
         ],
     )
+    return batch_id
 
 
 def ready_batches(
