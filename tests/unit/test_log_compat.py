@@ -202,3 +202,19 @@ def test_the_level_4_fixture_settles_batch_receipts() -> None:
         if t.endswith("_messages") and any(".~" in rc for rc in body.get("receipts", ()))
     }
     assert settled.keys() == {"ack_messages", "nack_messages", "extend_messages"}
+
+
+# Level 5 (issue 29): no new type; a claim_batch may defer its one-time jobs' completion.
+def test_the_level_5_fixture_defers_completions_and_prunes_write_them(db: Database) -> None:
+    claims = [body for t, body, _ in _commands(5) if t == "claim_batch"]
+    assert claims and all(body.get("defer_completion") is True for body in claims)
+    assert any(r.get("completed") for t, _, r in _commands(5) if t == "prune")
+    machine = StateMachine(db)
+    most = 0  # completions pending at once
+    for line in _lines(5):
+        result = machine.apply(line["entry"].encode(), index=line["index"])
+        assert result == line["result"], line["index"]
+        most = max(most, db.conn.execute("SELECT count(*) FROM completions").fetchone()[0])
+    expected = json.loads((FIXTURES / "journal-level5.expected.json").read_text())
+    assert state_digest(db.conn) == (expected["applied_index"], expected["digest"])
+    assert most >= 1
