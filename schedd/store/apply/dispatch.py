@@ -82,11 +82,13 @@ def claim_runs(tx: sqlite3.Connection, cmd: Command[AnyClaims]) -> Result:
 
 def _rounds(claims: tuple[AnyClaim, ...]) -> list[list[AnyClaim]]:
     """Split claims so that no round names a job twice, keeping each job's claims in order."""
+    if len({claim.job_id for claim in claims}) == len(claims):
+        return [list(claims)]  # the usual case: one round
     rounds: list[list[AnyClaim]] = []
-    seen: Counter[str] = Counter()
+    seen: dict[str, int] = {}
     for claim in claims:
-        k = seen[claim.job_id]
-        seen[claim.job_id] += 1
+        k = seen.get(claim.job_id, 0)
+        seen[claim.job_id] = k + 1
         if k == len(rounds):
             rounds.append([])
         rounds[k].append(claim)
@@ -136,24 +138,30 @@ def _claim_round(
 ) -> int:
     keys = _JSON.encode([[c.job_id, c.scheduled_at_ms, c.fire_at_ms, c.partition] for c in claims])
     accepted: list[tuple[AnyClaim, str, ledger.JobDelivery]] = []  # claim, tenant, what to deliver
+    deliveries: dict[str, ledger.JobDelivery] = {}  # by spec text: a spike's jobs often share one
     rows = tx.execute(_CLAIM_STATE, (keys.decode(),))
     for seq, is_due, tenant_id, spec, status, version, has_run in rows:
         claim = claims[seq]
         reason = _refusal(cmd, claim, leases.get(claim.partition), is_due, status, version)
         if reason is None and has_run:
             reason = "duplicate_run"
-        if reason is None:
-            accepted.append((claim, tenant_id, ledger.job_delivery(spec)))
-        else:
+        if reason is not None:
             rejected[reason] += 1
+            continue
+        job = deliveries.get(spec)
+        if job is None:
+            job = deliveries[spec] = ledger.job_delivery(spec)
+        accepted.append((claim, tenant_id, job))
     if accepted:
         _record_runs(tx, cmd, accepted)
-    for claim, tenant_id, job in accepted:
-        if claim.skip:
-            continue
-        is_queue = job.kind in ledger.PULLED_KINDS
-        fed.add(MessagesReady(tenant_id, job.queue) if is_queue else DeliveriesReady())
+    queues = {(t, job.queue) for c, t, job in accepted if not c.skip and job.kind in _PULLED}
+    fed.update(MessagesReady(tenant_id, queue) for tenant_id, queue in queues)
+    if any(not c.skip and job.kind not in _PULLED for c, _, job in accepted):
+        fed.add(DeliveriesReady())
     return len(accepted)
+
+
+_PULLED = ledger.PULLED_KINDS
 
 
 def _refusal(
@@ -204,14 +212,19 @@ def _record_runs(
     )
     per_run = accepted
     deferred: list[tuple[AnyClaim, str]] = []  # one-time jobs completed by a later prune
+    scheduled = [(c, t) for c, t, _ in accepted if not c.is_trigger]
     if isinstance(cmd.body, ClaimBatch):  # queue runs delivered go into batches
-        in_batch = [not c.skip and job.kind in ledger.PULLED_KINDS for c, _, job in accepted]
+        in_batch = [not c.skip and job.kind in _PULLED for c, _, job in accepted]
         placed = _write_batches(tx, now, [a for a, b in zip(accepted, in_batch, strict=True) if b])
         per_run = [a for a, b in zip(accepted, in_batch, strict=True) if not b]
         if cmd.body.defer_completion:
             ending = [(c, t, slot) for c, t, slot in placed if _completes_job(c)]
             completions.defer(tx, [slot for _, _, slot in ending])
             deferred = [(c, t) for c, t, _ in ending]
+            scheduled = [(c, t) for c, t, _ in per_run if not c.is_trigger]
+            scheduled += [
+                (c, t) for c, t, _ in placed if not c.is_trigger and not _completes_job(c)
+            ]
     runs = [
         # By position (job, run, tenant, fire time, skip reason): thousands a second.
         ledger.NewRun(c.job_id, c.scheduled_at_ms, tenant_id, c.fire_at_ms, c.skip)
@@ -226,13 +239,7 @@ def _record_runs(
             if not c.skip
         ],
     )
-    later = {id(c) for c, _ in deferred}
-    _advance_jobs(
-        tx,
-        cmd,
-        [(c, t) for c, t, _ in accepted if not c.is_trigger and id(c) not in later],
-        deferred,
-    )
+    _advance_jobs(tx, cmd, scheduled, deferred)
     connections.release(  # a completed job with a broker target no longer uses its connection
         tx,
         [
