@@ -90,7 +90,7 @@ def _setup(log: Log, n: int) -> list[tuple[int, str]]:
     log.apply("assign_leases", {"ttl_ms": 3_600_000, "moves": moves})
     spec = {
         "name": None,
-        "schedule": {"at": "2026-09-21T14:13:20Z"},
+        "schedule": {"run_at": "2026-09-21T14:13:20Z"},
         "window": None,
         "target": {"type": "queue", "name": "q"},
         "payload": {"n": 1},
