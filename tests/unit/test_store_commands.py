@@ -110,6 +110,7 @@ def test_the_catalogue_names_each_type_once_with_its_level() -> None:
         "create_connection": 3,
         "delete_connection": 3,
         "claim_batch": 4,
+        "add_jobs": 5,
     }
     assert max(cls.LEVEL for cls in CATALOGUE.values()) == LOG_LEVEL
 
