@@ -235,13 +235,17 @@ async def spike_schedd(
         await client.post_batches(s, urls, [job(later, "calibrate")] * BATCH)
         rate = BATCH / max(0.001, time.time() - start)
         due_s = due_at(time.time(), n, rate, lead_s)
-        start = time.time()
+        start, create_cpu = time.time(), cpu_s(pids)
         results = await client.post_batches(
             s, urls, [job(format_instant(due_s * 1000), "spike")] * n
         )
         created = [f"{r['job_id']}:{r['next_run_at']}" for r in results]
         create_s = time.time() - start
-        print(f"schedd: {n:,} created in {create_s:.1f} s, due in {due_s - time.time():.1f} s")
+        create_cpu_us = round((cpu_s(pids) - create_cpu) / n * 1e6, 1)  # all nodes, per job
+        print(
+            f"schedd: {n:,} created in {create_s:.1f} s (node CPU {create_cpu_us} us a job), "
+            f"due in {due_s - time.time():.1f} s"
+        )
         await asyncio.sleep(max(0.0, due_s - time.time() - 1))
         stop_at = time.monotonic() + (due_s - time.time()) + timeout_s
         nodes_before, consumer_before = cpu_s(pids), time.process_time()
@@ -249,6 +253,7 @@ async def spike_schedd(
         cpu = {  # microseconds of CPU per run through the drain: all nodes, and the consumer
             "node_cpu_us": round((cpu_s(pids) - nodes_before) / n * 1e6, 1),
             "consumer_cpu_us": round((time.process_time() - consumer_before) / n * 1e6, 1),
+            "create_cpu_us": create_cpu_us,
         }
     deliveries = [(m["idempotency_key"], at) for m, at in received]
     return due_s, create_s, due_s - start - create_s, created, deliveries, timed_out, cpu
