@@ -11,20 +11,22 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 from aiohttp import web
 
 from schedd.api.context import ApiContext
 from schedd.api.http import propose
 from schedd.errors import NoLeader, OutcomeUnknown, SchedError
-from schedd.store.command import compact_json
+from schedd.store.command import MAX_COMMAND_BYTES, compact_json
 from schedd.store.commands import AddJobs, CreateJobs, LogCommand, NewJob, NewJobRow
 
 log = logging.getLogger(__name__)
 
-# A group of single creates is one command: at most this many jobs, and (for add_jobs) these
-# many bytes of stored specs (a command stays under MAX_COMMAND_BYTES, store/command.py).
+# A group of single creates is one command: at most this many jobs, and this many bytes as
+# encoded, counted at most (a command stays under MAX_COMMAND_BYTES, store/command.py).
 MAX_GROUP_JOBS = 1_000
-MAX_GROUP_SPEC_BYTES = 512 * 1024
+MAX_GROUP_BYTES = MAX_COMMAND_BYTES - 64 * 1024
+ITEM_BYTES = 512  # an item's bytes besides its spec, at most: ids, key, hash, field names
 
 
 def create_command(
@@ -40,6 +42,16 @@ def create_command(
 
 def _without_text(item: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in item.items() if key != "spec_text"}
+
+
+def encoded_bytes(item: dict[str, Any]) -> int:
+    """An item's bytes in either form of the command, at most: add_jobs carries the spec's
+    text as a JSON string, escaped (a quote takes two bytes), create_jobs as an object no
+    longer than that text."""
+    return len(_ENCODER.encode(item["spec_text"])) + ITEM_BYTES
+
+
+_ENCODER = msgspec.json.Encoder()
 
 
 def job_row(item: dict[str, Any]) -> NewJobRow:
@@ -126,8 +138,8 @@ class CreateGroups:
         group: list[_Waiting] = []
         size = 0
         for entry in waiting:
-            size += len(entry.item["spec_text"])
-            if group and (len(group) == MAX_GROUP_JOBS or size > MAX_GROUP_SPEC_BYTES):
+            size += encoded_bytes(entry.item)
+            if group and (len(group) == MAX_GROUP_JOBS or size > MAX_GROUP_BYTES):
                 break
             group.append(entry)
         del waiting[: len(group)]

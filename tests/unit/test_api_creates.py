@@ -10,9 +10,10 @@ from typing import Any, cast
 import pytest
 
 from schedd.api.context import ApiContext
-from schedd.api.creates import CreateGroups, create_command
+from schedd.api.creates import CreateGroups, create_command, encoded_bytes
 from schedd.errors import NoLeader
 from schedd.peers import PeerReport, PeerReports
+from schedd.store.command import MAX_COMMAND_BYTES, encode_command
 from schedd.store.commands import AddJobs, CreateJobs, LogCommand
 
 
@@ -116,3 +117,22 @@ def test_the_form_follows_the_members_log_level(peer_level: int, form: type) -> 
     assert isinstance(cmd, form)
     if isinstance(cmd, CreateJobs):
         assert cmd.jobs[0].spec == item("job_1")["spec"]
+
+
+def test_a_group_stays_under_the_command_cap_even_when_its_specs_escape_long() -> None:
+    proposer = FakeProposer()
+    ctx, groups = context(proposer), CreateGroups()
+    quotes = {**item("job_0"), "spec_text": '{"payload":"' + '\\"' * 250 + '"}'}
+    assert encoded_bytes(quotes) > 2 * len(quotes["spec_text"])  # escaped: twice its bytes
+
+    async def run() -> None:
+        calls = [
+            groups.create(ctx, "t1", "a", {**quotes, "job_id": f"job_{i:04}"}) for i in range(1000)
+        ]
+        await asyncio.gather(*calls)
+
+    asyncio.run(run())
+    assert sum(len(c.jobs) for c in proposer.commands) == 1000  # type: ignore[attr-defined]
+    assert len(proposer.commands) == 2  # 1,000 such jobs are over the cap in one command
+    for cmd in proposer.commands:
+        assert len(encode_command(cmd, id="x", ts_ms=1)) <= MAX_COMMAND_BYTES
