@@ -5,7 +5,11 @@ after the last create; one consumer of the same strength per system (BullMQ: one
 concurrency 100; schedd: one process with 16 receive loops of at most 100 messages, acking what
 they get). Drain = last first delivery - T; lost, duplicated and early deliveries are counted.
 Prints one table with the ratios to BullMQ, writes benchmarks/results/compare.json and
-compare.png (runs received over seconds since T). BullMQ is a pinned npm package installed into
+compare.png (runs received over seconds since T). `--single` measures single creates instead
+(issue 29): CALLERS concurrent callers for `--seconds` in one node process (bullmq/single.mjs)
+on each side, BullMQ's `queue.add` and schedd's `POST /v1/jobs` to the leader over as many
+keep-alive connections; rate, p50 and p99 latency, schedd's node CPU per create; results in
+benchmarks/results/compare-single.json. BullMQ is a pinned npm package installed into
 benchmarks/.bullmq/ (git-ignored) and runs against a private redis-server on a loopback port.
 """
 
@@ -18,6 +22,7 @@ import math
 import os
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -116,7 +121,8 @@ def install_bullmq() -> None:
     """npm install the pinned bullmq and ioredis into benchmarks/.bullmq/ unless there."""
     BULLMQ_DIR.mkdir(exist_ok=True)
     shutil.copy(BULLMQ_SRC / "package.json", BULLMQ_DIR / "package.json")
-    shutil.copy(BULLMQ_SRC / "spike.mjs", BULLMQ_DIR / "spike.mjs")  # resolves bullmq from here
+    for script in ("spike.mjs", "single.mjs"):  # they resolve bullmq from there
+        shutil.copy(BULLMQ_SRC / script, BULLMQ_DIR / script)
     pinned = json.loads((BULLMQ_SRC / "package.json").read_text())["dependencies"]
     if all(installed_version(name) == version for name, version in pinned.items()):
         return
@@ -229,13 +235,17 @@ async def spike_schedd(
         await client.post_batches(s, urls, [job(later, "calibrate")] * BATCH)
         rate = BATCH / max(0.001, time.time() - start)
         due_s = due_at(time.time(), n, rate, lead_s)
-        start = time.time()
+        start, create_cpu = time.time(), cpu_s(pids)
         results = await client.post_batches(
             s, urls, [job(format_instant(due_s * 1000), "spike")] * n
         )
         created = [f"{r['job_id']}:{r['next_run_at']}" for r in results]
         create_s = time.time() - start
-        print(f"schedd: {n:,} created in {create_s:.1f} s, due in {due_s - time.time():.1f} s")
+        create_cpu_us = round((cpu_s(pids) - create_cpu) / n * 1e6, 1)  # all nodes, per job
+        print(
+            f"schedd: {n:,} created in {create_s:.1f} s (node CPU {create_cpu_us} us a job), "
+            f"due in {due_s - time.time():.1f} s"
+        )
         await asyncio.sleep(max(0.0, due_s - time.time() - 1))
         stop_at = time.monotonic() + (due_s - time.time()) + timeout_s
         nodes_before, consumer_before = cpu_s(pids), time.process_time()
@@ -243,6 +253,7 @@ async def spike_schedd(
         cpu = {  # microseconds of CPU per run through the drain: all nodes, and the consumer
             "node_cpu_us": round((cpu_s(pids) - nodes_before) / n * 1e6, 1),
             "consumer_cpu_us": round((time.process_time() - consumer_before) / n * 1e6, 1),
+            "create_cpu_us": create_cpu_us,
         }
     deliveries = [(m["idempotency_key"], at) for m, at in received]
     return due_s, create_s, due_s - start - create_s, created, deliveries, timed_out, cpu
@@ -301,6 +312,112 @@ def status_kib(pid: int, field: str) -> int:
     return 0
 
 
+# --- single creates (--single) ------------------------------------------------------------------
+
+CALLERS = 64
+
+
+def latency_row(
+    system: str, count: int, elapsed_s: float, latencies: list[float]
+) -> dict[str, Any]:
+    """Rate and latency percentiles (ms) of one system's single creates."""
+    cuts = statistics.quantiles(latencies, n=100) if len(latencies) > 1 else [0.0] * 99
+    found = {
+        "system": system,
+        "creates": count,
+        "rate": round(count / elapsed_s, 1),
+        "p50_ms": round(cuts[49], 2),
+        "p99_ms": round(cuts[98], 2),
+    }
+    print(
+        f"{system}: {found['rate']:,.0f} single creates/s, p50 {found['p50_ms']} ms, "
+        f"p99 {found['p99_ms']} ms",
+        flush=True,
+    )
+    return found
+
+
+def single_bullmq(seconds: float) -> dict[str, Any]:
+    install_bullmq()
+    with (
+        tempfile.TemporaryDirectory(prefix="compare-redis-") as tmp,
+        redis_server(Path(tmp)) as port,
+    ):
+        raw = single_node_client(Path(tmp) / "single.json", seconds, port=port)
+    return latency_row("bullmq", raw["count"], raw["elapsed_s"], raw["latencies_ms"])
+
+
+def single_node_client(
+    out: Path, seconds: float, *, port: int | None = None, url: str = "", token: str = ""
+) -> dict[str, Any]:
+    """Run bullmq/single.mjs (one side or the other) and read what it wrote."""
+    command = ["node", str(BULLMQ_DIR / "single.mjs"), "--callers", str(CALLERS)]
+    command += ["--seconds", str(seconds), "--out", str(out)]
+    if port is not None:
+        command += ["--port", str(port)]
+    else:
+        body = job(format_instant((int(time.time()) + 3600) * 1000), "single")
+        command += ["--url", url, "--token", token, "--body", json.dumps(body)]
+    subprocess.run(command, check=True, timeout=seconds + 120)
+    found: dict[str, Any] = json.loads(out.read_text())
+    assert found["errors"] == 0, f"{found['errors']} creates failed"
+    return found
+
+
+def leader_url(cluster: list[Any]) -> str:
+    """The API of the node that leads Raft (the issue's single creates went to the leader)."""
+    _, state, _ = http("GET", f"{cluster[0].url}/v1/admin/state")
+    for node in cluster:
+        if state["leader"] in (node.node_id, f"127.0.0.1:{node.raft_port}"):
+            return str(node.url)
+    return str(cluster[0].url)
+
+
+def single_schedd(nodes: int, seconds: float) -> dict[str, Any]:
+    with (
+        tempfile.TemporaryDirectory(prefix="compare-schedd-") as tmp,
+        running(make_nodes(Path(tmp), nodes)) as cluster,
+    ):
+        urls = [node.url for node in cluster]
+        tenant = {"name": "bench", "max_active_jobs": 10_000_000, "dispatch_rate": 0}
+        status, body, _ = http("POST", f"{urls[0]}/v1/tenants", tenant)
+        assert status == 201, body
+        pids = [node.process.pid for node in cluster if node.process is not None]
+        install_bullmq()  # the node client sits beside it
+        before = cpu_s(pids)
+        out = Path(tmp) / "single.json"
+        raw = single_node_client(out, seconds, url=leader_url(cluster), token=body["token"])
+        node_cpu = cpu_s(pids) - before
+    count = raw["count"]
+    found = latency_row(f"schedd{nodes}", count, raw["elapsed_s"], raw["latencies_ms"])
+    found["node_cpu_us"] = round(node_cpu / max(count, 1) * 1e6, 1)
+    return found
+
+
+def single_table(rows: list[dict[str, Any]]) -> str:
+    base = next((r["rate"] for r in rows if r["system"] == "bullmq"), None)
+    lines = ["system | creates/s | x bullmq | p50 ms | p99 ms | node CPU us/create"]
+    for r in rows:
+        ratio = "-" if base is None else f"{r['rate'] / base:.3f}"
+        cpu = r.get("node_cpu_us", "-")
+        lines.append(
+            f"{r['system']} | {r['rate']:,.0f} | {ratio} | {r['p50_ms']} | {r['p99_ms']} | {cpu}"
+        )
+    return "\n".join(lines)
+
+
+def run_single(systems: list[str], seconds: float) -> None:
+    rows = [
+        single_bullmq(seconds) if system == "bullmq" else single_schedd(int(system[-1]), seconds)
+        for system in systems
+    ]
+    print(single_table(rows))
+    RESULTS.mkdir(exist_ok=True)
+    when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    report = {"measured_at": when, "callers": CALLERS, "seconds": seconds, "rows": rows}
+    (RESULTS / "compare-single.json").write_text(json.dumps(report, indent=2) + "\n")
+
+
 # --- output -------------------------------------------------------------------------------------
 
 
@@ -335,10 +452,21 @@ def main() -> None:
     parser.add_argument(
         "--timeout-s", type=float, help="drain timeout after T (default: max(120, 3 s per 1,000))"
     )
+    parser.add_argument(
+        "--single",
+        action="store_true",
+        help=f"single creates instead: {CALLERS} concurrent callers on each system",
+    )
+    parser.add_argument(
+        "--seconds", type=float, default=10.0, help="--single: seconds per system (default 10)"
+    )
     args = parser.parse_args()
     systems = [s for s in args.systems.split(",") if s]
     if unknown := set(systems) - set(SYSTEMS):
         parser.error(f"unknown systems {sorted(unknown)}: pick from {', '.join(SYSTEMS)}")
+    if args.single:
+        run_single(systems, args.seconds)
+        return
     timeout_s = args.timeout_s or max(120.0, 3 * args.n / 1000)
     rows = []
     for system in systems:

@@ -26,6 +26,7 @@ from schedd.api import (
     tenants,
 )
 from schedd.api.context import CONTEXT, ApiContext
+from schedd.api.creates import CREATE_GROUPS, CreateGroups
 from schedd.api.http import Handler, auth_middleware, errors_middleware, metrics_middleware
 
 
@@ -69,6 +70,7 @@ def build_app(
         client_max_size=jobs.BATCH_BODY_LIMIT,
     )
     app[CONTEXT] = ctx
+    app[CREATE_GROUPS] = CreateGroups()
     if node_metrics is not None:
         app[health.NODE_METRICS] = node_metrics
     if metrics_access is not None:

@@ -19,6 +19,7 @@ from aiohttp import web
 
 from schedd.api.connections import connection_verdicts
 from schedd.api.context import CONTEXT, ApiContext
+from schedd.api.creates import CREATE_GROUPS, propose_creates
 from schedd.api.http import (
     decode_cursor,
     encode_cursor,
@@ -47,11 +48,9 @@ from schedd.jobspec import JOB_FIELDS, JobSpec, job_to_json, parse_job, patch_jo
 from schedd.model import JobStatus, not_live_message, partition_of
 from schedd.schedule import fire_time, first_run_at
 from schedd.store import queries
-from schedd.store.command import MAX_COMMAND_BYTES
+from schedd.store.command import MAX_COMMAND_BYTES, compact_json
 from schedd.store.commands import (
     CancelJob,
-    CreateJobs,
-    NewJob,
     PauseJob,
     ResumeJob,
     TriggerJob,
@@ -101,10 +100,12 @@ def _new_item(
 ) -> dict[str, Any]:
     job_id = new_job_id(now)
     run_at, fire_at = _next_runs(job_id, spec, now)
+    stored = _stored_spec(ctx, spec)
     return {
         "job_id": job_id,
         "partition": partition_of(job_id, ctx.partitions),
-        "spec": _stored_spec(ctx, spec),
+        "spec": stored,
+        "spec_text": compact_json(stored),  # as the store keeps it (add_jobs carries it)
         "next_run_at_ms": run_at,
         "next_fire_at_ms": fire_at,
         "idempotency_key": key,
@@ -172,11 +173,7 @@ async def _read_job(ctx: ApiContext, tenant_id: str, job_id: str) -> dict[str, A
 async def _create(
     ctx: ApiContext, tenant_id: str, actor: str, items: list[dict[str, Any]], now: int
 ) -> list[dict[str, Any]]:
-    jobs = tuple(NewJob(**item) for item in items)
-    cmd = CreateJobs(tenant_id=tenant_id, actor=actor, jobs=jobs)
-    result = await propose(ctx, cmd, now_ms=now)
-    results: list[dict[str, Any]] = result["results"]
-    return results
+    return await propose_creates(ctx, tenant_id, actor, items, now)
 
 
 @routes.post("/v1/jobs")
@@ -191,13 +188,22 @@ async def create_job(request: web.Request) -> web.Response:
     [blocked] = await _guard_targets(ctx, tenant_id, [item["spec"]], request.remote)
     if blocked is not None:
         raise blocked
-    [outcome] = await _create(ctx, tenant_id, who.actor, [item], now)
+    # Concurrent single creates of a tenant share one command (api/creates.py).
+    groups = request.app[CREATE_GROUPS]
+    outcome, created_ms = await groups.create(ctx, tenant_id, who.actor, item)
     if "error" in outcome:
         raise rejection_error(outcome["error"]["code"], outcome["error"]["message"])
     if not outcome["created"]:  # an Idempotency-Key replay: the job as it is now
         return json_response(await _read_job(ctx, tenant_id, outcome["job_id"]), status=201)
     job = queries.job_json(
-        item["job_id"], tenant_id, item["spec"], "active", item["next_run_at_ms"], 1, now, now
+        item["job_id"],
+        tenant_id,
+        item["spec"],
+        "active",
+        item["next_run_at_ms"],
+        1,
+        created_ms,
+        created_ms,
     )
     job = _opened(ctx, job)
     return json_response(job, status=201)
@@ -239,7 +245,8 @@ def _chunks(items: list[dict[str, Any]]) -> list[list[int]]:
     chunks: list[list[int]] = []
     size = 0
     for k, item in enumerate(items):
-        item_bytes = len(msgspec.json.encode(item)) + 1  # as the command will be encoded
+        # More than either form's bytes: the item holds the spec as an object and as text.
+        item_bytes = len(msgspec.json.encode(item)) + 1
         if not chunks or size + item_bytes > CHUNK_BYTES:
             chunks.append([])
             size = 0

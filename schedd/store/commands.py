@@ -24,8 +24,9 @@ JSONObject = Mapping[str, Any]  # kept as the proposer built it (a job spec, ten
 # create_jobs or update_job whose spec has a broker target (`needed_level`: an older node would
 # apply it without checking or recording the job's use of its connection, and its state would
 # differ). Level 4 (issue 29): claim_batch, whose queue runs apply into `batches` rows
-# (store/batches.py), and receipts of batch runs in ack, nack and extend. Level 5 (issue 29): a
-# claim_batch with `defer_completion`, whose one-time jobs are completed by a later prune
+# (store/batches.py), and receipts of batch runs in ack, nack and extend. Level 5 (issue 29):
+# add_jobs, job creates as arrays with each stored spec's text, written row set by row set; and
+# a claim_batch with `defer_completion`, whose one-time jobs are completed by a later prune
 # (store/ledger/completions.py; `needed_level`). LEVEL_OF_TYPE names the types above level 1.
 LOG_LEVEL = 5
 DEFERRED_COMPLETION_LEVEL = 5
@@ -159,6 +160,31 @@ class CreateJobs(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
 
     def needed_level(self) -> int:
         return max((spec_level(job.spec) for job in self.jobs), default=self.LEVEL)
+
+
+class NewJobRow(msgspec.Struct, frozen=True, array_like=True):
+    """One job of an add_jobs command, as an array: NewJob's fields, with the spec as the text
+    the store keeps (the proposer's compact_json of it), so no replica parses or re-encodes
+    it."""
+
+    job_id: str
+    partition: int
+    spec: str
+    next_run_at_ms: int | None
+    next_fire_at_ms: int | None
+    idempotency_key: str | None
+    request_hash: str | None
+
+
+class AddJobs(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
+    """create_jobs in a compact form: the same rows (audit records under the action
+    "create_jobs"), a result that names only the jobs not created as proposed."""
+
+    TYPE = "add_jobs"
+    LEVEL = 5
+    tenant_id: str
+    actor: str | None = None
+    jobs: tuple[NewJobRow, ...]
 
 
 class CancelJob(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
@@ -434,6 +460,7 @@ CATALOGUE: Mapping[str, type[LogCommand]] = {
         UpdateTenant,
         RotateTenant,
         CreateJobs,
+        AddJobs,
         CancelJob,
         UpdateJob,
         PauseJob,

@@ -24,7 +24,7 @@ def audit(
         (
             cmd.ts_ms,
             tenant_id,
-            _actor(cmd),
+            actor_of(cmd),
             cmd.type,
             job_id,
             None if detail is None else json.dumps(detail, separators=(",", ":")),
@@ -78,7 +78,7 @@ def remove_scheduled_due(tx: sqlite3.Connection, job: ScheduledRun) -> None:
     )
 
 
-def _actor(cmd: Command[Any]) -> str:
+def actor_of(cmd: Command[Any]) -> str:
     """Who proposed the command (its body's `actor`; "admin" when it names none)."""
     actor = getattr(cmd.body, "actor", None)
     return "admin" if actor is None else str(actor)

@@ -347,7 +347,7 @@ def test_healthz_and_readyz_answer_without_a_token(node: NodeProcess) -> None:
     before = now_ms()
     status, body, _ = http("GET", f"{node.url}/healthz", token=None)
     clock = body.pop("now_ms")  # peers compare clocks with it (dispatch/clock.py)
-    expected = {"status": "ok", "node_id": node.node_id, "disk_low": False, "log_level": 4}
+    expected = {"status": "ok", "node_id": node.node_id, "disk_low": False, "log_level": 5}
     assert (status, body) == (200, expected)
     assert before <= clock <= now_ms()
     status, body, _ = http("GET", f"{node.url}/readyz", token=None)

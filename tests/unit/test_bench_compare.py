@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmarks.compare import due_at, ratios, summarize, table
+from benchmarks.compare import due_at, latency_row, ratios, single_table, summarize, table
 
 
 def test_summary_counts_lost_twice_and_early_and_drains_to_the_last_first_delivery() -> None:
@@ -66,3 +66,12 @@ def test_without_bullmq_there_are_no_ratios() -> None:
     rows = [row("schedd1", 20.0, 3_000.0)]
     ratios(rows)
     assert rows[0]["drain_s_ratio"] is None and rows[0]["create_rate_ratio"] is None
+
+
+def test_single_creates_rate_percentiles_and_ratio() -> None:
+    bullmq = latency_row("bullmq", 1_000, 0.5, [float(i % 10) for i in range(1_000)])
+    assert (bullmq["rate"], bullmq["p50_ms"], bullmq["p99_ms"]) == (2_000.0, 4.5, 9.0)
+    schedd = latency_row("schedd3", 100, 0.5, [20.0] * 100) | {"node_cpu_us": 900.0}
+    lines = single_table([bullmq, schedd]).splitlines()
+    assert lines[1].startswith("bullmq | 2,000 | 1.000 |")
+    assert lines[2] == "schedd3 | 200 | 0.100 | 20.0 | 20.0 | 900.0"

@@ -175,7 +175,14 @@ LEVEL_4_TYPES = LEVEL_3_TYPES | {"claim_batch"}
 
 
 def test_the_level_4_types_are_todays_catalogue() -> None:
-    assert set(CATALOGUE) == LEVEL_4_TYPES
+    assert {t for t, cls in CATALOGUE.items() if cls.LEVEL <= 4} == LEVEL_4_TYPES
+
+
+LEVEL_5_TYPES = LEVEL_4_TYPES | {"add_jobs"}
+
+
+def test_the_level_5_types_are_todays_catalogue() -> None:
+    assert set(CATALOGUE) == LEVEL_5_TYPES
 
 
 def test_the_level_4_fixture_claims_only_in_batches() -> None:

@@ -112,10 +112,10 @@ def test_the_catalogue_names_each_type_once_with_its_level() -> None:
         "create_connection": 3,
         "delete_connection": 3,
         "claim_batch": 4,
+        "add_jobs": 5,
     }
-    # Level 5 is a body's (claim_batch with defer_completion), not a type's.
-    assert max(cls.LEVEL for cls in CATALOGUE.values()) == 4
-    assert DEFERRED_COMPLETION_LEVEL == LOG_LEVEL == 5
+    assert max(cls.LEVEL for cls in CATALOGUE.values()) == LOG_LEVEL
+    assert DEFERRED_COMPLETION_LEVEL == LOG_LEVEL  # and a body's: claim_batch's defer_completion
 
 
 def test_a_claim_batch_deferring_completions_needs_level_5_and_omits_the_flag_otherwise() -> None:

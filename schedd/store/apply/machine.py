@@ -16,6 +16,7 @@ from schedd import metrics
 from schedd.store.apply import (
     cluster,
     connections,
+    creates,
     deadletters,
     delivery,
     dispatch,
@@ -45,6 +46,7 @@ HANDLERS: Mapping[str, Handler] = {
     **cluster.HANDLERS,
     **tenants.HANDLERS,
     **jobs.HANDLERS,
+    **creates.HANDLERS,
     **dispatch.HANDLERS,
     **queue.HANDLERS,
     **deadletters.HANDLERS,

@@ -1,0 +1,177 @@
+"""Proposing job creates: the command's form by the cluster's log level, each job's outcome,
+and single creates that arrive together grouped into one command.
+
+Handlers build the items (api/jobs.py); this module only turns them into commands and back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+from aiohttp import web
+
+from schedd.api.context import ApiContext
+from schedd.api.http import propose
+from schedd.errors import NoLeader, OutcomeUnknown, SchedError
+from schedd.store.command import MAX_COMMAND_BYTES, compact_json
+from schedd.store.commands import AddJobs, CreateJobs, LogCommand, NewJob, NewJobRow
+
+log = logging.getLogger(__name__)
+
+# A group of single creates is one command: at most this many jobs, and this many bytes as
+# encoded, counted at most (a command stays under MAX_COMMAND_BYTES, store/command.py).
+MAX_GROUP_JOBS = 1_000
+MAX_GROUP_BYTES = MAX_COMMAND_BYTES - 64 * 1024
+ITEM_BYTES = 512  # an item's bytes besides its spec, at most: ids, key, hash, field names
+
+
+def create_command(
+    ctx: ApiContext, tenant_id: str, actor: str, items: list[dict[str, Any]]
+) -> LogCommand:
+    """add_jobs once every member applies log level 5, else create_jobs (a rolling upgrade:
+    an older node would halt on add_jobs)."""
+    if ctx.storage is not None and ctx.storage.peers.lagging(AddJobs.LEVEL):
+        jobs = tuple(NewJob(**_without_text(item)) for item in items)
+        return CreateJobs(tenant_id=tenant_id, actor=actor, jobs=jobs)
+    return AddJobs(tenant_id=tenant_id, actor=actor, jobs=tuple(map(job_row, items)))
+
+
+def _without_text(item: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in item.items() if key != "spec_text"}
+
+
+def encoded_bytes(item: dict[str, Any]) -> int:
+    """An item's bytes in either form of the command, at most: add_jobs carries the spec's
+    text as a JSON string, escaped (a quote takes two bytes), create_jobs as an object no
+    longer than that text."""
+    return len(_ENCODER.encode(item["spec_text"])) + ITEM_BYTES
+
+
+_ENCODER = msgspec.json.Encoder()
+
+
+def job_row(item: dict[str, Any]) -> NewJobRow:
+    """An item as add_jobs carries it: the spec as the text the store keeps (`spec_text` when
+    the handler made it already)."""
+    return NewJobRow(
+        item["job_id"],
+        item["partition"],
+        item.get("spec_text") or compact_json(item["spec"]),
+        item["next_run_at_ms"],
+        item["next_fire_at_ms"],
+        item["idempotency_key"],
+        item["request_hash"],
+    )
+
+
+async def propose_creates(
+    ctx: ApiContext, tenant_id: str, actor: str, items: list[dict[str, Any]], now_ms: int
+) -> list[dict[str, Any]]:
+    """Create the items in one command; each item's outcome in create_jobs's form:
+    {"job_id", "created"} or {"error": {"code", "message"}}."""
+    cmd = create_command(ctx, tenant_id, actor, items)
+    result = await propose(ctx, cmd, now_ms=now_ms)
+    if isinstance(cmd, AddJobs):
+        return outcomes(cmd, result)
+    results: list[dict[str, Any]] = result["results"]
+    return results
+
+
+def outcomes(cmd: AddJobs, result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each job's outcome from add_jobs's result, which names only the jobs not created as
+    proposed (an Idempotency-Key seen before, or an error)."""
+    found: list[dict[str, Any]] = [{"job_id": job.job_id, "created": True} for job in cmd.jobs]
+    for i, job_id in result.get("existing", ()):
+        found[i] = {"job_id": job_id, "created": False}
+    for i, code, message in result.get("errors", ()):
+        found[i] = {"error": {"code": code, "message": message}}
+    return found
+
+
+@dataclass(eq=False)
+class _Waiting:
+    item: dict[str, Any]
+    future: asyncio.Future[tuple[dict[str, Any], int]]
+
+
+@dataclass(eq=False)
+class CreateGroups:
+    """Group commit of single creates: while a tenant's (and actor's) command is in flight,
+    the creates that arrive wait and then go out together as one command (one log entry, one
+    transaction, one kept result), each caller getting its own job's outcome. A caller that
+    gives up does not take its job out: like a request that timed out, it may be created."""
+
+    _waiting: dict[tuple[str, str], list[_Waiting]] = field(default_factory=dict)
+
+    async def create(
+        self, ctx: ApiContext, tenant_id: str, actor: str, item: dict[str, Any]
+    ) -> tuple[dict[str, Any], int]:
+        """(the job's outcome, the command's time: the job's created_at)."""
+        future: asyncio.Future[tuple[dict[str, Any], int]] = (
+            asyncio.get_running_loop().create_future()
+        )
+        key = (tenant_id, actor)
+        waiting = self._waiting.get(key)
+        if waiting is None:
+            self._waiting[key] = waiting = []
+            asyncio.get_running_loop().create_task(self._send(ctx, key))
+        waiting.append(_Waiting(item, future))
+        return await asyncio.shield(future)
+
+    async def _send(self, ctx: ApiContext, key: tuple[str, str]) -> None:
+        """Send the key's waiting creates, a group at a time, until none wait."""
+        try:
+            await asyncio.sleep(0)  # the creates of this turn of the loop join the first group
+            while group := self._take(key):
+                await _send_group(ctx, key, group)
+        finally:
+            left = self._waiting.pop(key, [])
+            for waiting in left:  # only if sending itself failed: never leave a caller hanging
+                _settle(waiting.future, NoLeader("not written: the node stopped first"))
+
+    def _take(self, key: tuple[str, str]) -> list[_Waiting]:
+        waiting = self._waiting.get(key, [])
+        group: list[_Waiting] = []
+        size = 0
+        for entry in waiting:
+            size += encoded_bytes(entry.item)
+            if group and (len(group) == MAX_GROUP_JOBS or size > MAX_GROUP_BYTES):
+                break
+            group.append(entry)
+        del waiting[: len(group)]
+        return group
+
+
+async def _send_group(ctx: ApiContext, key: tuple[str, str], group: list[_Waiting]) -> None:
+    now_ms = ctx.clock_ms()
+    try:
+        found = await propose_creates(ctx, *key, [w.item for w in group], now_ms)
+    except SchedError as exc:  # every caller of the group gets the command's error
+        for waiting in group:
+            _settle(waiting.future, exc)
+    except Exception as exc:  # a boundary: each caller's request answers 500, logged there
+        log.warning("a group of creates failed jobs=%d", len(group), exc_info=True)
+        for waiting in group:
+            _settle(waiting.future, exc)
+    else:
+        for waiting, outcome in zip(group, found, strict=True):
+            _settle(waiting.future, (outcome, now_ms))
+    finally:  # cancelled (the node stops): the outcome is unknown to whoever still waits
+        for waiting in group:
+            _settle(waiting.future, OutcomeUnknown("the node stopped while creating the job"))
+
+
+def _settle(future: asyncio.Future[Any], outcome: Any) -> None:
+    if future.done():
+        return
+    if isinstance(outcome, BaseException):
+        future.set_exception(outcome)
+    else:
+        future.set_result(outcome)
+
+
+CREATE_GROUPS = web.AppKey("create_groups", CreateGroups)

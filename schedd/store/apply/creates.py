@@ -1,0 +1,190 @@
+"""Apply add_jobs (log level 5): create_jobs's rows, decided job by job, written set by set.
+
+The same rows as create_jobs for the same jobs (jobs, due, idempotency, connection_uses, one
+audit record a job under the action "create_jobs"); each set is one executemany, and the spec
+is stored as the text the command carries. Must not decide anything create_jobs decides
+otherwise: a test applies both forms and compares the tables.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable
+from typing import Any
+
+import msgspec
+
+from schedd.store.command import Command, Handler, Result, ok, rejected
+from schedd.store.commands import AddJobs, CreateJobs, NewJobRow
+from schedd.store.connections import broker_connection_of, connection_problem
+from schedd.store.events import DueAdded
+from schedd.store.records import actor_of
+
+_MISMATCH = "Idempotency-Key was used before with a different body"
+_KEYS_SEEN = (
+    "SELECT key, request_hash, job_id FROM idempotency "
+    "WHERE tenant_id = ? AND key IN (SELECT value FROM json_each(?))"
+)
+
+
+class _Spec(msgspec.Struct):
+    """The one field of a stored spec apply reads: its target (the rest is skipped)."""
+
+    target: Any = None
+
+
+_SPEC = msgspec.json.Decoder(_Spec)
+
+
+class _Rows:
+    """The row sets of one command's created jobs, in the command's order."""
+
+    def __init__(self) -> None:
+        self.jobs: list[tuple[Any, ...]] = []
+        self.due: list[tuple[Any, ...]] = []
+        self.keys: list[tuple[Any, ...]] = []
+        self.uses: list[tuple[Any, ...]] = []
+        self.events: list[DueAdded] = []
+
+
+def add_jobs(tx: sqlite3.Connection, cmd: Command[AddJobs]) -> Result:
+    tenant_id = cmd.body.tenant_id
+    tenant = tx.execute(
+        "SELECT max_active_jobs, live_jobs FROM tenants WHERE tenant_id = ?", (tenant_id,)
+    ).fetchone()
+    if tenant is None:
+        return rejected("tenant_not_found", f"no tenant with id {tenant_id!r}")
+    limit, live = tenant
+    jobs = cmd.body.jobs
+    seen = _keys_seen(tx, tenant_id, (job.idempotency_key for job in jobs))
+    connections = _Connections(tx, tenant_id)
+    rows = _Rows()
+    existing: list[list[Any]] = []
+    errors: list[list[Any]] = []
+    for i, job in enumerate(jobs):
+        key = job.idempotency_key
+        if key is not None and key in seen:
+            request_hash, job_id = seen[key]
+            if request_hash != job.request_hash:
+                errors.append([i, "idempotency_mismatch", _MISMATCH])
+            else:
+                existing.append([i, job_id])
+            continue
+        if live >= limit:
+            errors.append([i, "quota_exceeded", "tenant has reached max_active_jobs"])
+            continue
+        used, problem = connections.check(job.spec)
+        if problem is not None:
+            errors.append([i, "invalid_request", problem])
+            continue
+        live += 1
+        if key is not None:
+            seen[key] = (job.request_hash, job.job_id)
+        _add(rows, cmd, job, used)
+    _write(tx, cmd, rows)
+    tx.execute("UPDATE tenants SET live_jobs = ? WHERE tenant_id = ?", (live, tenant_id))
+    fields: dict[str, Any] = {"created": len(rows.jobs)}
+    if existing:
+        fields["existing"] = existing
+    if errors:
+        fields["errors"] = errors
+    return ok(*rows.events, **fields)
+
+
+def _keys_seen(
+    tx: sqlite3.Connection, tenant_id: str, keys: Iterable[str | None]
+) -> dict[str, tuple[str | None, str]]:
+    """The command's Idempotency-Keys seen before: key -> (request hash, job id)."""
+    wanted = [key for key in keys if key is not None]
+    if not wanted:
+        return {}
+    found = tx.execute(_KEYS_SEEN, (tenant_id, msgspec.json.encode(wanted).decode()))
+    return {key: (request_hash, job_id) for key, request_hash, job_id in found}
+
+
+class _Connections:
+    """The broker connection a spec's target uses, checked against the tenant's connections
+    (read once per name and command: this command writes none)."""
+
+    def __init__(self, tx: sqlite3.Connection, tenant_id: str) -> None:
+        self._tx = tx
+        self._tenant_id = tenant_id
+        self._targets: dict[str, tuple[str, str] | None] = {}  # spec text -> (name, kind)
+        self._kinds: dict[str, str | None] = {}  # name -> the stored connection's kind
+
+    def check(self, spec: str) -> tuple[str | None, str | None]:
+        """(connection name the job uses or None, why it cannot be used or None)."""
+        if spec not in self._targets:
+            self._targets[spec] = broker_connection_of(_SPEC.decode(spec).target)
+        used = self._targets[spec]
+        if used is None:
+            return None, None
+        name, kind = used
+        if name not in self._kinds:
+            row = self._tx.execute(
+                "SELECT kind FROM connections WHERE tenant_id = ? AND name = ?",
+                (self._tenant_id, name),
+            ).fetchone()
+            self._kinds[name] = None if row is None else row[0]
+        problem = connection_problem(name, kind, self._kinds[name])
+        return name, None if problem is None else f"target.connection: {problem}"
+
+
+def _add(rows: _Rows, cmd: Command[AddJobs], job: NewJobRow, used: str | None) -> None:
+    tenant_id, ts_ms = cmd.body.tenant_id, cmd.ts_ms
+    rows.jobs.append(
+        (
+            job.job_id,
+            tenant_id,
+            job.partition,
+            job.spec,
+            job.next_run_at_ms,
+            job.next_fire_at_ms,
+            ts_ms,
+            ts_ms,
+        )
+    )
+    fire_at, run_at = job.next_fire_at_ms, job.next_run_at_ms
+    if fire_at is not None and run_at is not None:
+        rows.due.append((job.partition, fire_at, job.job_id, run_at))
+        rows.events.append(DueAdded(job.job_id, fire_at, run_at, False))
+    if job.idempotency_key is not None:
+        rows.keys.append((tenant_id, job.idempotency_key, job.request_hash, job.job_id, ts_ms))
+    if used is not None:
+        rows.uses.append((job.job_id, tenant_id, used))
+
+
+def _write(tx: sqlite3.Connection, cmd: Command[AddJobs], rows: _Rows) -> None:
+    """Each row set in one statement run many times; the audit records in the jobs' order."""
+    if not rows.jobs:
+        return
+    tx.executemany(
+        "INSERT INTO jobs (job_id, tenant_id, partition, spec, status, next_run_at_ms, "
+        "next_fire_at_ms, version, created_at_ms, updated_at_ms) "
+        "VALUES (?, ?, ?, ?, 'active', ?, ?, 1, ?, ?)",
+        rows.jobs,
+    )
+    tx.executemany(
+        "INSERT OR IGNORE INTO due (partition, fire_at_ms, job_id, scheduled_at_ms, is_trigger) "
+        "VALUES (?, ?, ?, ?, 0)",
+        rows.due,
+    )
+    if rows.keys:
+        tx.executemany(
+            "INSERT INTO idempotency (tenant_id, key, request_hash, job_id, created_at_ms) "
+            "VALUES (?, ?, ?, ?, ?)",
+            rows.keys,
+        )
+    if rows.uses:
+        tx.executemany(
+            "INSERT INTO connection_uses (job_id, tenant_id, name) VALUES (?, ?, ?)", rows.uses
+        )
+    tenant_id, actor = cmd.body.tenant_id, actor_of(cmd)
+    tx.executemany(
+        "INSERT INTO audit (at_ms, tenant_id, actor, action, job_id, detail) "
+        f"VALUES (?, ?, ?, '{CreateJobs.TYPE}', ?, NULL)",
+        [(cmd.ts_ms, tenant_id, actor, row[0]) for row in rows.jobs],
+    )
+
+
+HANDLERS: dict[str, Handler] = {AddJobs.TYPE: add_jobs}

@@ -1,0 +1,138 @@
+"""Group commit of single creates (api/creates.py): concurrent creates of a tenant become one
+command, each caller gets its own outcome, and the command's form follows the log level."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import pytest
+
+from schedd.api.context import ApiContext
+from schedd.api.creates import CreateGroups, create_command, encoded_bytes
+from schedd.errors import NoLeader
+from schedd.peers import PeerReport, PeerReports
+from schedd.store.command import MAX_COMMAND_BYTES, encode_command
+from schedd.store.commands import AddJobs, CreateJobs, LogCommand
+
+
+def item(job_id: str, key: str | None = None) -> dict[str, Any]:
+    spec = {"schedule": {"run_at": "2030-01-01T00:00:00Z"}, "target": {"type": "queue"}}
+    return {
+        "job_id": job_id,
+        "partition": 1,
+        "spec": spec,
+        "spec_text": '{"schedule":{"run_at":"2030-01-01T00:00:00Z"},"target":{"type":"queue"}}',
+        "next_run_at_ms": 1,
+        "next_fire_at_ms": 1,
+        "idempotency_key": key,
+        "request_hash": None if key is None else "h",
+    }
+
+
+@dataclass
+class FakeProposer:
+    """Answers add_jobs as apply would when every job is created, after a Raft round."""
+
+    commands: list[LogCommand] = field(default_factory=list)
+    error: Exception | None = None
+
+    async def propose(self, cmd: LogCommand, *, now_ms: int | None = None) -> dict[str, Any]:
+        self.commands.append(cmd)
+        await asyncio.sleep(0.01)
+        if self.error is not None:
+            raise self.error
+        assert isinstance(cmd, AddJobs)
+        existing = [[i, "job_first"] for i, j in enumerate(cmd.jobs) if j.idempotency_key]
+        return {"status": "ok", "created": len(cmd.jobs) - len(existing), "existing": existing}
+
+
+@dataclass
+class FakeStorage:
+    peers: PeerReports
+
+
+@dataclass
+class FakeContext:
+    proposer: FakeProposer
+    storage: FakeStorage | None = None
+    clock_ms: Any = lambda: 1_000
+
+
+def context(proposer: FakeProposer, storage: FakeStorage | None = None) -> ApiContext:
+    return cast(ApiContext, FakeContext(proposer, storage))
+
+
+def test_concurrent_creates_of_a_tenant_share_one_command() -> None:
+    proposer = FakeProposer()
+    ctx, groups = context(proposer), CreateGroups()
+
+    async def run() -> list[tuple[dict[str, Any], int]]:
+        calls = [groups.create(ctx, "t1", "tenant:t1", item(f"job_{i}")) for i in range(20)]
+        calls.append(groups.create(ctx, "t1", "tenant:t1", item("job_k", key="k")))
+        return await asyncio.gather(*calls)
+
+    answers = asyncio.run(run())
+    assert len(proposer.commands) == 1
+    [cmd] = proposer.commands
+    assert isinstance(cmd, AddJobs) and len(cmd.jobs) == 21
+    assert answers[:20] == [({"job_id": f"job_{i}", "created": True}, 1_000) for i in range(20)]
+    assert answers[20] == ({"job_id": "job_first", "created": False}, 1_000)
+
+
+def test_creates_that_arrive_while_a_command_is_in_flight_go_in_the_next_one() -> None:
+    proposer = FakeProposer()
+    ctx, groups = context(proposer), CreateGroups()
+
+    async def run() -> None:
+        first = asyncio.ensure_future(groups.create(ctx, "t1", "a", item("job_1")))
+        await asyncio.sleep(0.002)  # the first command is in flight now
+        later = [groups.create(ctx, "t1", "a", item(f"job_{i}")) for i in range(2, 6)]
+        other = groups.create(ctx, "t2", "b", item("job_x"))  # another tenant: its own
+        await asyncio.gather(first, *later, other)
+
+    asyncio.run(run())
+    sizes = sorted((c.tenant_id, len(c.jobs)) for c in proposer.commands)  # type: ignore[attr-defined]
+    assert sizes == [("t1", 1), ("t1", 4), ("t2", 1)]
+
+
+def test_a_failed_command_fails_every_caller_of_its_group() -> None:
+    proposer = FakeProposer(error=NoLeader("no leader"))
+    ctx, groups = context(proposer), CreateGroups()
+
+    async def run() -> list[Any]:
+        calls = [groups.create(ctx, "t1", "a", item(f"job_{i}")) for i in range(3)]
+        return await asyncio.gather(*calls, return_exceptions=True)
+
+    assert [type(a) for a in asyncio.run(run())] == [NoLeader] * 3
+
+
+@pytest.mark.parametrize(("peer_level", "form"), [(4, CreateJobs), (5, AddJobs)])
+def test_the_form_follows_the_members_log_level(peer_level: int, form: type) -> None:
+    peers = PeerReports("n1")
+    peers.record({"n2": PeerReport(log_level=peer_level)}, ["n1", "n2"])
+    ctx = context(FakeProposer(), FakeStorage(peers))
+    cmd = create_command(ctx, "t1", "a", [item("job_1")])
+    assert isinstance(cmd, form)
+    if isinstance(cmd, CreateJobs):
+        assert cmd.jobs[0].spec == item("job_1")["spec"]
+
+
+def test_a_group_stays_under_the_command_cap_even_when_its_specs_escape_long() -> None:
+    proposer = FakeProposer()
+    ctx, groups = context(proposer), CreateGroups()
+    quotes = {**item("job_0"), "spec_text": '{"payload":"' + '\\"' * 250 + '"}'}
+    assert encoded_bytes(quotes) > 2 * len(quotes["spec_text"])  # escaped: twice its bytes
+
+    async def run() -> None:
+        calls = [
+            groups.create(ctx, "t1", "a", {**quotes, "job_id": f"job_{i:04}"}) for i in range(1000)
+        ]
+        await asyncio.gather(*calls)
+
+    asyncio.run(run())
+    assert sum(len(c.jobs) for c in proposer.commands) == 1000  # type: ignore[attr-defined]
+    assert len(proposer.commands) == 2  # 1,000 such jobs are over the cap in one command
+    for cmd in proposer.commands:
+        assert len(encode_command(cmd, id="x", ts_ms=1)) <= MAX_COMMAND_BYTES
