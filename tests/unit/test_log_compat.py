@@ -211,8 +211,9 @@ def test_the_level_4_fixture_settles_batch_receipts() -> None:
     assert settled.keys() == {"ack_messages", "nack_messages", "extend_messages"}
 
 
-# Level 5 (issue 29): no new type; a claim_batch may defer its one-time jobs' completion.
-def test_the_level_5_fixture_defers_completions_and_prunes_write_them(db: Database) -> None:
+# Level 5 (issue 29): add_jobs, and a claim_batch may defer its one-time jobs' completion.
+def test_the_level_5_fixture_creates_by_add_jobs_and_defers_completions(db: Database) -> None:
+    assert any(t == "add_jobs" for t, _, _ in _commands(5))
     claims = [body for t, body, _ in _commands(5) if t == "claim_batch"]
     assert claims and all(body.get("defer_completion") is True for body in claims)
     assert any(r.get("completed") for t, _, r in _commands(5) if t == "prune")
