@@ -97,7 +97,6 @@ class DispatchService:
 
     def on_due(self, events: list[DueAdded]) -> None:
         """Due rows were committed (tick thread): the dispatcher fires them without a preload."""
-        for due in events:
-            self.dispatcher.offer(
-                due.job_id, due.fire_at_ms, due.scheduled_at_ms, is_trigger=due.is_trigger
-            )
+        self.dispatcher.offer_many(
+            (due.job_id, due.fire_at_ms, due.scheduled_at_ms, due.is_trigger) for due in events
+        )
