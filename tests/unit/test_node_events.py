@@ -5,7 +5,7 @@ snapshot install makes every subscriber start over."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -37,12 +37,12 @@ from tests.unit.test_store_apply import create, job_item, tenant
 class FakeDispatcher:
     def __init__(self) -> None:
         self.offers: list[tuple[str, int, int, bool]] = []
+        self.wakes = 0  # calls: one per committed entry, however many rows it offers
         self.forgotten = 0
 
-    def offer(
-        self, job_id: str, fire_at_ms: int, scheduled_at_ms: int, *, is_trigger: bool
-    ) -> None:
-        self.offers.append((job_id, fire_at_ms, scheduled_at_ms, is_trigger))
+    def offer_many(self, rows: Iterable[tuple[str, int, int, bool]]) -> None:
+        self.offers.extend(rows)
+        self.wakes += 1
 
     def forget(self) -> None:
         self.forgotten += 1
@@ -125,6 +125,12 @@ def test_a_created_job_with_a_due_time_reaches_the_dispatchers_offer(routed: Rou
     create(routed.apply, item)
     run, fire = item["next_run_at_ms"], item["next_fire_at_ms"]
     assert routed.dispatcher.offers == [("j1", fire, run, False)]
+
+
+def test_an_entrys_due_rows_are_offered_together_with_one_wake(routed: Routed) -> None:
+    create(routed.apply, *(job_item(f"j{i}") for i in range(3)))
+    assert [offer[0] for offer in routed.dispatcher.offers] == ["j0", "j1", "j2"]
+    assert routed.dispatcher.wakes == 1
 
 
 def test_a_job_created_again_by_its_idempotency_key_offers_nothing(routed: Routed) -> None:
