@@ -34,14 +34,19 @@ def create_command(
 ) -> LogCommand:
     """add_jobs once every member applies log level 5, else create_jobs (a rolling upgrade:
     an older node would halt on add_jobs)."""
-    if ctx.storage is not None and ctx.storage.peers.lagging(AddJobs.LEVEL):
+    if _lags_add_jobs(ctx):
         jobs = tuple(NewJob(**_without_text(item)) for item in items)
         return CreateJobs(tenant_id=tenant_id, actor=actor, jobs=jobs)
     return AddJobs(tenant_id=tenant_id, actor=actor, jobs=tuple(map(job_row, items)))
 
 
+def _lags_add_jobs(ctx: ApiContext) -> bool:
+    return ctx.storage is not None and bool(ctx.storage.peers.lagging(AddJobs.LEVEL))
+
+
 def _without_text(item: dict[str, Any]) -> dict[str, Any]:
-    return {key: value for key, value in item.items() if key != "spec_text"}
+    """NewJob's fields of an item (create_jobs writes the command's time as created_at)."""
+    return {k: v for k, v in item.items() if k not in ("spec_text", "created_at_ms")}
 
 
 def encoded_bytes(item: dict[str, Any]) -> int:
@@ -65,6 +70,7 @@ def job_row(item: dict[str, Any]) -> NewJobRow:
         item["next_fire_at_ms"],
         item["idempotency_key"],
         item["request_hash"],
+        item["created_at_ms"],
     )
 
 
@@ -95,7 +101,7 @@ def outcomes(cmd: AddJobs, result: dict[str, Any]) -> list[dict[str, Any]]:
 @dataclass(eq=False)
 class _Waiting:
     item: dict[str, Any]
-    future: asyncio.Future[tuple[dict[str, Any], int]]
+    future: asyncio.Future[dict[str, Any]]
 
 
 @dataclass(eq=False)
@@ -109,11 +115,14 @@ class CreateGroups:
 
     async def create(
         self, ctx: ApiContext, tenant_id: str, actor: str, item: dict[str, Any]
-    ) -> tuple[dict[str, Any], int]:
-        """(the job's outcome, the command's time: the job's created_at)."""
-        future: asyncio.Future[tuple[dict[str, Any], int]] = (
-            asyncio.get_running_loop().create_future()
-        )
+    ) -> dict[str, Any]:
+        """The job's outcome. Grouped only in add_jobs, which carries each job's own creation
+        time; create_jobs writes its command's time, so until every member applies level 5
+        each create goes alone, at the time its next run was computed from."""
+        if _lags_add_jobs(ctx):
+            [outcome] = await propose_creates(ctx, tenant_id, actor, [item], item["created_at_ms"])
+            return outcome
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         key = (tenant_id, actor)
         waiting = self._waiting.get(key)
         if waiting is None:
@@ -159,7 +168,7 @@ async def _send_group(ctx: ApiContext, key: tuple[str, str], group: list[_Waitin
             _settle(waiting.future, exc)
     else:
         for waiting, outcome in zip(group, found, strict=True):
-            _settle(waiting.future, (outcome, now_ms))
+            _settle(waiting.future, outcome)
     finally:  # cancelled (the node stops): the outcome is unknown to whoever still waits
         for waiting in group:
             _settle(waiting.future, OutcomeUnknown("the node stopped while creating the job"))

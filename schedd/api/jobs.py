@@ -110,6 +110,7 @@ def _new_item(
         "next_fire_at_ms": fire_at,
         "idempotency_key": key,
         "request_hash": None if key is None else _request_hash(body),
+        "created_at_ms": now,  # its next run was computed from this time
     }
 
 
@@ -190,7 +191,7 @@ async def create_job(request: web.Request) -> web.Response:
         raise blocked
     # Concurrent single creates of a tenant share one command (api/creates.py).
     groups = request.app[CREATE_GROUPS]
-    outcome, created_ms = await groups.create(ctx, tenant_id, who.actor, item)
+    outcome = await groups.create(ctx, tenant_id, who.actor, item)
     if "error" in outcome:
         raise rejection_error(outcome["error"]["code"], outcome["error"]["message"])
     if not outcome["created"]:  # an Idempotency-Key replay: the job as it is now
@@ -202,8 +203,8 @@ async def create_job(request: web.Request) -> web.Response:
         "active",
         item["next_run_at_ms"],
         1,
-        created_ms,
-        created_ms,
+        item["created_at_ms"],
+        item["created_at_ms"],
     )
     job = _opened(ctx, job)
     return json_response(job, status=201)

@@ -174,6 +174,9 @@ class NewJobRow(msgspec.Struct, frozen=True, array_like=True):
     next_fire_at_ms: int | None
     idempotency_key: str | None
     request_hash: str | None
+    # The API's time when it made the job and computed its next run from it: the job's
+    # created_at. Grouped single creates share a command whose time is later than theirs.
+    created_at_ms: int
 
 
 class AddJobs(LogCommand, frozen=True, kw_only=True, omit_defaults=True):

@@ -28,6 +28,7 @@ def item(job_id: str, key: str | None = None) -> dict[str, Any]:
         "next_fire_at_ms": 1,
         "idempotency_key": key,
         "request_hash": None if key is None else "h",
+        "created_at_ms": 900,
     }
 
 
@@ -52,6 +53,9 @@ class FakeProposer:
 class FakeStorage:
     peers: PeerReports
 
+    def problem(self) -> str | None:
+        return None  # disk space is fine
+
 
 @dataclass
 class FakeContext:
@@ -68,7 +72,7 @@ def test_concurrent_creates_of_a_tenant_share_one_command() -> None:
     proposer = FakeProposer()
     ctx, groups = context(proposer), CreateGroups()
 
-    async def run() -> list[tuple[dict[str, Any], int]]:
+    async def run() -> list[dict[str, Any]]:
         calls = [groups.create(ctx, "t1", "tenant:t1", item(f"job_{i}")) for i in range(20)]
         calls.append(groups.create(ctx, "t1", "tenant:t1", item("job_k", key="k")))
         return await asyncio.gather(*calls)
@@ -77,8 +81,9 @@ def test_concurrent_creates_of_a_tenant_share_one_command() -> None:
     assert len(proposer.commands) == 1
     [cmd] = proposer.commands
     assert isinstance(cmd, AddJobs) and len(cmd.jobs) == 21
-    assert answers[:20] == [({"job_id": f"job_{i}", "created": True}, 1_000) for i in range(20)]
-    assert answers[20] == ({"job_id": "job_first", "created": False}, 1_000)
+    assert [job.created_at_ms for job in cmd.jobs] == [900] * 21  # each job's own, not 1,000
+    assert answers[:20] == [{"job_id": f"job_{i}", "created": True} for i in range(20)]
+    assert answers[20] == {"job_id": "job_first", "created": False}
 
 
 def test_creates_that_arrive_while_a_command_is_in_flight_go_in_the_next_one() -> None:
@@ -106,6 +111,40 @@ def test_a_failed_command_fails_every_caller_of_its_group() -> None:
         return await asyncio.gather(*calls, return_exceptions=True)
 
     assert [type(a) for a in asyncio.run(run())] == [NoLeader] * 3
+
+
+def test_until_every_member_applies_level_5_each_create_goes_alone_at_its_own_time() -> None:
+    """create_jobs writes its command's time as created_at: a group would give a job a time
+    later than the one its next run was computed from."""
+    peers = PeerReports("n1")
+    peers.record({"n2": PeerReport(log_level=4)}, ["n1", "n2"])
+    proposer = OldProposer()
+    ctx, groups = context(proposer, FakeStorage(peers)), CreateGroups()
+
+    async def run() -> list[dict[str, Any]]:
+        calls = [groups.create(ctx, "t1", "a", item(f"job_{i}")) for i in range(3)]
+        return await asyncio.gather(*calls)
+
+    answers = asyncio.run(run())
+    assert [type(c) for c in proposer.commands] == [CreateJobs] * 3
+    assert proposer.times == [900] * 3
+    assert answers == [{"job_id": f"job_{i}", "created": True} for i in range(3)]
+
+
+@dataclass
+class OldProposer:
+    """Answers create_jobs, recording each command's time."""
+
+    commands: list[LogCommand] = field(default_factory=list)
+    times: list[int | None] = field(default_factory=list)
+
+    async def propose(self, cmd: LogCommand, *, now_ms: int | None = None) -> dict[str, Any]:
+        self.commands.append(cmd)
+        self.times.append(now_ms)
+        await asyncio.sleep(0)
+        assert isinstance(cmd, CreateJobs)
+        results = [{"job_id": j.job_id, "created": True} for j in cmd.jobs]
+        return {"status": "ok", "results": results}
 
 
 @pytest.mark.parametrize(("peer_level", "form"), [(4, CreateJobs), (5, AddJobs)])

@@ -11,9 +11,10 @@ from schedd.api.creates import job_row, outcomes
 from schedd.store import queries
 from schedd.store.apply import StateMachine
 from schedd.store.command import compact_json
-from schedd.store.commands import AddJobs, CreateConnection, CreateJobs, NewJob
+from schedd.store.commands import AddJobs, CreateConnection, CreateJobs, NewJob, NewJobRow
 from schedd.store.db import Database
 from schedd.store.schema import REPLICATED_TABLES
+from schedd.timeformat import format_instant
 from tests.conftest import NOW_MS, Applier
 
 QUEUE = {"type": "queue", "name": "q"}
@@ -83,11 +84,21 @@ def old_form(apply: Applier, items: list[dict[str, Any]], ts_ms: int) -> list[di
     return list(result["results"])
 
 
-def new_form(apply: Applier, items: list[dict[str, Any]], ts_ms: int) -> list[dict[str, Any]]:
-    cmd = AddJobs(tenant_id="t1", actor="tenant:t1", jobs=tuple(map(job_row, items)))
+def new_form(
+    apply: Applier, items: list[dict[str, Any]], ts_ms: int, *, made_ms: int | None = None
+) -> list[dict[str, Any]]:
+    """add_jobs of the items, made by the API at `made_ms` (the command's time by default)."""
+    made = ts_ms if made_ms is None else made_ms
+    rows = tuple(row_of(i, made) for i in items)
+    cmd = AddJobs(tenant_id="t1", actor="tenant:t1", jobs=rows)
     result = apply.typed(cmd, ts_ms=ts_ms)
     assert result["status"] == "ok", result
     return outcomes(cmd, result)
+
+
+def row_of(job: dict[str, Any], made_ms: int = NOW_MS) -> NewJobRow:
+    """An item as add_jobs carries it, made by the API at `made_ms`."""
+    return job_row(job | {"created_at_ms": made_ms})
 
 
 def tables(apply: Applier) -> dict[str, list[tuple[Any, ...]]]:
@@ -137,6 +148,16 @@ def test_add_jobs_writes_what_create_jobs_writes_and_answers_alike(tmp_path: Pat
 ANY_QUOTA = "tenant has reached max_active_jobs"
 
 
+def test_add_jobs_writes_each_jobs_own_creation_time(tmp_path: Path) -> None:
+    """Grouped single creates: the command comes later than the jobs were made (and their next
+    runs computed); each job's created_at is its own."""
+    new = new_store(tmp_path, "new", max_jobs=8)
+    new_form(new, [item("job_01")], NOW_MS + 50, made_ms=NOW_MS + 7)
+    job = queries.get_job(new.machine.db.conn, "t1", "job_01")
+    assert job is not None
+    assert job["created_at"] == job["updated_at"] == format_instant(NOW_MS + 7)
+
+
 def test_the_outcomes_of_add_jobs(tmp_path: Path) -> None:
     apply = new_store(tmp_path, "s", max_jobs=10)
     first = new_form(apply, [item("job_01", key="k"), item("job_02")], NOW_MS)
@@ -149,14 +170,14 @@ def test_the_outcomes_of_add_jobs(tmp_path: Path) -> None:
 
 def test_add_jobs_answers_only_what_was_not_created_as_proposed(tmp_path: Path) -> None:
     apply = new_store(tmp_path, "s", max_jobs=2000)
-    jobs = tuple(job_row(item(f"job_{i:04x}")) for i in range(1000))
+    jobs = tuple(row_of(item(f"job_{i:04x}")) for i in range(1000))
     result = apply.typed(AddJobs(tenant_id="t1", jobs=jobs))
     assert result == {"status": "ok", "created": 1000}
 
 
 def test_add_jobs_stores_the_spec_text_it_carries(tmp_path: Path) -> None:
     apply = new_store(tmp_path, "s", max_jobs=10)
-    row = job_row(item("job_01", payload={"b": 1, "a": [2]}))
+    row = row_of(item("job_01", payload={"b": 1, "a": [2]}))
     assert row.spec == compact_json(spec(QUEUE, {"b": 1, "a": [2]}))
     apply.typed(AddJobs(tenant_id="t1", jobs=(row,)))
     [(stored,)] = apply.machine.db.conn.execute("SELECT spec FROM jobs").fetchall()
@@ -179,7 +200,7 @@ def test_the_audit_shows_each_created_job_as_create_jobs_did(tmp_path: Path) -> 
 
 def test_a_job_id_twice_in_one_command_rejects_the_command(tmp_path: Path) -> None:
     apply = new_store(tmp_path, "s", max_jobs=10)
-    jobs = (job_row(item("job_01")), job_row(item("job_01")))
+    jobs = (row_of(item("job_01")), row_of(item("job_01")))
     result = apply.typed(AddJobs(tenant_id="t1", jobs=jobs))
     assert result["status"] == "rejected"
     assert apply.machine.db.conn.execute("SELECT count(*) FROM jobs").fetchone() == (0,)
@@ -188,5 +209,5 @@ def test_a_job_id_twice_in_one_command_rejects_the_command(tmp_path: Path) -> No
 @pytest.mark.parametrize("tenant_id", ["t2"])
 def test_add_jobs_of_an_unknown_tenant_is_rejected(tmp_path: Path, tenant_id: str) -> None:
     apply = new_store(tmp_path, "s", max_jobs=10)
-    result = apply.typed(AddJobs(tenant_id=tenant_id, jobs=(job_row(item("job_01")),)))
+    result = apply.typed(AddJobs(tenant_id=tenant_id, jobs=(row_of(item("job_01")),)))
     assert result["status"] == "rejected" and result["code"] == "tenant_not_found"

@@ -140,8 +140,8 @@ def _add(rows: _Rows, cmd: Command[AddJobs], job: NewJobRow, used: str | None) -
             job.spec,
             job.next_run_at_ms,
             job.next_fire_at_ms,
-            ts_ms,
-            ts_ms,
+            job.created_at_ms,
+            job.created_at_ms,
         )
     )
     fire_at, run_at = job.next_fire_at_ms, job.next_run_at_ms
