@@ -29,6 +29,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks import queue_client as client
 from benchmarks.queue_client import BATCH
 from schedd.timeformat import format_instant
-from tests.servers import free_ports, http, make_nodes, running
+from tests.servers import NodeProcess, free_ports, http, make_nodes, running
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -272,17 +273,39 @@ def job(run_at: str, queue: str) -> dict[str, Any]:
     return {"schedule": {"run_at": run_at}, "target": {"type": "queue", "name": queue}}
 
 
-def run_schedd(nodes: int, n: int, lead_s: float | None, timeout_s: float) -> dict[str, Any]:
+@dataclass
+class BenchCluster:
+    """A running schedd cluster with a benchmark tenant (no quota, no dispatch rate)."""
+
+    nodes: list[NodeProcess]
+    token: str
+    tmp: Path
+
+    @property
+    def urls(self) -> list[str]:
+        return [node.url for node in self.nodes]
+
+    @property
+    def pids(self) -> list[int]:
+        return [node.process.pid for node in self.nodes if node.process is not None]
+
+
+@contextmanager
+def bench_cluster(nodes: int) -> Iterator[BenchCluster]:
     with (
         tempfile.TemporaryDirectory(prefix="compare-schedd-") as tmp,
         running(make_nodes(Path(tmp), nodes)) as cluster,
     ):
-        urls = [node.url for node in cluster]
         tenant = {"name": "bench", "max_active_jobs": 10_000_000, "dispatch_rate": 0}
-        status, body, _ = http("POST", f"{urls[0]}/v1/tenants", tenant)
+        status, body, _ = http("POST", f"{cluster[0].url}/v1/tenants", tenant)
         assert status == 201, body
-        pids = [node.process.pid for node in cluster if node.process is not None]
-        result = asyncio.run(spike_schedd(urls, body["token"], n, lead_s, timeout_s, pids))
+        yield BenchCluster(list(cluster), body["token"], Path(tmp))
+
+
+def run_schedd(nodes: int, n: int, lead_s: float | None, timeout_s: float) -> dict[str, Any]:
+    with bench_cluster(nodes) as bench:
+        pids = bench.pids
+        result = asyncio.run(spike_schedd(bench.urls, bench.token, n, lead_s, timeout_s, pids))
         peak_rss = peak_rss_mb(pids)
     due_s, create_s, lead, created, deliveries, timed_out, cpu = result
     summary = summarize(deliveries, set(created), due_s) | cpu
@@ -374,20 +397,12 @@ def leader_url(cluster: list[Any]) -> str:
 
 
 def single_schedd(nodes: int, seconds: float) -> dict[str, Any]:
-    with (
-        tempfile.TemporaryDirectory(prefix="compare-schedd-") as tmp,
-        running(make_nodes(Path(tmp), nodes)) as cluster,
-    ):
-        urls = [node.url for node in cluster]
-        tenant = {"name": "bench", "max_active_jobs": 10_000_000, "dispatch_rate": 0}
-        status, body, _ = http("POST", f"{urls[0]}/v1/tenants", tenant)
-        assert status == 201, body
-        pids = [node.process.pid for node in cluster if node.process is not None]
+    with bench_cluster(nodes) as bench:
         install_bullmq()  # the node client sits beside it
-        before = cpu_s(pids)
-        out = Path(tmp) / "single.json"
-        raw = single_node_client(out, seconds, url=leader_url(cluster), token=body["token"])
-        node_cpu = cpu_s(pids) - before
+        before = cpu_s(bench.pids)
+        out = bench.tmp / "single.json"
+        raw = single_node_client(out, seconds, url=leader_url(bench.nodes), token=bench.token)
+        node_cpu = cpu_s(bench.pids) - before
     count = raw["count"]
     found = latency_row(f"schedd{nodes}", count, raw["elapsed_s"], raw["latencies_ms"])
     found["node_cpu_us"] = round(node_cpu / max(count, 1) * 1e6, 1)

@@ -17,6 +17,7 @@ from aiohttp import web
 from schedd.api.context import ApiContext
 from schedd.api.http import propose
 from schedd.errors import NoLeader, OutcomeUnknown, SchedError
+from schedd.raft.proposer import settle_future
 from schedd.store.command import MAX_COMMAND_BYTES, compact_json
 from schedd.store.commands import AddJobs, CreateJobs, LogCommand, NewJob, NewJobRow
 
@@ -140,7 +141,7 @@ class CreateGroups:
         finally:
             left = self._waiting.pop(key, [])
             for waiting in left:  # only if sending itself failed: never leave a caller hanging
-                _settle(waiting.future, NoLeader("not written: the node stopped first"))
+                settle_future(waiting.future, NoLeader("not written: the node stopped first"))
 
     def _take(self, key: tuple[str, str]) -> list[_Waiting]:
         waiting = self._waiting.get(key, [])
@@ -161,26 +162,17 @@ async def _send_group(ctx: ApiContext, key: tuple[str, str], group: list[_Waitin
         found = await propose_creates(ctx, *key, [w.item for w in group], now_ms)
     except SchedError as exc:  # every caller of the group gets the command's error
         for waiting in group:
-            _settle(waiting.future, exc)
+            settle_future(waiting.future, exc)
     except Exception as exc:  # a boundary: each caller's request answers 500, logged there
         log.warning("a group of creates failed jobs=%d", len(group), exc_info=True)
         for waiting in group:
-            _settle(waiting.future, exc)
+            settle_future(waiting.future, exc)
     else:
         for waiting, outcome in zip(group, found, strict=True):
-            _settle(waiting.future, outcome)
+            settle_future(waiting.future, outcome)
     finally:  # cancelled (the node stops): the outcome is unknown to whoever still waits
         for waiting in group:
-            _settle(waiting.future, OutcomeUnknown("the node stopped while creating the job"))
-
-
-def _settle(future: asyncio.Future[Any], outcome: Any) -> None:
-    if future.done():
-        return
-    if isinstance(outcome, BaseException):
-        future.set_exception(outcome)
-    else:
-        future.set_result(outcome)
+            settle_future(waiting.future, OutcomeUnknown("the node stopped while creating the job"))
 
 
 CREATE_GROUPS = web.AppKey("create_groups", CreateGroups)

@@ -141,10 +141,10 @@ class Proposer:
                 results = _unpack(await self.submit(blob), len(group))
         except SchedError as exc:  # ClusterUnavailable; CommandTooLarge cannot happen here
             for proposal in group:
-                _settle(proposal.future, exc)
+                settle_future(proposal.future, exc)
         else:
             for proposal, result in zip(group, results, strict=True):
-                _settle(proposal.future, result)
+                settle_future(proposal.future, result)
         finally:
             self._in_flight -= 1
             self._flush()
@@ -178,7 +178,7 @@ class Proposer:
         future: asyncio.Future[tuple[Any, int]] = loop.create_future()
 
         def done(result: Any, reason: int) -> None:  # runs on pysyncobj's tick thread
-            loop.call_soon_threadsafe(_settle, future, (result, reason))
+            loop.call_soon_threadsafe(settle_future, future, (result, reason))
 
         self._replica.apply_entry(blob, callback=done)
         return await future
@@ -200,7 +200,8 @@ def _unpack(result: dict[str, Any], count: int) -> list[dict[str, Any] | Excepti
     return [OutcomeUnknown("the write was applied, but its result was not kept")] * count
 
 
-def _settle(future: asyncio.Future[Any], outcome: Any) -> None:
+def settle_future(future: asyncio.Future[Any], outcome: Any) -> None:
+    """Give a future its outcome (an exception is raised to its awaiter), unless it has one."""
     if future.done():
         return
     if isinstance(outcome, BaseException):

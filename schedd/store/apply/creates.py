@@ -14,7 +14,8 @@ from typing import Any
 
 import msgspec
 
-from schedd.store.command import Command, Handler, Result, ok, rejected
+from schedd.store.apply.jobs import tenant_quota
+from schedd.store.command import Command, Handler, Rejected, Result, ok
 from schedd.store.commands import AddJobs, CreateJobs, NewJobRow
 from schedd.store.connections import broker_connection_of, connection_problem
 from schedd.store.events import DueAdded
@@ -49,12 +50,10 @@ class _Rows:
 
 def add_jobs(tx: sqlite3.Connection, cmd: Command[AddJobs]) -> Result:
     tenant_id = cmd.body.tenant_id
-    tenant = tx.execute(
-        "SELECT max_active_jobs, live_jobs FROM tenants WHERE tenant_id = ?", (tenant_id,)
-    ).fetchone()
-    if tenant is None:
-        return rejected("tenant_not_found", f"no tenant with id {tenant_id!r}")
-    limit, live = tenant
+    quota = tenant_quota(tx, tenant_id)
+    if isinstance(quota, Rejected):
+        return quota
+    limit, live = quota
     jobs = cmd.body.jobs
     seen = _keys_seen(tx, tenant_id, (job.idempotency_key for job in jobs))
     connections = _Connections(tx, tenant_id)

@@ -80,14 +80,22 @@ def _set_status(
         )
 
 
-def create_jobs(tx: sqlite3.Connection, cmd: Command[CreateJobs]) -> Result:
-    tenant_id = cmd.body.tenant_id
+def tenant_quota(tx: sqlite3.Connection, tenant_id: str) -> tuple[int, int] | Rejected:
+    """A tenant's (max_active_jobs, live_jobs), or the rejection of a create for no tenant."""
     tenant = tx.execute(
         "SELECT max_active_jobs, live_jobs FROM tenants WHERE tenant_id = ?", (tenant_id,)
     ).fetchone()
     if tenant is None:
         return rejected("tenant_not_found", f"no tenant with id {tenant_id!r}")
-    limit, live = tenant
+    return int(tenant[0]), int(tenant[1])
+
+
+def create_jobs(tx: sqlite3.Connection, cmd: Command[CreateJobs]) -> Result:
+    tenant_id = cmd.body.tenant_id
+    quota = tenant_quota(tx, tenant_id)
+    if isinstance(quota, Rejected):
+        return quota
+    limit, live = quota
     results: list[dict[str, Any]] = []
     events: list[DueAdded] = []
     for item in cmd.body.jobs:
