@@ -29,6 +29,12 @@ from tests.ports import free_ports as free_ports  # where the tests have always 
 ADMIN_TOKEN = "adm_test_token_0123456789abcdef"
 RAFT_SECRET = "raft_test_secret_0123456789abcdef"
 READY_TIMEOUT_S = 60.0
+# A cluster keeps the production election timeouts (1-2.5 s): shorter ones elect again whenever a
+# node is starved of CPU for a moment, and four test files share two cores. A single node has no
+# one to be deposed by: it waits out one timeout at start, and then leads for good (pysyncobj
+# counts itself as the majority), so a short one only makes it ready 1-2 s sooner.
+CLUSTER_ELECTION = 'election_timeout_min = "1s"\nelection_timeout_max = "2.5s"\n'
+SINGLE_NODE_ELECTION = 'election_timeout_min = "100ms"\nelection_timeout_max = "250ms"\n'
 T = TypeVar("T")
 
 
@@ -131,7 +137,7 @@ def write_config(
         f'[node]\nid = "{node.node_id}"\ndata_dir = "{node.data_dir}"\nlog_level = "info"\n\n'
         f'[api]\nlisten = "127.0.0.1:{node.api_port}"\n{api_extra}\n'
         f'[raft]\nlisten = "{node.raft}"\npeers = [{peer_list}]\n'
-        'election_timeout_min = "1s"\nelection_timeout_max = "2.5s"\n'
+        f"{SINGLE_NODE_ELECTION if not peers else CLUSTER_ELECTION}"
         f"{extra}"
         f"{sections}"
     )
