@@ -66,6 +66,7 @@ class NodeProcess:
     process: subprocess.Popen[bytes] | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
     tls: ssl.SSLContext | None = None  # set when the node serves HTTPS: verifies its certificate
+    _terminated: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     @property
     def url(self) -> str:
@@ -95,12 +96,20 @@ class NodeProcess:
             self.process.kill()
             self.process.wait(timeout=10)
 
+    def terminate(self) -> None:
+        """SIGTERM, not waited for (`stop` waits, without a second one: a SIGTERM that came
+        after the node's event loop closed would kill it in the middle of its exit)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            self._terminated = self.process
+
     def stop(self, timeout_s: float = 15.0) -> int | None:
-        """SIGTERM, wait, then SIGKILL; returns the exit code."""
+        """SIGTERM (unless `terminate` sent it), wait, then SIGKILL; returns the exit code."""
         if self.process is None:
             return None
         if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
+            if self._terminated is not self.process:
+                self.process.send_signal(signal.SIGTERM)
             try:
                 self.process.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
@@ -249,8 +258,16 @@ def running(nodes: list[NodeProcess]) -> Iterator[list[NodeProcess]]:
             sys.stderr.write(f"--- log of {node.node_id}\n{node.log_tail()}\n")
         raise
     finally:
-        for node in nodes:
-            node.stop()
+        stop_all(nodes)
+
+
+def stop_all(nodes: list[NodeProcess]) -> None:
+    """SIGTERM every node at once, then wait for each (SIGKILL past `stop`'s timeout): a cluster
+    stops in the time of its slowest node, not in the sum of its nodes' times."""
+    for node in nodes:
+        node.terminate()
+    for node in nodes:
+        node.stop()
 
 
 def wait_for(condition: Callable[[], T | None], timeout_s: float, what: str) -> T:
