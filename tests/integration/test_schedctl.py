@@ -1,4 +1,6 @@
-"""The real `schedctl` console script against one real node: --json shapes, exit codes, failover."""
+"""schedctl against one real node: --json shapes, exit codes, failover. Its entry point runs in
+the test process (tests/schedctl_inprocess.py: the same code from argv to exit code); the tests
+with `process=True` start the real console script."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from typing import Any
 import pytest
 
 from tests.integration.api_helpers import JOB_FIELDS
+from tests.schedctl_inprocess import PROCESS_ONLY, run_schedctl
 from tests.servers import ADMIN_TOKEN, NodeProcess, free_ports, http, serving
 
 SCHEDCTL = str(Path(sys.executable).with_name("schedctl"))
@@ -27,10 +30,11 @@ Result = subprocess.CompletedProcess[str]
 
 
 class Ctl:
-    """Runs schedctl as a subprocess with SCHEDCTL_URL and SCHEDCTL_TOKEN set."""
+    """Runs schedctl with SCHEDCTL_URL and SCHEDCTL_TOKEN set: in the test process, or as the
+    real console script in a subprocess with `process=True` (here or per call)."""
 
-    def __init__(self, url: str, token: str) -> None:
-        self.url, self.token = url, token
+    def __init__(self, url: str, token: str, *, process: bool = False) -> None:
+        self.url, self.token, self.process = url, token, process
 
     def __call__(
         self,
@@ -39,6 +43,7 @@ class Ctl:
         token: str | None = None,
         stdin: str = "",
         env: dict[str, str] | None = None,
+        process: bool = False,
     ) -> Result:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDCTL_")} | (env or {})
         env["SCHEDCTL_URL"] = url or self.url
@@ -46,6 +51,8 @@ class Ctl:
         if token:
             env["SCHEDCTL_TOKEN"] = token
         env["COLUMNS"] = "200"
+        if not (process or self.process or PROCESS_ONLY & set(args)):
+            return run_schedctl(args, env=env, stdin=stdin)
         return subprocess.run(
             [SCHEDCTL, *args], input=stdin, capture_output=True, text=True, timeout=60, env=env
         )
@@ -60,7 +67,7 @@ class Ctl:
         name = f"cli-{uuid.uuid4().hex[:8]}"
         status, tenant, _ = http("POST", f"{self.url}/v1/tenants", {"name": name})
         assert status == 201, tenant
-        return Ctl(self.url, tenant["token"])
+        return Ctl(self.url, tenant["token"], process=self.process)
 
 
 def assert_fails(result: Result, code: int, *fragments: str) -> None:
@@ -396,16 +403,18 @@ def test_bad_reschedule_and_usage_errors_exit_2(ctl: Ctl, job: dict[str, Any]) -
 
 
 def test_not_found_and_bad_token_exit_1(ctl: Ctl) -> None:
-    assert_fails(ctl("get", "job_doesnotexist"), 1, "no job with id 'job_doesnotexist'")
+    # The console script's own exit status: 1 from the process.
+    missing = ctl("get", "job_doesnotexist", process=True)
+    assert_fails(missing, 1, "no job with id 'job_doesnotexist'")
     assert_fails(ctl("cancel", "job_doesnotexist"), 1)
     assert_fails(ctl("ls", token="sk_nobody"), 1, "unknown token")
     assert_fails(ctl("ls", token=""), 1, "--token or SCHEDCTL_TOKEN")
 
 
 def test_no_server_exits_3_naming_the_url(ctl: Ctl, dead_url: str) -> None:
-    assert_fails(ctl("ls", url=dead_url), 3, dead_url, "connection refused")
+    assert_fails(ctl("ls", url=dead_url, process=True), 3, dead_url, "connection refused")
     assert_fails(ctl("add", "--in", "1m", "--queue", "q", url=dead_url), 3, dead_url)
-    debug = ctl("--debug", "ls", url=dead_url)
+    debug = ctl("--debug", "ls", url=dead_url, process=True)
     assert debug.returncode == 3 and "Traceback" in debug.stderr
 
 
@@ -452,7 +461,7 @@ def test_a_503_fails_over_only_when_the_request_is_safe_to_repeat(
 
 
 def test_messages_name_the_flags_and_are_never_wrapped_when_piped(node: NodeProcess) -> None:
-    ctl = Ctl(node.url, ADMIN_TOKEN).new_tenant()
+    ctl = Ctl(node.url, ADMIN_TOKEN, process=True).new_tenant()  # the console script, piped
     bad = ctl("add", "--in", "5x", "--queue", "q")
     assert bad.returncode == 2 and bad.stderr.startswith("error: --in: must be a duration")
     offset = ctl("add", "--at", "2026-12-24T18:00:00", "--queue", "q")

@@ -1,5 +1,6 @@
-"""`schedctl connections add|ls|rm|test` and the broker target flags of `schedctl add`, the
-real console script against a real node (loopback opened by allow_cidrs)."""
+"""`schedctl connections add|ls|rm|test` and the broker target flags of `schedctl add`, against
+a real node (loopback opened by allow_cidrs); schedctl's entry point runs in the test process
+(tests/schedctl_inprocess.py)."""
 
 from __future__ import annotations
 

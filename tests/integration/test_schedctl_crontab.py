@@ -1,4 +1,5 @@
-"""`schedctl import-crontab` and `schedctl work --shell` as real subprocesses on a real node."""
+"""`schedctl import-crontab` (its entry point in the test process, tests/schedctl_inprocess.py)
+and `schedctl work --shell` (the real console script, a subprocess) on a real node."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""`schedctl work`, `queues ls` and `deadletters ...` as real subprocesses against a real node.
+"""`schedctl work` (the real console script, a subprocess), `queues ls` and `deadletters ...`
+(schedctl's entry point in the test process, tests/schedctl_inprocess.py) against a real node.
 
 Jobs fire one second after they are made; every wait is bounded.
 """
@@ -19,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from tests.schedctl_inprocess import PROCESS_ONLY, run_schedctl
 from tests.servers import ADMIN_TOKEN, NodeProcess, free_ports, http, serving
 
 SCHEDCTL = str(Path(sys.executable).with_name("schedctl"))
@@ -39,7 +41,8 @@ def wait_for(condition: Callable[[], Any], timeout_s: float = 15.0, what: str = 
 
 
 class Tenant:
-    """One tenant on the node: jobs through the API, schedctl as subprocesses."""
+    """One tenant on the node: jobs through the API; `schedctl work` as a subprocess, the other
+    commands in the test process."""
 
     def __init__(self, node: NodeProcess, token: str, tmp: Path) -> None:
         self.node, self.token, self.tmp = node, token, tmp
@@ -51,6 +54,8 @@ class Tenant:
         return env | {"COLUMNS": "200", "OUT": str(self.tmp)}
 
     def run(self, *args: str, url: str | None = None, timeout_s: float = 30) -> Result:
+        if not PROCESS_ONLY & set(args):
+            return run_schedctl(args, env=self.env(url))
         return subprocess.run(
             [SCHEDCTL, *args],
             capture_output=True,

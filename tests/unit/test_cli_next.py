@@ -1,16 +1,23 @@
-"""`schedctl next`: offline schedule preview, its JSON contract and its exit codes."""
+"""`schedctl next`: offline schedule preview, its JSON contract and its exit codes. schedctl's
+entry point runs in the test process (tests/schedctl_inprocess.py); `process=True` starts the
+real console script."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+from tests.schedctl_inprocess import run_schedctl
+
 SCHEDCTL = [str(Path(sys.executable).with_name("schedctl"))]
 
 
-def schedctl(*args: str) -> subprocess.CompletedProcess[str]:
+def schedctl(*args: str, process: bool = False) -> subprocess.CompletedProcess[str]:
+    if not process:
+        return run_schedctl(args, env=dict(os.environ))
     return subprocess.run(
         [*SCHEDCTL, *args], capture_output=True, text=True, timeout=60, check=False
     )
@@ -95,13 +102,13 @@ def test_exactly_one_schedule_form_is_required() -> None:
 
 
 def test_unknown_option_is_a_usage_error() -> None:
-    result = schedctl("next", "* * * * *", "--bogus")
+    result = schedctl("next", "* * * * *", "--bogus", process=True)
     assert result.returncode == 2
     assert "No such option" in result.stderr
 
 
 def test_debug_shows_the_traceback() -> None:
-    result = schedctl("--debug", "next", "0 24 * * *")
+    result = schedctl("--debug", "next", "0 24 * * *", process=True)
     assert result.returncode == 2
     assert "Traceback" in result.stderr
 

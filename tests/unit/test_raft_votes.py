@@ -70,6 +70,7 @@ def _wait_for(ready: Callable[[], bool], what: str, timeout_s: float = 15) -> fl
     return time.monotonic() - start
 
 
+@pytest.mark.slow  # 7-8 s alone: its no-vote checks each listen for a whole window
 def test_a_node_restarted_empty_does_not_vote_again_in_a_term_it_voted_in(
     tmp_path: Path, started: Started, free_port: Callable[[], int]
 ) -> None:

@@ -3,6 +3,7 @@ rejection code is one error class."""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Mapping
@@ -76,7 +77,10 @@ def _strategy(tp: Any) -> st.SearchStrategy[Any]:
     return _instances(tp)
 
 
+@functools.cache
 def _instances(cls: type[Body]) -> st.SearchStrategy[Any]:
+    """One strategy per class, made once: a new one per draw made hypothesis resolve the type
+    hints of every nested struct again at every example (about half the file's CPU)."""
     hints = get_type_hints(cls)
     names = [f.name for f in msgspec.structs.fields(cls)]
     return st.builds(cls, **{name: _strategy(hints[name]) for name in names})

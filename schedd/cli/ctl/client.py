@@ -35,7 +35,6 @@ from schedd.errors import (
     Unauthorized,
 )
 from schedd.model import JSONValue
-from schedd.tls import client_context
 
 DEFAULT_URL = "http://127.0.0.1:8701"
 DEFAULT_TIMEOUT_S = 10.0
@@ -248,6 +247,10 @@ def filled_page(
 
 @functools.cache
 def _tls_context(cacert: str | None) -> ssl.SSLContext:
+    # Imported here: schedd.tls brings cryptography's x509 (about 30 ms of a start that is
+    # ~250 ms), and only an https:// URL needs it.
+    from schedd.tls import client_context
+
     return client_context(None if cacert is None else Path(cacert))
 
 
