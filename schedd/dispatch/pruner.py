@@ -36,6 +36,10 @@ IDLE_S = 1.0  # a follower checks this often whether it became the leader
 # (seconds), so two minutes is plenty (apply/machine.py's own clean-up keeps them an hour; a
 # receive's result holds its messages: 280 MB in ten minutes at 1,500 runs/s, measured).
 COMMANDS_KEEP_MS = 120_000
+# One-time jobs completed by their claim are written by prunes (log level 5). While a queue is
+# still draining (a batch has runs not yet done) a prune writes none, so a spike's completions
+# wait for its drain instead of competing with it; but none waits longer than this.
+COMPLETIONS_HOLD_MS = 120_000
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +109,7 @@ class Pruner(Loop):
             after_tenant=self._after,
             max_rows=TENANT_SHARE_ROWS,
             commands_ms=COMMANDS_KEEP_MS,
+            max_completions=0 if self._completions_wait(now_ms) else None,
         )
         try:
             result = self._propose(cmd)
@@ -122,6 +127,21 @@ class Pruner(Loop):
         if _rows(result) >= TENANT_SHARE_ROWS:
             self._move_past_cut_tenant(now_ms)
         return piece_s
+
+    def _completions_wait(self, now_ms: int) -> bool:
+        """Whether deferred completions wait: some are pending, none for COMPLETIONS_HOLD_MS
+        yet, and a queue is still draining (read from this node's store)."""
+        assert self._conn is not None
+        oldest = self._conn.execute(
+            "SELECT b.claimed_at_ms FROM completions c JOIN batches b ON b.batch_id = c.batch_id "
+            "ORDER BY c.batch_id LIMIT 1"
+        ).fetchone()
+        if oldest is None or now_ms - int(oldest[0]) > COMPLETIONS_HOLD_MS:
+            return False
+        draining = self._conn.execute(
+            "SELECT 1 FROM batches INDEXED BY batches_ready WHERE ready_at_ms IS NOT NULL LIMIT 1"
+        ).fetchone()
+        return draining is not None
 
     def _move_past_cut_tenant(self, now_ms: int) -> None:
         """The budget ran out inside the tenant after `_after` (apply would start the next

@@ -414,6 +414,9 @@ class Prune(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
     max_rows: int | None = None
     max_tenants: int | None = None
     commands_ms: int | None = None
+    # Deferred completions of one-time jobs to write (level 5; absent: the most a prune
+    # writes). The leader's pruner sends 0 while a queue is still draining.
+    max_completions: int | None = None
 
 
 class SetRetention(LogCommand, frozen=True, kw_only=True, omit_defaults=True):

@@ -226,3 +226,33 @@ def test_a_lone_tenant_keeps_the_full_pace(db: Database) -> None:
     for left in (2, 1, 0):  # a share each command: no command spent on the tenants after it
         assert loop.tick(NOW_MS) == NEXT_PIECE_S
         assert runs_of(db, "a") == left * TENANT_SHARE_ROWS
+
+
+@pytest.mark.parametrize(
+    ("claimed_ago_ms", "draining", "sent"),
+    [
+        (10_000, True, 0),  # a queue still draining: the completions wait
+        (10_000, False, None),  # drained: written (the prune's own most)
+        (121_000, True, None),  # waited long enough: written even while draining
+    ],
+)
+def test_deferred_completions_wait_while_a_queue_drains_but_not_for_long(
+    db: Database, claimed_ago_ms: int, draining: bool, sent: int | None
+) -> None:
+    db.conn.execute(
+        "INSERT INTO batches (batch_id, tenant_id, queue, claimed_at_ms, runs, slots, times, "
+        "open, ready_at_ms) VALUES (1, 't1', 'q', ?, x'90', 'r', x'', 1, ?)",
+        (NOW_MS - claimed_ago_ms, NOW_MS if draining else None),
+    )
+    db.conn.execute("INSERT INTO completions (batch_id, slot) VALUES (1, 0)")
+    db.conn.commit()
+    propose = Proposals({"status": "ok", "deleted": {}, "next_after": "", "done": True})
+    pruner(db, propose).tick(NOW_MS)
+    [(_, body)] = propose.sent
+    assert body.get("max_completions") == sent
+
+
+def test_no_pending_completion_sends_no_limit(db: Database) -> None:
+    propose = Proposals({"status": "ok", "deleted": {}, "next_after": "", "done": True})
+    pruner(db, propose).tick(NOW_MS)
+    assert "max_completions" not in propose.sent[0][1]

@@ -18,9 +18,15 @@ from schedd.store.job_search import JobFilter, search_jobs
 from schedd.store.queries import get_job, list_jobs
 from tests.conftest import NOW_MS
 from tests.unit.test_store_batches import Store, add_job, claim, one_time
-from tests.unit.test_store_retention import prune
+from tests.unit.test_store_retention import RETENTION, prune
 
 JOBS = ("j1", "j2", "j3")
+
+
+def prune_retention() -> dict[str, int]:
+    return RETENTION.as_ms()
+
+
 SAME_STATE = ("jobs", "tenants", "due", "run_keys", "batches")
 
 
@@ -150,6 +156,14 @@ def test_a_prune_completes_its_share_and_then_says_it_is_not_done(
     assert "completed" not in third and third["done"]
     statuses = [get_job(pair.later.db.conn, "t1", j)["status"] for j in JOBS]  # type: ignore[index]
     assert statuses == ["completed", "completed", "active"]
+
+
+def test_a_prune_told_to_write_no_completions_writes_none_and_can_be_done(tmp_path: Path) -> None:
+    pair = Pair(tmp_path)
+    body = {"retention_ms": prune_retention(), "after_tenant": "", "max_completions": 0}
+    result = pair.later.apply("prune", body, ts_ms=NOW_MS + 1_000)
+    assert "completed" not in result and result["done"]
+    assert pair.later.db.conn.execute("SELECT COUNT(*) FROM completions").fetchone()[0] == 2
 
 
 def test_a_batch_pruned_before_its_completions_were_written_writes_them_first(

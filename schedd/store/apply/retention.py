@@ -57,7 +57,10 @@ def prune(tx: sqlite3.Connection, cmd: Command[Prune]) -> Result:
     after = b.after_tenant or ""
     budget = Budget(min(_or(b.max_rows, MAX_ROWS_PER_PRUNE), MAX_ROWS_PER_PRUNE))
     max_tenants = min(_or(b.max_tenants, MAX_TENANTS_PER_PRUNE), MAX_TENANTS_PER_PRUNE)
-    completed = completions.complete_pending(tx, MAX_COMPLETIONS_PER_PRUNE)
+    most_completions = min(
+        _or(b.max_completions, MAX_COMPLETIONS_PER_PRUNE), MAX_COMPLETIONS_PER_PRUNE
+    )
+    completed = completions.complete_pending(tx, most_completions)
     if after == "":
         _prune_audit(tx, None, cmd.ts_ms - policy.audit, budget)  # admin actions
     tenants = tx.execute(
@@ -77,7 +80,7 @@ def prune(tx: sqlite3.Connection, cmd: Command[Prune]) -> Result:
         budget.left > 0
         and len(tenants) < max_tenants
         and commands < MAX_COMMANDS_PER_PRUNE
-        and completed < MAX_COMPLETIONS_PER_PRUNE
+        and (completed < most_completions or most_completions == 0)
     )
     tx.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('last_prune_ms', ?)", (cmd.ts_ms,))
     deleted = budget.deleted | {"commands": commands}
