@@ -32,6 +32,7 @@ from schedd.jsonbody import JSONValue, loads_object
 from schedd.storage import StorageGuard
 from schedd.store.command import Rejected, result_of
 from schedd.store.commands import (
+    AddJobs,
     CreateConnection,
     CreateJobs,
     CreateTenant,
@@ -226,6 +227,7 @@ def require(body: dict[str, JSONValue], allowed: set[str]) -> None:
 # cancelling, pausing, retention and everything dispatch and consumers do go on.
 GROWING_COMMANDS: tuple[type[LogCommand], ...] = (
     CreateJobs,
+    AddJobs,
     UpdateJob,
     ResumeJob,
     TriggerJob,
