@@ -38,8 +38,10 @@ IDLE_S = 1.0  # a follower checks this often whether it became the leader
 COMMANDS_KEEP_MS = 120_000
 # One-time jobs completed by their claim are written by prunes (log level 5). While a queue is
 # still draining (a batch has runs not yet done) a prune writes none, so a spike's completions
-# wait for its drain instead of competing with it; but none waits longer than this.
-COMPLETIONS_HOLD_MS = 120_000
+# wait for its drain instead of competing with it; but none waits longer than this (under a
+# steady flow of one-time queue jobs some batch is always open: then about this long of them
+# stay pending, and a listing of completed jobs reads their batches).
+COMPLETIONS_HOLD_MS = 60_000
 
 log = logging.getLogger(__name__)
 

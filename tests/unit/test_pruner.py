@@ -233,7 +233,7 @@ def test_a_lone_tenant_keeps_the_full_pace(db: Database) -> None:
     [
         (10_000, True, 0),  # a queue still draining: the completions wait
         (10_000, False, None),  # drained: written (the prune's own most)
-        (121_000, True, None),  # waited long enough: written even while draining
+        (61_000, True, None),  # waited long enough: written even while draining
     ],
 )
 def test_deferred_completions_wait_while_a_queue_drains_but_not_for_long(
