@@ -88,14 +88,9 @@ class Dispatcher(Loop):
 
     # ------------------------------------------------------------------ inputs
 
-    def offer(
-        self, job_id: str, fire_at_ms: int, scheduled_at_ms: int, *, is_trigger: bool
-    ) -> None:
-        """A due row was just committed (called from apply): fire it without waiting to preload."""
-        self.offer_many([(job_id, fire_at_ms, scheduled_at_ms, is_trigger)])
-
     def offer_many(self, rows: Iterable[tuple[str, int, int, bool]]) -> None:
-        """Due rows (job, fire time, run, is trigger) an entry committed, with one wake: a batch
+        """Due rows (job, fire time, run, is trigger) an entry committed (called from apply:
+        fired without waiting for a preload), with one wake: a batch
         create's thousand rows wake the dispatcher once, not a thousand times."""
         for job_id, fire_at_ms, scheduled_at_ms, is_trigger in rows:
             partition = partition_of(job_id, self.partitions)

@@ -239,7 +239,7 @@ def test_trigger_and_cancel(cluster: Cluster, db: Database) -> None:
         {"tenant_id": "t1", "job_id": "job_t", "scheduled_at_ms": start + 1_000},
         ts_ms=start,
     )
-    cluster.dispatcher.offer("job_t", start + 1_000, start + 1_000, is_trigger=True)
+    cluster.dispatcher.offer_many([("job_t", start + 1_000, start + 1_000, True)])
     cluster.run_until(start + 5_000)
     assert cluster.runs("job_t") == [(format_instant(start + 1_000), "dispatched")]
     cluster.apply("cancel_job", {"tenant_id": "t1", "job_id": "job_t"}, ts_ms=cluster.now)
@@ -398,7 +398,7 @@ def test_an_offer_below_the_read_line_is_kept_after_the_clock_steps_back(
     cluster.dispatcher.tick(start)  # read up to start + 60 s; the next full read then
     run_at = start + 59_900
     cluster.add_job("edge", {"schedule": {"run_at": format_instant(run_at)}}, start)
-    cluster.dispatcher.offer("edge", run_at, run_at, is_trigger=False)
+    cluster.dispatcher.offer_many([("edge", run_at, run_at, False)])
     cluster.dispatcher.tick(start - 300)  # the clock stepped back 300 ms
     cluster.now = start + 59_000
     cluster.run_until(start + 59_950, step_ms=50)  # it fires before the next full read

@@ -212,7 +212,6 @@ def _record_runs(
     )
     per_run = accepted
     deferred: list[tuple[AnyClaim, str]] = []  # one-time jobs completed by a later prune
-    scheduled = [(c, t) for c, t, _ in accepted if not c.is_trigger]
     if isinstance(cmd.body, ClaimBatch):  # queue runs delivered go into batches
         in_batch = [not c.skip and job.kind in _PULLED for c, _, job in accepted]
         placed = _write_batches(tx, now, [a for a, b in zip(accepted, in_batch, strict=True) if b])
@@ -221,10 +220,6 @@ def _record_runs(
             ending = [(c, t, slot) for c, t, slot in placed if _completes_job(c)]
             completions.defer(tx, [slot for _, _, slot in ending])
             deferred = [(c, t) for c, t, _ in ending]
-            scheduled = [(c, t) for c, t, _ in per_run if not c.is_trigger]
-            scheduled += [
-                (c, t) for c, t, _ in placed if not c.is_trigger and not _completes_job(c)
-            ]
     runs = [
         # By position (job, run, tenant, fire time, skip reason): thousands a second.
         ledger.NewRun(c.job_id, c.scheduled_at_ms, tenant_id, c.fire_at_ms, c.skip)
@@ -239,6 +234,12 @@ def _record_runs(
             if not c.skip
         ],
     )
+    later = {(c.job_id, c.scheduled_at_ms) for c, _ in deferred}
+    scheduled = [
+        (c, t)
+        for c, t, _ in accepted
+        if not c.is_trigger and (c.job_id, c.scheduled_at_ms) not in later
+    ]
     _advance_jobs(tx, cmd, scheduled, deferred)
     connections.release(  # a completed job with a broker target no longer uses its connection
         tx,
