@@ -29,6 +29,9 @@ SNAPSHOT_ACK_EVERY_S = 1.0
 # elections after 1 s or more) see it, and an idle node ticks 20 times a second, not 200.
 IDLE_TICK_S = 0.05
 IDLE_AFTER_S = 0.2
+# The log index a Raft message names, by its type (pysyncobj's field names): what an unsure
+# node must hold before it votes (raft/votes.py).
+INDEX_NAMED_BY = {"append_entries": "commit_index", "request_vote": "last_log_index"}
 
 
 class Restores(Protocol):
@@ -182,19 +185,22 @@ class Replica(SyncObj):  # type: ignore[misc]  # pysyncobj ships no types
         """Shadows pysyncobj's private message handler (SyncObj.__onMessageReceived, which
         SyncObj.__init__ hands to the transport as `self.__onMessageReceived`, so this override
         is what the transport calls; pinned by tests/unit/test_raft_votes.py). While unsure
-        (raft/votes.py), note the term of every message from another member, and drop a vote
+        (raft/votes.py), note the term of every message from another member and the log index
+        it names (INDEX_NAMED_BY), and drop a vote
         request unanswered: pysyncobj sends no refusal either, so to the candidate it is a vote
         not granted. Everything else goes to pysyncobj unchanged."""
         if self._votes.is_unsure and isinstance(message, dict):
             term = message.get("term")
             if isinstance(term, int) and node in self._SyncObj__otherNodes:
-                self._votes.hear(str(node.id), term)
+                index = message.get(INDEX_NAMED_BY.get(str(message.get("type")), ""), 0)
+                self._votes.hear(str(node.id), term, index if isinstance(index, int) else 0)
             if message.get("type") == "request_vote":
                 return
         SyncObj._SyncObj__onMessageReceived(self, node, message)
 
     def _tick_unsure(self) -> None:
-        """While unsure: once every other member is heard, store the highest term heard as this
+        """While unsure: once every other member is heard and this node's log holds, committed,
+        the highest index heard of (VoteFence.learned), store the highest term heard as this
         node's term with a vote for itself (pysyncobj's own fsynced .meta: it then refuses any
         vote in that term and grants votes only in later ones, as after any vote), then drop the
         marker. Until then, pysyncobj's election (a vote for itself) must never run: when its
@@ -206,7 +212,8 @@ class Replica(SyncObj):  # type: ignore[misc]  # pysyncobj ships no types
         fence = self._votes
         if not fence.is_unsure:
             return
-        learned = fence.learned(str(node.id) for node in self._SyncObj__otherNodes)
+        others = (str(node.id) for node in self._SyncObj__otherNodes)
+        learned = fence.learned(others, int(self._SyncObj__raftCommitIndex))
         if learned is not None:
             term = max(int(self._SyncObj__raftCurrentTerm), learned)
             self._SyncObj__setCurrentTerm(term, self.selfNode.id)

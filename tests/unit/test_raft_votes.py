@@ -107,6 +107,43 @@ def test_a_node_restarted_empty_does_not_vote_again_in_a_term_it_voted_in(
     b.close()
 
 
+NO_OP = b"\x01"  # pysyncobj's no-op command: applies to nothing
+
+
+@pytest.mark.slow  # about 4 s: its no-vote checks each listen for a whole window
+def test_a_wiped_node_votes_only_once_its_log_holds_what_it_may_have_acknowledged(
+    tmp_path: Path, started: Started, free_port: Callable[[], int]
+) -> None:
+    """Chaos seed 2333: A led and committed entry 10 with this node's former self, whose data
+    was then lost; B never had entry 10. Before the fix, once the wiped node had heard both it
+    voted for B (its own log empty), and B's term erased entry 10, applied on A. Now it votes
+    in nothing until its log holds, committed, the highest index it has heard of."""
+    port, data = free_port(), tmp_path / "w"
+    slow = {"raftMinTimeout": 30.0, "raftMaxTimeout": 31.0, "connectionTimeout": 40.0}
+    node = started.start(data, port, [A, B], **slow)
+    a, b = FakePeer(port, A), FakePeer(port, B)
+    # A, the old leader back from a partition: its heartbeat names commit index 10 (the wiped
+    # node lacks the entry before it, so it refuses the append).
+    a.send({"type": "append_entries", "term": 5, "commit_index": 10, "prevLogIdx": 9,
+            "prevLogTerm": 5, "entries": []})  # fmt: skip
+    b.vote_request(6, last_index=9, last_term=5)  # both heard (before the fix: fence 6)
+    assert b.votes(1.0) == [], "a vote in the term it learned both members in"
+    b.vote_request(7, last_index=9, last_term=5)
+    assert b.votes(2.0) == [], "voted for a candidate without entry 10, before holding it"
+    assert node.is_vote_unsure()
+    # A leads again (term 8, elected by B) and ships entries 2..10: now it holds entry 10.
+    a.send({"type": "append_entries", "term": 8, "commit_index": 10, "prevLogIdx": 1,
+            "prevLogTerm": 0, "entries": [(NO_OP, i, 5) for i in range(2, 11)]})  # fmt: skip
+    _wait_for(lambda: not node.is_vote_unsure(), "the fence was never learned once caught up")
+    assert node.commit_index() == 10
+    b.vote_request(9, last_index=9, last_term=5)
+    assert b.votes(1.0) == [], "a vote for a log without entry 10"
+    a.vote_request(9, last_index=10, last_term=5)
+    assert a.votes(2.0) == [9], "no vote for the candidate that holds entry 10"
+    a.close()
+    b.close()
+
+
 def test_the_fence_survives_a_restart_before_it_is_learned(
     tmp_path: Path, started: Started, free_port: Callable[[], int]
 ) -> None:
@@ -153,7 +190,10 @@ def test_a_new_cluster_elects_and_a_wiped_follower_votes_again_after_its_fence(
     shutil.rmtree(tmp_path / f"n{wiped}")
     nodes[wiped] = start(wiped)
     assert nodes[wiped].is_vote_unsure()
-    _wait_for(lambda: nodes[wiped].leader_address() == leader.selfNode.id, "it never followed")
+    _wait_for(
+        lambda: nodes[wiped].commit_index() >= leader.commit_index() > 1,
+        "it never caught up",  # before that it votes in nothing (the test above)
+    )
     started.stop(leader)
     survivors = [n for n in nodes if n is not leader]
     _wait_for(lambda: any(n.is_leader() for n in survivors), "the survivors elected nobody")
