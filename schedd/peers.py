@@ -9,6 +9,10 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 DISK_REPORT_TTL_S = 10.0  # a disk report older than this no longer counts
+# What `lagging` names before the first probe round has listed the members (a node just
+# started): any of them may be old, so newer commands wait (found by an upgrade chaos round:
+# a node restarted on new code proposed claim_batch at once, and the old members halted).
+MEMBERS_NOT_HEARD = "(the members: not heard from yet)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,7 +28,7 @@ class PeerReports:
         self._node_id = node_id
         self._lock = threading.Lock()
         self._reports: dict[str, tuple[PeerReport, float]] = {}  # node id -> (report, read at)
-        self._members: tuple[str, ...] = ()  # registered node ids, this one included
+        self._members: tuple[str, ...] | None = None  # registered node ids, this one included
 
     def record(self, reports: Mapping[str, PeerReport], members: Collection[str]) -> None:
         """One probe round: the peers that answered, and the registered nodes."""
@@ -35,7 +39,7 @@ class PeerReports:
 
     def cluster_size(self) -> int:
         with self._lock:
-            return max(len(self._members), 1)
+            return max(len(self._members or ()), 1)
 
     def low_disk(self) -> list[str]:
         """Peers whose latest report, recent enough, says their disk is low."""
@@ -50,8 +54,10 @@ class PeerReports:
     def lagging(self, level: int) -> list[str]:
         """Members whose last report says (or who have not said yet) that they cannot apply
         commands of `level`: such commands must wait. Reports never expire here: a member that
-        is down keeps the level it last said."""
+        is down keeps the level it last said. Before the first probe round: MEMBERS_NOT_HEARD."""
         with self._lock:
+            if self._members is None:
+                return [MEMBERS_NOT_HEARD]
             return sorted(
                 node
                 for node in self._members

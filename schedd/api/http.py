@@ -29,6 +29,7 @@ from schedd.errors import (
     rejection_error,
 )
 from schedd.jsonbody import JSONValue, loads_object
+from schedd.peers import MEMBERS_NOT_HEARD
 from schedd.storage import StorageGuard
 from schedd.store.command import Rejected, result_of
 from schedd.store.commands import (
@@ -252,6 +253,11 @@ def check_level(storage: StorageGuard | None, level: int) -> None:
     """503 unless every member reports that it applies commands of `level` (store/commands.py
     LOG_LEVEL: an older node would halt on a newer type, or apply a newer body differently)."""
     lagging = [] if level == 1 or storage is None else storage.peers.lagging(level)
+    if lagging == [MEMBERS_NOT_HEARD]:
+        raise ClusterUnavailable(
+            "this node has not yet heard from the other members whether they can apply this "
+            "(for a few seconds after it starts): try again"
+        )
     if lagging:
         raise ClusterUnavailable(
             f"not every node can apply this yet: {', '.join(lagging)} must run this schedd "

@@ -34,6 +34,12 @@ def main(argv: list[str] | None = None) -> int:
         help="network-namespace partitions (root and `ip netns` needed; auto: when possible)",
     )
     parser.add_argument("--keep", action="store_true", help="keep node data and logs")
+    parser.add_argument(
+        "--upgrade-from",
+        metavar="REV",
+        help="a rolling upgrade in every round: the nodes start on git revision REV and are "
+        "restarted on today's code one by one during the workload",
+    )
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.randrange(1, 1_000_000)
     use_netns = args.netns == "on" or (args.netns == "auto" and netns_available())
@@ -46,7 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     while not rounds or time.monotonic() - started + args.round + ROUND_OVERHEAD_S <= args.duration:
         round_seed = seed + len(rounds)
         base = Path(tempfile.mkdtemp(prefix=f"chaos-{round_seed}-"))
-        report = run_round(round_seed, args.round, base, use_netns=use_netns)
+        report = run_round(
+            round_seed, args.round, base, use_netns=use_netns, upgrade_from=args.upgrade_from
+        )
         report["data_dir"] = str(base)
         rounds.append(report)
         if report["violations"] or args.keep:

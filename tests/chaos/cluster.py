@@ -48,6 +48,19 @@ def freeze_code(base: Path) -> tuple[Path, str]:
     return target, digest.hexdigest()
 
 
+def freeze_release(base: Path, rev: str) -> Path:
+    """The `schedd` package as of git revision `rev` (`git archive`), under `base`: nodes started
+    from that folder run that release, the old code of a rolling upgrade (`--upgrade-from`)."""
+    repo = Path(schedd.__file__).resolve().parents[1]
+    target = base / "release"
+    target.mkdir()
+    archive = subprocess.run(
+        ["git", "archive", rev, "schedd"], cwd=repo, capture_output=True, check=True, timeout=60
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True, timeout=60)
+    return target
+
+
 @dataclass
 class ChaosNode(NodeProcess):
     """A node run from the frozen code, optionally behind a command prefix (`ip netns exec`)."""
@@ -126,6 +139,17 @@ class ChaosCluster:
         for pattern in STATE_FILES:
             for path in node.data_dir.glob(pattern):
                 path.unlink()
+
+    def upgrade(self, node: NodeProcess, code_dir: Path) -> dict[str, Any]:
+        """One step of a rolling upgrade: stop the node as its service manager would (SIGTERM,
+        waited for), then start it from `code_dir` on the same data. Facts: whether it was
+        running, and its exit code (0 for a clean stop)."""
+        assert isinstance(node, ChaosNode)
+        was_running = node.is_running()
+        exit_code = node.stop(timeout_s=30.0) if was_running else None
+        node.code_dir = code_dir
+        node.start()
+        return {"was_running": was_running, "exit_code": exit_code}
 
     def restart(self, node: NodeProcess) -> None:
         if not node.is_running():

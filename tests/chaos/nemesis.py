@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from tests.chaos.client import call, now_ms
@@ -88,6 +89,16 @@ def plan_faults(seed: int, workload_s: float, kinds: tuple[str, ...]) -> list[Pl
     return plan
 
 
+def plan_upgrades(workload_s: float, node_ids: list[str]) -> list[PlannedFault]:
+    """A rolling upgrade (`--upgrade-from`): each node in turn restarted on today's code, the
+    first a quarter into the workload, the next ones 15% of it apart (the faults go on around
+    them). Role is the node's id."""
+    return [
+        PlannedFault(round(workload_s * (0.25 + 0.15 * i), 1), "upgrade", node_id, 0.0)
+        for i, node_id in enumerate(node_ids)
+    ]
+
+
 def _hold_s(rng: random.Random, kind: str) -> float:
     if kind in ("kill", "wipe"):
         return rng.uniform(2.0, 5.0)
@@ -113,10 +124,12 @@ class Nemesis(threading.Thread):
         seed: int,
         partitioner: Partitioner | None = None,
         probe: Callable[[str], None] | None = None,
+        upgrade_to: Path | None = None,
     ) -> None:
         super().__init__(name="nemesis", daemon=True)
         self.cluster, self.history, self.plan = cluster, history, plan
         self.partitioner = partitioner
+        self.upgrade_to = upgrade_to  # today's code: what an "upgrade" restarts a node on
         self.probe = probe  # during a partition: writes sent to the cut-off node
         self.rng = random.Random(f"targets-{seed}")
         self.stop = threading.Event()
@@ -166,6 +179,9 @@ class Nemesis(threading.Thread):
     def _inject(self, fault: PlannedFault) -> None:
         if fault.kind == "kill_all":
             self._kill_all(fault)
+            return
+        if fault.kind == "upgrade":
+            self._upgrade(fault)
             return
         node, role = self._pick(fault.role)
         event = self.history.fault(FaultEvent(fault.kind, node.node_id, role, now_ms()))
@@ -258,6 +274,25 @@ class Nemesis(threading.Thread):
         finally:
             if is_cut and leader is not None and self.partitioner is not None:
                 self.partitioner.reconnect(leader.node_id)
+
+    def _upgrade(self, fault: PlannedFault) -> None:
+        """Restart node `fault.role` on today's code (a clean stop first). The runner counts an
+        upgrade that found its node down, or stopping with an error, as a violation: the old
+        code must never have been sent a command it cannot apply."""
+        assert self.upgrade_to is not None, "an upgrade planned without today's code"
+        node = self.cluster.node(fault.role)
+        role = "leader" if self.cluster.leader_id() == node.node_id else "follower"
+        event = self.history.fault(FaultEvent("upgrade", node.node_id, role, now_ms()))
+        event.facts["planned"] = asdict(fault)
+        try:
+            event.facts |= self.cluster.upgrade(node, self.upgrade_to)
+            ready = _wait(lambda: _is_ready(node), HEALTHY_TIMEOUT_S)
+            event.facts["ready_s"] = None if ready is None else round(ready, 2)
+        finally:
+            self.cluster.heal()
+            event.end_ms = now_ms()
+        back = self.cluster.wait_healthy(HEALTHY_TIMEOUT_S)
+        event.facts["healthy_after_heal_s"] = None if back is None else round(back, 2)
 
     def _kill_all(self, fault: PlannedFault) -> None:
         event = self.history.fault(FaultEvent("kill_all", "all", "all", now_ms()))

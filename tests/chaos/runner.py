@@ -17,7 +17,13 @@ from typing import Any
 from tests.chaos.check_runs import EARLY_TOLERANCE_MS, LATE_BOUND_MS, Violation
 from tests.chaos.checker import Observed, check, percentiles
 from tests.chaos.client import now_ms
-from tests.chaos.cluster import LEASE_TTL_S, MISFIRE_THRESHOLD_S, ChaosCluster, freeze_code
+from tests.chaos.cluster import (
+    LEASE_TTL_S,
+    MISFIRE_THRESHOLD_S,
+    ChaosCluster,
+    freeze_code,
+    freeze_release,
+)
 from tests.chaos.collect import catch_digests, leader_terms, read_view, wait_quiet
 from tests.chaos.consumer import QueueConsumer
 from tests.chaos.history import History
@@ -28,6 +34,7 @@ from tests.chaos.nemesis import (
     Nemesis,
     Partitioner,
     plan_faults,
+    plan_upgrades,
 )
 from tests.chaos.workload import QUEUES, Prober, TenantWorker, create_tenants
 from tests.receiver import Receiver
@@ -68,11 +75,21 @@ def _environment(
 
 
 def run_round(
-    seed: int, workload_s: float, base: Path, *, use_netns: bool = False
+    seed: int,
+    workload_s: float,
+    base: Path,
+    *,
+    use_netns: bool = False,
+    upgrade_from: str | None = None,
 ) -> dict[str, Any]:
-    """Run one seeded round and return its report (violations included)."""
+    """Run one seeded round and return its report (violations included). `upgrade_from`, a git
+    revision: the nodes start on that release and are upgraded to today's code one by one
+    during the workload (nemesis.plan_upgrades), the faults going on around them."""
     kinds = PROCESS_KINDS + CLOCK_KINDS + (NETWORK_KINDS if use_netns else ())
     plan = plan_faults(seed, workload_s, kinds)
+    if upgrade_from is not None:
+        upgrades = plan_upgrades(workload_s, [f"n{i}" for i in (1, 2, 3)])
+        plan = sorted(plan + upgrades, key=lambda fault: fault.at_s)
     say(
         f"seed={seed} workload={workload_s:g}s mode={'netns' if use_netns else 'loopback'} "
         f"faults={[(f.at_s, f.kind, f.role, f.hold_s) for f in plan]}"
@@ -93,9 +110,16 @@ def run_round(
     }
     code_dir, code_sha = freeze_code(base)
     report["code"] = {"git_head": _git_head(), "frozen_schedd_sha256": code_sha}
-    with _environment(base, code_dir, use_netns) as (cluster, receiver, partitioner):
+    start_dir = code_dir
+    if upgrade_from is not None:
+        start_dir = freeze_release(base, upgrade_from)
+        report["code"]["upgrade_from"] = upgrade_from
+    with _environment(base, start_dir, use_netns) as (cluster, receiver, partitioner):
         cluster.start()
-        report |= _round(seed, workload_s, base, cluster, receiver, partitioner, plan, history)
+        upgrade_to = None if upgrade_from is None else code_dir
+        report |= _round(
+            seed, workload_s, base, cluster, receiver, partitioner, plan, history, upgrade_to
+        )
     report["history"] = history.to_json()
     counts: dict[str, int] = {}
     for v in report["violations"]:
@@ -114,6 +138,7 @@ def _round(
     partitioner: Partitioner | None,
     plan: list[Any],
     history: History,
+    upgrade_to: Path | None,
 ) -> dict[str, Any]:
     urls = cluster.urls()
     tenants = create_tenants(next(iter(urls.values())), seed, TENANTS)
@@ -121,7 +146,7 @@ def _round(
     workers = [TenantWorker(t, urls, history, receiver, seed, end_ms) for t in tenants]
     consumers = [QueueConsumer(t, q, urls, history, seed) for t in tenants for q in QUEUES]
     prober = Prober(tenants[0], urls, history)
-    nemesis = Nemesis(cluster, history, plan, seed, partitioner, prober.fire)
+    nemesis = Nemesis(cluster, history, plan, seed, partitioner, prober.fire, upgrade_to)
     threads = [*workers, *consumers, nemesis]
     notes: list[Violation] = []
     try:
@@ -153,6 +178,7 @@ def _round(
         prober.join(timeout_s=30)
     notes += [Violation("cluster_not_recovered", None, str(u)) for u in nemesis.unhealthy]
     notes += [Violation("harness_error", None, f"nemesis: {e}") for e in nemesis.errors]
+    notes += _failed_upgrades(history)
     errors = [(t.name, t.errors) for t in workers] + [(t.name, t.errors) for t in consumers]
     notes += [Violation("harness_error", None, f"{n}: {e}") for n, es in errors for e in es]
     views = {node_id: read_view(node_id, url, tenants) for node_id, url in urls.items()}
@@ -187,6 +213,17 @@ def _round(
             "indexes_compared": len(digests["shared"]),
         },
     }
+
+
+def _failed_upgrades(history: History) -> list[Violation]:
+    """An upgrade must find its node running on the old code and stop it cleanly: a node of the
+    old release that halted (an entry it cannot apply) or crashed is a violation."""
+    return [
+        Violation("upgrade_failed", None, f"{event.target}: {event.facts}")
+        for event in history.faults
+        if event.kind == "upgrade"
+        and not (event.facts.get("was_running") and event.facts.get("exit_code") == 0)
+    ]
 
 
 def _fault_figures(history: History) -> dict[str, Any]:

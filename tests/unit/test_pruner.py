@@ -10,7 +10,7 @@ import pytest
 
 from schedd.dispatch.clock import peer_report
 from schedd.dispatch.pruner import NEXT_PIECE_S, PASS_EVERY_S, SPIKE_PAUSE_S, Pruner
-from schedd.peers import PeerReport, PeerReports
+from schedd.peers import MEMBERS_NOT_HEARD, PeerReport, PeerReports
 from schedd.retention import Retention
 from schedd.storage import DiskWatch, MinFree, StorageGuard
 from schedd.store.commands import CancelJob, CreateJobs, LogCommand, SetRetention
@@ -81,6 +81,9 @@ def test_peer_reports_and_what_an_old_node_says() -> None:
     assert peer_report({"disk_low": True, "log_level": 2}) == PeerReport(True, 2)
     assert peer_report({"disk_low": "yes", "log_level": True}) == PeerReport(False, 1)
     peers = PeerReports("n1")
+    # Before the first probe round the members are unknown: any may be old (an upgrade chaos
+    # round: a node restarted on new code proposed claim_batch at once, old members halted).
+    assert peers.lagging(2) == [MEMBERS_NOT_HEARD]
     peers.record({"n2": PeerReport(log_level=2)}, ["n1", "n2", "n3"])
     assert peers.lagging(2) == ["n3"]  # never heard from: it may be old
     peers.record({"n3": PeerReport(log_level=1)}, ["n1", "n2", "n3"])
@@ -89,6 +92,26 @@ def test_peer_reports_and_what_an_old_node_says() -> None:
     assert peers.lagging(2) == []
     peers.record({}, ["n1", "n2", "n3"])  # n3 down now: it keeps the level it said
     assert peers.lagging(2) == []
+
+
+def test_a_node_alone_is_sure_of_its_members_after_the_first_probe_round() -> None:
+    peers = PeerReports("n1")
+    assert peers.lagging(5) == [MEMBERS_NOT_HEARD]
+    peers.record({}, ["n1"])
+    assert peers.lagging(5) == []
+
+
+def test_the_api_waits_for_the_first_probe_round_before_newer_commands(tmp_path: Path) -> None:
+    from schedd.api.http import check_level
+    from schedd.errors import ClusterUnavailable
+
+    peers = PeerReports("n1")
+    guard = StorageGuard(DiskWatch(tmp_path, MinFree(bytes=0)), peers)
+    check_level(guard, 1)  # the first version's commands: every node applies them
+    with pytest.raises(ClusterUnavailable, match="not yet heard from the other members"):
+        check_level(guard, 2)
+    peers.record({"n2": PeerReport(log_level=2)}, ["n1", "n2"])
+    check_level(guard, 2)
 
 
 def test_writes_are_refused_when_a_majority_of_disks_is_low(tmp_path: Path) -> None:
