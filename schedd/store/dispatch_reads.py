@@ -4,7 +4,6 @@ to, whether a job has a run in flight, and the tenants' dispatch rates. Reads on
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import msgspec
@@ -37,9 +36,9 @@ class PlanFields(msgspec.Struct, frozen=True):
 _PLAN_FIELDS = msgspec.json.Decoder(PlanFields)
 
 
-@dataclass(frozen=True, slots=True)
-class JobRow:
-    """The stored fields of a job that claiming one of its runs reads."""
+class JobRow(msgspec.Struct, frozen=True):
+    """The stored fields of a job that claiming one of its runs reads (a Struct: one is made a
+    due run, at a fifth of a frozen dataclass's cost)."""
 
     tenant_id: str
     plan: PlanFields
