@@ -10,7 +10,7 @@ import msgspec
 from schedd.model import AtSchedule, MisfirePolicy, OverlapPolicy
 from schedd.schedule import fire_time, load_schedule, next_after
 from schedd.store.dispatch_reads import DueRun, JobRow
-from schedd.timeformat import parse_duration
+from schedd.timeformat import parse_duration, parse_instant
 
 # By stored value: building the two enums from their values was about 2 us a run (py-spy, a
 # 100,000-run spike on one node).
@@ -94,10 +94,29 @@ def plan_run(
         if overlap is OverlapPolicy.DELAY:
             return Hold(now_ms + HOLD_RETRY_MS)
         skip = SKIP_OVERLAP
+    misfire = _MISFIRE[job.misfire_policy]  # looked up first: a bad value fails either path
+    if _is_last_one_time_run(job.schedule, run.scheduled_at_ms):
+        return Claim(skip=skip)
+    is_late = now_ms - run.fire_at_ms > misfire_threshold_ms
+    return _claim_by_schedule(job, run, now_ms, is_late, misfire, skip)
+
+
+def _is_last_one_time_run(schedule: Mapping[str, str], scheduled_at_ms: int) -> bool:
+    """Whether the schedule is one-time (`run_at` alone, as `schedule_to_json` stores it) and
+    its instant is not after this run: the claim has no next run, whatever the misfire policy
+    (what `_claim_by_schedule` finds too, without building the schedule: a spike's runs)."""
+    run_at = schedule.get("run_at")
+    if run_at is None or len(schedule) != 1:
+        return False
+    return parse_instant(run_at, field="schedule.run_at") <= scheduled_at_ms
+
+
+def _claim_by_schedule(
+    job: PlanJob, run: DueRun, now_ms: int, is_late: bool, policy: MisfirePolicy, skip: str | None
+) -> Claim:
+    """The claim of a scheduled run with its job's next run (a late run's by `policy`)."""
     schedule = load_schedule(job.schedule)
     after = run.scheduled_at_ms
-    is_late = now_ms - run.fire_at_ms > misfire_threshold_ms
-    policy = _MISFIRE[job.misfire_policy]
     if is_late and policy is not MisfirePolicy.RUN_ALL and not isinstance(schedule, AtSchedule):
         after = now_ms  # one catch-up run (or none, for skip), then the next future one
         if policy is MisfirePolicy.SKIP:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from schedd.dispatch import plan as plan_module
 from schedd.dispatch.dispatcher import Dispatcher
 from schedd.jobspec import job_to_json, parse_job
 from schedd.model import partition_of
@@ -439,3 +440,50 @@ def test_claims_go_into_batches_only_once_no_member_lags_level_4_and_defer_at_5(
     assert [len(cluster.runs(f"job_{i}")) for i in range(4)] == [3, 3, 3, 3]
     assert db.conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 4  # the first minute's
     assert db.conn.execute("SELECT COUNT(*) FROM run_keys").fetchone()[0] == 8  # the others
+
+
+def test_one_time_runs_are_claimed_as_the_schedule_path_would_claim_them(
+    cluster: Cluster, db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The claim command's content, planned with plan_run's one-time shortcut and without it
+    # (every run then through load_schedule and next_after), from the same store and clock.
+    start = ms("2026-06-01T12:00:00Z")
+    cluster.now = start
+    cluster.add_job("on_time", {"schedule": {"run_at": "2026-06-01T12:00:01Z"}}, start)
+    cluster.add_job("late", {"schedule": {"run_at": "2026-06-01T11:00:00Z"}}, start)
+    cluster.add_job(
+        "windowed", {"schedule": {"run_at": "2026-06-01T12:00:01Z"}, "window": "1s"}, start
+    )
+    cluster.add_job(
+        "late_skip",
+        {"schedule": {"run_at": "2026-06-01T11:00:00Z"}, "misfire_policy": "skip"},
+        start,
+    )
+    cluster.add_job("recurring", {"schedule": {"every": "1m"}}, start - 60_000)
+
+    def claims_planned() -> list[ClaimBatch | ClaimRuns]:
+        proposed: list[ClaimBatch | ClaimRuns] = []
+
+        def recording(cmd: LogCommand) -> Future[dict[str, Any]]:
+            assert isinstance(cmd, ClaimBatch | ClaimRuns)
+            proposed.append(cmd)
+            future: Future[dict[str, Any]] = Future()
+            future.set_result({"claimed": len(cmd.claims)})  # not applied: the store stays
+            return future
+
+        dispatcher = Dispatcher(
+            "n1", PARTITIONS, lambda: connect(db.path, readonly=True), recording
+        )
+        dispatcher.tick(start + 2_000)
+        return proposed
+
+    shortcut = claims_planned()
+    monkeypatch.setattr(plan_module, "_is_last_one_time_run", lambda schedule, at_ms: False)
+    assert claims_planned() == shortcut
+    assert sorted(claim.job_id for cmd in shortcut for claim in cmd.claims) == [
+        "late",
+        "late_skip",
+        "on_time",
+        "recurring",
+        "windowed",
+    ]
