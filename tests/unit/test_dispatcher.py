@@ -215,6 +215,49 @@ def test_rate_limited_tenant_does_not_starve_another(cluster: Cluster, db: Datab
     assert claimed_count(db, "t1") + claimed_count(db, "t2") == 303
 
 
+def test_a_tenant_over_its_rate_has_its_last_runs_parked_and_the_claims_keep_job_order(
+    cluster: Cluster, db: Database
+) -> None:
+    start = ms("2026-06-01T00:00:00Z")
+    cluster.now = start
+    proposed: list[LogCommand] = []
+    submit = cluster.submit
+
+    def recording(cmd: LogCommand) -> Future[dict[str, Any]]:
+        proposed.append(cmd)
+        return submit(cmd)
+
+    cluster.dispatcher = Dispatcher(
+        "n1", PARTITIONS, lambda: connect(db.path, readonly=True), recording
+    )
+    cluster.apply(
+        "create_tenant",
+        {
+            "tenant_id": "t2",
+            "name": "t2",
+            "token_hash": "h2",
+            "signing_secret": "s",
+            "max_active_jobs": 10**6,
+            "dispatch_rate": 3,
+            "allowed_hosts": [],
+        },
+        ts_ms=start,
+    )
+    due = {"schedule": {"run_at": "2026-06-01T00:00:10Z"}}
+    for i in range(10):  # even ones t2's (3 runs a second), odd ones t1's (no limit)
+        cluster.add_job(f"job_{i}", due, start, tenant="t2" if i % 2 == 0 else "t1")
+    cluster.run_until(start + 12_000, step_ms=1_000)
+    claimed = [
+        [claim.job_id for claim in cmd.claims]
+        for cmd in proposed
+        if isinstance(cmd, ClaimBatch | ClaimRuns)
+    ]
+    assert claimed == [
+        ["job_0", "job_1", "job_2", "job_3", "job_4", "job_5", "job_7", "job_9"],
+        ["job_6", "job_8"],  # t2's bucket refilled a second later
+    ]
+
+
 # Every claimed run: its own row, or a slot of a batch (queue runs at log level 4).
 CLAIMED = (
     "(SELECT job_id, scheduled_at_ms, fire_at_ms FROM runs "
