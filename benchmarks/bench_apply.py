@@ -74,9 +74,12 @@ def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
         yield items[start : start + size]
 
 
-def create_spike(log: Log, n: int, *, dispatch_rate: int = 1_000_000) -> list[tuple[int, str]]:
+def create_spike(
+    log: Log, n: int, *, dispatch_rate: int = 1_000_000, distinct_specs: bool = False
+) -> list[tuple[int, str]]:
     """A tenant, one node leasing every partition, and N one-time queue jobs due at NOW_MS
-    ((partition, job id) each)."""
+    ((partition, job id) each); with `distinct_specs`, each job's payload (so its stored spec)
+    is its own."""
     tenant = {
         "tenant_id": "t1",
         "name": "bench",
@@ -106,7 +109,7 @@ def create_spike(log: Log, n: int, *, dispatch_rate: int = 1_000_000) -> list[tu
             {
                 "job_id": job_id,
                 "partition": partition,
-                "spec": spec,
+                "spec": spec | {"payload": {"n": job_id}} if distinct_specs else spec,
                 "next_run_at_ms": NOW_MS,
                 "next_fire_at_ms": NOW_MS,
                 "idempotency_key": None,

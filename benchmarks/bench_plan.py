@@ -66,18 +66,25 @@ def main() -> None:
     parser.add_argument(
         "--rate", type=int, default=0, help="the tenant's dispatch_rate (default 0: no limit)"
     )
+    parser.add_argument(
+        "--distinct-specs",
+        action="store_true",
+        help="a payload of its own in each job's spec (default: every spec the same text)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="schedd-bench-plan-") as tmp:
         db = Database(Path(tmp) / "state.db")
         try:
-            create_spike(Log(StateMachine(db)), args.n, dispatch_rate=args.rate)
+            log = Log(StateMachine(db))
+            create_spike(log, args.n, dispatch_rate=args.rate, distinct_specs=args.distinct_specs)
         finally:
             db.close()
         figures = [measure(Path(tmp) / "state.db", args.n) for _ in range(args.repeat)]
     tick_s = min(tick for tick, _ in figures)
     plan_s = min(plan for _, plan in figures)
     print(
-        f"dispatcher CPU per run, {args.n:,} one-time runs, dispatch_rate {args.rate} "
+        f"dispatcher CPU per run, {args.n:,} one-time runs, dispatch_rate {args.rate}, "
+        f"{'distinct' if args.distinct_specs else 'equal'} specs "
         f"(best of {args.repeat}): ticks {tick_s / args.n * 1e6:.2f} us, "
         f"of which planning {plan_s / args.n * 1e6:.2f} us"
     )
