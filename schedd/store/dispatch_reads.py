@@ -73,6 +73,11 @@ def due_runs(
 def read_jobs(conn: sqlite3.Connection, job_ids: set[str]) -> dict[str, JobRow]:
     """The jobs named that exist, by id (read in chunks of JOBS_PER_READ ids)."""
     jobs: dict[str, JobRow] = {}
+    # A spec equal to the row before's is not decoded again: a spike's jobs are often made from
+    # one body. Comparing two texts costs little even when they differ (a dict of decoded
+    # specs had to hash each text: 0.2 us, against 0.7 to decode it).
+    last_spec: str | None = None
+    last_plan = PlanFields()
     ids = sorted(job_ids)
     for start in range(0, len(ids), JOBS_PER_READ):
         chunk = ids[start : start + JOBS_PER_READ]
@@ -83,7 +88,9 @@ def read_jobs(conn: sqlite3.Connection, job_ids: set[str]) -> dict[str, JobRow]:
             chunk,
         ).fetchall()
         for job_id, tenant_id, spec, status, version, next_run in rows:
-            jobs[job_id] = JobRow(tenant_id, _PLAN_FIELDS.decode(spec), status, version, next_run)
+            if spec != last_spec:
+                last_spec, last_plan = spec, _PLAN_FIELDS.decode(spec)
+            jobs[job_id] = JobRow(tenant_id, last_plan, status, version, next_run)
     return jobs
 
 
