@@ -74,14 +74,19 @@ def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
         yield items[start : start + size]
 
 
-def _setup(log: Log, n: int) -> list[tuple[int, str]]:
+def create_spike(
+    log: Log, n: int, *, dispatch_rate: int = 1_000_000, distinct_specs: bool = False
+) -> list[tuple[int, str]]:
+    """A tenant, one node leasing every partition, and N one-time queue jobs due at NOW_MS
+    ((partition, job id) each); with `distinct_specs`, each job's payload (so its stored spec)
+    is its own."""
     tenant = {
         "tenant_id": "t1",
         "name": "bench",
         "token_hash": "h",
         "signing_secret": "s",
         "max_active_jobs": n + 1,
-        "dispatch_rate": 1_000_000,
+        "dispatch_rate": dispatch_rate,
         "allowed_hosts": [],
     }
     log.apply("create_tenant", tenant)
@@ -104,7 +109,7 @@ def _setup(log: Log, n: int) -> list[tuple[int, str]]:
             {
                 "job_id": job_id,
                 "partition": partition,
-                "spec": spec,
+                "spec": spec | {"payload": {"n": job_id}} if distinct_specs else spec,
                 "next_run_at_ms": NOW_MS,
                 "next_fire_at_ms": NOW_MS,
                 "idempotency_key": None,
@@ -251,7 +256,7 @@ def _print_form(n: int, repeat: int, form: str, order: str) -> None:
             db = Database(Path(tmp) / "state.db")
             try:
                 log = Log(StateMachine(db))
-                jobs = _setup(log, n)
+                jobs = create_spike(log, n)
                 claim_s = _claims(log, jobs, form, order)
                 receive_s, ack_s, received = _receives_and_acks(log, n)
                 assert received == n

@@ -23,13 +23,17 @@ class TenantBuckets:
 
     def admit(self, tenant_id: str, now_ms: int) -> bool:
         """Take one token for a run of this tenant; False when its bucket is empty."""
-        if self._rates.get(tenant_id, DEFAULT_RATE) <= 0:
-            return True
+        return self.admit_many(tenant_id, 1, now_ms) == 1
+
+    def admit_many(self, tenant_id: str, count: int, now_ms: int) -> int:
+        """Take a token for each of `count` runs of this tenant while there are whole ones: how
+        many were taken (what `count` calls of `admit` at `now_ms` would admit, in one call)."""
+        if count <= 0 or self._rates.get(tenant_id, DEFAULT_RATE) <= 0:
+            return max(count, 0)
         tokens = self._refill(tenant_id, now_ms)
-        if tokens < 1:
-            return False
-        self._tokens[tenant_id] = tokens - 1
-        return True
+        taken = min(count, int(tokens))  # tokens >= 0: int() is its floor
+        self._tokens[tenant_id] = tokens - taken  # exact: whole numbers off a float below 2**53
+        return taken
 
     def available(self, tenant_id: str, now_ms: int) -> int:
         """How many runs of this tenant `admit` would take now (without taking them)."""

@@ -246,16 +246,9 @@ class Dispatcher(Loop):
         self, conn: sqlite3.Connection, due: list[DueRun], now_ms: int
     ) -> list[ClaimItem]:
         jobs = read_jobs(conn, {run.job_id for run in due})
+        found = [(run, job) for run in due if (job := jobs.get(run.job_id)) is not None]
         claims: list[ClaimItem] = []
-        for run in due:
-            job = jobs.get(run.job_id)
-            if job is None:
-                continue
-            if not self._buckets.admit(job.tenant_id, now_ms):
-                # Over its tenant's rate: parked, out of the heap, so others' runs go first.
-                self._known.add(run)
-                self._parked.setdefault(job.tenant_id, deque()).append(run)
-                continue
+        for run, job in self._admitted(found, now_ms):
             try:
                 claim = self._plan(conn, run, job, now_ms)
             except Exception:  # one job's bad data must not stop the other runs of the batch
@@ -264,6 +257,32 @@ class Dispatcher(Loop):
             if claim is not None:
                 claims.append(claim)
         return claims
+
+    def _admitted(
+        self, found: list[tuple[DueRun, JobRow]], now_ms: int
+    ) -> list[tuple[DueRun, JobRow]]:
+        """The runs their tenants' buckets admit, in order, with one bucket call a tenant; the
+        rest of a tenant's runs (the last ones: as one `admit` a run would) are parked, out of
+        the heap, so other tenants' runs go first."""
+        counts = Counter(job.tenant_id for _, job in found)
+        left = {
+            tenant_id: admitted
+            for tenant_id, count in counts.items()
+            if (admitted := self._buckets.admit_many(tenant_id, count, now_ms)) < count
+        }
+        if not left:
+            return found
+        admitted_runs: list[tuple[DueRun, JobRow]] = []
+        for run, job in found:
+            tenant_left = left.get(job.tenant_id)
+            if tenant_left == 0:
+                self._known.add(run)
+                self._parked.setdefault(job.tenant_id, deque()).append(run)
+                continue
+            if tenant_left is not None:
+                left[job.tenant_id] = tenant_left - 1
+            admitted_runs.append((run, job))
+        return admitted_runs
 
     def _plan(
         self, conn: sqlite3.Connection, run: DueRun, job: JobRow, now_ms: int

@@ -4,12 +4,13 @@ time in the window. A pure function of the job's stored fields and `now`; no sto
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+
+import msgspec
 
 from schedd.model import AtSchedule, MisfirePolicy, OverlapPolicy
 from schedd.schedule import fire_time, load_schedule, next_after
 from schedd.store.dispatch_reads import DueRun, JobRow
-from schedd.timeformat import parse_duration
+from schedd.timeformat import parse_duration, parse_instant
 
 # By stored value: building the two enums from their values was about 2 us a run (py-spy, a
 # 100,000-run spike on one node).
@@ -21,8 +22,12 @@ SKIP_OVERLAP = "skipped: the previous run was still in flight"
 SKIP_MISFIRE = "skipped: missed while dispatch was down (misfire_policy skip)"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PlanJob:
+# The records below are made once a run or more: as msgspec Structs they cost about a tenth
+# of a frozen dataclass (0.1-0.2 us against 1-2 us, whose __init__ sets each field through
+# object.__setattr__), a tenth of the dispatcher's planning in a spike (benchmarks/bench_plan.py).
+
+
+class PlanJob(msgspec.Struct, frozen=True, kw_only=True):
     """The stored fields of a job that plan its runs (the schedule as `jobs.spec` holds it)."""
 
     job_id: str
@@ -47,8 +52,7 @@ class PlanJob:
         )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Claim:
+class Claim(msgspec.Struct, frozen=True, kw_only=True):
     """Claim the run; `skip` records it as skipped instead of delivering it. The job's next
     run (None: it has none left, or a trigger run leaves the schedule alone) and its fire time."""
 
@@ -57,13 +61,11 @@ class Claim:
     skip: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Stale:
+class Stale(msgspec.Struct, frozen=True):
     """Not to be claimed: the job changed since the run was read (its current due row comes)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Hold:
+class Hold(msgspec.Struct, frozen=True):
     """Overlap "delay": look at the run again at `retry_at_ms`."""
 
     retry_at_ms: int
@@ -92,10 +94,29 @@ def plan_run(
         if overlap is OverlapPolicy.DELAY:
             return Hold(now_ms + HOLD_RETRY_MS)
         skip = SKIP_OVERLAP
+    misfire = _MISFIRE[job.misfire_policy]  # looked up first: a bad value fails either path
+    if _is_last_one_time_run(job.schedule, run.scheduled_at_ms):
+        return Claim(skip=skip)
+    is_late = now_ms - run.fire_at_ms > misfire_threshold_ms
+    return _claim_by_schedule(job, run, now_ms, is_late, misfire, skip)
+
+
+def _is_last_one_time_run(schedule: Mapping[str, str], scheduled_at_ms: int) -> bool:
+    """Whether the schedule is one-time (`run_at` alone, as `schedule_to_json` stores it) and
+    its instant is not after this run: the claim has no next run, whatever the misfire policy
+    (what `_claim_by_schedule` finds too, without building the schedule: a spike's runs)."""
+    run_at = schedule.get("run_at")
+    if run_at is None or len(schedule) != 1:
+        return False
+    return parse_instant(run_at, field="schedule.run_at") <= scheduled_at_ms
+
+
+def _claim_by_schedule(
+    job: PlanJob, run: DueRun, now_ms: int, is_late: bool, policy: MisfirePolicy, skip: str | None
+) -> Claim:
+    """The claim of a scheduled run with its job's next run (a late run's by `policy`)."""
     schedule = load_schedule(job.schedule)
     after = run.scheduled_at_ms
-    is_late = now_ms - run.fire_at_ms > misfire_threshold_ms
-    policy = _MISFIRE[job.misfire_policy]
     if is_late and policy is not MisfirePolicy.RUN_ALL and not isinstance(schedule, AtSchedule):
         after = now_ms  # one catch-up run (or none, for skip), then the next future one
         if policy is MisfirePolicy.SKIP:

@@ -4,7 +4,6 @@ to, whether a job has a run in flight, and the tenants' dispatch rates. Reads on
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import msgspec
@@ -37,9 +36,9 @@ class PlanFields(msgspec.Struct, frozen=True):
 _PLAN_FIELDS = msgspec.json.Decoder(PlanFields)
 
 
-@dataclass(frozen=True, slots=True)
-class JobRow:
-    """The stored fields of a job that claiming one of its runs reads."""
+class JobRow(msgspec.Struct, frozen=True):
+    """The stored fields of a job that claiming one of its runs reads (a Struct: one is made a
+    due run, at a fifth of a frozen dataclass's cost)."""
 
     tenant_id: str
     plan: PlanFields
@@ -74,6 +73,11 @@ def due_runs(
 def read_jobs(conn: sqlite3.Connection, job_ids: set[str]) -> dict[str, JobRow]:
     """The jobs named that exist, by id (read in chunks of JOBS_PER_READ ids)."""
     jobs: dict[str, JobRow] = {}
+    # A spec equal to the row before's is not decoded again: a spike's jobs are often made from
+    # one body. Comparing two texts costs little even when they differ (a dict of decoded
+    # specs had to hash each text: 0.2 us, against 0.7 to decode it).
+    last_spec: str | None = None
+    last_plan = PlanFields()
     ids = sorted(job_ids)
     for start in range(0, len(ids), JOBS_PER_READ):
         chunk = ids[start : start + JOBS_PER_READ]
@@ -84,7 +88,9 @@ def read_jobs(conn: sqlite3.Connection, job_ids: set[str]) -> dict[str, JobRow]:
             chunk,
         ).fetchall()
         for job_id, tenant_id, spec, status, version, next_run in rows:
-            jobs[job_id] = JobRow(tenant_id, _PLAN_FIELDS.decode(spec), status, version, next_run)
+            if spec != last_spec:
+                last_spec, last_plan = spec, _PLAN_FIELDS.decode(spec)
+            jobs[job_id] = JobRow(tenant_id, last_plan, status, version, next_run)
     return jobs
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from schedd.dispatch import plan as plan_module
 from schedd.dispatch.plan import (
     HOLD_RETRY_MS,
     SKIP_MISFIRE,
@@ -14,8 +15,10 @@ from schedd.dispatch.plan import (
     Plan,
     PlanJob,
     Stale,
+    _claim_by_schedule,
     plan_run,
 )
+from schedd.model import MisfirePolicy
 from schedd.schedule import fire_time
 from schedd.store.dispatch_reads import DueRun, JobRow, PlanFields
 from schedd.timeformat import parse_instant
@@ -375,3 +378,52 @@ def test_a_job_row_becomes_the_plan_input_with_the_spec_defaults() -> None:
         misfire_policy="skip",
         window="1m",
     )
+
+
+ONE_TIME_CASES = [
+    # id, job, due run, now, a run in flight
+    ("on time", job(ONE_TIME), due(), T12, False),
+    ("late, run_once", job(ONE_TIME), due(), T12 + 10 * THRESHOLD_MS, False),
+    ("late, skip", job(ONE_TIME, misfire="skip"), due(), T12 + 10 * THRESHOLD_MS, False),
+    ("late, run_all", job(ONE_TIME, misfire="run_all"), due(), T12 + 10 * THRESHOLD_MS, False),
+    ("overlap skip, in flight", job(ONE_TIME, overlap="skip"), due(), T12, True),
+    ("windowed", job(ONE_TIME, window="4m"), due(T12, at("12:03:00")), at("12:03:00"), False),
+    ("run after its instant", job(ONE_TIME, at("12:07:00")), due(at("12:07:00")), T12, False),
+    ("run before its instant", job(ONE_TIME, at("11:00:00")), due(at("11:00:00")), T12, False),
+]
+
+
+@pytest.mark.parametrize(
+    ("job_", "run", "now_ms", "in_flight"),
+    [pytest.param(*row[1:], id=row[0]) for row in ONE_TIME_CASES],
+)
+def test_a_one_time_run_plans_as_its_schedule_would(
+    job_: PlanJob, run: DueRun, now_ms: int, in_flight: bool
+) -> None:
+    # plan_run decides a one-time job's last run without building its schedule: the claim must
+    # be the one the schedule's path (_claim_by_schedule) gives.
+    plan = plan_run(
+        job_, run, now_ms, misfire_threshold_ms=THRESHOLD_MS, run_in_flight=lambda: in_flight
+    )
+    by_schedule = _claim_by_schedule(
+        job_,
+        run,
+        now_ms,
+        now_ms - run.fire_at_ms > THRESHOLD_MS,
+        MisfirePolicy(job_.misfire_policy),
+        SKIP_OVERLAP if in_flight else None,
+    )
+    assert plan == by_schedule
+
+
+def test_a_one_time_run_is_planned_without_building_its_schedule(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def load(stored: object) -> object:
+        raise AssertionError("schedule built")
+
+    monkeypatch.setattr(plan_module, "load_schedule", load)
+    plan = plan_run(
+        job(ONE_TIME), due(), T12, misfire_threshold_ms=THRESHOLD_MS, run_in_flight=lambda: False
+    )
+    assert plan == Claim()

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from schedd.dispatch import plan as plan_module
 from schedd.dispatch.dispatcher import Dispatcher
 from schedd.jobspec import job_to_json, parse_job
 from schedd.model import partition_of
@@ -212,6 +213,49 @@ def test_rate_limited_tenant_does_not_starve_another(cluster: Cluster, db: Datab
     assert big <= 60  # t1 gets its 50/s (one second of tokens), the rest waits its turn
     cluster.run_until(start + 17_000, step_ms=100)
     assert claimed_count(db, "t1") + claimed_count(db, "t2") == 303
+
+
+def test_a_tenant_over_its_rate_has_its_last_runs_parked_and_the_claims_keep_job_order(
+    cluster: Cluster, db: Database
+) -> None:
+    start = ms("2026-06-01T00:00:00Z")
+    cluster.now = start
+    proposed: list[LogCommand] = []
+    submit = cluster.submit
+
+    def recording(cmd: LogCommand) -> Future[dict[str, Any]]:
+        proposed.append(cmd)
+        return submit(cmd)
+
+    cluster.dispatcher = Dispatcher(
+        "n1", PARTITIONS, lambda: connect(db.path, readonly=True), recording
+    )
+    cluster.apply(
+        "create_tenant",
+        {
+            "tenant_id": "t2",
+            "name": "t2",
+            "token_hash": "h2",
+            "signing_secret": "s",
+            "max_active_jobs": 10**6,
+            "dispatch_rate": 3,
+            "allowed_hosts": [],
+        },
+        ts_ms=start,
+    )
+    due = {"schedule": {"run_at": "2026-06-01T00:00:10Z"}}
+    for i in range(10):  # even ones t2's (3 runs a second), odd ones t1's (no limit)
+        cluster.add_job(f"job_{i}", due, start, tenant="t2" if i % 2 == 0 else "t1")
+    cluster.run_until(start + 12_000, step_ms=1_000)
+    claimed = [
+        [claim.job_id for claim in cmd.claims]
+        for cmd in proposed
+        if isinstance(cmd, ClaimBatch | ClaimRuns)
+    ]
+    assert claimed == [
+        ["job_0", "job_1", "job_2", "job_3", "job_4", "job_5", "job_7", "job_9"],
+        ["job_6", "job_8"],  # t2's bucket refilled a second later
+    ]
 
 
 # Every claimed run: its own row, or a slot of a batch (queue runs at log level 4).
@@ -439,3 +483,50 @@ def test_claims_go_into_batches_only_once_no_member_lags_level_4_and_defer_at_5(
     assert [len(cluster.runs(f"job_{i}")) for i in range(4)] == [3, 3, 3, 3]
     assert db.conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 4  # the first minute's
     assert db.conn.execute("SELECT COUNT(*) FROM run_keys").fetchone()[0] == 8  # the others
+
+
+def test_one_time_runs_are_claimed_as_the_schedule_path_would_claim_them(
+    cluster: Cluster, db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The claim command's content, planned with plan_run's one-time shortcut and without it
+    # (every run then through load_schedule and next_after), from the same store and clock.
+    start = ms("2026-06-01T12:00:00Z")
+    cluster.now = start
+    cluster.add_job("on_time", {"schedule": {"run_at": "2026-06-01T12:00:01Z"}}, start)
+    cluster.add_job("late", {"schedule": {"run_at": "2026-06-01T11:00:00Z"}}, start)
+    cluster.add_job(
+        "windowed", {"schedule": {"run_at": "2026-06-01T12:00:01Z"}, "window": "1s"}, start
+    )
+    cluster.add_job(
+        "late_skip",
+        {"schedule": {"run_at": "2026-06-01T11:00:00Z"}, "misfire_policy": "skip"},
+        start,
+    )
+    cluster.add_job("recurring", {"schedule": {"every": "1m"}}, start - 60_000)
+
+    def claims_planned() -> list[ClaimBatch | ClaimRuns]:
+        proposed: list[ClaimBatch | ClaimRuns] = []
+
+        def recording(cmd: LogCommand) -> Future[dict[str, Any]]:
+            assert isinstance(cmd, ClaimBatch | ClaimRuns)
+            proposed.append(cmd)
+            future: Future[dict[str, Any]] = Future()
+            future.set_result({"claimed": len(cmd.claims)})  # not applied: the store stays
+            return future
+
+        dispatcher = Dispatcher(
+            "n1", PARTITIONS, lambda: connect(db.path, readonly=True), recording
+        )
+        dispatcher.tick(start + 2_000)
+        return proposed
+
+    shortcut = claims_planned()
+    monkeypatch.setattr(plan_module, "_is_last_one_time_run", lambda schedule, at_ms: False)
+    assert claims_planned() == shortcut
+    assert sorted(claim.job_id for cmd in shortcut for claim in cmd.claims) == [
+        "late",
+        "late_skip",
+        "on_time",
+        "recurring",
+        "windowed",
+    ]

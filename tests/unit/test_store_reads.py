@@ -90,6 +90,21 @@ def test_read_jobs_past_one_chunk_of_ids(db: Database) -> None:
     assert last.next_run_at_ms == count - 1
 
 
+def test_read_jobs_decodes_each_spec_whether_or_not_it_equals_the_one_before(
+    db: Database,
+) -> None:
+    windows = ["1s", "1s", "2s", "1s", "1s", "3s"]  # runs of equal specs and single ones
+    db.conn.executemany(
+        "INSERT INTO jobs (job_id, tenant_id, partition, spec, status, next_run_at_ms, version, "
+        "created_at_ms, updated_at_ms) VALUES (?, 't1', 0, ?, 'active', 0, 1, 0, 0)",
+        [(f"j{i}", json.dumps({"window": window})) for i, window in enumerate(windows)],
+    )
+    jobs = read_jobs(db.conn, {f"j{i}" for i in range(len(windows))})
+    assert [jobs[f"j{i}"].plan for i in range(len(windows))] == [
+        PlanFields(window=window) for window in windows
+    ]
+
+
 def test_a_run_in_flight_is_dispatched_delivered_or_retrying(db: Database) -> None:
     for job_id, status in [
         ("a", "dispatched"),
