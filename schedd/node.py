@@ -300,6 +300,7 @@ class Node:
             retention=self.config.retention,
             peer_tls=self.tls_peers,
             peers=self.peers,
+            raft_members=self.replica.members,
         )
         connections = ConnectionCache(self.reads, self.payload_keys)
         self.caller = Caller(

@@ -9,9 +9,10 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 DISK_REPORT_TTL_S = 10.0  # a disk report older than this no longer counts
-# What `lagging` names before the first probe round has listed the members (a node just
-# started): any of them may be old, so newer commands wait (found by an upgrade chaos round:
-# a node restarted on new code proposed claim_batch at once, and the old members halted).
+# What `lagging` names until a probe round has listed every member (a node just started, or
+# wiped and not yet restored): any of them may be old, so newer commands wait (found by upgrade
+# chaos rounds: a node restarted on new code, or wiped, proposed claim_batch and add_jobs at
+# once, and the old members halted).
 MEMBERS_NOT_HEARD = "(the members: not heard from yet)"
 
 
@@ -30,12 +31,13 @@ class PeerReports:
         self._reports: dict[str, tuple[PeerReport, float]] = {}  # node id -> (report, read at)
         self._members: tuple[str, ...] | None = None  # registered node ids, this one included
 
-    def record(self, reports: Mapping[str, PeerReport], members: Collection[str]) -> None:
-        """One probe round: the peers that answered, and the registered nodes."""
+    def record(self, reports: Mapping[str, PeerReport], members: Collection[str] | None) -> None:
+        """One probe round: the peers that answered, and the registered nodes (None: this
+        node's store does not list them all yet, so `lagging` names MEMBERS_NOT_HEARD)."""
         now = time.monotonic()
         with self._lock:
             self._reports.update({node: (report, now) for node, report in reports.items()})
-            self._members = tuple(members)
+            self._members = None if members is None else tuple(members)
 
     def cluster_size(self) -> int:
         with self._lock:

@@ -255,8 +255,8 @@ def check_level(storage: StorageGuard | None, level: int) -> None:
     lagging = [] if level == 1 or storage is None else storage.peers.lagging(level)
     if lagging == [MEMBERS_NOT_HEARD]:
         raise ClusterUnavailable(
-            "this node has not yet heard from the other members whether they can apply this "
-            "(for a few seconds after it starts): try again"
+            "this node has not yet heard from every member whether it can apply this (for a "
+            "few seconds after a start or a restore; or a member never started): try again"
         )
     if lagging:
         raise ClusterUnavailable(

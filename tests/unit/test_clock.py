@@ -4,17 +4,20 @@ that fires nothing while its clock is distrusted."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from schedd.addresses import reachable_api_url
-from schedd.dispatch.clock import ClockGuard, PeerReading, is_trusted_by
+from schedd.dispatch.clock import ClockGuard, ClockProbe, PeerReading, is_trusted_by
 from schedd.errors import ClusterUnavailable
+from schedd.peers import MEMBERS_NOT_HEARD, PeerReports
 from schedd.raft.proposer import Proposer
 from schedd.store.commands import NodeHeartbeat
-from schedd.store.db import Database
+from schedd.store.db import Database, connect
 from tests.conftest import Applier
+from tests.ports import free_ports
 from tests.unit.test_dispatcher import Cluster, ms
 
 MAX = 500
@@ -155,3 +158,45 @@ def test_a_proposer_whose_clock_is_distrusted_refuses_before_sending() -> None:
     with pytest.raises(ClusterUnavailable, match="clock jumped"):
         asyncio.run(proposer.propose(NodeHeartbeat(node_id="n1", ttl_ms=2000)))
     assert sent == []
+
+
+def test_the_probe_lists_the_members_only_once_its_store_names_every_raft_member(
+    tmp_path: Path,
+) -> None:
+    """An upgrade chaos round (seed 2370): a node wiped and restarted on new code probed with
+    an empty store, took the empty list for the members, found none lagging and let add_jobs
+    through to two old members, which halted. Until the store lists this node and every Raft
+    member, every level above 1 waits."""
+    db = Database(tmp_path / "state.db")
+    peers = PeerReports("n1")
+    rafts = ["127.0.0.1:9701", "127.0.0.1:9702", "127.0.0.1:9703"]
+    probe = ClockProbe(
+        "n1",
+        ClockGuard(500),
+        lambda: connect(db.path, readonly=True),
+        lambda: None,
+        lambda: None,
+        peers=peers,
+        raft_members=lambda: rafts,
+    )
+    closed = free_ports(3)  # nobody listens: the peers do not answer, as if old or down
+
+    def register(node_id: str, i: int) -> None:
+        db.conn.execute(
+            "INSERT INTO nodes (node_id, api, raft, registered_at_ms) VALUES (?, ?, ?, 0)",
+            (node_id, f"http://127.0.0.1:{closed[i]}", rafts[i]),
+        )
+
+    try:
+        probe.tick(0)
+        assert peers.lagging(5) == [MEMBERS_NOT_HEARD]  # a store still empty (wiped)
+        register("n1", 0)
+        register("n2", 1)
+        probe.tick(0)
+        assert peers.lagging(5) == [MEMBERS_NOT_HEARD]  # n3 is a member the store lacks
+        register("n3", 2)
+        probe.tick(0)
+        assert peers.lagging(5) == ["n2", "n3"]  # listed, and not heard from: they may be old
+    finally:
+        probe.stop(timeout_s=1)
+        db.close()
