@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,6 +27,10 @@ from tests.receiver import Receiver
 API_PORT = 8701
 RAFT_PORT = 9701
 FORWARD = Path("/proc/sys/net/ipv4/ip_forward")
+# The host's own ip_forward, saved by the first lab of any that run at once and restored by the
+# last (a lab that read it while another ran would restore that one's "1").
+FORWARD_SAVED = Path(tempfile.gettempdir()) / "schedd-chaos-ip-forward"
+LAB_PREFIX = "sch"  # every namespace of a lab: sch<tag>n<i>
 
 
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -73,13 +78,13 @@ class NetnsLab:
     octet: int
     tag: str
     namespaces: list[str] = field(default_factory=list)
-    forward_was: str = "0"
 
     @classmethod
     def create(cls, base: Path) -> NetnsLab:
         pid = os.getpid()
         lab = cls(base, 100 + pid % 100, f"{pid % 10000}")
-        lab.forward_was = FORWARD.read_text().strip()
+        if not _other_labs():
+            FORWARD_SAVED.write_text(FORWARD.read_text())
         try:
             for i in (1, 2, 3):
                 lab._wire(i)
@@ -156,9 +161,20 @@ class NetnsLab:
             self.reconnect(f"n{i}")
 
     def destroy(self) -> None:
-        """Remove the namespaces (their veth pairs go with them); restore ip_forward."""
+        """Remove the namespaces (their veth pairs go with them); the last lab to end restores
+        the host's ip_forward (two campaigns at once: the first to end had turned forwarding off
+        under the second, whose cluster lost every Raft link)."""
         for ns in self.namespaces:
             _ip("netns", "del", ns, check=False)
         self.namespaces.clear()
+        if _other_labs():
+            return
         with contextlib.suppress(OSError):
-            FORWARD.write_text(self.forward_was + "\n")
+            FORWARD.write_text(FORWARD_SAVED.read_text())
+            FORWARD_SAVED.unlink()
+
+
+def _other_labs() -> bool:
+    """Whether namespaces of a lab (this process's or another's) exist now."""
+    listed = _ip("netns", "list", check=False).stdout.split()
+    return any(name.startswith(LAB_PREFIX) and "n" in name[len(LAB_PREFIX) :] for name in listed)
