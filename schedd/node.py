@@ -300,7 +300,6 @@ class Node:
             retention=self.config.retention,
             peer_tls=self.tls_peers,
             peers=self.peers,
-            raft_members=self.replica.members,
         )
         connections = ConnectionCache(self.reads, self.payload_keys)
         self.caller = Caller(
@@ -374,12 +373,14 @@ class Node:
             await asyncio.sleep(poll_s)
 
     def is_ready(self) -> bool:
-        """Has a leader, has applied what it knew committed at start-up, and its own address is
+        """Has a leader, has applied what it knew committed at start-up, its own address is
         registered (until then `/v1/cluster` and the other nodes' fan-out do not know its API:
-        a test that read it as soon as `/readyz` said ready found none)."""
+        a test that read it as soon as `/readyz` said ready found none), and it knows the
+        members it must ask before newer commands (peers.py)."""
         replica = self.replica
         return bool(
             self._is_registered
+            and self.peers.members_known()
             and replica is not None
             and replica.isReady()
             and replica.leader_address()

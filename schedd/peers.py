@@ -9,10 +9,10 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 DISK_REPORT_TTL_S = 10.0  # a disk report older than this no longer counts
-# What `lagging` names until a probe round has listed every member (a node just started, or
-# wiped and not yet restored): any of them may be old, so newer commands wait (found by upgrade
-# chaos rounds: a node restarted on new code, or wiped, proposed claim_batch and add_jobs at
-# once, and the old members halted).
+# What `lagging` names until a probe round has read the members from a store that lists this
+# node (a node just started, or wiped and not yet restored): any of them may be old, so newer
+# commands wait (found by upgrade chaos rounds: a node restarted on new code, or wiped,
+# proposed claim_batch and add_jobs at once, and the old members halted).
 MEMBERS_NOT_HEARD = "(the members: not heard from yet)"
 
 
@@ -38,6 +38,11 @@ class PeerReports:
         with self._lock:
             self._reports.update({node: (report, now) for node, report in reports.items()})
             self._members = None if members is None else tuple(members)
+
+    def members_known(self) -> bool:
+        """Whether a probe round has listed the members (readiness waits for it)."""
+        with self._lock:
+            return self._members is not None
 
     def cluster_size(self) -> int:
         with self._lock:

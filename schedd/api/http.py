@@ -255,8 +255,8 @@ def check_level(storage: StorageGuard | None, level: int) -> None:
     lagging = [] if level == 1 or storage is None else storage.peers.lagging(level)
     if lagging == [MEMBERS_NOT_HEARD]:
         raise ClusterUnavailable(
-            "this node has not yet heard from every member whether it can apply this (for a "
-            "few seconds after a start or a restore; or a member never started): try again"
+            "this node does not know the cluster's members yet (it is starting, or restoring "
+            "a snapshot): try again in a moment"
         )
     if lagging:
         raise ClusterUnavailable(

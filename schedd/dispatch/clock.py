@@ -38,6 +38,9 @@ from schedd.store.queries import list_nodes
 
 log = logging.getLogger(__name__)
 PROBE_EVERY_S = 2.0
+# Until the store lists this node the members are unknown and newer commands wait (peers.py),
+# and so does readiness (node.is_ready): look again soon.
+UNLISTED_PROBE_EVERY_S = 0.1
 PROBE_TIMEOUT_S = 1.0
 MAX_HEALTHZ_BYTES = 4096  # a peer's /healthz is one small object; read no more of it
 
@@ -146,11 +149,9 @@ class ClockProbe(Loop):
         *,
         tls: ssl.SSLContext | None = None,
         peers: PeerReports | None = None,
-        raft_members: Callable[[], list[str]] = list,
     ) -> None:
         super().__init__("clock-probe")
         self._peers = peers  # what else the peers' /healthz say rides on the same reads
-        self._raft_members = raft_members  # Raft addresses of every member, this node's too
         self._tls = tls  # verifies https peers (schedd/tls.py peer_context)
         self._refused: set[str] = set()  # peers whose certificate failed: warned once
         self._step_down = step_down
@@ -173,24 +174,16 @@ class ClockProbe(Loop):
         readings = {n: r for n, r in answers.items() if r is not None}
         trusted = is_trusted_by(self._node_id, readings, leader_id, self._guard.max_offset_ms)
         self._guard.record_round(started, readings, trusted)
+        # A store that does not list this node yet (a node just started, or wiped and not yet
+        # restored: an upgrade chaos round, seed 2370) does not tell who the members are.
+        is_listed = any(n == self._node_id for n, _, _ in rows)
         if self._peers is not None:
-            registered = [n for n, _, _ in rows] if self._lists_every_member(rows) else None
+            registered = [n for n, _, _ in rows] if is_listed else None
             self._peers.record({n: r.report for n, r in readings.items()}, registered)
         if not trusted and leader_id == self._node_id:
             log.warning("leading with a distrusted clock: asking a caught-up follower to lead")
             self._step_down()  # lease moves need a leader whose clock the cluster shares
-        return PROBE_EVERY_S
-
-    def _lists_every_member(self, rows: list[tuple[str, str, str]]) -> bool:
-        """Whether the registered nodes include this one and every Raft member: a store still
-        empty or behind (a wiped node before its snapshot: an upgrade chaos round, seed 2370)
-        does not tell who the members are, and a member not listed is not asked its version."""
-        try:
-            members = set(self._raft_members())
-        except RuntimeError:  # pysyncobj changed its member set meanwhile: next round
-            return False
-        listed = {raft for _, _, raft in rows}
-        return members <= listed and any(n == self._node_id for n, _, _ in rows)
+        return PROBE_EVERY_S if is_listed else UNLISTED_PROBE_EVERY_S
 
     def _read(self, api_url: str) -> PeerReading | None:
         """A peer's reading; a certificate it cannot trust is logged once, and it abstains."""

@@ -40,7 +40,6 @@ class DispatchService:
         retention: Retention,
         peer_tls: ssl.SSLContext | None = None,
         peers: PeerReports | None = None,
-        raft_members: Callable[[], list[str]] = list,
     ) -> None:
         def reader() -> sqlite3.Connection:
             return connect(db_path, readonly=True)
@@ -66,7 +65,6 @@ class DispatchService:
                 step_down,
                 tls=peer_tls,
                 peers=peers,
-                raft_members=raft_members,
             ),
             # Their proposals are refused while the clock is distrusted (Proposer's refusal):
             # no heartbeat, so this node's leases expire and move; no lease moves.

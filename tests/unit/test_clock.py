@@ -10,7 +10,14 @@ from typing import Any
 import pytest
 
 from schedd.addresses import reachable_api_url
-from schedd.dispatch.clock import ClockGuard, ClockProbe, PeerReading, is_trusted_by
+from schedd.dispatch.clock import (
+    PROBE_EVERY_S,
+    UNLISTED_PROBE_EVERY_S,
+    ClockGuard,
+    ClockProbe,
+    PeerReading,
+    is_trusted_by,
+)
 from schedd.errors import ClusterUnavailable
 from schedd.peers import MEMBERS_NOT_HEARD, PeerReports
 from schedd.raft.proposer import Proposer
@@ -160,42 +167,37 @@ def test_a_proposer_whose_clock_is_distrusted_refuses_before_sending() -> None:
     assert sent == []
 
 
-def test_the_probe_lists_the_members_only_once_its_store_names_every_raft_member(
+def test_the_probe_lists_the_members_only_once_its_store_lists_this_node(
     tmp_path: Path,
 ) -> None:
     """An upgrade chaos round (seed 2370): a node wiped and restarted on new code probed with
     an empty store, took the empty list for the members, found none lagging and let add_jobs
-    through to two old members, which halted. Until the store lists this node and every Raft
-    member, every level above 1 waits."""
+    through to two old members, which halted. Until the store lists this node, every level
+    above 1 waits, and the probe looks again soon."""
     db = Database(tmp_path / "state.db")
     peers = PeerReports("n1")
-    rafts = ["127.0.0.1:9701", "127.0.0.1:9702", "127.0.0.1:9703"]
     probe = ClockProbe(
-        "n1",
-        ClockGuard(500),
-        lambda: connect(db.path, readonly=True),
-        lambda: None,
-        lambda: None,
+        "n1", ClockGuard(500), lambda: connect(db.path, readonly=True), lambda: None, lambda: None,
         peers=peers,
-        raft_members=lambda: rafts,
-    )
+    )  # fmt: skip
     closed = free_ports(3)  # nobody listens: the peers do not answer, as if old or down
 
     def register(node_id: str, i: int) -> None:
         db.conn.execute(
             "INSERT INTO nodes (node_id, api, raft, registered_at_ms) VALUES (?, ?, ?, 0)",
-            (node_id, f"http://127.0.0.1:{closed[i]}", rafts[i]),
+            (node_id, f"http://127.0.0.1:{closed[i]}", f"127.0.0.1:{9701 + i}"),
         )
 
     try:
-        probe.tick(0)
-        assert peers.lagging(5) == [MEMBERS_NOT_HEARD]  # a store still empty (wiped)
-        register("n1", 0)
+        assert probe.tick(0) == UNLISTED_PROBE_EVERY_S
+        assert peers.lagging(5) == [MEMBERS_NOT_HEARD] and not peers.members_known()
         register("n2", 1)
-        probe.tick(0)
-        assert peers.lagging(5) == [MEMBERS_NOT_HEARD]  # n3 is a member the store lacks
         register("n3", 2)
-        probe.tick(0)
+        assert probe.tick(0) == UNLISTED_PROBE_EVERY_S  # a store restored up to before n1 came
+        assert peers.lagging(5) == [MEMBERS_NOT_HEARD]
+        register("n1", 0)
+        assert probe.tick(0) == PROBE_EVERY_S
+        assert peers.members_known()
         assert peers.lagging(5) == ["n2", "n3"]  # listed, and not heard from: they may be old
     finally:
         probe.stop(timeout_s=1)
