@@ -108,7 +108,7 @@ def test_the_api_waits_for_the_first_probe_round_before_newer_commands(tmp_path:
     peers = PeerReports("n1")
     guard = StorageGuard(DiskWatch(tmp_path, MinFree(bytes=0)), peers)
     check_level(guard, 1)  # the first version's commands: every node applies them
-    with pytest.raises(ClusterUnavailable, match="does not know the cluster.s members yet"):
+    with pytest.raises(ClusterUnavailable, match="does not know the cluster's members yet"):
         check_level(guard, 2)
     peers.record({"n2": PeerReport(log_level=2)}, ["n1", "n2"])
     check_level(guard, 2)
