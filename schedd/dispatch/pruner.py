@@ -42,6 +42,12 @@ COMMANDS_KEEP_MS = 120_000
 # steady flow of one-time queue jobs some batch is always open: then about this long of them
 # stay pending, and a listing of completed jobs reads their batches).
 COMPLETIONS_HOLD_MS = 60_000
+# A spike (this many runs or more still open in batches) holds them longer: written meanwhile,
+# a 620,000-run spike's completions were 11-13% of every node's CPU through the drain (py-spy,
+# 2026-12-04), its drain outlasting the short hold. A steady flow has far fewer open runs.
+SPIKE_OPEN_RUNS = 20_000
+SPIKE_HOLD_MS = 600_000
+SPIKE_SCAN_BATCHES = 200  # open runs are counted over at most this many batches (oldest first)
 
 log = logging.getLogger(__name__)
 
@@ -131,19 +137,24 @@ class Pruner(Loop):
         return piece_s
 
     def _completions_wait(self, now_ms: int) -> bool:
-        """Whether deferred completions wait: some are pending, none for COMPLETIONS_HOLD_MS
-        yet, and a queue is still draining (read from this node's store)."""
+        """Whether deferred completions wait: some are pending and a queue is still draining,
+        none pending for COMPLETIONS_HOLD_MS yet, or for SPIKE_HOLD_MS while a spike drains
+        (read from this node's store)."""
         assert self._conn is not None
         oldest = self._conn.execute(
             "SELECT b.claimed_at_ms FROM completions c JOIN batches b ON b.batch_id = c.batch_id "
             "ORDER BY c.batch_id LIMIT 1"
         ).fetchone()
-        if oldest is None or now_ms - int(oldest[0]) > COMPLETIONS_HOLD_MS:
+        if oldest is None or now_ms - int(oldest[0]) > SPIKE_HOLD_MS:
             return False
-        draining = self._conn.execute(
-            "SELECT 1 FROM batches INDEXED BY batches_ready WHERE ready_at_ms IS NOT NULL LIMIT 1"
+        (open_runs,) = self._conn.execute(
+            "SELECT coalesce(sum(open), 0) FROM (SELECT open FROM batches INDEXED BY "
+            "batches_ready WHERE ready_at_ms IS NOT NULL LIMIT ?)",
+            (SPIKE_SCAN_BATCHES,),
         ).fetchone()
-        return draining is not None
+        if not open_runs:
+            return False  # drained
+        return now_ms - int(oldest[0]) <= COMPLETIONS_HOLD_MS or open_runs >= SPIKE_OPEN_RUNS
 
     def _move_past_cut_tenant(self, now_ms: int) -> None:
         """The budget ran out inside the tenant after `_after` (apply would start the next

@@ -252,20 +252,22 @@ def test_a_lone_tenant_keeps_the_full_pace(db: Database) -> None:
 
 
 @pytest.mark.parametrize(
-    ("claimed_ago_ms", "draining", "sent"),
+    ("claimed_ago_ms", "open_runs", "sent"),
     [
-        (10_000, True, 0),  # a queue still draining: the completions wait
-        (10_000, False, None),  # drained: written (the prune's own most)
-        (61_000, True, None),  # waited long enough: written even while draining
+        (10_000, 1, 0),  # a queue still draining: the completions wait
+        (10_000, 0, None),  # drained: written (the prune's own most)
+        (61_000, 1, None),  # waited long enough: written even while draining
+        (61_000, 20_000, 0),  # a spike still draining: they wait longer
+        (601_000, 20_000, None),  # but not for ever
     ],
 )
 def test_deferred_completions_wait_while_a_queue_drains_but_not_for_long(
-    db: Database, claimed_ago_ms: int, draining: bool, sent: int | None
+    db: Database, claimed_ago_ms: int, open_runs: int, sent: int | None
 ) -> None:
     db.conn.execute(
         "INSERT INTO batches (batch_id, tenant_id, queue, claimed_at_ms, runs, slots, times, "
-        "open, ready_at_ms) VALUES (1, 't1', 'q', ?, x'90', 'r', x'', 1, ?)",
-        (NOW_MS - claimed_ago_ms, NOW_MS if draining else None),
+        "open, ready_at_ms) VALUES (1, 't1', 'q', ?, x'90', 'r', x'', ?, ?)",
+        (NOW_MS - claimed_ago_ms, open_runs, NOW_MS if open_runs else None),
     )
     db.conn.execute("INSERT INTO completions (batch_id, slot) VALUES (1, 0)")
     db.conn.commit()
