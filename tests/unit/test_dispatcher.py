@@ -215,11 +215,9 @@ def test_rate_limited_tenant_does_not_starve_another(cluster: Cluster, db: Datab
     assert claimed_count(db, "t1") + claimed_count(db, "t2") == 303
 
 
-def test_a_tenant_over_its_rate_has_its_last_runs_parked_and_the_claims_keep_job_order(
-    cluster: Cluster, db: Database
-) -> None:
-    start = ms("2026-06-01T00:00:00Z")
-    cluster.now = start
+def recorded_dispatcher(cluster: Cluster, db: Database, **options: Any) -> list[LogCommand]:
+    """Give `cluster` a dispatcher on `db` whose proposals are recorded, in order, then
+    submitted; returns the record."""
     proposed: list[LogCommand] = []
     submit = cluster.submit
 
@@ -228,8 +226,17 @@ def test_a_tenant_over_its_rate_has_its_last_runs_parked_and_the_claims_keep_job
         return submit(cmd)
 
     cluster.dispatcher = Dispatcher(
-        "n1", PARTITIONS, lambda: connect(db.path, readonly=True), recording
+        "n1", PARTITIONS, lambda: connect(db.path, readonly=True), recording, **options
     )
+    return proposed
+
+
+def test_a_tenant_over_its_rate_has_its_last_runs_parked_and_the_claims_keep_job_order(
+    cluster: Cluster, db: Database
+) -> None:
+    start = ms("2026-06-01T00:00:00Z")
+    cluster.now = start
+    proposed = recorded_dispatcher(cluster, db)
     cluster.apply(
         "create_tenant",
         {
@@ -454,20 +461,9 @@ def test_claims_go_into_batches_only_once_no_member_lags_level_4_and_defer_at_5(
 ) -> None:
     start = ms("2026-06-01T00:00:00Z")
     cluster.now = start
-    proposed: list[LogCommand] = []
-    submit = cluster.submit
-
-    def recording(cmd: LogCommand) -> Future[dict[str, Any]]:
-        proposed.append(cmd)
-        return submit(cmd)
-
     n2_level = 3
-    cluster.dispatcher = Dispatcher(
-        "n1",
-        PARTITIONS,
-        lambda: connect(db.path, readonly=True),
-        recording,
-        lagging=lambda level: ["n2"] if level > n2_level else [],
+    proposed = recorded_dispatcher(
+        cluster, db, lagging=lambda level: ["n2"] if level > n2_level else []
     )
     for i in range(4):
         cluster.add_job(f"job_{i}", {"schedule": {"every": "1m"}}, start)
