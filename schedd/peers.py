@@ -33,7 +33,7 @@ class PeerReports:
 
     def record(self, reports: Mapping[str, PeerReport], members: Collection[str] | None) -> None:
         """One probe round: the peers that answered, and the registered nodes (None: this
-        node's store does not list them all yet, so `lagging` names MEMBERS_NOT_HEARD)."""
+        node's store does not list this node yet, so `lagging` names MEMBERS_NOT_HEARD)."""
         now = time.monotonic()
         with self._lock:
             self._reports.update({node: (report, now) for node, report in reports.items()})
@@ -61,7 +61,7 @@ class PeerReports:
     def lagging(self, level: int) -> list[str]:
         """Members whose last report says (or who have not said yet) that they cannot apply
         commands of `level`: such commands must wait. Reports never expire here: a member that
-        is down keeps the level it last said. Before the first probe round: MEMBERS_NOT_HEARD."""
+        is down keeps the level it last said. Until a probe round has listed them: MEMBERS_NOT_HEARD."""
         with self._lock:
             if self._members is None:
                 return [MEMBERS_NOT_HEARD]
