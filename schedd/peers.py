@@ -61,7 +61,8 @@ class PeerReports:
     def lagging(self, level: int) -> list[str]:
         """Members whose last report says (or who have not said yet) that they cannot apply
         commands of `level`: such commands must wait. Reports never expire here: a member that
-        is down keeps the level it last said. Until a probe round has listed them: MEMBERS_NOT_HEARD."""
+        is down keeps the level it last said. Until a probe round has listed them:
+        MEMBERS_NOT_HEARD."""
         with self._lock:
             if self._members is None:
                 return [MEMBERS_NOT_HEARD]
