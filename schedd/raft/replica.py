@@ -29,9 +29,6 @@ SNAPSHOT_ACK_EVERY_S = 1.0
 # elections after 1 s or more) see it, and an idle node ticks 20 times a second, not 200.
 IDLE_TICK_S = 0.05
 IDLE_AFTER_S = 0.2
-# The log index a Raft message names, by its type (pysyncobj's field names): what an unsure
-# node must hold before it votes (raft/votes.py).
-INDEX_NAMED_BY = {"append_entries": "commit_index", "request_vote": "last_log_index"}
 
 
 class Restores(Protocol):
@@ -177,8 +174,10 @@ class Replica(SyncObj):  # type: ignore[misc]  # pysyncobj ships no types
         self._SyncObj__sendNextNodeIdx(leader, success=False, reset=False)
 
     def is_vote_unsure(self) -> bool:
-        """Whether this node, started without its Raft term and vote, still votes in nothing
-        (any thread; may be a tick stale)."""
+        """Whether this node, started without its Raft term and vote, is still unsure: it votes
+        in nothing until every member is heard, then only for candidates at or past the best
+        log position heard of until its log holds it (raft/votes.py; any thread; may be a tick
+        stale)."""
         return self._votes.is_unsure
 
     def _SyncObj__onMessageReceived(self, node: Any, message: Any) -> None:
@@ -192,18 +191,19 @@ class Replica(SyncObj):  # type: ignore[misc]  # pysyncobj ships no types
         if self._votes.is_unsure and isinstance(message, dict):
             term = message.get("term")
             if isinstance(term, int) and node in self._SyncObj__otherNodes:
-                index = message.get(INDEX_NAMED_BY.get(str(message.get("type")), ""), 0)
-                self._votes.hear(str(node.id), term, index if isinstance(index, int) else 0)
-            if message.get("type") == "request_vote":
+                self._votes.hear(str(node.id), term, _position(message))
+            if message.get("type") == "request_vote" and not self._votes.may_vote_for(
+                _last_entry(message)
+            ):
                 return
         SyncObj._SyncObj__onMessageReceived(self, node, message)
 
     def _tick_unsure(self) -> None:
-        """While unsure: once every other member is heard and this node's log holds, committed,
-        the highest index heard of (VoteFence.learned), store the highest term heard as this
+        """While unsure: once every other member is heard, store the highest term heard as this
         node's term with a vote for itself (pysyncobj's own fsynced .meta: it then refuses any
-        vote in that term and grants votes only in later ones, as after any vote), then drop the
-        marker. Until then, pysyncobj's election (a vote for itself) must never run: when its
+        vote in that term and grants votes only in later ones, as after any vote); once its log
+        also holds the best position heard of (VoteFence.caught_up), drop the marker. Until
+        then, pysyncobj's election (a vote for itself) must never run: when its
         election timer fires (or the leader hands over to it: `timeout_now` zeroes the timer),
         send a probe instead, the vote request pysyncobj would send in a new term, counting no
         vote: unsure nodes (a brand-new cluster) hear one another, and a sure node in a lower
@@ -212,12 +212,13 @@ class Replica(SyncObj):  # type: ignore[misc]  # pysyncobj ships no types
         fence = self._votes
         if not fence.is_unsure:
             return
-        others = (str(node.id) for node in self._SyncObj__otherNodes)
-        learned = fence.learned(others, int(self._SyncObj__raftCommitIndex))
-        if learned is not None:
-            term = max(int(self._SyncObj__raftCurrentTerm), learned)
-            self._SyncObj__setCurrentTerm(term, self.selfNode.id)
-            fence.settle(term)
+        if fence.fence is None:
+            learned = fence.learned(str(node.id) for node in self._SyncObj__otherNodes)
+            if learned is not None:
+                term = max(int(self._SyncObj__raftCurrentTerm), learned)
+                self._SyncObj__setCurrentTerm(term, self.selfNode.id)
+                fence.settle(term)
+        if fence.caught_up(int(self._SyncObj__raftCommitIndex)):
             return
         now = time.monotonic()  # pysyncobj's monotonicTime is time.monotonic on Python 3
         if self._SyncObj__raftElectionDeadline >= now:
@@ -314,3 +315,25 @@ class Replica(SyncObj):  # type: ignore[misc]  # pysyncobj ships no types
     def is_leader(self) -> bool:
         """Whether pysyncobj thinks this node leads (may be stale: never use it as a lock)."""
         return bool(self._isLeader())
+
+
+def _position(message: dict[str, Any]) -> tuple[int, int]:
+    """The log position (term, index) a Raft message names (pysyncobj's field names): a
+    leader's term and commit index (the committed entries' terms are at most its term), a
+    candidate's last entry; (0, 0) for any other message."""
+    kind = message.get("type")
+    if kind == "append_entries":
+        return _ints(message.get("term"), message.get("commit_index"))
+    if kind == "request_vote":
+        return _last_entry(message)
+    return (0, 0)
+
+
+def _last_entry(message: dict[str, Any]) -> tuple[int, int]:
+    return _ints(message.get("last_log_term"), message.get("last_log_index"))
+
+
+def _ints(term: Any, index: Any) -> tuple[int, int]:
+    if isinstance(term, int) and isinstance(index, int):
+        return (term, index)
+    return (0, 0)

@@ -23,23 +23,24 @@ META_SUFFIX = ".meta"  # pysyncobj's FileJournal keeps the term and the vote the
 
 
 class VoteFence:
-    """Whether this node may vote yet, from the terms it has heard from the other members.
+    """Whether this node may vote yet, from the terms and log positions the others tell it.
 
     A node is *unsure* when it started without its journal's `.meta` (term and vote: an empty
     data directory, a restore, a brand-new cluster) or with the marker an unsure start left. It
-    stays unsure, across restarts, until it has heard a Raft message carrying a term from every
-    other member and its log holds the highest index it has heard of (a leader's commit index,
-    a candidate's last index): the highest term heard is then its fence (it votes only in
-    later terms).
+    votes in nothing until it has heard a Raft message carrying a term from every other member:
+    the highest term heard is then its fence (it votes only in later terms). It stays unsure,
+    across restarts, until its own log holds, committed, the best log position it has heard of
+    (`best`: a leader's term and commit index, a candidate's last term and index): until then
+    it votes only for candidates whose last entry is at least that position, and never for
+    itself (the entries its former self acknowledged may be on the leader alone).
     """
 
     def __init__(self, journal_file: str | None) -> None:
         self.marker = None if journal_file is None else Path(journal_file + UNSURE_SUFFIX)
         self.heard: dict[str, int] = {}  # member id -> highest term heard from it
-        # The highest log index heard of: the entries its former self may have acknowledged
-        # (and a leader counted to commit) are at or below it.
-        self.floor = 0
-        self._is_floor_logged = False
+        # (term, index): the best log position heard of since this start; an entry its former
+        # self acknowledged (and a leader counted to commit) is at or below it.
+        self.best = (0, 0)
         self.fence: int | None = None  # set once learned
         if journal_file is None or self.marker is None:  # in memory: nothing is durable anyway
             self.is_unsure = False
@@ -60,36 +61,46 @@ class VoteFence:
                 " nothing until every member is heard"
             )
 
-    def hear(self, member: str, term: int, index: int = 0) -> None:
-        """A Raft message carrying `term` came from `member` (tick thread), naming log `index`
-        (a leader's commit index, a candidate's last index; 0 for other messages)."""
+    def hear(self, member: str, term: int, position: tuple[int, int] = (0, 0)) -> None:
+        """A Raft message carrying `term` came from `member` (tick thread), naming a log
+        `position` (term, index): a leader's term and commit index, a candidate's last entry."""
         if term > self.heard.get(member, -1):
             self.heard[member] = term
-        self.floor = max(self.floor, index)
+        self.best = max(self.best, position)
 
-    def learned(self, others: Iterable[str], commit_index: int) -> int | None:
-        """The fence, once every other member has been heard and this node's log holds the
-        highest index heard of, committed (`commit_index`, its own); None until then."""
+    def learned(self, others: Iterable[str]) -> int | None:
+        """The fence, once every other member has been heard (None until then)."""
         terms = [self.heard.get(member) for member in others]
         if any(term is None for term in terms):
             return None
-        if commit_index < self.floor:
-            if not self._is_floor_logged:
-                self._is_floor_logged = True
-                log.warning(
-                    "raft: every member heard; voting once this node's log holds index %d"
-                    " (committed here: %d)",
-                    self.floor,
-                    commit_index,
-                )
-            return None
         return max((term for term in terms if term is not None), default=0)
 
+    def may_vote_for(self, last_entry: tuple[int, int]) -> bool:
+        """Whether a candidate whose last entry is `last_entry` (term, index) may have this
+        node's vote while it is unsure: only once the fence is learned, and only if that
+        entry is at least the best position heard of."""
+        return self.fence is not None and last_entry >= self.best
+
     def settle(self, fence: int) -> None:
-        """The node's term and vote for `fence` are on disk: it is sure from now on."""
-        self.is_unsure = False
+        """The node's term and vote for `fence` are on disk: it votes in later terms, for
+        candidates that `may_vote_for`, until `caught_up`."""
         self.fence = fence
+        log.warning("raft vote fence learned term=%d: voting again in later terms", fence)
+        if self.best[1] > 0:
+            log.warning(
+                "raft: voting only for candidates at or past term=%d index=%d until this"
+                " node's log holds it",
+                *self.best,
+            )
+
+    def caught_up(self, commit_index: int) -> bool:
+        """Once the fence is learned and this node's log holds the best position heard of
+        (`commit_index`, its own): it is sure from now on, and drops the marker."""
+        if self.fence is None or commit_index < self.best[1]:
+            return False
+        self.is_unsure = False
         if self.marker is not None:
             self.marker.unlink(missing_ok=True)
             sync_dir(self.marker.parent)
-        log.warning("raft vote fence learned term=%d: voting again in later terms", fence)
+        log.warning("raft: this node's log holds index %d: an ordinary voter again", self.best[1])
+        return True

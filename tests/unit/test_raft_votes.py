@@ -144,6 +144,31 @@ def test_a_wiped_node_votes_only_once_its_log_holds_what_it_may_have_acknowledge
     b.close()
 
 
+def test_a_wiped_node_not_caught_up_votes_for_a_candidate_at_the_best_position_heard(
+    tmp_path: Path, started: Started, free_port: Callable[[], int]
+) -> None:
+    """Chaos seed 2380: the wiped node had caught up to index 2177 when the leader was cut off;
+    it had heard of 2180, and the other follower's vote request named 2180 as its last entry.
+    A rule that waited for its own log to hold 2180 left the cluster without a leader for the
+    whole partition; a candidate whose last entry is at least the best position heard of holds
+    every entry the node's former self may have acknowledged, and gets its vote."""
+    port, data = free_port(), tmp_path / "w"
+    slow = {"raftMinTimeout": 30.0, "raftMaxTimeout": 31.0, "connectionTimeout": 40.0}
+    node = started.start(data, port, [A, B], **slow)
+    a, b = FakePeer(port, A), FakePeer(port, B)
+    a.send({"type": "append_entries", "term": 5, "commit_index": 10, "prevLogIdx": 9,
+            "prevLogTerm": 5, "entries": []})  # fmt: skip
+    b.vote_request(6, last_index=10, last_term=5)  # both heard: the fence is term 6
+    assert b.votes(1.0) == [], "a vote in the term it learned both members in"
+    b.vote_request(7, last_index=10, last_term=5)
+    assert b.votes(2.0) == [7], "no vote for a candidate holding every entry heard of"
+    assert node.is_vote_unsure()  # its own log still lacks them: it stands for nothing
+    a.vote_request(8, last_index=10, last_term=4)  # an older last term: not at the best
+    assert a.votes(1.0) == []
+    a.close()
+    b.close()
+
+
 def test_the_fence_survives_a_restart_before_it_is_learned(
     tmp_path: Path, started: Started, free_port: Callable[[], int]
 ) -> None:
