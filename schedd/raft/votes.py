@@ -1,7 +1,7 @@
 """A node that starts without its Raft term and vote votes again only in terms it cannot have
-voted in before, and only once its log holds every entry it may have acknowledged before
-(issue 27 and chaos seed 2333; the argument is in raft/DESIGN.md, "A node that lost its vote"
-and "A node that lost its log").
+voted in before, and, until its log holds every entry it may have acknowledged before, only
+for candidates that hold them (issue 27, chaos seeds 2333 and 2380; the argument is in
+raft/DESIGN.md, "A node that lost its vote" and "A node that lost its log").
 
 Pure bookkeeping: `Replica` feeds it the terms it hears and asks it when the node may vote.
 """

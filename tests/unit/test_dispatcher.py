@@ -183,9 +183,8 @@ def test_window_fires_inside_the_window(cluster: Cluster, db: Database) -> None:
     assert len(set(offsets)) > 50  # spread, not all at the start
 
 
-def test_rate_limited_tenant_does_not_starve_another(cluster: Cluster, db: Database) -> None:
-    start = ms("2026-06-01T00:00:00Z")
-    cluster.now = start
+def add_second_tenant(cluster: Cluster, *, dispatch_rate: int, ts_ms: int) -> None:
+    """Tenant t2 beside the fixture's t1, with its own dispatch rate (0: none)."""
     cluster.apply(
         "create_tenant",
         {
@@ -194,11 +193,17 @@ def test_rate_limited_tenant_does_not_starve_another(cluster: Cluster, db: Datab
             "token_hash": "h2",
             "signing_secret": "s",
             "max_active_jobs": 10**6,
-            "dispatch_rate": 0,
+            "dispatch_rate": dispatch_rate,
             "allowed_hosts": [],
         },
-        ts_ms=start,
+        ts_ms=ts_ms,
     )
+
+
+def test_rate_limited_tenant_does_not_starve_another(cluster: Cluster, db: Database) -> None:
+    start = ms("2026-06-01T00:00:00Z")
+    cluster.now = start
+    add_second_tenant(cluster, dispatch_rate=0, ts_ms=start)
     cluster.apply(
         "update_tenant", {"tenant_id": "t1", "changes": {"dispatch_rate": 50}}, ts_ms=start
     )
@@ -237,19 +242,7 @@ def test_a_tenant_over_its_rate_has_its_last_runs_parked_and_the_claims_keep_job
     start = ms("2026-06-01T00:00:00Z")
     cluster.now = start
     proposed = recorded_dispatcher(cluster, db)
-    cluster.apply(
-        "create_tenant",
-        {
-            "tenant_id": "t2",
-            "name": "t2",
-            "token_hash": "h2",
-            "signing_secret": "s",
-            "max_active_jobs": 10**6,
-            "dispatch_rate": 3,
-            "allowed_hosts": [],
-        },
-        ts_ms=start,
-    )
+    add_second_tenant(cluster, dispatch_rate=3, ts_ms=start)
     due = {"schedule": {"run_at": "2026-06-01T00:00:10Z"}}
     for i in range(10):  # even ones t2's (3 runs a second), odd ones t1's (no limit)
         cluster.add_job(f"job_{i}", due, start, tenant="t2" if i % 2 == 0 else "t1")

@@ -110,22 +110,27 @@ def test_a_node_restarted_empty_does_not_vote_again_in_a_term_it_voted_in(
 NO_OP = b"\x01"  # pysyncobj's no-op command: applies to nothing
 
 
+def told_of_entry_10(data: Path, started: Started, port: int) -> tuple[Replica, FakePeer, FakePeer]:
+    """A wiped replica whose peers the test plays: A, the old leader back from a partition,
+    sends a heartbeat of term 5 naming commit index 10 (the replica lacks the entry before it,
+    so it refuses the append). B has said nothing yet."""
+    slow = {"raftMinTimeout": 30.0, "raftMaxTimeout": 31.0, "connectionTimeout": 40.0}
+    node = started.start(data, port, [A, B], **slow)
+    a, b = FakePeer(port, A), FakePeer(port, B)
+    a.send({"type": "append_entries", "term": 5, "commit_index": 10, "prevLogIdx": 9,
+            "prevLogTerm": 5, "entries": []})  # fmt: skip
+    return node, a, b
+
+
 @pytest.mark.slow  # about 4 s: its no-vote checks each listen for a whole window
 def test_a_wiped_node_votes_only_once_its_log_holds_what_it_may_have_acknowledged(
     tmp_path: Path, started: Started, free_port: Callable[[], int]
 ) -> None:
     """Chaos seed 2333: A led and committed entry 10 with this node's former self, whose data
     was then lost; B never had entry 10. Before the fix, once the wiped node had heard both it
-    voted for B (its own log empty), and B's term erased entry 10, applied on A. Now it votes
-    in nothing until its log holds, committed, the highest index it has heard of."""
-    port, data = free_port(), tmp_path / "w"
-    slow = {"raftMinTimeout": 30.0, "raftMaxTimeout": 31.0, "connectionTimeout": 40.0}
-    node = started.start(data, port, [A, B], **slow)
-    a, b = FakePeer(port, A), FakePeer(port, B)
-    # A, the old leader back from a partition: its heartbeat names commit index 10 (the wiped
-    # node lacks the entry before it, so it refuses the append).
-    a.send({"type": "append_entries", "term": 5, "commit_index": 10, "prevLogIdx": 9,
-            "prevLogTerm": 5, "entries": []})  # fmt: skip
+    voted for B (its own log empty), and B's term erased entry 10, applied on A. Now, until its
+    log holds entry 10, it votes only for a candidate whose last entry is at least (5, 10)."""
+    node, a, b = told_of_entry_10(tmp_path / "w", started, free_port())
     b.vote_request(6, last_index=9, last_term=5)  # both heard (before the fix: fence 6)
     assert b.votes(1.0) == [], "a vote in the term it learned both members in"
     b.vote_request(7, last_index=9, last_term=5)
@@ -152,12 +157,7 @@ def test_a_wiped_node_not_caught_up_votes_for_a_candidate_at_the_best_position_h
     A rule that waited for its own log to hold 2180 left the cluster without a leader for the
     whole partition; a candidate whose last entry is at least the best position heard of holds
     every entry the node's former self may have acknowledged, and gets its vote."""
-    port, data = free_port(), tmp_path / "w"
-    slow = {"raftMinTimeout": 30.0, "raftMaxTimeout": 31.0, "connectionTimeout": 40.0}
-    node = started.start(data, port, [A, B], **slow)
-    a, b = FakePeer(port, A), FakePeer(port, B)
-    a.send({"type": "append_entries", "term": 5, "commit_index": 10, "prevLogIdx": 9,
-            "prevLogTerm": 5, "entries": []})  # fmt: skip
+    node, a, b = told_of_entry_10(tmp_path / "w", started, free_port())
     b.vote_request(6, last_index=10, last_term=5)  # both heard: the fence is term 6
     assert b.votes(1.0) == [], "a vote in the term it learned both members in"
     b.vote_request(7, last_index=10, last_term=5)
