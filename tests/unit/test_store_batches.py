@@ -9,11 +9,14 @@ its batch) its per-run rows must be equal too, column for column.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from schedd.store.apply.machine import StateMachine
 from schedd.store.commands import ClaimRow
@@ -248,3 +251,39 @@ def test_a_trigger_run_in_a_batch_is_never_claimed_again(apply: Applier, db: Dat
         "duplicate_run": 1
     }
     assert len(list_runs(db.conn, "j1", before_ms=2**62, limit=10)) == 1
+
+
+def _batch_of(slots: bytes, times: list[int], claimed_at_ms: int) -> batches.Batch:
+    """A batch held in memory only (its runs column is never read here)."""
+    blob = array("q", times + [0] * (2 * len(slots))).tobytes()
+    return batches.Batch(1, "t1", "q", claimed_at_ms, slots, blob, 0, conn=None)  # type: ignore[arg-type]
+
+
+SlotState = tuple[bytes, list[int], int, int]  # slots, their times, claimed at, now
+
+
+@st.composite
+def slot_states(draw: st.DrawFn) -> SlotState:
+    """A batch as claims and receives leave it: ready slots visible from the claim's time, held
+    ones with their deadlines (a receive's run of adjacent slots shares one), done and spilled
+    ones; and a moment to look at it."""
+    claimed = draw(st.integers(0, 100))
+    n = draw(st.integers(0, 40))
+    states = draw(st.lists(st.sampled_from(b"rhds"), min_size=n, max_size=n))
+    deadlines = draw(st.lists(st.integers(0, 200), min_size=n, max_size=n))
+    times = [claimed if s == batches.READY else d for s, d in zip(states, deadlines, strict=True)]
+    return bytes(states), times, claimed, draw(st.integers(0, 200))
+
+
+@given(slot_states())
+def test_slot_scans_agree_with_looking_at_every_slot(state: SlotState) -> None:
+    slots, times, claimed, now = state
+    batch = _batch_of(slots, times, claimed)
+    open_ = [i for i, s in enumerate(slots) if s in (batches.READY, batches.HELD)]
+    eligible = [i for i in open_ if times[i] <= now]
+    held = [i for i in open_ if slots[i] == batches.HELD]
+    assert batch.eligible(now) == eligible
+    assert batch.open_slots() == open_
+    in_flight = sum(1 for i in held if times[i] > now)
+    assert batch.counts(now) == (len(eligible), in_flight, len(open_) - len(eligible) - in_flight)
+    assert batch.ready_at_ms() == min((times[i] for i in open_), default=None)

@@ -18,6 +18,7 @@ none). `ready_at_ms` is the earliest visible-at of a ready or held slot (NULL: n
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import sys
 from array import array
@@ -31,7 +32,18 @@ from schedd.store.ledger.rows import NewRun, QueueDelivery
 from schedd.store.ledger.runs import mark_runs, open_runs, start_attempts
 
 READY, HELD, DONE, SPILLED = b"r"[0], b"h"[0], b"d"[0], b"s"[0]
-_OPEN = (READY, HELD)  # slots still in the batch
+# Spans of adjacent slots in one state, found in C: a claim writes its slots ready and a receive
+# holds adjacent ones, so a batch has a few spans, and a held span is looked at slot by slot
+# only when its earliest deadline has come. A ready slot's visible-at is the claim's time.
+_READY_SPANS = re.compile(rb"r+")
+_HELD_SPANS = re.compile(rb"h+")
+_OPEN_SPANS = re.compile(rb"[rh]+")  # ready or held: still in the batch
+
+
+def _slots_in(spans: re.Pattern[bytes], slots: bytearray) -> list[int]:
+    return [slot for span in spans.finditer(slots) for slot in range(*span.span())]
+
+
 RECEIPT_MARK = "~"  # "<nonce>.~<batch_id>.<slot>": never the first character of a msg_id
 
 
@@ -144,30 +156,35 @@ class Batch:
     def received_at(self, slot: int) -> int:
         return self.times[self.n + slot]
 
-    def eligible(self, now_ms: int) -> Iterator[int]:
-        """Slots a receive may take now: ready ones, and held ones past their deadline."""
-        times = self.times
-        for slot, state in enumerate(self.slots):
-            if state in _OPEN and times[slot] <= now_ms:
-                yield slot
+    def eligible(self, now_ms: int) -> list[int]:
+        """Slots a receive may take now, in slot order: ready ones (visible from the claim's
+        time: a slot is ready only until its one receive), and held ones past their deadline."""
+        ready = _slots_in(_READY_SPANS, self.slots) if self.claimed_at_ms <= now_ms else []
+        expired = self._expired(now_ms)
+        return sorted(ready + expired) if ready and expired else ready or expired
 
     def open_slots(self) -> list[int]:
         """Slots still in the batch (ready or held)."""
-        return [slot for slot, state in enumerate(self.slots) if state in _OPEN]
+        return _slots_in(_OPEN_SPANS, self.slots)
 
     def counts(self, now_ms: int) -> tuple[int, int, int]:
         """(ready, in flight, delayed) slots now: a held slot past its deadline is ready again,
         as a message past its visibility timeout is."""
-        times, ready, in_flight, delayed = self.times, 0, 0, 0
-        for slot, state in enumerate(self.slots):
-            if state in _OPEN:
-                if times[slot] <= now_ms:
-                    ready += 1
-                elif state == HELD:
-                    in_flight += 1
-                else:
-                    delayed += 1
-        return ready, in_flight, delayed
+        waiting, held = self.slots.count(READY), self.slots.count(HELD)
+        expired = len(self._expired(now_ms)) if held else 0
+        if self.claimed_at_ms <= now_ms:
+            return waiting + expired, held - expired, 0
+        return expired, held - expired, waiting
+
+    def _expired(self, now_ms: int) -> list[int]:
+        """Held slots whose deadline is reached; a span of held slots whose earliest deadline is
+        later is passed over in C."""
+        times, expired = self.times, list[int]()
+        for span in _HELD_SPANS.finditer(self.slots):
+            start, end = span.span()
+            if min(times[start:end]) <= now_ms:
+                expired += (slot for slot in range(start, end) if times[slot] <= now_ms)
+        return expired
 
     def hold(self, slot: int, now_ms: int, deadline_ms: int) -> None:
         self.slots[slot] = HELD
@@ -185,11 +202,11 @@ class Batch:
         self.open -= 1
 
     def ready_at_ms(self) -> int | None:
+        """The earliest visible-at of a ready or held slot (None: none left)."""
         times = self.times
-        return min(
-            (times[s] for s, state in enumerate(self.slots) if state in _OPEN),
-            default=None,
-        )
+        earliest = [self.claimed_at_ms] if READY in self.slots else []
+        earliest += (min(times[slice(*m.span())]) for m in _HELD_SPANS.finditer(self.slots))
+        return min(earliest, default=None)
 
     def save(self, tx: sqlite3.Connection, now_ms: int) -> None:
         tx.execute(
