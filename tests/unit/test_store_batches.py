@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -287,3 +288,15 @@ def test_slot_scans_agree_with_looking_at_every_slot(state: SlotState) -> None:
     in_flight = sum(1 for i in held if times[i] > now)
     assert batch.counts(now) == (len(eligible), in_flight, len(open_) - len(eligible) - in_flight)
     assert batch.ready_at_ms() == min((times[i] for i in open_), default=None)
+
+
+def test_recent_runs_decode_a_column_once_and_never_answer_another_store_s_batch() -> None:
+    recent = batches._RecentRuns()
+    ours = msgspec.msgpack.encode([batches.BatchRun("j1", 1, 1, "null", "{}")])
+    theirs = msgspec.msgpack.encode([batches.BatchRun("j2", 2, 2, "null", "{}")])
+    first = recent.decode(7, ours)
+    assert recent.decode(7, bytes(ours)) is first  # the same column again: decoded once
+    assert [r.job_id for r in recent.decode(7, theirs)] == ["j2"]  # batch 7 of another store
+    for batch_id in range(100, 100 + batches._RecentRuns.KEEP):
+        recent.decode(batch_id, ours)
+    assert 7 not in recent._decoded and len(recent._decoded) == recent.KEEP  # the oldest left
