@@ -8,6 +8,7 @@ The envelope lives here; the command types and their bodies are the catalogue, c
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -80,6 +81,30 @@ def canonical_json(value: Any) -> str:
     """Compact JSON with sorted keys: the same text from any code version that builds the same
     value, so replicas' digests agree across a rolling upgrade."""
     return _CANONICAL.encode(value)
+
+
+def _float_text(text: str) -> msgspec.Raw:
+    """A float as canonical_json writes it (its repr; msgspec writes 1e16 where it writes
+    1e+16), kept as raw JSON text."""
+    value = float(text)
+    return msgspec.Raw((repr(value) if math.isfinite(value) else _CANONICAL.encode(value)).encode())
+
+
+_STORED_FOR_CANONICAL = msgspec.json.Decoder(float_hook=_float_text)
+_SORTED = msgspec.json.Encoder(order="sorted")
+
+
+def stored_json_as_canonical(text: str | bytes) -> Any:
+    """`stored_json` for a value that `fast_canonical_json` writes: its floats held as the
+    text canonical_json gives them."""
+    return _STORED_FOR_CANONICAL.decode(text)
+
+
+def fast_canonical_json(value: Any) -> str:
+    """canonical_json's very text, written by msgspec (ten times faster: a receive keeps 100
+    deliveries), for a value whose only floats were read by stored_json_as_canonical: both
+    write keys in code point order, escape strings alike and write integers in full."""
+    return _SORTED.encode(value).decode()
 
 
 def envelope(cmd: Wire) -> dict[str, Any]:
@@ -177,10 +202,12 @@ def _from_envelope(item: _Envelope) -> Command[Any]:
 @dataclass(frozen=True, slots=True)
 class Applied:
     """A command took effect: its result fields (as proposers and applied_commands see them)
-    and the events the node routes once the entry committed (never stored, never answered)."""
+    and the events the node routes once the entry committed (never stored, never answered).
+    `kept`: the result's canonical_json text when the apply function wrote it already."""
 
     fields: Mapping[str, Any] = field(default_factory=dict)
     events: tuple[Event, ...] = ()
+    kept: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"status": "ok", **self.fields}

@@ -20,6 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from schedd.store.apply.machine import StateMachine
+from schedd.store.command import canonical_json
 from schedd.store.commands import ClaimRow
 from schedd.store.db import Database
 from schedd.store.dispatch_reads import has_run_in_flight
@@ -300,3 +301,22 @@ def test_recent_runs_decode_a_column_once_and_never_answer_another_store_s_batch
     for batch_id in range(100, 100 + batches._RecentRuns.KEEP):
         recent.decode(batch_id, ours)
     assert 7 not in recent._decoded and len(recent._decoded) == recent.KEEP  # the oldest left
+
+
+ODD_PAYLOAD = {"big": 1e16, "small": 1e-05, "n": 2**70, "é😀": ["\u2028", 0.1, -0.0], "": None}
+
+
+@pytest.mark.parametrize("form", ["claim_runs", "claim_batch"])
+def test_a_receive_keeps_canonical_json_text_and_answers_the_payload_as_sent(
+    tmp_path: Path, form: str
+) -> None:
+    store = Store(tmp_path / "s.db")
+    setup(store.apply, schedule={"run_at": "2026-09-21T14:13:20Z"}, payload=ODD_PAYLOAD)
+    claim(store.apply, form, jobs=("j1",))
+    store.receive(NOW_MS)
+    assert [m["payload"] for m in store.handed] == [ODD_PAYLOAD]
+    (kept,) = store.db.conn.execute(
+        "SELECT result FROM applied_commands ORDER BY applied_index DESC LIMIT 1"
+    ).fetchone()
+    assert kept == canonical_json({"status": "ok", "messages": store.handed})
+    assert "1e+16" in kept and "1e-05" in kept  # the stdlib's float text, not msgspec's

@@ -28,10 +28,15 @@ from schedd.errors import (
 from schedd.store.command import (
     Command,
     Rejected,
+    canonical_json,
+    compact_json,
     decode,
     encode,
     encode_command,
+    fast_canonical_json,
     result_of,
+    stored_json,
+    stored_json_as_canonical,
     typed,
 )
 from schedd.store.commands import (
@@ -269,3 +274,29 @@ def test_a_claim_has_the_same_fields_as_an_object_and_as_an_array() -> None:
     """The dispatcher converts one into the other by field name (claim_runs while a member
     lags level 4)."""
     assert ClaimRow.__struct_fields__ == Claim.__struct_fields__
+
+
+# Any JSON value a store may hold: no NaN or infinity, no lone surrogate.
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**80), 2**80)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(st.characters(exclude_categories=("Cs",))),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.text(st.characters(exclude_categories=("Cs",))), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@given(JSON_VALUES)
+def test_fast_canonical_json_writes_canonical_json_s_very_text(value: Any) -> None:
+    """A kept result's text is in the digest: a receive written by msgspec on one replica and
+    by the stdlib on a replica of the version before must be the same bytes."""
+    for stored in (compact_json(value), msgspec.json.encode(value)):  # any writer's text
+        expected = canonical_json(stored_json(stored))
+        assert fast_canonical_json({"v": [stored_json_as_canonical(stored)]}) == (
+            f'{{"v":[{expected}]}}'
+        )

@@ -32,6 +32,7 @@ def setup(
     job_id: str = "j1",
     run_ms: int = NOW_MS,
     schedule: dict[str, Any] | None = None,
+    **spec_fields: Any,
 ) -> None:
     apply(
         "create_tenant",
@@ -54,7 +55,7 @@ def setup(
     item = {
         "job_id": job_id,
         "partition": 3,
-        "spec": spec(schedule or {"every": "1m"}),
+        "spec": spec(schedule or {"every": "1m"}, **spec_fields),
         "next_run_at_ms": run_ms,
         "next_fire_at_ms": run_ms,
         "idempotency_key": None,

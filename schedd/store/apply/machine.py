@@ -27,6 +27,7 @@ from schedd.store.apply import (
 )
 from schedd.store.command import (
     BATCH,
+    Applied,
     Command,
     Handler,
     Rejected,
@@ -134,10 +135,11 @@ class StateMachine:
             result = self._contain(tx, cmd, index, exc)
         tx.execute("RELEASE command")
         answer = result.to_json()
+        kept = result.kept if isinstance(result, Applied) else None
         tx.execute(
             "INSERT INTO applied_commands (command_id, applied_index, at_ms, result) "
             "VALUES (?, ?, ?, ?)",
-            (cmd.id, index, cmd.ts_ms, canonical_json(answer)),
+            (cmd.id, index, cmd.ts_ms, canonical_json(answer) if kept is None else kept),
         )
         if not isinstance(result, Rejected):
             events.extend(result.events)

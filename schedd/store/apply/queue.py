@@ -14,7 +14,16 @@ from schedd.jobspec import stored_retry
 from schedd.model import RunStatus, idempotency_key
 from schedd.retry import has_attempts_left, retry_delay_ms
 from schedd.store import ledger
-from schedd.store.command import Command, Handler, Result, ok, stored_json
+from schedd.store.command import (
+    Applied,
+    Command,
+    Handler,
+    Result,
+    fast_canonical_json,
+    ok,
+    stored_json,
+    stored_json_as_canonical,
+)
 from schedd.store.commands import AckMessages, ExtendMessages, NackMessages, ReceiveMessages
 from schedd.store.events import MessagesReady
 from schedd.store.ledger import batches
@@ -62,11 +71,16 @@ def receive_messages(tx: sqlite3.Connection, cmd: Command[ReceiveMessages]) -> R
         _delivery(m.job_id, m.scheduled_at_ms, m.attempt + 1, m.payload, r)
         for m, r in zip(messages, receipts, strict=True)
     ]
+    payloads = [m.payload for m in messages]
     for nonce, (batch, slot) in zip(nonces[len(receipts) :], held, strict=False):
         run = batch.runs[slot]
         receipt = batches.receipt(nonce, batch.batch_id, slot)
         delivered.append(_delivery(run.job_id, run.scheduled_at_ms, 1, run.payload, receipt))
-    return ok(messages=delivered)
+        payloads.append(run.payload)
+    kept = fast_canonical_json({"status": "ok", "messages": delivered})
+    for delivery, payload in zip(delivered, payloads, strict=True):
+        delivery["payload"] = stored_json(payload)  # what the receiver is answered
+    return Applied({"messages": delivered}, kept=kept)
 
 
 def _receive_batches(
@@ -177,7 +191,7 @@ def _delivery(
         "scheduled_at": key[len(job_id) + 1 :],  # "job_id:scheduled_at": formatted once
         "attempt": attempt,
         "idempotency_key": key,
-        "payload": stored_json(payload),
+        "payload": stored_json_as_canonical(payload),  # as kept; the answer's is read after
     }
 
 
