@@ -24,8 +24,14 @@ from schedd.api.context import CONTEXT, ApiContext
 from schedd.api.http import json_response, principal, propose, read_object, require
 from schedd.errors import InvalidRequest
 from schedd.jsonbody import JSONValue, as_integer
-from schedd.store.commands import AckMessages, ExtendMessages, NackMessages, ReceiveMessages
-from schedd.store.queue_reads import empty_queue, queue_summaries, visible_count
+from schedd.store.commands import (
+    BY_REFERENCE_LEVEL,
+    AckMessages,
+    ExtendMessages,
+    NackMessages,
+    ReceiveMessages,
+)
+from schedd.store.queue_reads import empty_queue, held_messages, queue_summaries, visible_count
 from schedd.timeformat import parse_duration, parse_instant
 
 Settle = AckMessages | NackMessages | ExtendMessages
@@ -131,9 +137,10 @@ async def _poll(
                 max=asked,
                 visibility_ms=visibility_ms,
                 receipts=_nonces(asked),
+                by_reference=_every_node_reads_references(ctx),
             )
             with ctx.receive_holds.hold(key, asked):
-                messages = (await propose(ctx, command))["messages"]
+                messages = await _received(ctx, command)
             metrics.RECEIVES.labels("messages" if messages else "empty").inc()
             received_ms = ctx.clock_ms()
             alike: Counter[tuple[int, str]] = Counter()  # a spike's messages share a few
@@ -149,6 +156,23 @@ async def _poll(
         if remaining <= 0:
             return json_response({"messages": []})
         await ctx.queue_signal.wait(tenant_id, queue, min(remaining, RECHECK_S))
+
+
+def _every_node_reads_references(ctx: ApiContext) -> bool:
+    """Whether receives may be answered by reference (log level 6: every member applies it)."""
+    return ctx.storage is None or not ctx.storage.peers.lagging(BY_REFERENCE_LEVEL)
+
+
+async def _received(ctx: ApiContext, command: ReceiveMessages) -> list[dict[str, Any]]:
+    """The receive's messages: per-run ones as its result gives them, then the batch runs it
+    took, read from this node's store by reference (level 6)."""
+    result = await propose(ctx, command)
+    messages: list[dict[str, Any]] = result["messages"]
+    held = result.get("held")
+    if held:
+        nonces = command.receipts[len(messages) :]
+        messages += await ctx.reads.read(lambda conn: held_messages(conn, held, nonces))
+    return messages
 
 
 async def _settle(

@@ -27,9 +27,13 @@ JSONObject = Mapping[str, Any]  # kept as the proposer built it (a job spec, ten
 # (store/batches.py), and receipts of batch runs in ack, nack and extend. Level 5 (issue 29):
 # add_jobs, job creates as arrays with each stored spec's text, written row set by row set; and
 # a claim_batch with `defer_completion`, whose one-time jobs are completed by a later prune
-# (store/ledger/completions.py; `needed_level`). LEVEL_OF_TYPE names the types above level 1.
-LOG_LEVEL = 5
+# (store/ledger/completions.py; `needed_level`). Level 6 (issue 29): a receive_messages
+# `by_reference`, whose batch runs are answered as (batch, slots) references that the receiving
+# node reads from its own store, not as deliveries every replica builds and keeps.
+# LEVEL_OF_TYPE names the types above level 1.
+LOG_LEVEL = 6
 DEFERRED_COMPLETION_LEVEL = 5
+BY_REFERENCE_LEVEL = 6
 BROKER_TARGET_LEVEL = 3
 BROKER_TARGET_TYPES = frozenset(CONNECTION_KIND_OF_TARGET)
 
@@ -337,6 +341,13 @@ class ReceiveMessages(LogCommand, frozen=True, kw_only=True, omit_defaults=True)
     max: int
     visibility_ms: int
     receipts: tuple[str, ...]
+    # Level 6: the batch runs handed out are answered as `held`, [batch_id, slot, ...] lists
+    # in the order taken (their receipts: the nonces after the per-run messages'), not as
+    # deliveries; per-run messages (retries, redeliveries) are answered whole as before.
+    by_reference: bool = False
+
+    def needed_level(self) -> int:
+        return BY_REFERENCE_LEVEL if self.by_reference else self.LEVEL
 
 
 class AckMessages(LogCommand, frozen=True, kw_only=True, omit_defaults=True):

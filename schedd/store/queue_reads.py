@@ -1,12 +1,16 @@
-"""Reads of the built-in queues for the API: how many messages a queue has visible, and each
-queue of a tenant with its messages by state. Reads only; index ranges of one tenant."""
+"""Reads of the built-in queues for the API: how many messages a queue has visible, the batch
+runs a receive took, and each queue of a tenant with its messages by state. Reads only; index
+ranges of one tenant."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Sequence
 from typing import Any
 
+from schedd.model import queue_message
+from schedd.store.command import stored_json
 from schedd.store.ledger import batches
 
 
@@ -24,6 +28,26 @@ def visible_count(
         found = batches.ready_batches(conn, tenant_id, queue, now_ms, limit - count)
         count += sum(b.counts(now_ms)[0] for b in found)
     return min(count, limit)
+
+
+def held_messages(
+    conn: sqlite3.Connection, held: list[list[int]], nonces: Sequence[str]
+) -> list[dict[str, Any]]:
+    """The messages of the batch runs a receive took (its result's `held`: [batch_id, slot,
+    ...] lists, log level 6), each under the receipt of its nonce, read from this node's
+    store: a held run stays in its batch row until acked or redelivered, and a batch's runs
+    never change. A batch gone meanwhile (every run of it finished and pruned) gives none."""
+    runs = batches.runs_of(conn, (reference[0] for reference in held))
+    messages, taken = [], iter(nonces)
+    for batch_id, *slots in held:
+        stored = runs.get(batch_id)
+        for slot, nonce in zip(slots, taken, strict=False):
+            if stored is not None:
+                run = stored[slot]
+                receipt = batches.receipt(nonce, batch_id, slot)
+                payload = stored_json(run.payload)
+                messages.append(queue_message(run.job_id, run.scheduled_at_ms, 1, payload, receipt))
+    return messages
 
 
 def queue_summaries(conn: sqlite3.Connection, tenant_id: str, now_ms: int) -> list[dict[str, Any]]:

@@ -226,3 +226,17 @@ def test_the_level_5_fixture_creates_by_add_jobs_and_defers_completions(db: Data
     expected = json.loads((FIXTURES / "journal-level5.expected.json").read_text())
     assert state_digest(db.conn) == (expected["applied_index"], expected["digest"])
     assert most >= 1
+
+
+# Level 6 (issue 29): a receive_messages may answer its batch runs by reference.
+def test_the_level_6_fixture_receives_by_reference(db: Database) -> None:
+    receives = [(body, r) for t, body, r in _commands(6) if t == "receive_messages"]
+    assert receives and all(body.get("by_reference") is True for body, _ in receives)
+    held = [r["held"] for _, r in receives if r.get("held")]
+    assert held and all(isinstance(ref[0], int) and len(ref) >= 2 for h in held for ref in h)
+    machine = StateMachine(db)
+    for line in _lines(6):
+        result = machine.apply(line["entry"].encode(), index=line["index"])
+        assert result == line["result"], line["index"]
+    expected = json.loads((FIXTURES / "journal-level6.expected.json").read_text())
+    assert state_digest(db.conn) == (expected["applied_index"], expected["digest"])

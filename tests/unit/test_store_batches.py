@@ -26,7 +26,7 @@ from schedd.store.db import Database
 from schedd.store.dispatch_reads import has_run_in_flight
 from schedd.store.ledger import batches
 from schedd.store.queries import list_runs
-from schedd.store.queue_reads import queue_summaries, visible_count
+from schedd.store.queue_reads import held_messages, queue_summaries, visible_count
 from tests.conftest import NOW_MS, Applier
 from tests.unit.test_store_dispatch import claim_item, setup, spec
 from tests.unit.test_store_retention import prune
@@ -320,3 +320,36 @@ def test_a_receive_keeps_canonical_json_text_and_answers_the_payload_as_sent(
     ).fetchone()
     assert kept == canonical_json({"status": "ok", "messages": store.handed})
     assert "1e+16" in kept and "1e-05" in kept  # the stdlib's float text, not msgspec's
+
+
+def test_a_receive_by_reference_hands_out_what_the_whole_answer_did(tmp_path: Path) -> None:
+    """Level 6: the batch runs taken come back as [batch_id, slot, ...] references, which the
+    receiving node reads from its store into the very messages a level-5 receive answers; a
+    redelivery (spilled from its batch) still comes whole, before them."""
+    answers = []
+    for by_reference in (False, True):
+        store = Store(tmp_path / f"{by_reference}.db")
+        setup(store.apply, schedule={"run_at": "2026-09-21T14:13:20Z"}, payload=ODD_PAYLOAD)
+        add_job(store.apply, "j2")
+        claim(store.apply, "claim_batch", jobs=("j1", "j2"))
+        seen = []
+        for ts_ms, most in ((NOW_MS, 1), (NOW_MS + 31_000, 10)):  # j1 again: timed out
+            body = BOX | {"max": most, "visibility_ms": 30_000, "receipts": ["n1", "n2", "n3"]}
+            body |= {"by_reference": True} if by_reference else {}
+            result = store.apply("receive_messages", body, ts_ms=ts_ms)
+            if by_reference:
+                held = result.pop("held")
+                nonces = body["receipts"][len(result["messages"]) :]
+                result["messages"] += held_messages(store.db.conn, held, nonces)
+                (kept,) = store.db.conn.execute(
+                    "SELECT result FROM applied_commands ORDER BY applied_index DESC LIMIT 1"
+                ).fetchone()
+                assert f'"held":{held}'.replace(" ", "") in kept
+            seen.append(result["messages"])
+        answers.append(seen)
+    assert answers[1] == answers[0]
+    first, second = answers[1]
+    assert [(m["job_id"], m["attempt"]) for m in first] == [("j1", 1)]
+    assert [(m["job_id"], m["attempt"]) for m in second] == [("j1", 2), ("j2", 1)]
+    assert [m["payload"] for m in second] == [ODD_PAYLOAD, {"n": 1}]
+    assert second[1]["receipt"].startswith("n2.~")  # the nonce after the redelivery's

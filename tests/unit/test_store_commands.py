@@ -40,6 +40,7 @@ from schedd.store.command import (
     typed,
 )
 from schedd.store.commands import (
+    BY_REFERENCE_LEVEL,
     CATALOGUE,
     DEFERRED_COMPLETION_LEVEL,
     LEVEL_OF_TYPE,
@@ -51,6 +52,7 @@ from schedd.store.commands import (
     ClaimRow,
     LogCommand,
     NodeHeartbeat,
+    ReceiveMessages,
 )
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "journal-level2.jsonl"
@@ -123,8 +125,9 @@ def test_the_catalogue_names_each_type_once_with_its_level() -> None:
         "claim_batch": 4,
         "add_jobs": 5,
     }
-    assert max(cls.LEVEL for cls in CATALOGUE.values()) == LOG_LEVEL
-    assert DEFERRED_COMPLETION_LEVEL == LOG_LEVEL  # and a body's: claim_batch's defer_completion
+    assert max(cls.LEVEL for cls in CATALOGUE.values()) == 5
+    assert DEFERRED_COMPLETION_LEVEL == 5  # a body's level: claim_batch's defer_completion
+    assert BY_REFERENCE_LEVEL == LOG_LEVEL  # a body's level: receive_messages' by_reference
 
 
 def test_a_claim_batch_deferring_completions_needs_level_5_and_omits_the_flag_otherwise() -> None:
@@ -145,6 +148,16 @@ def test_a_claim_batch_deferring_completions_needs_level_5_and_omits_the_flag_ot
     assert "defer_completion" not in plain.to_body()  # level 4's bytes, as before
     assert deferring.needed_level() == 5
     assert deferring.to_body()["defer_completion"] is True
+
+
+def test_a_receive_by_reference_needs_level_6_and_omits_the_flag_otherwise() -> None:
+    fields: dict[str, Any] = {"tenant_id": "t1", "queue": "q", "max": 1, "visibility_ms": 1}
+    plain = ReceiveMessages(**fields, receipts=("n1",))
+    by_reference = ReceiveMessages(**fields, receipts=("n1",), by_reference=True)
+    assert plain.needed_level() == 1
+    assert "by_reference" not in plain.to_body()  # level 1's bytes, as before
+    assert by_reference.needed_level() == 6
+    assert by_reference.to_body()["by_reference"] is True
 
 
 def _wire(type_: str, body: Any) -> Command[Any]:

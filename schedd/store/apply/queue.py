@@ -11,7 +11,7 @@ import sqlite3
 from typing import Any, NamedTuple
 
 from schedd.jobspec import stored_retry
-from schedd.model import RunStatus, idempotency_key
+from schedd.model import RunStatus, queue_message
 from schedd.retry import has_attempts_left, retry_delay_ms
 from schedd.store import ledger
 from schedd.store.command import (
@@ -68,19 +68,41 @@ def receive_messages(tx: sqlite3.Connection, cmd: Command[ReceiveMessages]) -> R
     receipts = [f"{nonce}.{m.msg_id}" for nonce, m in zip(nonces, messages, strict=False)]
     _hand_out(tx, cmd, messages, receipts)
     delivered = [
-        _delivery(m.job_id, m.scheduled_at_ms, m.attempt + 1, m.payload, r)
+        _message(m.job_id, m.scheduled_at_ms, m.attempt + 1, m.payload, r)
         for m, r in zip(messages, receipts, strict=True)
     ]
     payloads = [m.payload for m in messages]
-    for nonce, (batch, slot) in zip(nonces[len(receipts) :], held, strict=False):
-        run = batch.runs[slot]
-        receipt = batches.receipt(nonce, batch.batch_id, slot)
-        delivered.append(_delivery(run.job_id, run.scheduled_at_ms, 1, run.payload, receipt))
-        payloads.append(run.payload)
-    kept = fast_canonical_json({"status": "ok", "messages": delivered})
+    fields: dict[str, Any] = {"messages": delivered}
+    if b.by_reference:
+        fields["held"] = _references(held)
+    else:
+        for nonce, (batch, slot) in zip(nonces[len(receipts) :], held, strict=False):
+            run = batch.runs[slot]
+            receipt = batches.receipt(nonce, batch.batch_id, slot)
+            delivered.append(_message(run.job_id, run.scheduled_at_ms, 1, run.payload, receipt))
+            payloads.append(run.payload)
+    kept = fast_canonical_json({"status": "ok", **fields})
     for delivery, payload in zip(delivered, payloads, strict=True):
         delivery["payload"] = stored_json(payload)  # what the receiver is answered
-    return Applied({"messages": delivered}, kept=kept)
+    return Applied(fields, kept=kept)
+
+
+def _message(
+    job_id: str, scheduled_at_ms: int, attempt: int, payload: str, receipt: str
+) -> dict[str, Any]:
+    """A delivery as kept (its payload's floats as canonical_json writes them)."""
+    kept_payload = stored_json_as_canonical(payload)
+    return queue_message(job_id, scheduled_at_ms, attempt, kept_payload, receipt)
+
+
+def _references(held: list[tuple[batches.Batch, int]]) -> list[list[int]]:
+    """The slots taken as [batch_id, slot, ...] lists, in the order taken."""
+    references: list[list[int]] = []
+    for batch, slot in held:
+        if not references or references[-1][0] != batch.batch_id:
+            references.append([batch.batch_id])
+        references[-1].append(slot)
+    return references
 
 
 def _receive_batches(
@@ -179,20 +201,6 @@ def _run(message: Message, status: RunStatus, **columns: Any) -> ledger.RunChang
 def _current_attempt(message: Message) -> tuple[str, int, int]:
     """The message's current attempt, as the ledger names one."""
     return message.job_id, message.scheduled_at_ms, message.attempt
-
-
-def _delivery(
-    job_id: str, scheduled_at_ms: int, attempt: int, payload: str, receipt: str
-) -> dict[str, Any]:
-    key = idempotency_key(job_id, scheduled_at_ms)
-    return {
-        "receipt": receipt,
-        "job_id": job_id,
-        "scheduled_at": key[len(job_id) + 1 :],  # "job_id:scheduled_at": formatted once
-        "attempt": attempt,
-        "idempotency_key": key,
-        "payload": stored_json_as_canonical(payload),  # as kept; the answer's is read after
-    }
 
 
 def _by_receipts(

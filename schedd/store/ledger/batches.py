@@ -330,6 +330,14 @@ def load(tx: sqlite3.Connection, batch_ids: Iterable[int]) -> dict[int, Batch]:
     return {row[0]: Batch(*row, conn=tx) for row in rows}
 
 
+def runs_of(conn: sqlite3.Connection, batch_ids: Iterable[int]) -> dict[int, list[BatchRun]]:
+    """The runs of each batch named that is still stored (a runs column never changes)."""
+    ids = sorted(set(batch_ids))
+    marks = ",".join("?" * len(ids))
+    rows = conn.execute(f"SELECT batch_id, runs FROM batches WHERE batch_id IN ({marks})", ids)
+    return {batch_id: _DECODED_RUNS.decode(batch_id, bytes(runs)) for batch_id, runs in rows}
+
+
 def run_keys(runs: bytes) -> list[tuple[str, int]]:
     """(job_id, scheduled_at_ms) of every run of a batch's `runs` column."""
     return [(key.job_id, key.scheduled_at_ms) for key in _KEYS_DECODER.decode(runs)]
