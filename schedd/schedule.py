@@ -210,6 +210,16 @@ def next_after(schedule: Schedule, after_ms: int) -> int | None:
     return result
 
 
+def trigger_time(schedule: Schedule, now_ms: int) -> int:
+    """The run time of a trigger asked at `now_ms`: now, or the next millisecond when now is
+    one of the schedule's own runs (both runs would have one key, the job and the time, and
+    the scheduled one could never be claimed: its job would stop there)."""
+    at = now_ms
+    while next_after(schedule, at - 1) == at:  # runs are a second apart or more: twice at most
+        at += 1
+    return at
+
+
 def occurrences(schedule: Schedule, start_ms: int, end_ms: int, limit: int) -> list[int]:
     """Runs in (start_ms, end_ms], at most `limit` of them, in order (misfire catch-up)."""
     runs: list[int] = []

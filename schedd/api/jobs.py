@@ -46,7 +46,7 @@ from schedd.guard.dns import lookups_for
 from schedd.guard.ssrf import BlockedTarget
 from schedd.jobspec import JOB_FIELDS, JobSpec, job_to_json, parse_job, patch_job
 from schedd.model import JobStatus, not_live_message, partition_of
-from schedd.schedule import fire_time, first_run_at
+from schedd.schedule import fire_time, first_run_at, load_schedule, trigger_time
 from schedd.store import queries
 from schedd.store.command import MAX_COMMAND_BYTES, compact_json
 from schedd.store.commands import (
@@ -426,10 +426,11 @@ def _current_or_new_run(
 async def trigger_job(request: web.Request) -> web.Response:
     ctx, who = request.app[CONTEXT], principal(request)
     tenant_id, job_id = who.tenant(), request.match_info["job_id"]
-    now = ctx.clock_ms()
-    cmd = TriggerJob(tenant_id=tenant_id, job_id=job_id, actor=who.actor, scheduled_at_ms=now)
+    job = await _read_job(ctx, tenant_id, job_id)
+    at = trigger_time(load_schedule(job["schedule"]), ctx.clock_ms())
+    cmd = TriggerJob(tenant_id=tenant_id, job_id=job_id, actor=who.actor, scheduled_at_ms=at)
     await propose(ctx, cmd)
-    return json_response({"job_id": job_id, "scheduled_at": format_instant(now)}, status=202)
+    return json_response({"job_id": job_id, "scheduled_at": format_instant(at)}, status=202)
 
 
 @routes.get("/v1/jobs/{job_id}/runs")

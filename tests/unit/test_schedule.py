@@ -26,6 +26,7 @@ from schedd.schedule import (
     occurrences,
     parse_schedule,
     schedule_to_json,
+    trigger_time,
 )
 from schedd.timeformat import format_duration, format_instant, parse_duration, parse_instant
 
@@ -826,3 +827,22 @@ def test_parse_duration_rejects_non_ascii_digits(value: str) -> None:
 def test_format_duration_is_the_shortest_exact_text(value: int, text: str) -> None:
     assert format_duration(value) == text
     assert parse_duration(text, field="every") == value
+
+
+@pytest.mark.parametrize(
+    ("schedule", "asked", "expected"),
+    [
+        (EverySchedule(interval_ms=2_000, start_at_ms=1_698), 47_698, 47_699),  # chaos seed 2404
+        (EverySchedule(interval_ms=2_000, start_at_ms=1_698), 47_697, 47_697),
+        (AtSchedule(at_ms=5_000), 5_000, 5_001),
+        (AtSchedule(at_ms=5_000), 6_000, 6_000),
+        (CronSchedule(expr="* * * * *", timezone="UTC"), 120_000, 120_001),
+        (CronSchedule(expr="* * * * *", timezone="UTC"), 120_500, 120_500),
+    ],
+)
+def test_a_trigger_never_takes_a_scheduled_run_s_own_time(
+    schedule: Schedule, asked: int, expected: int
+) -> None:
+    """A trigger at a run's own time took that run's key (job, time): chaos seed 2404 found the
+    scheduled claim then refused as a duplicate forever, and the job stuck active."""
+    assert trigger_time(schedule, asked) == expected
