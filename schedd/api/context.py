@@ -153,6 +153,9 @@ class QueueSignal:
                     self._events[key] = (event, current[1] - 1)
 
 
+VISIBLE_FOR_S = 0.5  # a count of visible messages is trusted this long (ReceiveHolds.visible)
+
+
 class ReceiveHolds:
     """Messages that this node's receives in flight have asked for, per (tenant_id, queue).
 
@@ -164,9 +167,35 @@ class ReceiveHolds:
     def __init__(self, signal: QueueSignal) -> None:
         self._signal = signal
         self._held: dict[tuple[str, str], int] = {}
+        # The visible messages this node last counted, less what its receives took since, and
+        # when it counted (monotonic s): the end of each receive wakes every poll of its queue,
+        # and each counted again (in a spike, 16 long polls made the read threads a sixth of a
+        # node's CPU). A receive that came back short forgets it.
+        self._visible: dict[tuple[str, str], tuple[int, float]] = {}
 
     def held(self, key: tuple[str, str]) -> int:
         return self._held.get(key, 0)
+
+    def visible(self, key: tuple[str, str], now_s: float) -> int | None:
+        """The queue's visible messages as this node last counted them, less those its
+        receives took since; None when never counted, counted over VISIBLE_FOR_S ago, or a
+        receive found fewer than counted."""
+        seen = self._visible.get(key)
+        if seen is None or now_s - seen[1] > VISIBLE_FOR_S:
+            return None
+        return seen[0]
+
+    def counted(self, key: tuple[str, str], visible: int, now_s: float) -> None:
+        self._visible[key] = (visible, now_s)
+
+    def took(self, key: tuple[str, str], asked: int, got: int) -> None:
+        """A receive of this node asked for `asked` messages and got `got`."""
+        seen = self._visible.get(key)
+        if seen is not None:
+            if got < asked:  # another node's consumers took some, or the count was too old
+                del self._visible[key]
+            else:
+                self._visible[key] = (seen[0] - got, seen[1])
 
     @contextmanager
     def hold(self, key: tuple[str, str], count: int) -> Iterator[None]:

@@ -42,6 +42,7 @@ MAX_RECEIVE = 100
 MAX_WAIT_MS = 20_000
 MAX_VISIBILITY_MS = 12 * 3_600_000
 MAX_RECEIPTS = 1_000
+COUNT_AHEAD = 5  # a count of visible messages looks this many receives ahead (ReceiveHolds)
 RECHECK_S = 1.0  # retries and expired visibility make messages visible without a pulse
 LOCAL_CONSUMERS = "/v1/queues/consumers/local"
 routes = web.RouteTableDef()
@@ -126,10 +127,15 @@ async def _poll(
     ctx = request.app[CONTEXT]
     key = (tenant_id, queue)
     deadline = time.monotonic() + wait_ms / 1000
+    holds = ctx.receive_holds
     while True:
-        limit = count + ctx.receive_holds.held(key)
-        visible = await ctx.reads.read(_visible(tenant_id, queue, ctx.clock_ms(), limit))
-        asked = min(count, visible - ctx.receive_holds.held(key))
+        visible = holds.visible(key, time.monotonic())
+        if visible is None or visible - holds.held(key) < count:
+            limit = COUNT_AHEAD * count + holds.held(key)
+            counted: int = await ctx.reads.read(_visible(tenant_id, queue, ctx.clock_ms(), limit))
+            holds.counted(key, counted, time.monotonic())
+            visible = counted
+        asked = min(count, visible - holds.held(key))
         if asked > 0:
             command = ReceiveMessages(
                 tenant_id=tenant_id,
@@ -139,8 +145,9 @@ async def _poll(
                 receipts=_nonces(asked),
                 by_reference=_every_node_reads_references(ctx),
             )
-            with ctx.receive_holds.hold(key, asked):
+            with holds.hold(key, asked):
                 messages = await _received(ctx, command)
+                holds.took(key, asked, len(messages))
             metrics.RECEIVES.labels("messages" if messages else "empty").inc()
             received_ms = ctx.clock_ms()
             alike: Counter[tuple[int, str]] = Counter()  # a spike's messages share a few
