@@ -5,8 +5,9 @@ idle consumers cost no Raft traffic, and asks only for the visible messages that
 of this node has asked for (context.ReceiveHolds, which also keeps the last count, less what
 this node's receives took since, for several receives); receipts are made here and carried in
 the command. At log level 6 the command's result names the batch runs it took, and their
-messages are read here from this node's store (queue_reads.held_messages). Each node remembers who received (api/consumers.py); GET /v1/queues merges every node's
-memory, asking the peers (api/fanout.py) at most once per 2 s per tenant.
+messages are read here from this node's store (queue_reads.held_messages). Each node
+remembers who received (api/consumers.py); GET /v1/queues merges every node's memory, asking
+the peers (api/fanout.py) at most once per 2 s per tenant.
 """
 
 from __future__ import annotations
