@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from schedd.store.commands import LOG_LEVEL
 from tests.integration.api_helpers import (
     MISSING_JOB_ID,
     all_audit,
@@ -347,7 +348,7 @@ def test_healthz_and_readyz_answer_without_a_token(node: NodeProcess) -> None:
     before = now_ms()
     status, body, _ = http("GET", f"{node.url}/healthz", token=None)
     clock = body.pop("now_ms")  # peers compare clocks with it (dispatch/clock.py)
-    expected = {"status": "ok", "node_id": node.node_id, "disk_low": False, "log_level": 5}
+    expected = {"status": "ok", "node_id": node.node_id, "disk_low": False, "log_level": LOG_LEVEL}
     assert (status, body) == (200, expected)
     assert before <= clock <= now_ms()
     status, body, _ = http("GET", f"{node.url}/readyz", token=None)
