@@ -5,6 +5,17 @@ Boundaries translate these once: the API to an HTTP status and body, the CLI to 
 
 from __future__ import annotations
 
+# Every error class by its code: a class that sets `code` registers itself, and both sides of
+# the API look errors up here (apply's rejections, the CLI's reading of error answers).
+BY_CODE: dict[str, type[SchedError]] = {}
+
+
+def _register(cls: type[SchedError]) -> None:
+    known = BY_CODE.get(cls.code)
+    if known is not None and known.__qualname__ != cls.__qualname__:  # a reload is no clash
+        raise TypeError(f"error code {cls.code!r} of {cls.__name__} is {known.__name__}'s")
+    BY_CODE[cls.code] = cls
+
 
 class SchedError(Exception):
     """Root of every error schedd raises on purpose."""
@@ -12,6 +23,11 @@ class SchedError(Exception):
     code = "internal"
     http_status = 500
     exit_code = 1
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if "code" in cls.__dict__:
+            _register(cls)
 
     @classmethod
     def from_rejection(cls, message: str) -> SchedError:
@@ -224,30 +240,40 @@ class CorruptLog(BaseException):
     code = "corrupt_log"
 
 
-# The codes of apply's rejections (store/command.py Rejected), each one error class.
-REJECTIONS: dict[str, type[SchedError]] = {
-    cls.code: cls
-    for cls in (
-        SchedError,  # "internal": a committed command met a bug (apply contained it)
-        InvalidRequest,  # a job naming a connection that the log had deleted (or never had)
-        JobNotFound,
-        TenantNotFound,
-        DeadletterNotFound,
-        Conflict,
-        TenantExists,
-        StaleState,
-        IdempotencyMismatch,
-        QuotaExceeded,
-        ConnectionNotFound,
-        ConnectionExists,
-        ConnectionInUse,
-    )
+_register(SchedError)  # "internal": a committed command met a bug (apply contained it)
+
+# The class an error answer stands for when its code is unknown here (a newer server's, or a
+# class this process never imported), by HTTP status: the code is kept on it.
+BY_STATUS: dict[int, type[SchedError]] = {
+    400: InvalidRequest,
+    401: Unauthorized,
+    403: Forbidden,
+    404: NotFound,
+    408: RequestTimeout,
+    409: Conflict,
+    413: PayloadTooLarge,
+    422: InvalidRequest,
+    429: QuotaExceeded,
+    502: ClusterUnavailable,
+    503: ClusterUnavailable,
+    504: ClusterUnavailable,
+    507: StorageLow,
 }
+
+
+def error_of_answer(status: int, code: str | None, message: str) -> SchedError:
+    """The error an HTTP error answer stands for: its code's class, else its status's, else
+    SchedError; the answer's code is kept."""
+    cls = BY_CODE.get(code or "") or BY_STATUS.get(status, SchedError)
+    exc = cls.from_rejection(message)
+    if code and exc.code != code:
+        exc.code = code
+    return exc
 
 
 def rejection_error(code: str, message: str) -> SchedError:
     """The error for a rejection apply returned; an unknown code (a newer node's) keeps it."""
-    exc = REJECTIONS.get(code, SchedError).from_rejection(message)
+    exc = BY_CODE.get(code, SchedError).from_rejection(message)
     if exc.code != code:
         exc.code = code
     return exc

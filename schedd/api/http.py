@@ -267,7 +267,7 @@ def check_level(storage: StorageGuard | None, level: int) -> None:
 
 async def propose(ctx: ApiContext, cmd: LogCommand, *, now_ms: int | None = None) -> dict[str, Any]:
     """Replicate a command; returns its result's fields, and a rejection is raised as its
-    error class (errors.py REJECTIONS). A command that adds data is refused (507) before it
+    error class (errors.py BY_CODE). A command that adds data is refused (507) before it
     enters the log while disk space is low."""
     if ctx.storage is not None:
         _check_cluster_can_take(ctx.storage, cmd)

@@ -216,7 +216,7 @@ class Applied:
 @dataclass(frozen=True, slots=True)
 class Rejected:
     """A command refused by the state it met (a business outcome); `code` is one SchedError
-    class's code (errors.py REJECTIONS). It changed nothing, so it reports no event."""
+    class's code (errors.py BY_CODE). It changed nothing, so it reports no event."""
 
     code: str
     message: str

@@ -396,6 +396,13 @@ def test_bad_input_the_server_refuses_exits_2(ctl: Ctl) -> None:
     assert_fails(Ctl(ctl.url, ADMIN_TOKEN)("tenants", "create", " "), 2, "name")  # a 400
 
 
+def test_a_target_the_ssrf_guard_refuses_exits_2(ctl: Ctl) -> None:
+    """The server's 422 `blocked_target` is invalid input (exit 2), not an idempotency mismatch
+    (exit 1): the CLI reads an error answer by its code (issue 30)."""
+    metadata = ("--in", "10m", "--http", "http://169.254.169.254/latest/meta-data")
+    assert_fails(ctl("add", *metadata, process=True), 2, "169.254.169.254")
+
+
 def test_bad_reschedule_and_usage_errors_exit_2(ctl: Ctl, job: dict[str, Any]) -> None:
     assert_fails(ctl("reschedule", job["job_id"], "--cron", "0 0 30 2 *"), 2)
     usage = ctl("ls", "--limit", "0")

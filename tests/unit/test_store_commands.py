@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from schedd.errors import (
-    REJECTIONS,
+    BY_CODE,
     CorruptLog,
     DeadletterNotFound,
     JobNotFound,
@@ -233,8 +233,8 @@ def test_every_rejection_code_apply_uses_is_one_error_class() -> None:
     used = set()
     for path in APPLY.glob("*.py"):
         used |= set(re.findall(r'[rR]ejected\("([a-z_]+)"', path.read_text()))
-    assert used and used <= set(REJECTIONS)
-    assert all(cls.code == code for code, cls in REJECTIONS.items())
+    assert used and used <= set(BY_CODE)
+    assert all(cls.code == code for code, cls in BY_CODE.items())
 
 
 @pytest.mark.parametrize(

@@ -21,18 +21,14 @@ from typing import Any
 
 from schedd import __version__
 from schedd.errors import (
+    BY_CODE,
+    BY_STATUS,
     ClusterUnavailable,
-    Conflict,
-    Forbidden,
-    IdempotencyMismatch,
     InvalidRequest,
-    NotFound,
     OutcomeUnknown,
-    PayloadTooLarge,
-    QuotaExceeded,
     SchedError,
-    StorageLow,
     Unauthorized,
+    error_of_answer,
 )
 from schedd.model import JSONValue
 
@@ -41,17 +37,6 @@ DEFAULT_TIMEOUT_S = 10.0
 Query = Mapping[str, str | int | None]
 Page = Callable[[str | None], dict[str, Any]]
 
-_ERRORS: dict[int, Callable[[str], SchedError]] = {
-    400: lambda message: InvalidRequest("", message),
-    401: Unauthorized,
-    403: Forbidden,
-    404: NotFound,
-    409: Conflict,
-    413: lambda message: PayloadTooLarge("", message),
-    422: IdempotencyMismatch,
-    429: QuotaExceeded,
-    507: StorageLow,
-}
 _UNAVAILABLE = frozenset({502, 503, 504})
 
 
@@ -302,13 +287,12 @@ def _http_error(status: int, raw: bytes, headers: Message, base: str) -> SchedEr
     """The schedd error for an HTTP error answer, with the server's own message and code."""
     code, message = _error_body(raw)
     if status in _UNAVAILABLE:
-        exc: SchedError = ClusterUnavailable(f"{base}: {message or f'HTTP {status}'}")
-    elif status in _ERRORS:
-        exc = _ERRORS[status](message or f"HTTP {status}")
+        text = f"{base}: {message or f'HTTP {status}'}"
+    elif status in BY_STATUS or code in BY_CODE:
+        text = message or f"HTTP {status}"
     else:
-        exc = SchedError(f"{base} answered HTTP {status}: {message or 'no error message'}")
-    if code:
-        exc.code = code
+        text = f"{base} answered HTTP {status}: {message or 'no error message'}"
+    exc = error_of_answer(status, code, text)
     retry_after = headers.get("Retry-After")
     if status == 429 and retry_after:
         exc.args = (f"{exc} (retry after {retry_after}s)",)
