@@ -5,6 +5,7 @@ Pure: no I/O and no clock (callers pass "now"). The DST rule is DESIGN.md's, Vix
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import re
 import threading
@@ -12,7 +13,7 @@ import unicodedata
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta
 from functools import lru_cache
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from croniter import CroniterBadDateError, croniter
 
@@ -136,8 +137,23 @@ def check_timezone(name: object) -> str:
     try:
         ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError, OSError):
-        raise InvalidSchedule("timezone", f"unknown zone {name!r}") from None
+        raise InvalidSchedule("timezone", f"unknown zone {name!r}{zone_hint(name)}") from None
     return name
+
+
+def zone_hint(name: str) -> str:
+    """ "; did you mean ...?" naming the IANA zones nearest to a name that is none (a letter
+    off, another case), or "" when none is near."""
+    by_lower = _zones_by_lower()
+    near = difflib.get_close_matches(name.lower(), by_lower, n=3, cutoff=0.8)
+    if not near:
+        return ""
+    return "; did you mean " + " or ".join(repr(by_lower[zone]) for zone in near) + "?"
+
+
+@lru_cache(maxsize=1)
+def _zones_by_lower() -> dict[str, str]:
+    return {zone.lower(): zone for zone in available_timezones()}
 
 
 def load_schedule(stored: Mapping[str, str]) -> Schedule:

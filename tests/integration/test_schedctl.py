@@ -396,6 +396,14 @@ def test_bad_input_the_server_refuses_exits_2(ctl: Ctl) -> None:
     assert_fails(Ctl(ctl.url, ADMIN_TOKEN)("tenants", "create", " "), 2, "name")  # a 400
 
 
+def test_add_takes_timezone_for_tz_and_names_the_zone_meant(ctl: Ctl) -> None:
+    cron = ("--cron", "0 8 * * *", "--queue", "q")
+    berlin = ctl.json("add", *cron, "--timezone", "Europe/Berlin")
+    assert berlin["schedule"]["timezone"] == "Europe/Berlin"
+    typo = ctl("add", *cron, "--timezone", "Europe/Berln")
+    assert_fails(typo, 2, "unknown zone 'Europe/Berln'; did you mean 'Europe/Berlin'")
+
+
 def test_a_target_the_ssrf_guard_refuses_exits_2(ctl: Ctl) -> None:
     """The server's 422 `blocked_target` is invalid input (exit 2), not an idempotency mismatch
     (exit 1): the CLI reads an error answer by its code (issue 30)."""

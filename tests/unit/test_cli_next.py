@@ -88,6 +88,19 @@ def test_bad_zone_exits_2() -> None:
     assert "timezone: unknown zone 'Mars/Olympus'" in result.stderr
 
 
+def test_a_zone_a_letter_off_is_named_and_timezone_is_tz() -> None:
+    """A newcomer typed `--timezone Europe/Berln` (issue 30): the option is accepted under
+    both names, and the nearest zone is named."""
+    result = schedctl("next", "0 8 * * *", "--timezone", "Europe/Berln")
+    assert result.returncode == 2
+    assert "unknown zone 'Europe/Berln'; did you mean 'Europe/Berlin'" in result.stderr
+    both = [
+        schedctl("next", "0 8 * * *", flag, "Asia/Tokyo", "--count", "2")
+        for flag in ("--tz", "--timezone")
+    ]
+    assert both[0].returncode == 0 and both[0].stdout == both[1].stdout
+
+
 def test_naive_after_instant_is_rejected() -> None:
     result = schedctl("next", "0 8 * * *", "--after", "2026-10-10T00:00:00")
     assert result.returncode == 2

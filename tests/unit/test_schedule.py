@@ -846,3 +846,20 @@ def test_a_trigger_never_takes_a_scheduled_run_s_own_time(
     """A trigger at a run's own time took that run's key (job, time): chaos seed 2404 found the
     scheduled claim then refused as a duplicate forever, and the job stuck active."""
     assert trigger_time(schedule, asked) == expected
+
+
+@pytest.mark.parametrize(
+    ("typed", "hint"),
+    [
+        ("Europe/Berln", "did you mean 'Europe/Berlin'"),
+        ("america/new_york", "did you mean 'America/New_York'"),
+        ("US/Pacifc", "did you mean 'US/Pacific'"),
+        ("Mars/Olympus", None),
+    ],
+)
+def test_an_unknown_zone_names_the_nearest_ones(typed: str, hint: str | None) -> None:
+    with pytest.raises(InvalidSchedule) as raised:
+        check_timezone(typed)
+    message = str(raised.value)
+    assert message.startswith(f"timezone: unknown zone {typed!r}")
+    assert (hint in message) if hint else ("did you mean" not in message)

@@ -27,6 +27,7 @@ from schedd.cli.ctl.render import json_option
 from schedd.cron import parse_cron
 from schedd.errors import InvalidRequest
 from schedd.jobspec import QUEUE_NAME
+from schedd.schedule import zone_hint
 from schedd.timeformat import parse_instant
 
 _ENV_LINE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*)")
@@ -173,6 +174,7 @@ def _existing(client: Client, queue: str) -> dict[str, str]:
 @click.argument("source", type=click.File("r"), metavar="FILE|-")
 @click.option(
     "--tz",
+    "--timezone",
     "timezone",
     default="UTC",
     show_default=True,
@@ -199,7 +201,9 @@ def import_crontab(
     if not QUEUE_NAME.fullmatch(queue):
         raise InvalidRequest("--queue", f"must match [A-Za-z0-9_.-]{{1,128}}, got {queue!r}")
     if _zone(timezone) is None:
-        raise InvalidRequest("--tz", f"{timezone!r} is not a known IANA time zone")
+        raise InvalidRequest(
+            "--tz", f"{timezone!r} is not a known IANA time zone{zone_hint(timezone)}"
+        )
     crontab = parse_crontab(source.read(), timezone=timezone)
     created: list[dict[str, Any]] = []
     existing: list[dict[str, Any]] = []

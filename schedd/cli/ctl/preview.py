@@ -27,7 +27,13 @@ Examples:
 )
 @click.argument("expr", required=False)
 @click.option(
-    "--tz", "timezone", metavar="ZONE", default="UTC", show_default=True, help="IANA time zone."
+    "--tz",
+    "--timezone",
+    "timezone",
+    metavar="ZONE",
+    default="UTC",
+    show_default=True,
+    help="IANA time zone.",
 )
 @click.option("--every", metavar="DURATION", help="Interval instead of EXPR: 90s, 10m, 2h, 1d.")
 @click.option(
