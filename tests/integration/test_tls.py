@@ -200,7 +200,7 @@ def test_schedctl_status_without_the_ca_exits_3(tls_node: NodeProcess) -> None:
 def test_schedctl_with_an_http_url_hints_at_https(tls_node: NodeProcess, pki: NodeCert) -> None:
     plain = tls_node.url.replace("https://", "http://")
     line = one_error_line(schedctl("--url", plain, "--cacert", str(pki.ca), "ls"), 3)
-    assert "use an https:// URL" in line
+    assert "the node serves HTTPS: use an https:// URL" in line
 
 
 def test_schedctl_cacert_must_exist(tmp_path: Path) -> None:

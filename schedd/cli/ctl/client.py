@@ -142,9 +142,10 @@ class Client:
             ) from None
         except (OSError, HTTPException) as exc:
             message = f"connection to {base} failed: {_reason(exc)}"
-            if base.startswith("http://") and isinstance(exc, BadStatusLine):
-                # what a TLS-only node does to a plain request: close without a word
-                message += " (if the node serves HTTPS, use an https:// URL)"
+            if base.startswith("http://") and isinstance(exc, BadStatusLine) and _speaks_tls(base):
+                # a TLS-only node closes a plain request without a word, as a dying node does:
+                # say so only when the node completes a TLS handshake
+                message += " (the node serves HTTPS: use an https:// URL)"
             raise _Unreachable(message, is_sent=True) from None
 
     def _headers(self) -> dict[str, str]:
@@ -257,6 +258,28 @@ def _query_string(query: Query) -> str:
 
 def _job(job_id: str) -> str:
     return "/v1/jobs/" + urllib.parse.quote(job_id, safe="")
+
+
+TLS_PROBE_S = 1.0  # the handshake that tells a TLS-only node from a dying one
+
+
+def _speaks_tls(base: str) -> bool:
+    """Whether the node at `base` completes a TLS handshake (its certificate unchecked, and
+    nothing sent after the handshake): a closed port, a dead node or a plain HTTP server
+    does not."""
+    parts = urllib.parse.urlsplit(base)
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+        address = (parts.hostname or "", parts.port or 80)
+        with (
+            socket.create_connection(address, timeout=TLS_PROBE_S) as sock,
+            context.wrap_socket(sock, server_hostname=parts.hostname),
+        ):
+            return True
+    except (OSError, ValueError):  # ssl.SSLError is an OSError
+        return False
 
 
 def _base(url: str) -> str:
