@@ -42,7 +42,12 @@ def _choices(kind: type[JobStatus | Backoff | MisfirePolicy | OverlapPolicy]) ->
 
 _SCHEDULE_OPTIONS = (
     click.option("--at", metavar="INSTANT", help="Run once at INSTANT (RFC 3339 with offset)."),
-    click.option("--in", "delay", metavar="DURATION", help="Run once after DURATION: 90s, 10m."),
+    click.option(
+        "--in",
+        "delay",
+        metavar="DURATION",
+        help="Run once after DURATION: 90s, 10m (a bare number is seconds).",
+    ),
     click.option("--cron", metavar="EXPR", help="Run on a cron EXPR in the --tz zone."),
     click.option(
         "--tz",
@@ -51,7 +56,11 @@ _SCHEDULE_OPTIONS = (
         metavar="ZONE",
         help="With --cron: IANA time zone [default: UTC].",
     ),
-    click.option("--every", metavar="DURATION", help="Run every DURATION: 30s, 5m, 1d."),
+    click.option(
+        "--every",
+        metavar="DURATION",
+        help="Run every DURATION: 30s, 5m, 1d (a bare number is seconds).",
+    ),
     click.option(
         "--start", metavar="INSTANT", help="With --cron or --every: no run before INSTANT."
     ),

@@ -35,7 +35,11 @@ Examples:
     show_default=True,
     help="IANA time zone.",
 )
-@click.option("--every", metavar="DURATION", help="Interval instead of EXPR: 90s, 10m, 2h, 1d.")
+@click.option(
+    "--every",
+    metavar="DURATION",
+    help="Interval instead of EXPR: 90s, 10m, 2h, 1d (a bare number is seconds).",
+)
 @click.option(
     "--start", metavar="INSTANT", help="With --every: the first run (RFC 3339); default now."
 )
