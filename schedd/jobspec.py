@@ -30,7 +30,7 @@ from schedd.model import (
     Schedule,
     Target,
 )
-from schedd.schedule import parse_schedule, schedule_to_json
+from schedd.schedule import EverySchedule, parse_schedule, schedule_to_json
 from schedd.timeformat import format_duration, parse_duration
 
 JOB_FIELDS = frozenset(
@@ -98,6 +98,7 @@ def parse_job(
     )
     if not spec.is_recurring and spec.overlap_policy is not OverlapPolicy.ALLOW:
         raise InvalidRequest("overlap_policy", "applies to recurring schedules only")
+    _check_window_fits(spec)
     return spec
 
 
@@ -386,6 +387,18 @@ def _parse_name(value: object) -> str | None:
     if not isinstance(value, str) or len(value) > 200 or _CONTROL.search(value):
         raise InvalidRequest("name", "must be a string of at most 200 printable characters")
     return value
+
+
+def _check_window_fits(spec: JobSpec) -> None:
+    """A window longer than an `every` interval would let a run fire after the next one's: the
+    API refuses it (a cron schedule's gaps vary: docs/schedules.md says what a window does)."""
+    schedule = spec.schedule
+    if isinstance(schedule, EverySchedule) and (spec.window_ms or 0) > schedule.interval_ms:
+        every = format_duration(schedule.interval_ms)
+        raise InvalidRequest(
+            "window",
+            f"must be at most schedule.every ({every}), got {format_duration(spec.window_ms or 0)}",
+        )
 
 
 def _parse_window(value: object) -> int | None:

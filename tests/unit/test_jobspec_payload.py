@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from schedd.errors import PayloadTooLarge
+from schedd.errors import InvalidRequest, PayloadTooLarge
 from schedd.jobspec import parse_job
 
 NOW_MS = 1_790_000_000_000
@@ -21,3 +21,17 @@ def test_a_payload_is_measured_as_the_store_keeps_it() -> None:
     assert spec.payload == payload
     with pytest.raises(PayloadTooLarge, match=f"is {stored} bytes"):
         parse_job(BODY | {"payload": payload}, now_ms=NOW_MS, payload_limit=stored - 1)
+
+
+EVERY = BODY | {"schedule": {"every": "1m"}}
+
+
+def test_a_window_longer_than_the_every_interval_is_refused_naming_both() -> None:
+    """`--every 1m --window 2m` was accepted silently (issue 30's newcomer trial): a run could
+    then fire after the next one's."""
+    with pytest.raises(InvalidRequest) as raised:
+        parse_job(EVERY | {"window": "2m"}, now_ms=NOW_MS)
+    assert str(raised.value) == "window: must be at most schedule.every (1m), got 2m"
+    assert parse_job(EVERY | {"window": "1m"}, now_ms=NOW_MS).window_ms == 60_000
+    cron = BODY | {"schedule": {"cron": "* * * * *", "timezone": "UTC"}}
+    assert parse_job(cron | {"window": "2m"}, now_ms=NOW_MS).window_ms == 120_000
