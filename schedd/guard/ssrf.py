@@ -59,6 +59,11 @@ _V4_COMPATIBLE = IPv6Network("::/96")
 _SIX_TO_FOUR = IPv6Network("2002::/16")
 
 
+# Blocks an operator may lift for a network of theirs (configuration.md), and how.
+ALLOWABLE = frozenset({"private", "loopback"})
+ALLOW_HINT = " (an operator allows such networks with [delivery] allow_cidrs)"
+
+
 class BlockedTarget(InvalidRequest):
     """A callback URL or address the SSRF guard refuses; `reason` is a short code."""
 
@@ -76,7 +81,8 @@ class BlockedTarget(InvalidRequest):
     ) -> None:
         where = f"host {host!r}" if host else "url"
         via = f" resolves to {address} which" if address else ""
-        super().__init__(field, message or f"{where}{via} is not allowed: {reason}")
+        hint = ALLOW_HINT if reason in ALLOWABLE else ""
+        super().__init__(field, message or f"{where}{via} is not allowed: {reason}{hint}")
         self.reason = reason
         self.host = host
 

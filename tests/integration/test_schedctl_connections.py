@@ -59,7 +59,7 @@ def test_a_missing_or_bad_url_exits_2_without_echoing_it(ctl: Ctl) -> None:
     assert_fails(bad, 2, "url: must start with one of redis://")
     assert SECRET not in bad.stderr
     blocked = ctl("connections", "add", "r", f"redis://u:{SECRET}@10.0.0.9")
-    assert_fails(blocked, 1, "not allowed: private")
+    assert_fails(blocked, 2, "not allowed: private", "[delivery] allow_cidrs")  # input: 2
     assert SECRET not in blocked.stderr
 
 

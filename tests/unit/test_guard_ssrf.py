@@ -389,3 +389,14 @@ def test_an_allow_list_of_the_other_family_does_not_apply() -> None:
     allow: list[Network] = [IPv6Network("::/0")]
     assert is_blocked(IPv4Address("127.0.0.1"), allow) == "loopback"
     assert is_blocked(IPv6Address("::1"), allow) is None
+
+
+@pytest.mark.parametrize(
+    ("reason", "hinted"), [("private", True), ("loopback", True), ("link-local", False)]
+)
+def test_a_refusal_an_operator_can_lift_names_allow_cidrs(reason: str, hinted: bool) -> None:
+    """Issue 30's newcomer trial: a private address was refused without saying how to allow
+    it. The link-local range (cloud metadata) gets no hint: lifting it is rarely what is meant."""
+    message = str(BlockedTarget(reason, host="db.internal"))
+    assert message.startswith(f"target.url: host 'db.internal' is not allowed: {reason}")
+    assert ("[delivery] allow_cidrs" in message) is hinted
