@@ -273,7 +273,4 @@ def error_of_answer(status: int, code: str | None, message: str) -> SchedError:
 
 def rejection_error(code: str, message: str) -> SchedError:
     """The error for a rejection apply returned; an unknown code (a newer node's) keeps it."""
-    exc = BY_CODE.get(code, SchedError).from_rejection(message)
-    if exc.code != code:
-        exc.code = code
-    return exc
+    return error_of_answer(SchedError.http_status, code, message)
