@@ -3,45 +3,27 @@ node closing the connection printed "if the node serves HTTPS, use an https:// U
 
 from __future__ import annotations
 
-import contextlib
-import socket
-import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from schedd.cli.ctl.client import Client
 from schedd.errors import ClusterUnavailable
+from tests.servers import serving
+
+
+class _ClosesAtOnce(BaseHTTPRequestHandler):
+    """Reads the request line and closes without a word, as a dying node does."""
+
+    def handle(self) -> None:
+        self.rfile.readline()
 
 
 @pytest.fixture
 def closes_at_once() -> Iterator[str]:
-    """A loopback server that reads a request and closes without a word, as a dying node does."""
-    server = socket.create_server(("127.0.0.1", 0))
-    server.settimeout(0.2)
-    stop = threading.Event()
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = server.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            with conn:
-                conn.settimeout(0.2)
-                with contextlib.suppress(OSError):
-                    conn.recv(65536)
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.getsockname()[1]}"
-    finally:
-        stop.set()
-        server.close()
-        thread.join(timeout=5)
+    with serving(_ClosesAtOnce) as url:
+        yield url
 
 
 def test_a_node_that_closes_without_a_word_gets_no_https_hint(closes_at_once: str) -> None:
