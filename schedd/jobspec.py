@@ -31,6 +31,7 @@ from schedd.model import (
     Target,
 )
 from schedd.schedule import EverySchedule, parse_schedule, schedule_to_json
+from schedd.stored_spec import MAX_DELAY_MS, RESERVED_HEADERS
 from schedd.timeformat import format_duration, parse_duration
 
 JOB_FIELDS = frozenset(
@@ -38,16 +39,11 @@ JOB_FIELDS = frozenset(
 )
 QUEUE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
-RESERVED_HEADERS = frozenset(
-    {"host", "content-length", "content-type", "transfer-encoding", "connection", "idempotency-key"}
-)
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _CONTROL_OR_SPACE = re.compile(r"[\x00-\x20\x7f]")
 MAX_WINDOW_MS = 86_400_000
 MAX_ATTEMPTS = 100  # what a tenant may ask for; a redrive may store one more
-MAX_STORED_ATTEMPTS = 1_000_000
-MAX_DELAY_MS = 86_400_000
 DEFAULT_PAYLOAD_LIMIT = 64 * 1024
 E = TypeVar("E", MisfirePolicy, OverlapPolicy, Backoff)
 
@@ -337,40 +333,6 @@ def parse_retry(value: object) -> RetryPolicy:
         initial_delay_ms=initial,
         max_delay_ms=maximum,
     )
-
-
-def stored_retry(value: object) -> RetryPolicy:
-    """A retry policy the store already holds (an outbox row's, a message's): never refused.
-
-    Apply and the callers must not judge stored data by the API's rules (a redrive stores one
-    attempt more than the API allows): out-of-range values are clamped, unreadable ones take
-    the default."""
-    default = RetryPolicy()
-    if not isinstance(value, Mapping):
-        return default
-    attempts = as_integer(value.get("max_attempts"), -(2**63), 2**63)
-    backoff = str(value.get("backoff"))
-    initial = _stored_duration(value.get("initial_delay"), default.initial_delay_ms)
-    maximum = _stored_duration(value.get("max_delay"), default.max_delay_ms)
-    return RetryPolicy(
-        max_attempts=default.max_attempts
-        if attempts is None
-        else min(max(attempts, 1), MAX_STORED_ATTEMPTS),
-        backoff=Backoff(backoff) if backoff in _BACKOFFS else default.backoff,
-        initial_delay_ms=initial,
-        max_delay_ms=max(initial, maximum),
-    )
-
-
-_BACKOFFS = frozenset(b.value for b in Backoff)
-
-
-def _stored_duration(value: object, default_ms: int) -> int:
-    try:
-        ms = parse_duration(value, field="retry")
-    except InvalidRequest:
-        return default_ms
-    return min(ms, MAX_DELAY_MS)
 
 
 def _reject_unknown(

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import itertools
 import json
 import logging
@@ -34,13 +33,13 @@ from schedd.errors import ClusterUnavailable, SchedError
 from schedd.guard.dns import lookups_for
 from schedd.guard.ssrf import BlockedTarget
 from schedd.guard.targets import TargetGuard
-from schedd.jobspec import stored_retry
 from schedd.model import RetryPolicy, delivery_id, idempotency_key
 from schedd.sealing import PayloadKeys
 from schedd.store import outbox
 from schedd.store.commands import CallbackOutcome, LogCommand, RecordCallbacks
 from schedd.store.db import ReadPool
 from schedd.store.queries import Tenant
+from schedd.stored_spec import load_retry
 from schedd.timeformat import format_instant
 
 log = logging.getLogger(__name__)
@@ -198,7 +197,7 @@ class Caller:
         """Make one call and queue its outcome; whatever happens, an outcome is queued (so the
         slot is freed once it is recorded) and the tenant's count goes down."""
         started = self._clock_ms()
-        policy = retry_policy(call.retry)
+        policy = load_retry(call.retry)
         try:
             with lookups_for(call.tenant_id):  # the tenant's DNS lookups count against its cap
                 outcome = await self._attempt(call, tenant, started, policy)
@@ -325,16 +324,6 @@ def take_turns(calls: list[outbox.DueCall], turn: int) -> list[outbox.DueCall]:
         start = turn % len(queues)
         queues = queues[start:] + queues[:start]
     return [call for group in itertools.zip_longest(*queues) for call in group if call]
-
-
-@functools.lru_cache(maxsize=4096)
-def retry_policy(text: str) -> RetryPolicy:
-    """An outbox row's retry policy, read as stored (never refused: see `stored_retry`)."""
-    try:
-        value = json.loads(text)
-    except ValueError:
-        value = None
-    return stored_retry(value)
 
 
 def retry_delay_ms(policy: RetryPolicy, call: outbox.DueCall, outcome: Outcome) -> int:

@@ -18,11 +18,11 @@ from schedd.delivery.outcome import Outcome, Verdict, classify, excerpt
 from schedd.delivery.signing import webhook_headers
 from schedd.guard.ssrf import BlockedTarget, ParsedTarget
 from schedd.guard.targets import TargetGuard
-from schedd.jobspec import parse_target
 from schedd.model import HttpTarget, RetryPolicy, idempotency_key
 from schedd.sealing import PayloadKeys, PayloadUnreadable
 from schedd.store.outbox import DueCall
 from schedd.store.queries import Tenant
+from schedd.stored_spec import load_target
 from schedd.timeformat import format_instant
 
 USER_AGENT = f"schedd/{__version__} (+https://github.com/schedd/schedd)"
@@ -69,7 +69,10 @@ class HttpDeliverer:
         """Make one call; never raises for a remote failure (every one is an outcome)."""
         if tenant is None:
             return Outcome(verdict=Verdict.FAILED, status=None, error="the tenant is gone")
-        target = http_target(call.target)
+        try:
+            target = http_target(call.target)
+        except ValueError as exc:  # accepted by an earlier release, unreadable by this one
+            return Outcome(verdict=Verdict.FAILED, status=None, error=f"invalid target: {exc}")
         try:
             checked = self._checked(target.url, tuple(tenant.allowed_hosts))
         except BlockedTarget as exc:
@@ -130,12 +133,12 @@ class HttpDeliverer:
             return response.status, head, response.headers.get("Retry-After")
 
 
-@functools.lru_cache(maxsize=4096)
 def http_target(text: str) -> HttpTarget:
-    """An outbox row's target, parsed once per distinct text."""
-    target = parse_target(json.loads(text))
+    """An outbox row's HTTP target, read as stored (`stored_spec.load_target`, cached): never
+    judged by the API's rules of today. ValueError when it names no URL."""
+    target = load_target(text)
     if not isinstance(target, HttpTarget):
-        raise ValueError("an outbox row holds a queue target")
+        raise ValueError("target: not an HTTP target")
     return target
 
 

@@ -91,6 +91,14 @@ def test_nats_headers_carry_the_key_as_msg_id() -> None:
             {"type": "redis_stream", "connection": "r", "stream": "s"},
             RedisStreamTarget(connection="r", stream="s", maxlen=None),
         ),
+        (  # stored, never refused: a maxlen that is no positive integer trims nothing
+            {"type": "redis_stream", "connection": "r", "stream": "s", "maxlen": 0},
+            RedisStreamTarget(connection="r", stream="s", maxlen=None),
+        ),
+        (
+            {"type": "redis_stream", "connection": "r", "stream": "s", "maxlen": True},
+            RedisStreamTarget(connection="r", stream="s", maxlen=None),
+        ),
         (
             {"type": "rabbitmq", "connection": "q", "exchange": "", "routing_key": "jobs"},
             RabbitMqTarget(connection="q", exchange="", routing_key="jobs"),
@@ -112,8 +120,6 @@ def test_targets_are_parsed_from_their_stored_json(
     [
         {"type": "http", "url": "https://x.example"},
         {"type": "redis_stream", "connection": "r"},
-        {"type": "redis_stream", "connection": "r", "stream": "s", "maxlen": 0},
-        {"type": "redis_stream", "connection": "r", "stream": "s", "maxlen": True},
         {"type": "nats", "connection": 5, "subject": "a"},
         {"type": "nats", "connection": "n", "subject": ""},
         ["not", "an", "object"],

@@ -156,7 +156,7 @@ def test_judged_before_any_connection() -> None:
         retry("the payload was sealed with key 'k1', not configured"),
     ]
     assert unreadable.verdict is Verdict.FAILED
-    assert (unreadable.error or "").startswith("invalid target: target.subject: must be")
+    assert unreadable.error == "invalid target: target.subject: missing or not text"
     assert fake.script.connects == []
 
 

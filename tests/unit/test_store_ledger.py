@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from schedd.jobspec import stored_retry
 from schedd.model import RetryPolicy, RunStatus
 from schedd.retry import retry_delay_ms
 from schedd.store import ledger
 from schedd.store.db import Database
+from schedd.stored_spec import stored_retry
 from tests.conftest import NOW_MS, Applier
 from tests.unit.test_store_delivery import HTTP
 from tests.unit.test_store_delivery import RETRY as HTTP_RETRY

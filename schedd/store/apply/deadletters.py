@@ -49,7 +49,7 @@ def _one_more(
     """The dead letter's delivery again, due now, allowed one attempt more than it made."""
     dl_id, tenant_id, job_id, scheduled_at, attempts, target_json, payload = row
     # One attempt more than the API allows after a 100-attempt run: stored policies are read
-    # leniently (jobspec.stored_retry), never judged by the API's rules. Written as before
+    # leniently (stored_spec.stored_retry), never judged by the API's rules. Written as before
     # 2026-12-01, so this command applies alike on every version.
     one_more = {
         "max_attempts": attempts + 1,

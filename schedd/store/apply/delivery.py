@@ -13,13 +13,13 @@ import sqlite3
 from collections import Counter
 from typing import Any
 
-from schedd.jobspec import stored_retry
 from schedd.model import RunStatus, delivery_id
 from schedd.retry import has_attempts_left
 from schedd.store import ledger
 from schedd.store.apply.jobs import cancel_job
 from schedd.store.command import Command, Handler, Result, ok
 from schedd.store.commands import CallbackOutcome, CancelJob, RecordCallbacks
+from schedd.stored_spec import stored_retry
 
 SUCCEEDED, RETRY, FAILED, GONE = "succeeded", "retry", "failed", "gone"
 

@@ -10,7 +10,6 @@ import json
 import sqlite3
 from typing import Any, NamedTuple
 
-from schedd.jobspec import stored_retry
 from schedd.model import RunStatus, queue_message
 from schedd.retry import has_attempts_left, retry_delay_ms
 from schedd.store import ledger
@@ -27,6 +26,7 @@ from schedd.store.command import (
 from schedd.store.commands import AckMessages, ExtendMessages, NackMessages, ReceiveMessages
 from schedd.store.events import MessagesReady
 from schedd.store.ledger import batches
+from schedd.stored_spec import stored_retry
 
 
 class Message(NamedTuple):
