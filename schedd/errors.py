@@ -97,7 +97,7 @@ class Unauthorized(SchedError):
 
     code = "unauthorized"
     http_status = 401
-    exit_code = 1
+    exit_code = 4  # schedctl's own code for "check the token", beside 1's "check the request"
 
 
 class Forbidden(SchedError):

@@ -417,13 +417,24 @@ def test_bad_reschedule_and_usage_errors_exit_2(ctl: Ctl, job: dict[str, Any]) -
     assert usage.returncode == 2 and "Traceback" not in usage.stderr
 
 
-def test_not_found_and_bad_token_exit_1(ctl: Ctl) -> None:
+def test_not_found_exits_1(ctl: Ctl) -> None:
     # The console script's own exit status: 1 from the process.
     missing = ctl("get", "job_doesnotexist", process=True)
     assert_fails(missing, 1, "no job with id 'job_doesnotexist'")
     assert_fails(ctl("cancel", "job_doesnotexist"), 1)
-    assert_fails(ctl("ls", token="sk_nobody"), 1, "unknown token")
-    assert_fails(ctl("ls", token=""), 1, "--token or SCHEDCTL_TOKEN")
+
+
+def test_a_refused_token_exits_4_naming_where_it_came_from(ctl: Ctl) -> None:
+    """Authentication failures (401) have their own exit code, and the message says which token
+    was sent: the environment's, the flag's (the flag wins), or none (issue 30)."""
+    from_env = ctl("ls", token="sk_nobody", process=True)
+    assert_fails(from_env, 4, "unknown token (the token from SCHEDCTL_TOKEN)")
+    flag = ctl("ls", "--token", "sk_other", token="sk_nobody")
+    assert_fails(flag, 4, "unknown token (the token from --token)")
+    before_verb = ctl("--token", "sk_other", "ls", token="sk_nobody")
+    assert_fails(before_verb, 4, "(the token from --token)")
+    assert_fails(ctl("ls", token=""), 4, "--token or SCHEDCTL_TOKEN")
+    assert_fails(ctl("tenants", "ls"), 1, "admin")  # a known token, not allowed: 403, exit 1
 
 
 def test_no_server_exits_3_naming_the_url(ctl: Ctl, dead_url: str) -> None:

@@ -74,6 +74,9 @@ class Client:
     ) -> None:
         self.url = url  # parsed on first use, so `schedctl next` never needs a valid one
         self.token = token
+        # Where the token came from, for the message when it is refused: "--token" (or a
+        # caller's own), "SCHEDCTL_TOKEN" when the environment gave it (set by the CLI).
+        self.token_source = "--token"
         self.tenant = tenant
         self.timeout_s = timeout_s
         self.cacert = cacert
@@ -126,8 +129,8 @@ class Client:
                 return _decode(response.read(), base, response.status)
         except urllib.error.HTTPError as exc:
             error = _http_error(exc.code, exc.read(), exc.headers, base)
-            if isinstance(error, Unauthorized) and not self.token:
-                error.args = (f"{error}: give a token with --token or SCHEDCTL_TOKEN",)
+            if isinstance(error, Unauthorized):
+                error.args = (self._token_hint(error),)
             raise error from None
         except urllib.error.URLError as exc:
             if isinstance(exc.reason, ssl.SSLError):  # the handshake failed: nothing was sent
@@ -147,6 +150,12 @@ class Client:
                 # say so only when the node completes a TLS handshake
                 message += " (the node serves HTTPS: use an https:// URL)"
             raise _Unreachable(message, is_sent=True) from None
+
+    def _token_hint(self, error: SchedError) -> str:
+        """A refusal of the token, naming where it came from (exit code 4)."""
+        if not self.token:
+            return f"{error}: give a token with --token or SCHEDCTL_TOKEN"
+        return f"{error} (the token from {self.token_source})"
 
     def _headers(self) -> dict[str, str]:
         headers = {"Accept": "application/json", "User-Agent": f"schedctl/{__version__}"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import click
+from click.core import ParameterSource
 from click.shell_completion import get_completion_class
 
 from schedd import __version__
@@ -24,7 +25,7 @@ from schedd.cli.exits import run
     "command; a value given after it wins. Environment: SCHEDCTL_URL, SCHEDCTL_TOKEN, "
     "SCHEDCTL_TENANT, SCHEDCTL_TIMEOUT and SCHEDCTL_CACERT stand in for --url, --token, "
     "--tenant, --timeout and --cacert. Exit codes: 0 ok, 1 not found or conflict, "
-    "2 invalid input, 3 cluster unavailable.",
+    "2 invalid input, 3 cluster unavailable, 4 token missing or unknown.",
 )
 @click.version_option(__version__, prog_name="schedctl")
 @click.pass_context
@@ -40,6 +41,8 @@ def cli(
     """Manage schedd jobs, runs and queues from the shell."""
     ctx.meta["debug"] = debug
     ctx.obj = Client(url, token=token, tenant=tenant, timeout_s=timeout_s, cacert=cacert)
+    if ctx.get_parameter_source("token") is ParameterSource.ENVIRONMENT:
+        ctx.obj.token_source = "SCHEDCTL_TOKEN"
 
 
 for command in (*jobs.COMMANDS, next_runs, *admin.COMMANDS):

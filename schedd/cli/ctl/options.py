@@ -98,7 +98,10 @@ def _apply(ctx: click.Context, param: click.Parameter, value: Any) -> None:
     if attr == "debug":
         ctx.meta["debug"] = True
     else:
-        setattr(ctx.ensure_object(Client), attr, value)
+        client = ctx.ensure_object(Client)
+        setattr(client, attr, value)
+        if attr == "token":
+            client.token_source = "--token"
 
 
 def stacked_options(command: click.Command) -> list[click.Option]:
