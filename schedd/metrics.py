@@ -21,21 +21,15 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, g
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from schedd.model import ClaimRefusal
+
 log = logging.getLogger(__name__)
 
 LAG_BUCKETS_S = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 APPLY_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1)
 REQUEST_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 SNAPSHOT_BUCKETS_S = (0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
-CLAIM_RESULTS = (
-    "claimed",
-    "stale_lease",
-    "expired_lease",
-    "not_due",
-    "cancelled",
-    "stale_version",
-    "duplicate_run",
-)
+CLAIM_RESULTS = ("claimed", *(refusal.value for refusal in ClaimRefusal))
 TARGETS = ("queue", "http", "redis_stream", "rabbitmq", "nats")
 
 CLAIM_LAG = Histogram(

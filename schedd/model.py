@@ -46,6 +46,26 @@ class Backoff(StrEnum):
     FIXED = "fixed"
 
 
+class Verdict(StrEnum):
+    """What one delivery attempt came to: the caller's judgement, recorded by apply."""
+
+    SUCCEEDED = "succeeded"
+    RETRY = "retry"  # try again per the job's retry policy, if attempts are left
+    FAILED = "failed"  # never retried
+    GONE = "gone"  # 410: failed, and the job is cancelled
+
+
+class ClaimRefusal(StrEnum):
+    """Why apply refuses one claim: counted in its result (`rejected`), never an error."""
+
+    STALE_LEASE = "stale_lease"  # the partition's lease is another node's, or another epoch's
+    EXPIRED_LEASE = "expired_lease"
+    NOT_DUE = "not_due"  # the due row is gone: claimed already, or the job moved on
+    CANCELLED = "cancelled"
+    STALE_VERSION = "stale_version"  # the job changed (or paused) after the dispatcher read it
+    DUPLICATE_RUN = "duplicate_run"  # the job has a run at that instant (a trigger's)
+
+
 class RunStatus(StrEnum):
     DISPATCHED = "dispatched"
     DELIVERED = "delivered"

@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry
 from pysyncobj import SyncObjConf
 
 from schedd.api.app import Beside, build_app, start_metrics_site
-from schedd.api.context import ApiContext, BrokerProbe, QueueSignal, TokenCache
+from schedd.api.context import ApiContext, BrokerProbe, CommitView, QueueSignal, TokenCache
 from schedd.api.health import MetricsAccess
 from schedd.api.limits import ServerLimits
 from schedd.config import MIN_SECRET_CHARS, NodeConfig, parse_listen
@@ -398,10 +398,10 @@ class Node:
             self.replica, kind, address, timeout_s=self.config.request_timeout_s
         )
 
-    def commit_view(self) -> tuple[int, int, bool] | None:
-        """(the leader's commit index as this node knows it, the last index this node applied,
-        is it the leader), or None without a leader. A follower learns the leader's commit
-        index with each append-entries message, so it may be one heartbeat old."""
+    def commit_view(self) -> CommitView | None:
+        """This node's CommitView (api/context.py), or None without a leader. A follower
+        learns the leader's commit index with each append-entries message, so it may be one
+        heartbeat old."""
         replica = self.replica
         if replica is None or not replica.leader_address():
             return None
@@ -413,7 +413,7 @@ class Node:
         applied = int(raw.get("last_applied") or 0)
         if replica.is_restoring():  # pysyncobj counts the snapshot applied; the store is older
             applied = min(applied, self.db.applied_index)
-        return int(commit), applied, is_leader
+        return CommitView(int(commit), applied, is_leader)
 
     def step_down(self) -> None:
         if self.replica is not None:

@@ -13,7 +13,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 from aiohttp import web
 
@@ -50,6 +50,15 @@ and authenticated, a detail without credentials). Set by the node (delivery/prob
 cannot import delivery."""
 
 
+class CommitView(NamedTuple):
+    """How far this node is behind its leader: read-your-writes waits until `applied_index`
+    reaches the `commit_index` seen when the request came."""
+
+    commit_index: int  # the leader's, as this node knows it (a follower's: a heartbeat old)
+    applied_index: int  # the last index this node applied to its store
+    is_leader: bool
+
+
 class RaftStatus(Protocol):
     """The node's view of the Raft group."""
 
@@ -61,9 +70,8 @@ class RaftStatus(Protocol):
 
     def members(self) -> list[str]: ...
 
-    def commit_view(self) -> tuple[int, int, bool] | None:
-        """(the leader's commit index as this node knows it, this node's last applied index,
-        is this node the leader), or None without a leader."""
+    def commit_view(self) -> CommitView | None:
+        """This node's CommitView, or None without a leader."""
         ...
 
     async def change_membership(self, kind: Literal["add", "remove"], address: str) -> None: ...
@@ -341,11 +349,11 @@ class ApiContext:
         view = self.raft.commit_view()
         if view is None:
             return await self._barrier_entry()  # no leader: the barrier answers 503 as before
-        if not view[2]:  # a follower: let a heartbeat sent after this request arrive first
+        if not view.is_leader:  # a follower: let a heartbeat sent after this request arrive first
             await asyncio.sleep(HEARTBEAT_WAIT_S)
             view = self.raft.commit_view() or view
         deadline = time.monotonic() + self.request_timeout_s
-        while (now := self.raft.commit_view()) is None or now[1] < view[0]:
+        while (now := self.raft.commit_view()) is None or now.applied_index < view.commit_index:
             if time.monotonic() > deadline:
                 raise ClusterUnavailable("this node is catching up with the leader; retry")
             await asyncio.sleep(CATCH_UP_POLL_S)

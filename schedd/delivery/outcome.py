@@ -10,17 +10,11 @@ import unicodedata
 from dataclasses import dataclass
 from datetime import UTC
 from email.utils import parsedate_to_datetime
-from enum import StrEnum
+
+from schedd.model import Verdict as Verdict  # declared beside RunStatus: apply records it too
 
 MAX_DELTA_DIGITS = 9  # ~31 years: longer than any max_delay, so more digits mean "the cap"
 MAX_DATE_CHARS = 64  # an HTTP date is 29; anything much longer is not one
-
-
-class Verdict(StrEnum):
-    SUCCEEDED = "succeeded"
-    RETRY = "retry"  # try again per the job's retry policy, if attempts are left
-    FAILED = "failed"  # never retried
-    GONE = "gone"  # 410: failed, and the job is cancelled
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

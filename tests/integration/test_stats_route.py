@@ -14,7 +14,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from schedd.api.app import build_app
-from schedd.api.context import ApiContext, Proposing, RaftStatus, token_hash
+from schedd.api.context import ApiContext, CommitView, Proposing, RaftStatus, token_hash
 from schedd.api.limits import ServerLimits
 from schedd.api.stats import STATS, Counters
 from schedd.store.db import Database, ReadPool
@@ -28,8 +28,8 @@ class FakeRaft:
     def status(self) -> dict[str, Any]:
         return {"role": "leader", "term": 4, "applied_index": 40}
 
-    def commit_view(self) -> tuple[int, int, bool]:
-        return (42, 40, True)
+    def commit_view(self) -> CommitView:
+        return CommitView(commit_index=42, applied_index=40, is_leader=True)
 
     def clock_problem(self) -> str | None:
         return None

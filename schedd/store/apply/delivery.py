@@ -13,15 +13,13 @@ import sqlite3
 from collections import Counter
 from typing import Any
 
-from schedd.model import RunStatus, delivery_id
+from schedd.model import RunStatus, Verdict, delivery_id
 from schedd.retry import has_attempts_left
 from schedd.store import ledger
 from schedd.store.apply.jobs import cancel_job
 from schedd.store.command import Command, Handler, Result, ok
 from schedd.store.commands import CallbackOutcome, CancelJob, RecordCallbacks
 from schedd.stored_spec import stored_retry
-
-SUCCEEDED, RETRY, FAILED, GONE = "succeeded", "retry", "failed", "gone"
 
 
 def record_callbacks(tx: sqlite3.Connection, cmd: Command[RecordCallbacks]) -> Result:
@@ -44,7 +42,7 @@ def record_callbacks(tx: sqlite3.Connection, cmd: Command[RecordCallbacks]) -> R
     for outcome, row in zip(outcomes, ledger.reported_rows(tx, reports), strict=True):
         if row is None:
             fates["stale"] += 1
-        elif outcome.verdict == SUCCEEDED:
+        elif outcome.verdict == Verdict.SUCCEEDED:
             successes.append((row, outcome))
         elif _record_one(tx, cmd, row, outcome) == "dead":
             fates["dead"] += 1
@@ -66,7 +64,7 @@ def _record_successes(
     tx: sqlite3.Connection, successes: list[tuple[ledger.OutboxRow, CallbackOutcome]]
 ) -> None:
     successes.sort(key=lambda pair: (pair[0].job_id, pair[0].scheduled_at_ms))
-    ledger.record_attempts(tx, [_attempt(r, o, SUCCEEDED, None) for r, o in successes])
+    ledger.record_attempts(tx, [_attempt(r, o, Verdict.SUCCEEDED, None) for r, o in successes])
     ledger.remove(tx, [r.seq for r, _ in successes])
     ledger.set_runs(
         tx,
@@ -81,9 +79,9 @@ def _record_one(
     outcome: CallbackOutcome,
 ) -> str:
     verdict, error = outcome.verdict, outcome.error
-    ledger.record_attempts(tx, [_attempt(row, outcome, "failed", error)])
+    ledger.record_attempts(tx, [_attempt(row, outcome, Verdict.FAILED, error)])
     policy = stored_retry(json.loads(row.retry))
-    if verdict == RETRY and has_attempts_left(policy, row.attempt):
+    if verdict == Verdict.RETRY and has_attempts_left(policy, row.attempt):
         ledger.schedule_retry(tx, row.seq, _retry_at(outcome))
         ledger.set_runs(tx, [_run(row, RunStatus.RETRYING, error, finished_at_ms=None)])
         return "retrying"
@@ -100,7 +98,7 @@ def _record_one(
     )
     run = _run(row, RunStatus.DEAD, error, finished_at_ms=outcome.finished_at_ms)
     ledger.bury(tx, row.seq, dead, run)
-    if verdict == GONE:  # the target says it no longer exists: stop calling it
+    if verdict == Verdict.GONE:  # the target says it no longer exists: stop calling it
         body = CancelJob(tenant_id=row.tenant_id, job_id=row.job_id, actor=GONE_ACTOR)
         cancel_job(tx, Command(type=CancelJob.TYPE, id=cmd.id, ts_ms=cmd.ts_ms, body=body))
     return "dead"

@@ -11,7 +11,7 @@ from collections import Counter
 
 import msgspec
 
-from schedd.model import JobStatus
+from schedd.model import ClaimRefusal, JobStatus
 from schedd.store import ledger
 from schedd.store.apply import connections
 from schedd.store.command import Command, Handler, Result, ok
@@ -144,7 +144,7 @@ def _claim_round(
         claim = claims[seq]
         reason = _refusal(cmd, claim, leases.get(claim.partition), is_due, status, version)
         if reason is None and has_run:
-            reason = "duplicate_run"
+            reason = ClaimRefusal.DUPLICATE_RUN
         if reason is not None:
             rejected[reason] += 1
             continue
@@ -171,18 +171,18 @@ def _refusal(
     is_due: int,
     status: str | None,
     version: int | None,
-) -> str | None:
+) -> ClaimRefusal | None:
     """Why apply refuses one claim (a counted reason, never an error), or None."""
     if lease is None or lease[0] != cmd.body.node_id or lease[1] != claim.epoch:
-        return "stale_lease"
+        return ClaimRefusal.STALE_LEASE
     if lease[2] < cmd.ts_ms:
-        return "expired_lease"
+        return ClaimRefusal.EXPIRED_LEASE
     if not is_due:
-        return "not_due"
+        return ClaimRefusal.NOT_DUE
     if status is None or status == JobStatus.CANCELLED:
-        return "cancelled"
+        return ClaimRefusal.CANCELLED
     if not claim.is_trigger and (status != JobStatus.ACTIVE or version != claim.version):
-        return "stale_version"
+        return ClaimRefusal.STALE_VERSION
     return None
 
 
