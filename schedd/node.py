@@ -11,6 +11,7 @@ import os
 import secrets
 import time
 from collections.abc import Awaitable
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any, Literal
 
@@ -212,6 +213,16 @@ class Node:
                 lambda: connect(self.db.path, readonly=True, cache_kib=1024), self.storage.disk
             )
         )
+        # What stop() undoes, the last part started first; start() pushes each part it starts
+        # (register, caller, dispatch, runners, Raft come off before these). Taken above, these
+        # are let go by a node never started too; the lock goes last.
+        self._stack = AsyncExitStack()
+        self._stack.callback(self._lock.release)
+        self._stack.callback(self.db.close)
+        self._stack.callback(self.snapshots.close)  # a copy in progress uses the writer connection
+        self._stack.callback(self.reads.close)
+        self._stack.callback(self.checkpointer.stop)
+        self._stack.callback(self.guard.close)  # after the caller and the API, its users
 
     def _check_partitions(self) -> None:
         stored = self.db.get_meta("partitions", 0)
@@ -224,7 +235,19 @@ class Node:
             )
 
     async def start(self) -> None:
-        """Start Raft (it replays the journal at once) and then the HTTP API."""
+        """Start Raft (it replays the journal at once) and then the HTTP API.
+
+        A start that fails part-way (the API's port taken: OSError) stops what it started and
+        closes the node, as stop() does, before the error propagates: Raft's threads would
+        otherwise outlive it, and the data dir's lock refuse the next Node on it."""
+        try:
+            await self._start()
+        except BaseException:
+            await self._stack.aclose()
+            raise
+
+    async def _start(self) -> None:
+        """Each part pushes its stop onto `_stack` once it has started."""
         self.checkpointer.start()
         peers = list(self.config.raft_peers)
         conf = raft_conf(self.config, self.snapshots)
@@ -236,6 +259,7 @@ class Node:
             halt_process,
             restores=self.snapshots,
         )
+        self._stack.push_async_callback(asyncio.to_thread, self.replica.destroy_synchronous)
         proposer = Proposer(
             self.replica, timeout_s=self.config.request_timeout_s, refusal=self.clock_problem
         )
@@ -271,6 +295,7 @@ class Node:
             **ctx.limits.runner_options(),
         )
         await self._runner.setup()
+        self._stack.push_async_callback(self._runner.cleanup)
         site = web.TCPSite(
             self._runner, self.config.api_host, self.config.api_port, ssl_context=self.tls_server
         )
@@ -283,7 +308,7 @@ class Node:
             self._metrics_runner = await start_metrics_site(
                 self.metrics, access, host, port, ssl_context=self.tls_server
             )
-        self._register_task = asyncio.create_task(self._register(proposer))
+            self._stack.push_async_callback(self._metrics_runner.cleanup)
         loop = asyncio.get_running_loop()
         self.queue_signal.bind(loop)
         self.dispatch = DispatchService(
@@ -318,7 +343,13 @@ class Node:
         # preload runs is offered, not left for the next preload.
         subscribe_loops(self.events, self.dispatch, self.caller, connections)
         self.dispatch.start()
+        self._stack.push_async_callback(asyncio.to_thread, self.dispatch.stop)
         self.caller.start()
+        self._stack.push_async_callback(self.caller.stop)
+        # Created last, with no await after it: it first runs once start() has returned, as
+        # before; stop() cancels it first.
+        self._register_task = asyncio.create_task(self._register(proposer))
+        self._stack.callback(self._register_task.cancel)
 
     def _broker_probe(self) -> BrokerProbe:
         """The probe of `POST /v1/connections/{name}/test`, with the deliverers' guard and
@@ -454,26 +485,9 @@ class Node:
         }
 
     async def stop(self) -> None:
-        """Stop serving, stop Raft (finishing the apply in progress), close SQLite."""
-        if self._register_task is not None:
-            self._register_task.cancel()
-        if self.caller is not None:
-            await self.caller.stop()
-        self.guard.close()
-        if self.dispatch is not None:
-            await asyncio.to_thread(self.dispatch.stop)
-        if self._runner is not None:
-            await self._runner.cleanup()
-        if self._metrics_runner is not None:
-            await self._metrics_runner.cleanup()
-        if self.replica is not None:
-            replica = self.replica
-            await asyncio.to_thread(replica.destroy_synchronous)
-        self.checkpointer.stop()
-        self.reads.close()
-        self.snapshots.close()  # a copy in progress uses the writer connection
-        self.db.close()
-        self._lock.release()
+        """Stop serving, stop Raft (finishing the apply in progress), close SQLite: what start()
+        and __init__ pushed onto `_stack`, the last first. Once stopped, stop() does nothing."""
+        await self._stack.aclose()
 
 
 def subscribe_caches(events: Subscribers, tokens: TokenCache, signal: QueueSignal) -> None:
