@@ -74,11 +74,14 @@ _LAG_BY_TARGET = {target: DELIVERY_LAG.labels(target=target) for target in TARGE
 _RETRIES_BY_TARGET = {target: RETRIES.labels(target=target) for target in TARGETS}
 
 
-def record_claims(result: Mapping[str, Any], fire_at_ms: Iterable[int], committed_ms: int) -> None:
-    """Count a committed claim_runs result and observe each claim's fire-to-commit lag."""
-    _CLAIMED.inc(int(result.get("claimed", 0)))
-    for reason, count in result.get("rejected", {}).items():
-        CLAIMS.labels(result=reason).inc(int(count))
+def record_claims(
+    claimed: int, rejected: Mapping[str, int], fire_at_ms: Iterable[int], committed_ms: int
+) -> None:
+    """Count a committed claim's result (claims taken, and refused by reason) and observe
+    each claim's fire-to-commit lag."""
+    _CLAIMED.inc(claimed)
+    for reason, count in rejected.items():
+        CLAIMS.labels(result=reason).inc(count)
     lags = collections.Counter(max(committed_ms - fire_at, 0) for fire_at in fire_at_ms)
     for lag_ms, count in lags.items():
         observe_many(CLAIM_LAG, lag_ms / 1000, count)

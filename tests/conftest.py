@@ -13,7 +13,7 @@ from hypothesis import settings
 
 from schedd.store.apply import StateMachine
 from schedd.store.command import Command, encode
-from schedd.store.commands import LogCommand
+from schedd.store.commands import LogCommand, R, answer_of
 from schedd.store.db import Database
 from tests import ports
 
@@ -97,9 +97,14 @@ class Applier:
         cmd = Command(type=type_, id=f"cmd-{next(self._ids)}", ts_ms=ts_ms, body=body)
         return self.blob(encode(cmd))
 
-    def typed(self, cmd: LogCommand, *, ts_ms: int = NOW_MS) -> dict[str, Any]:
+    def typed(self, cmd: LogCommand[Any], *, ts_ms: int = NOW_MS) -> dict[str, Any]:
         """Apply a typed command (what producers hand the proposer) through the wire format."""
         return self(cmd.TYPE, cmd.to_body(), ts_ms=ts_ms)
+
+    def propose(self, cmd: LogCommand[R], *, ts_ms: int = NOW_MS) -> R:
+        """Apply a typed command and answer as the proposer does: its result type, or its
+        rejection raised."""
+        return answer_of(cmd, self.typed(cmd, ts_ms=ts_ms))
 
     def blob(self, blob: bytes) -> dict[str, Any]:
         self.index += 1

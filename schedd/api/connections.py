@@ -75,17 +75,9 @@ async def create_connection(request: web.Request) -> web.Response:
         addresses=addresses,
         actor=who.actor,
     )
-    result = await propose(ctx, cmd)
-    return json_response(_shown(result), status=201)
-
-
-def _shown(fields: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "name": fields["name"],
-        "kind": fields["kind"],
-        "host": fields["host"],
-        "created_at": format_instant(fields["created_at_ms"]),
-    }
+    made = await propose(ctx, cmd)
+    shown = {"name": made.name, "kind": made.kind, "host": made.host}
+    return json_response(shown | {"created_at": format_instant(made.created_at_ms)}, status=201)
 
 
 @routes.get("/v1/connections")

@@ -34,14 +34,15 @@ from schedd.retention import Retention
 from schedd.sealing import PayloadKeys
 from schedd.storage import StorageGuard
 from schedd.store import queries
-from schedd.store.commands import Barrier, LogCommand
+from schedd.store.commands import Barrier, LogCommand, R
 from schedd.store.db import READER_THREADS, ReadPool
+from schedd.store.results import Done
 
 
 class Proposing(Protocol):
     """Replicates commands (raft.proposer.Proposer)."""
 
-    async def propose(self, cmd: LogCommand, *, now_ms: int | None = None) -> dict[str, Any]: ...
+    async def propose(self, cmd: LogCommand[R], *, now_ms: int | None = None) -> R: ...
 
 
 BrokerProbe = Callable[[BrokerConnection, tuple[str, ...]], Awaitable[tuple[bool, str]]]
@@ -276,7 +277,7 @@ class ApiContext:
             BARRIERS_PER_S, BARRIER_BURST, BARRIERS_NODE_PER_S, BARRIERS_NODE_BURST
         )
     )
-    _barrier: asyncio.Task[dict[str, Any]] | None = None
+    _barrier: asyncio.Task[Done] | None = None
 
     def __post_init__(self) -> None:
         self.body_gate = BodyGate(self.limits.max_body_reads, self.limits.body_wait_s)

@@ -19,7 +19,8 @@ from schedd.api.http import propose
 from schedd.errors import NoLeader, OutcomeUnknown, SchedError
 from schedd.raft.proposer import settle_future
 from schedd.store.command import MAX_COMMAND_BYTES, compact_json
-from schedd.store.commands import AddJobs, CreateJobs, LogCommand, NewJob, NewJobRow
+from schedd.store.commands import AddJobs, CreateJobs, NewJob, NewJobRow
+from schedd.store.results import JobError, JobOutcome, JobsAdded
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +33,7 @@ ITEM_BYTES = 512  # an item's bytes besides its spec, at most: ids, key, hash, f
 
 def create_command(
     ctx: ApiContext, tenant_id: str, actor: str, items: list[dict[str, Any]]
-) -> LogCommand:
+) -> CreateJobs | AddJobs:
     """add_jobs once every member applies log level 5, else create_jobs (a rolling upgrade:
     an older node would halt on add_jobs)."""
     if _lags_add_jobs(ctx):
@@ -77,32 +78,29 @@ def job_row(item: dict[str, Any]) -> NewJobRow:
 
 async def propose_creates(
     ctx: ApiContext, tenant_id: str, actor: str, items: list[dict[str, Any]], now_ms: int
-) -> list[dict[str, Any]]:
-    """Create the items in one command; each item's outcome in create_jobs's form:
-    {"job_id", "created"} or {"error": {"code", "message"}}."""
+) -> list[JobOutcome]:
+    """Create the items in one command; each item's outcome, in order."""
     cmd = create_command(ctx, tenant_id, actor, items)
-    result = await propose(ctx, cmd, now_ms=now_ms)
     if isinstance(cmd, AddJobs):
-        return outcomes(cmd, result)
-    results: list[dict[str, Any]] = result["results"]
-    return results
+        return outcomes(cmd, await propose(ctx, cmd, now_ms=now_ms))
+    return (await propose(ctx, cmd, now_ms=now_ms)).results
 
 
-def outcomes(cmd: AddJobs, result: dict[str, Any]) -> list[dict[str, Any]]:
+def outcomes(cmd: AddJobs, result: JobsAdded) -> list[JobOutcome]:
     """Each job's outcome from add_jobs's result, which names only the jobs not created as
     proposed (an Idempotency-Key seen before, or an error)."""
-    found: list[dict[str, Any]] = [{"job_id": job.job_id, "created": True} for job in cmd.jobs]
-    for i, job_id in result.get("existing", ()):
-        found[i] = {"job_id": job_id, "created": False}
-    for i, code, message in result.get("errors", ()):
-        found[i] = {"error": {"code": code, "message": message}}
+    found = [JobOutcome(job_id=job.job_id, created=True) for job in cmd.jobs]
+    for i, job_id in result.existing:
+        found[i] = JobOutcome(job_id=job_id)
+    for i, code, message in result.errors:
+        found[i] = JobOutcome(error=JobError(code=code, message=message))
     return found
 
 
 @dataclass(eq=False)
 class _Waiting:
     item: dict[str, Any]
-    future: asyncio.Future[dict[str, Any]]
+    future: asyncio.Future[JobOutcome]
 
 
 @dataclass(eq=False)
@@ -116,14 +114,14 @@ class CreateGroups:
 
     async def create(
         self, ctx: ApiContext, tenant_id: str, actor: str, item: dict[str, Any]
-    ) -> dict[str, Any]:
+    ) -> JobOutcome:
         """The job's outcome. Grouped only in add_jobs, which carries each job's own creation
         time; create_jobs writes its command's time, so until every member applies level 5
         each create goes alone, at the time its next run was computed from."""
         if _lags_add_jobs(ctx):
             [outcome] = await propose_creates(ctx, tenant_id, actor, [item], item["created_at_ms"])
             return outcome
-        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[JobOutcome] = asyncio.get_running_loop().create_future()
         key = (tenant_id, actor)
         waiting = self._waiting.get(key)
         if waiting is None:

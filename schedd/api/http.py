@@ -26,18 +26,17 @@ from schedd.errors import (
     RequestTimeout,
     SchedError,
     StorageLow,
-    rejection_error,
 )
 from schedd.jsonbody import JSONValue, loads_object
 from schedd.peers import MEMBERS_NOT_HEARD
 from schedd.storage import StorageGuard
-from schedd.store.command import Rejected, result_of
 from schedd.store.commands import (
     AddJobs,
     CreateConnection,
     CreateJobs,
     CreateTenant,
     LogCommand,
+    R,
     RedriveDeadletter,
     ResumeJob,
     TriggerJob,
@@ -226,7 +225,7 @@ def require(body: dict[str, JSONValue], allowed: set[str]) -> None:
 
 # Commands refused while disk space is low: they add jobs, runs or messages. Deleting,
 # cancelling, pausing, retention and everything dispatch and consumers do go on.
-GROWING_COMMANDS: tuple[type[LogCommand], ...] = (
+GROWING_COMMANDS: tuple[type[LogCommand[Any]], ...] = (
     CreateJobs,
     AddJobs,
     UpdateJob,
@@ -239,7 +238,7 @@ GROWING_COMMANDS: tuple[type[LogCommand], ...] = (
 )
 
 
-def _check_cluster_can_take(storage: StorageGuard, cmd: LogCommand) -> None:
+def _check_cluster_can_take(storage: StorageGuard, cmd: LogCommand[Any]) -> None:
     """Refuse, before it enters the log, a command that adds data while disk space is low, or
     one that a member of the cluster runs too old a version to apply (it would halt on it)."""
     if isinstance(cmd, GROWING_COMMANDS):
@@ -265,13 +264,10 @@ def check_level(storage: StorageGuard | None, level: int) -> None:
         )
 
 
-async def propose(ctx: ApiContext, cmd: LogCommand, *, now_ms: int | None = None) -> dict[str, Any]:
-    """Replicate a command; returns its result's fields, and a rejection is raised as its
-    error class (errors.py BY_CODE). A command that adds data is refused (507) before it
-    enters the log while disk space is low."""
+async def propose(ctx: ApiContext, cmd: LogCommand[R], *, now_ms: int | None = None) -> R:
+    """Replicate a command; returns its result (store/results.py), and a rejection is raised
+    as its error class (errors.py BY_CODE). A command that adds data is refused (507) before
+    it enters the log while disk space is low."""
     if ctx.storage is not None:
         _check_cluster_can_take(ctx.storage, cmd)
-    result = result_of(await ctx.proposer.propose(cmd, now_ms=now_ms))
-    if isinstance(result, Rejected):
-        raise rejection_error(result.code, result.message)
-    return dict(result.fields)
+    return await ctx.proposer.propose(cmd, now_ms=now_ms)

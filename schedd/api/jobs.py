@@ -57,6 +57,7 @@ from schedd.store.commands import (
     UpdateJob,
 )
 from schedd.store.job_search import search_jobs
+from schedd.store.results import JobError, JobOutcome
 from schedd.timeformat import format_instant, parse_instant
 
 MAX_BATCH = 1_000
@@ -173,7 +174,7 @@ async def _read_job(ctx: ApiContext, tenant_id: str, job_id: str) -> dict[str, A
 
 async def _create(
     ctx: ApiContext, tenant_id: str, actor: str, items: list[dict[str, Any]], now: int
-) -> list[dict[str, Any]]:
+) -> list[JobOutcome]:
     return await propose_creates(ctx, tenant_id, actor, items, now)
 
 
@@ -192,10 +193,10 @@ async def create_job(request: web.Request) -> web.Response:
     # Concurrent single creates of a tenant share one command (api/creates.py).
     groups = request.app[CREATE_GROUPS]
     outcome = await groups.create(ctx, tenant_id, who.actor, item)
-    if "error" in outcome:
-        raise rejection_error(outcome["error"]["code"], outcome["error"]["message"])
-    if not outcome["created"]:  # an Idempotency-Key replay: the job as it is now
-        return json_response(await _read_job(ctx, tenant_id, outcome["job_id"]), status=201)
+    if outcome.error is not None:
+        raise rejection_error(outcome.error.code, outcome.error.message)
+    if not outcome.created and outcome.job_id:  # an Idempotency-Key replay: the job as it is
+        return json_response(await _read_job(ctx, tenant_id, outcome.job_id), status=201)
     job = queries.job_json(
         item["job_id"],
         tenant_id,
@@ -258,12 +259,12 @@ def _chunks(items: list[dict[str, Any]]) -> list[list[int]]:
 
 async def _create_in_chunks(
     ctx: ApiContext, tenant_id: str, actor: str, items: list[dict[str, Any]], now: int
-) -> list[dict[str, Any]]:
+) -> list[JobOutcome]:
     """Create a batch as one create_jobs command per chunk, in order (docs/api.md: each chunk
     is atomic, the batch is not). A chunk that fails gives its items the error; once one found
     no leader, or the request's time is up, the rest are not proposed (no_leader: a retry
     cannot duplicate them). When every chunk failed, the request fails with the first error."""
-    outcomes: list[dict[str, Any]] = [{} for _ in items]
+    outcomes: list[JobOutcome] = [JobOutcome() for _ in items]
     chunks, errors = _chunks(items), []
     deadline = time.monotonic() + ctx.request_timeout_s
     unwritten: SchedError | None = None
@@ -276,7 +277,7 @@ async def _create_in_chunks(
             if isinstance(exc, ClusterUnavailable) and unwritten is None:
                 unwritten = NoLeader("not written: an earlier part of this batch found no leader")
             errors.append(exc)
-            done = [{"error": {"code": exc.code, "message": str(exc)}} for _ in chunk]
+            done = [JobOutcome(error=JobError(code=exc.code, message=str(exc))) for _ in chunk]
         for k, outcome in zip(chunk, done, strict=True):
             outcomes[k] = outcome
     if len(errors) == len(chunks):
@@ -293,16 +294,16 @@ def _batch_item(ctx: ApiContext, i: int, raw: Any, now: int) -> dict[str, Any]:
     return _new_item(ctx, spec, key, body, now)
 
 
-def _batch_result(item: dict[str, Any], outcome: dict[str, Any]) -> dict[str, Any]:
-    if "error" in outcome:
-        return {"error": outcome["error"]}
-    if outcome["job_id"] == item["job_id"]:
+def _batch_result(item: dict[str, Any], outcome: JobOutcome) -> dict[str, Any]:
+    if outcome.error is not None:
+        return {"error": {"code": outcome.error.code, "message": outcome.error.message}}
+    if outcome.job_id == item["job_id"]:
         run_at = item["next_run_at_ms"]
         return {
             "job_id": item["job_id"],
             "next_run_at": None if run_at is None else format_instant(run_at),
         }
-    return {"job_id": outcome["job_id"], "next_run_at": None}  # an idempotent replay
+    return {"job_id": outcome.job_id, "next_run_at": None}  # an idempotent replay
 
 
 @routes.get("/v1/jobs/{job_id}")

@@ -17,7 +17,7 @@ import secrets
 import sqlite3
 import time
 from collections import Counter
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
 
@@ -37,7 +37,7 @@ from schedd.store.commands import (
 from schedd.store.queue_reads import empty_queue, held_messages, queue_summaries, visible_count
 from schedd.timeformat import parse_duration, parse_instant
 
-Settle = AckMessages | NackMessages | ExtendMessages
+S = TypeVar("S", AckMessages, NackMessages, ExtendMessages)
 
 QUEUE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 BODY_LIMIT = 256 * 1024
@@ -177,30 +177,30 @@ async def _received(ctx: ApiContext, command: ReceiveMessages) -> list[dict[str,
     """The receive's messages: per-run ones as its result gives them, then the batch runs it
     took, read from this node's store by reference (level 6)."""
     result = await propose(ctx, command)
-    messages: list[dict[str, Any]] = result["messages"]
-    held = result.get("held")
+    messages: list[dict[str, Any]] = result.messages
+    held = result.held
     if held:
         nonces = command.receipts[len(messages) :]
         messages += await ctx.reads.read(lambda conn: held_messages(conn, held, nonces))
     return messages
 
 
-async def _settle(
-    request: web.Request, kind: type[Settle], extra: dict[str, Any]
-) -> dict[str, Any]:
-    ctx, tenant_id, queue = request.app[CONTEXT], principal(request).tenant(), _queue(request)
+async def _settle(request: web.Request, kind: type[S], extra: dict[str, Any]) -> S:
+    """The ack, nack or extend command a request asks for (its receipts, and `extra` fields
+    each read by its parser)."""
+    tenant_id, queue = principal(request).tenant(), _queue(request)
     body = await read_object(request, limit_bytes=BODY_LIMIT)
     require(body, {"receipts", *extra})
     command = {"tenant_id": tenant_id, "queue": queue, "receipts": _receipts(body)}
     for parse in extra.values():
         command.update(parse(body))
-    return await propose(ctx, kind.from_body(command))
+    return kind.from_body(command)
 
 
 @routes.post("/v1/queues/{name}/ack")
 async def ack(request: web.Request) -> web.Response:
-    result = await _settle(request, AckMessages, {})
-    return json_response({"acked": result["acked"]})
+    result = await propose(request.app[CONTEXT], await _settle(request, AckMessages, {}))
+    return json_response({"acked": result.acked})
 
 
 @routes.post("/v1/queues/{name}/nack")
@@ -211,9 +211,10 @@ async def nack(request: web.Request) -> web.Response:
             raise InvalidRequest("error", "must be a string")
         return {"error": text[:4000]}
 
-    result = await _settle(request, NackMessages, {"error": error})
-    metrics.QUEUE_NACKS.inc(result["nacked"])
-    return json_response({"nacked": result["nacked"]})
+    command = await _settle(request, NackMessages, {"error": error})
+    result = await propose(request.app[CONTEXT], command)
+    metrics.QUEUE_NACKS.inc(result.nacked)
+    return json_response({"nacked": result.nacked})
 
 
 @routes.post("/v1/queues/{name}/extend")
@@ -221,8 +222,9 @@ async def extend(request: web.Request) -> web.Response:
     def visibility(body: dict[str, JSONValue]) -> dict[str, Any]:
         return {"visibility_ms": _ms(body, "visibility_timeout", "30s", 1_000, MAX_VISIBILITY_MS)}
 
-    result = await _settle(request, ExtendMessages, {"visibility_timeout": visibility})
-    return json_response({"extended": result["extended"]})
+    command = await _settle(request, ExtendMessages, {"visibility_timeout": visibility})
+    result = await propose(request.app[CONTEXT], command)
+    return json_response({"extended": result.extended})
 
 
 @routes.get("/v1/queues")

@@ -18,7 +18,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 from prometheus_client import Counter as MetricCounter
@@ -36,9 +36,10 @@ from schedd.guard.targets import TargetGuard
 from schedd.model import RetryPolicy, delivery_id, idempotency_key
 from schedd.sealing import PayloadKeys
 from schedd.store import outbox
-from schedd.store.commands import CallbackOutcome, LogCommand, RecordCallbacks
+from schedd.store.commands import CallbackOutcome, LogCommand, R, RecordCallbacks
 from schedd.store.db import ReadPool
 from schedd.store.queries import Tenant
+from schedd.store.results import CallbacksRecorded, DeadRun
 from schedd.stored_spec import load_retry
 from schedd.timeformat import format_instant
 
@@ -63,7 +64,13 @@ CALLS_IN_FLIGHT = Gauge(
     "schedd_callbacks_in_flight", "Outbox attempts started whose outcome is not recorded yet"
 )
 
-Propose = Callable[[LogCommand], Awaitable[dict[str, Any]]]
+
+class Propose(Protocol):
+    """Propose a command (raft.proposer.Proposer.propose): its result, or its rejection."""
+
+    def __call__(self, cmd: LogCommand[R]) -> Awaitable[R]: ...
+
+
 Clock = Callable[[], int]
 
 
@@ -247,24 +254,25 @@ class Caller:
                     log.warning("delivery: outcomes not recorded yet count=%d: %s", len(batch), exc)
                     await asyncio.sleep(RECORD_RETRY_S)
                     continue  # a retry is safe: an outcome already recorded counts as stale
+                except SchedError as exc:  # refused (apply never does yet): the calls go again
+                    log.warning("delivery: outcomes refused count=%d: %s", len(batch), exc)
+                    result = CallbacksRecorded()
                 except Exception:  # this loop frees the slots: it must not die
                     log.exception("delivery: recording outcomes failed count=%d", len(batch))
                     await asyncio.sleep(RECORD_RETRY_S)
                     continue
-                if result.get("status") != "ok":  # dropped: those calls are made again
-                    log.warning("delivery: outcomes refused count=%d: %s", len(batch), result)
                 del self._outcomes[: len(batch)]
                 self._pending.difference_update(o["seq"] for o in batch)
                 CALLS_IN_FLIGHT.set(len(self._pending))
                 self._wake.set()  # slots are free again
-                for dead in result.get("dead_runs", []):
+                for dead in result.dead_runs:
                     CALLBACK_DEAD.inc()
                     self._spawn(self._alert(dead))
 
-    async def _alert(self, dead: dict[str, Any]) -> None:
+    async def _alert(self, dead: DeadRun) -> None:
         """Tell the tenant's alert webhook (if any) that a run died; best effort, signed, and
         held to the same rules as the tenant's targets (its `allowed_hosts` included)."""
-        tenant_id = dead["tenant_id"]
+        tenant_id = dead.tenant_id
         try:
             found = await self._reads.read(lambda conn: outbox.tenants(conn, [tenant_id]))
             tenant = found.get(tenant_id)
@@ -279,11 +287,11 @@ class Caller:
         except Exception:  # best effort: never more than a log line
             log.exception("delivery: alert webhook failed tenant=%s", tenant_id)
 
-    async def _send_alert(self, tenant: Tenant, alert_url: str, dead: dict[str, Any]) -> None:
+    async def _send_alert(self, tenant: Tenant, alert_url: str, dead: DeadRun) -> None:
         checked = self._guard.parse(alert_url, tuple(tenant.allowed_hosts))
-        scheduled_at = format_instant(dead["scheduled_at_ms"])
-        key = idempotency_key(dead["job_id"], dead["scheduled_at_ms"])
-        event = {"type": "run.dead", "job_id": dead["job_id"], "scheduled_at": scheduled_at}
+        scheduled_at = format_instant(dead.scheduled_at_ms)
+        key = idempotency_key(dead.job_id, dead.scheduled_at_ms)
+        event = {"type": "run.dead", "job_id": dead.job_id, "scheduled_at": scheduled_at}
         body = json.dumps(event).encode()
         headers = signed(tenant, f"dead:{key}", self._clock_ms(), body)
         status, _, _ = await self._http.send(

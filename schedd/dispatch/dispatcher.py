@@ -11,17 +11,17 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
-from typing import Any
+from typing import Protocol
 
 import msgspec
 
 from schedd import metrics
 from schedd.admission import TenantBuckets
 from schedd.dispatch.plan import Claim, Hold, PlanJob, plan_run
-from schedd.errors import ClusterUnavailable
+from schedd.errors import SchedError
 from schedd.loop import Loop
 from schedd.model import partition_of
-from schedd.store.commands import DEFERRED_COMPLETION_LEVEL, ClaimBatch, ClaimRuns, LogCommand
+from schedd.store.commands import DEFERRED_COMPLETION_LEVEL, ClaimBatch, ClaimRuns, LogCommand, R
 from schedd.store.commands import Claim as ClaimObject
 from schedd.store.commands import ClaimRow as ClaimItem
 from schedd.store.dispatch_reads import (
@@ -33,6 +33,7 @@ from schedd.store.dispatch_reads import (
     tenant_rates,
 )
 from schedd.store.leases import held_partitions
+from schedd.store.results import Claimed
 
 log = logging.getLogger(__name__)
 PRELOAD_WINDOW_MS = 60_000
@@ -45,7 +46,11 @@ MAX_CLAIMS_PER_TICK = 20_000
 PARKED_RECHECK_S = 0.05  # how often runs over their tenant's rate look for fresh tokens
 CLOCK_RECHECK_S = 0.1  # while the clock is distrusted (dispatch/clock.py)
 
-Submit = Callable[[LogCommand], "Future[dict[str, Any]]"]
+
+class Submit(Protocol):
+    """Start a proposal (raft.proposer.ThreadProposer.submit): its result comes in the future."""
+
+    def __call__(self, cmd: LogCommand[R]) -> Future[R]: ...
 
 
 class Dispatcher(Loop):
@@ -216,7 +221,7 @@ class Dispatcher(Loop):
         """Plan and propose claims batch by batch, a few batches in flight: planning the next
         batch overlaps the replication of the last, and the log never holds more than a few
         of this node's claims ahead of other commands (receives, acks, creates)."""
-        in_flight: deque[tuple[list[ClaimItem], Future[dict[str, Any]]]] = deque()
+        in_flight: deque[tuple[list[ClaimItem], Future[Claimed]]] = deque()
         self._claim_started_s = time.monotonic()
         # All of these are due now. In job order, a batch's rows (job, run, message, attempt:
         # all keyed by job id) share pages, so each replica writes far fewer pages per claim
@@ -312,21 +317,23 @@ class Dispatcher(Loop):
             skip=plan.skip,
         )
 
-    def _settle(self, batch: list[ClaimItem], future: Future[dict[str, Any]], now_ms: int) -> None:
+    def _settle(self, batch: list[ClaimItem], future: Future[Claimed], now_ms: int) -> None:
         try:
             result = future.result()
-        except (ClusterUnavailable, TimeoutError) as exc:
+        except (SchedError, TimeoutError) as exc:  # unavailable, or (never yet) refused
             log.warning("claims not committed count=%d: %s", len(batch), exc)
             self._next_preload_ms = 0  # the due rows are still there: read them again
             return
-        self.claimed += int(result.get("claimed", 0))
-        rejected = result.get("rejected", {})
+        self.claimed += result.claimed
+        rejected = result.rejected
         self.rejected.update(rejected)
         if rejected:  # a stale or expired lease, not due yet...: the row may still be there
             self._next_preload_ms = 0
         # The result counts rejections without naming them: every claim's lag is observed.
         committed_ms = now_ms + int((time.monotonic() - self._claim_started_s) * 1000)
-        metrics.record_claims(result, (claim.fire_at_ms for claim in batch), committed_ms)
+        metrics.record_claims(
+            result.claimed, rejected, (claim.fire_at_ms for claim in batch), committed_ms
+        )
         horizon = now_ms + PRELOAD_WINDOW_MS
         for claim in batch:  # a recurring job's next run, if it falls in the window
             next_fire, next_run = claim.next_fire_at_ms, claim.next_run_at_ms

@@ -7,11 +7,11 @@ import logging
 import math
 import sqlite3
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from schedd.errors import ClusterUnavailable
 from schedd.loop import Loop
-from schedd.store.commands import AssignLeases, LeaseMove, LogCommand, NodeHeartbeat
+from schedd.store.commands import AssignLeases, LeaseMove, LogCommand, NodeHeartbeat, R
 from schedd.store.leases import Lease, live_nodes, read_leases
 
 log = logging.getLogger(__name__)
@@ -20,7 +20,11 @@ HEARTBEAT_EVERY_S = 1.0
 PLAN_EVERY_S = 1.0
 MAX_REBALANCE_MOVES = 64  # per round: moving a live lease costs its holder a preload
 
-Propose = Callable[[LogCommand], dict[str, Any]]
+
+class Propose(Protocol):
+    """Propose a command and wait for its result (raft.proposer.ThreadProposer.propose)."""
+
+    def __call__(self, cmd: LogCommand[R]) -> R: ...
 
 
 def plan_moves(
@@ -108,7 +112,7 @@ class LeaseManager(Loop):
             try:
                 lease_moves = tuple(LeaseMove(**move) for move in moves)
                 result = self._propose(AssignLeases(ttl_ms=self._ttl_ms, moves=lease_moves))
-                log.info("leases moved count=%s planned=%d", result.get("moved"), len(moves))
+                log.info("leases moved count=%s planned=%d", result.moved, len(moves))
             except ClusterUnavailable as exc:
                 log.debug("lease moves not committed: %s", exc)
         return PLAN_EVERY_S

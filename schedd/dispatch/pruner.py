@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 import sqlite3
 from collections.abc import Callable
-from typing import Any
 
 from schedd.dispatch.leases import Propose
 from schedd.errors import SchedError
@@ -16,6 +15,7 @@ from schedd.retention import Retention
 from schedd.store.apply.retention import MAX_ROWS_PER_PRUNE
 from schedd.store.commands import Prune
 from schedd.store.gauges import oldest_due_ms
+from schedd.store.results import Pruned
 
 PASS_EVERY_S = 5.0  # a pass over every tenant starts this often when the last one finished
 # A tenant's share per pass: the rows of one prune command at most. A command that spends its
@@ -125,13 +125,13 @@ class Pruner(Loop):
             log.debug("prune not committed: %s", exc)
             return IDLE_S
         piece_s = NEXT_PIECE_S if self._overdue_since_ms is None else OVERLOADED_PIECE_S
-        if result.get("done"):  # the budget was not spent: no tenant was cut short
+        if result.done:  # the budget was not spent: no tenant was cut short
             self._after = ""
             if self._is_behind:
                 self._is_behind = False
                 return piece_s  # some tenant still has rows: the next pass at once
             return PASS_EVERY_S
-        self._after = str(result.get("next_after", ""))
+        self._after = result.next_after
         if _rows(result) >= TENANT_SHARE_ROWS:
             self._move_past_cut_tenant(now_ms)
         return piece_s
@@ -187,8 +187,7 @@ class Pruner(Loop):
         return first is not None and int(first[0]) < now_ms - self._retention.audit
 
 
-def _rows(result: dict[str, Any]) -> int:
+def _rows(result: Pruned) -> int:
     """Rows a prune command deleted or dead-lettered (its row budget; kept command results
     have their own)."""
-    deleted = result.get("deleted") or {}
-    return sum(int(n) for kind, n in deleted.items() if kind != "commands")
+    return sum(n for kind, n in result.deleted.items() if kind != "commands")

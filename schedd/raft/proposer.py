@@ -22,7 +22,7 @@ from pysyncobj import FAIL_REASON
 from schedd.errors import ClusterUnavailable, CommandTooLarge, NoLeader, OutcomeUnknown, SchedError
 from schedd.raft import answers
 from schedd.store.command import MAX_COMMAND_BYTES, encode_batch, encode_command
-from schedd.store.commands import LogCommand
+from schedd.store.commands import LogCommand, R, answer_of
 
 log = logging.getLogger(__name__)
 
@@ -78,9 +78,9 @@ class Proposer:
         self._pending: list[_Proposal] = []
         self._in_flight = 0
 
-    async def propose(self, cmd: LogCommand, *, now_ms: int | None = None) -> dict[str, Any]:
-        """Replicate one command; returns apply's result on this node (read-your-writes): its
-        JSON, as applied_commands keeps it (store/command.py result_of reads it back).
+    async def propose(self, cmd: LogCommand[R], *, now_ms: int | None = None) -> R:
+        """Replicate one command; returns apply's result on this node (read-your-writes) as the
+        command's result type (store/results.py), and raises a rejection as its error class.
 
         Raises NoLeader when nothing was applied within the deadline, OutcomeUnknown when the
         command may have been applied; both are 503s that the client may retry. A command
@@ -97,13 +97,14 @@ class Proposer:
         self._pending.append(proposal)
         self._flush()
         try:
-            return await asyncio.wait_for(asyncio.shield(proposal.future), self.timeout_s)
+            answer = await asyncio.wait_for(asyncio.shield(proposal.future), self.timeout_s)
         except TimeoutError:
             is_sent = proposal not in self._pending  # taken into a group: it goes out anyway
             if not is_sent:
                 self._pending.remove(proposal)
             proposal.future.cancel()  # nobody waits for its outcome any more
             raise _gave_up(is_sent) from None
+        return answer_of(cmd, answer)
 
     def _flush(self) -> None:
         while self._pending and self._in_flight < MAX_IN_FLIGHT:
@@ -224,10 +225,11 @@ class ThreadProposer:
         self._proposer = proposer
         self._loop = loop
 
-    def submit(self, cmd: LogCommand) -> concurrent.futures.Future[dict[str, Any]]:
-        """Start a proposal; the future ends with apply's result or a ClusterUnavailable."""
+    def submit(self, cmd: LogCommand[R]) -> concurrent.futures.Future[R]:
+        """Start a proposal; the future ends with apply's result, or its rejection or a
+        ClusterUnavailable raised."""
         return asyncio.run_coroutine_threadsafe(self._proposer.propose(cmd), self._loop)
 
-    def propose(self, cmd: LogCommand) -> dict[str, Any]:
+    def propose(self, cmd: LogCommand[R]) -> R:
         """Propose and wait (a little longer than the proposer's own deadline)."""
         return self.submit(cmd).result(self._proposer.timeout_s + 1.0)

@@ -44,7 +44,7 @@ class Command(Generic[B]):
 Wire = Command[Mapping[str, Any]]  # a body as a JSON object: tests and the fixture writer
 
 
-def typed(cmd: Command[Any], *, index: int) -> Command[LogCommand]:
+def typed(cmd: Command[Any], *, index: int) -> Command[LogCommand[Any]]:
     """The entry with its body read as its catalogue type; CorruptLog if the type is unknown
     or the body does not fit it (an undecodable entry: the node halts). The body is the raw
     JSON of a decoded entry, or a JSON object already parsed."""
@@ -136,7 +136,7 @@ class _Outgoing(msgspec.Struct, frozen=True):
     type: str
     id: str
     ts: int
-    body: LogCommand
+    body: LogCommand[Any]
 
 
 class _Batch(msgspec.Struct, frozen=True):
@@ -148,7 +148,7 @@ _ENVELOPE = msgspec.json.Decoder(_Envelope)
 _BATCH = msgspec.json.Decoder(_Batch)
 
 
-def encode_command(cmd: LogCommand, *, id: str, ts_ms: int) -> bytes:
+def encode_command(cmd: LogCommand[Any], *, id: str, ts_ms: int) -> bytes:
     """The bytes that enter the log for a typed command (the same JSON as `encode` of its
     body, without building the body's objects).
 
@@ -239,10 +239,3 @@ def ok(*events: Event, **fields: Any) -> Applied:
 def rejected(code: str, message: str) -> Rejected:
     """The result of a command refused by the state it met (a business outcome)."""
     return Rejected(code, message)
-
-
-def result_of(answer: Mapping[str, Any]) -> Result:
-    """A result as a proposer receives it (its JSON) read back."""
-    if answer.get("status") == "rejected":
-        return Rejected(str(answer["code"]), str(answer["message"]))
-    return Applied({k: v for k, v in answer.items() if k != "status"})

@@ -8,12 +8,32 @@ not fit (apply turns that into a CorruptLog). Only the encoding lives here, neve
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Mapping
-from typing import Any, ClassVar, Self, TypeVar
+from typing import Any, ClassVar, Generic, Self, TypeVar, cast
 
 import msgspec
 
+from schedd.errors import rejection_error
 from schedd.model import CONNECTION_KIND_OF_TARGET
+from schedd.store.results import (
+    Acked,
+    CallbacksRecorded,
+    Claimed,
+    ConnectionCreated,
+    Deregistered,
+    Done,
+    Extended,
+    JobsAdded,
+    JobsCreated,
+    LeasesMoved,
+    Nacked,
+    Pruned,
+    Received,
+    RetentionSet,
+    TenantSaved,
+    Triggered,
+)
 
 JSONObject = Mapping[str, Any]  # kept as the proposer built it (a job spec, tenant changes)
 
@@ -58,12 +78,23 @@ class Body(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
             raise ValueError(f"{cls.__name__}: {exc}") from None
 
 
-class LogCommand(Body, frozen=True, kw_only=True, omit_defaults=True):
-    """One command type of the log. Subclasses set TYPE (the wire name) and VERSION."""
+R = TypeVar("R", bound=Done)
+
+
+class LogCommand(Body, Generic[R], frozen=True, kw_only=True, omit_defaults=True):
+    """One command type of the log. Subclasses set TYPE (the wire name) and VERSION, and name
+    their result type as the parameter (`LogCommand[Claimed]`; none: `Done`)."""
 
     TYPE: ClassVar[str]
     VERSION: ClassVar[int] = 1
     LEVEL: ClassVar[int] = 1  # the log level that introduced the type
+    RESULT: ClassVar[type[Done]] = Done  # set from the type parameter
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for base in getattr(cls, "__orig_bases__", ()):
+            if typing.get_origin(base) is LogCommand:
+                (cls.RESULT,) = typing.get_args(base)
 
     def needed_level(self) -> int:
         """The log level a node must apply for this command (LEVEL, or more for a body that
@@ -71,7 +102,16 @@ class LogCommand(Body, frozen=True, kw_only=True, omit_defaults=True):
         return self.LEVEL
 
 
-B = TypeVar("B", bound=type[LogCommand])
+def answer_of(cmd: LogCommand[R], answer: Mapping[str, Any]) -> R:
+    """The proposer's answer to `cmd` (its JSON, as applied_commands keeps it) read as the
+    command's result type; a rejection is raised as its error class (errors.BY_CODE)."""
+    if answer.get("status") == "rejected":
+        raise rejection_error(str(answer.get("code")), str(answer.get("message")))
+    # "status" is no field of a result: ignored.
+    return cast(R, msgspec.convert(answer, type(cmd).RESULT))
+
+
+B = TypeVar("B", bound=type[LogCommand[Any]])
 DECODERS: dict[str, msgspec.json.Decoder[Any]] = {}
 
 
@@ -85,7 +125,7 @@ def body_type(cls: B) -> B:
 # ---------------------------------------------------------------------------- cluster
 
 
-class RegisterNode(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
+class RegisterNode(LogCommand[Done], frozen=True, kw_only=True, omit_defaults=True):
     """A node's API and Raft addresses, so any node can list them."""
 
     TYPE = "register_node"
@@ -94,14 +134,14 @@ class RegisterNode(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
     raft: str
 
 
-class DeregisterNode(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
+class DeregisterNode(LogCommand[Deregistered], frozen=True, kw_only=True, omit_defaults=True):
     """Forget a node removed from the Raft group."""
 
     TYPE = "deregister_node"
     node_id: str
 
 
-class Barrier(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
+class Barrier(LogCommand[Done], frozen=True, kw_only=True, omit_defaults=True):
     """A no-op: once applied on a node, it holds everything committed before."""
 
     TYPE = "barrier"
@@ -110,7 +150,7 @@ class Barrier(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
 # ---------------------------------------------------------------------------- tenants
 
 
-class CreateTenant(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
+class CreateTenant(LogCommand[TenantSaved], frozen=True, kw_only=True, omit_defaults=True):
     TYPE = "create_tenant"
     tenant_id: str
     token_hash: str
@@ -123,14 +163,14 @@ class CreateTenant(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
     alert_url: str | None = None
 
 
-class UpdateTenant(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
+class UpdateTenant(LogCommand[TenantSaved], frozen=True, kw_only=True, omit_defaults=True):
     TYPE = "update_tenant"
     tenant_id: str
     changes: JSONObject  # only the fields named change (alert_url may be set to null)
     actor: str | None = None
 
 
-class RotateTenant(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
+class RotateTenant(LogCommand[TenantSaved], frozen=True, kw_only=True, omit_defaults=True):
     """New token and signing secret; the old secret still signs for `overlap_ms`."""
 
     TYPE = "rotate_tenant"
@@ -156,7 +196,7 @@ class NewJob(Body, frozen=True, kw_only=True, omit_defaults=True):
     request_hash: str | None
 
 
-class CreateJobs(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
+class CreateJobs(LogCommand[JobsCreated], frozen=True, kw_only=True, omit_defaults=True):
     TYPE = "create_jobs"
     tenant_id: str
     actor: str | None = None
@@ -183,7 +223,7 @@ class NewJobRow(msgspec.Struct, frozen=True, array_like=True):
     created_at_ms: int
 
 
-class AddJobs(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
+class AddJobs(LogCommand[JobsAdded], frozen=True, kw_only=True, omit_defaults=True):
     """create_jobs in a compact form: the same rows (audit records under the action
     "create_jobs"), a result that names only the jobs not created as proposed."""
 
@@ -194,14 +234,14 @@ class AddJobs(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
     jobs: tuple[NewJobRow, ...]
 
 
-class CancelJob(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
+class CancelJob(LogCommand[Done], frozen=True, kw_only=True, omit_defaults=True):
     TYPE = "cancel_job"
     tenant_id: str
     job_id: str
     actor: str | None = None
 
 
-class UpdateJob(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
+class UpdateJob(LogCommand[Done], frozen=True, kw_only=True, omit_defaults=True):
     """Replace a job's spec and next run; the proposer read `expected_version`."""
 
     TYPE = "update_job"
@@ -225,14 +265,14 @@ def spec_level(spec: JSONObject) -> int:
     return BROKER_TARGET_LEVEL if kind in BROKER_TARGET_TYPES else 1
 
 
-class PauseJob(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
+class PauseJob(LogCommand[Done], frozen=True, kw_only=True, omit_defaults=True):
     TYPE = "pause_job"
     tenant_id: str
     job_id: str
     actor: str | None = None
 
 
-class ResumeJob(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
+class ResumeJob(LogCommand[Done], frozen=True, kw_only=True, omit_defaults=True):
     TYPE = "resume_job"
     tenant_id: str
     job_id: str
@@ -242,7 +282,7 @@ class ResumeJob(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
     next_fire_at_ms: int | None
 
 
-class TriggerJob(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
+class TriggerJob(LogCommand[Triggered], frozen=True, kw_only=True, omit_defaults=True):
     TYPE = "trigger_job"
     tenant_id: str
     job_id: str
@@ -253,7 +293,7 @@ class TriggerJob(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
 # ---------------------------------------------------------------------------- dispatch
 
 
-class NodeHeartbeat(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
+class NodeHeartbeat(LogCommand[Done], frozen=True, kw_only=True, omit_defaults=True):
     """A node is alive: every lease it holds lasts `ttl_ms` more."""
 
     TYPE = "node_heartbeat"
@@ -269,7 +309,7 @@ class LeaseMove(Body, frozen=True, kw_only=True, omit_defaults=True):
     epoch: int
 
 
-class AssignLeases(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
+class AssignLeases(LogCommand[LeasesMoved], frozen=True, kw_only=True, omit_defaults=True):
     TYPE = "assign_leases"
     ttl_ms: int
     moves: tuple[LeaseMove, ...]
@@ -291,7 +331,7 @@ class Claim(Body, frozen=True, kw_only=True, omit_defaults=True):
     skip: str | None = None
 
 
-class ClaimRuns(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
+class ClaimRuns(LogCommand[Claimed], frozen=True, kw_only=True, omit_defaults=True):
     TYPE = "claim_runs"
     node_id: str
     claims: tuple[Claim, ...]
@@ -314,7 +354,7 @@ class ClaimRow(msgspec.Struct, frozen=True, array_like=True):
     skip: str | None = None
 
 
-class ClaimBatch(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
+class ClaimBatch(LogCommand[Claimed], frozen=True, kw_only=True, omit_defaults=True):
     """claim_runs whose queue runs apply into one `batches` row per (tenant, queue)."""
 
     TYPE = "claim_batch"
@@ -332,7 +372,7 @@ class ClaimBatch(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
 # ---------------------------------------------------------------------------- queues
 
 
-class ReceiveMessages(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
+class ReceiveMessages(LogCommand[Received], frozen=True, kw_only=True, omit_defaults=True):
     """Hand out up to `max` visible messages, one fresh receipt each."""
 
     TYPE = "receive_messages"
@@ -350,14 +390,14 @@ class ReceiveMessages(LogCommand, frozen=True, kw_only=True, omit_defaults=True)
         return BY_REFERENCE_LEVEL if self.by_reference else self.LEVEL
 
 
-class AckMessages(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
+class AckMessages(LogCommand[Acked], frozen=True, kw_only=True, omit_defaults=True):
     TYPE = "ack_messages"
     tenant_id: str
     queue: str
     receipts: tuple[str, ...]
 
 
-class NackMessages(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
+class NackMessages(LogCommand[Nacked], frozen=True, kw_only=True, omit_defaults=True):
     TYPE = "nack_messages"
     tenant_id: str
     queue: str
@@ -365,7 +405,7 @@ class NackMessages(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
     error: str | None = None
 
 
-class ExtendMessages(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
+class ExtendMessages(LogCommand[Extended], frozen=True, kw_only=True, omit_defaults=True):
     TYPE = "extend_messages"
     tenant_id: str
     queue: str
@@ -376,14 +416,14 @@ class ExtendMessages(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
 # ---------------------------------------------------------------------------- dead letters
 
 
-class RedriveDeadletter(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
+class RedriveDeadletter(LogCommand[Done], frozen=True, kw_only=True, omit_defaults=True):
     TYPE = "redrive_deadletter"
     tenant_id: str
     id: str
     partition: int | None = None
 
 
-class DeleteDeadletter(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
+class DeleteDeadletter(LogCommand[Done], frozen=True, kw_only=True, omit_defaults=True):
     TYPE = "delete_deadletter"
     tenant_id: str
     id: str
@@ -406,7 +446,7 @@ class CallbackOutcome(Body, frozen=True, kw_only=True, omit_defaults=True):
     retry_at_ms: int | None
 
 
-class RecordCallbacks(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
+class RecordCallbacks(LogCommand[CallbacksRecorded], frozen=True, kw_only=True, omit_defaults=True):
     TYPE = "record_callbacks"
     node_id: str
     outcomes: tuple[CallbackOutcome, ...]
@@ -415,7 +455,7 @@ class RecordCallbacks(LogCommand, frozen=True, kw_only=True, omit_defaults=True)
 # ---------------------------------------------------------------------------- retention
 
 
-class Prune(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
+class Prune(LogCommand[Pruned], frozen=True, kw_only=True, omit_defaults=True):
     """Delete finished data past its retention, tenants after `after_tenant`, within budgets."""
 
     TYPE = "prune"
@@ -430,7 +470,7 @@ class Prune(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
     max_completions: int | None = None
 
 
-class SetRetention(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
+class SetRetention(LogCommand[RetentionSet], frozen=True, kw_only=True, omit_defaults=True):
     """A tenant's own retention per kind (milliseconds); kinds not named are cleared."""
 
     TYPE = "set_retention"
@@ -442,7 +482,9 @@ class SetRetention(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
 # ---------------------------------------------------------------------------- connections
 
 
-class CreateConnection(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
+class CreateConnection(
+    LogCommand[ConnectionCreated], frozen=True, kw_only=True, omit_defaults=True
+):
     """A tenant's named broker connection; `url` (credentials included) is sealed with the
     payload keys when they are configured, and no result, audit record or log line holds it."""
 
@@ -457,7 +499,7 @@ class CreateConnection(LogCommand, frozen=True, kw_only=True, omit_defaults=True
     actor: str | None = None
 
 
-class DeleteConnection(LogCommand, frozen=True, kw_only=True, omit_defaults=True):
+class DeleteConnection(LogCommand[Done], frozen=True, kw_only=True, omit_defaults=True):
     """Forget a connection; refused while a live (active or paused) job uses it."""
 
     TYPE = "delete_connection"
@@ -467,7 +509,7 @@ class DeleteConnection(LogCommand, frozen=True, kw_only=True, omit_defaults=True
     actor: str | None = None
 
 
-CATALOGUE: Mapping[str, type[LogCommand]] = {
+CATALOGUE: Mapping[str, type[LogCommand[Any]]] = {
     cls.TYPE: body_type(cls)
     for cls in (
         RegisterNode,

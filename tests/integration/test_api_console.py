@@ -17,7 +17,7 @@ from schedd.api.app import build_app
 from schedd.api.context import ApiContext, RaftStatus
 from schedd.raft.proposer import Proposer
 from schedd.store.apply import StateMachine
-from schedd.store.commands import Barrier, LogCommand, RedriveDeadletter
+from schedd.store.commands import Barrier, LogCommand, R, RedriveDeadletter
 from schedd.store.db import Database, ReadPool
 from tests.integration.api_helpers import (
     Tenant,
@@ -292,7 +292,7 @@ class Recorder:
         self.on_barrier: Callable[[], None] = lambda: None
         self.slow: set[str] = set()
 
-    async def propose(self, cmd: LogCommand, *, now_ms: int | None = None) -> dict[str, Any]:
+    async def propose(self, cmd: LogCommand[R], *, now_ms: int | None = None) -> R:
         self.types.append(cmd.TYPE)
         if isinstance(cmd, Barrier):
             self.on_barrier()

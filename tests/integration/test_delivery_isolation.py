@@ -27,8 +27,9 @@ from schedd.guard.dns import BoundedResolver
 from schedd.guard.targets import TargetGuard
 from schedd.sealing import PayloadKeys
 from schedd.store.apply import StateMachine
-from schedd.store.commands import LogCommand, RedriveDeadletter
+from schedd.store.commands import LogCommand, R, RedriveDeadletter
 from schedd.store.db import Database, ReadPool
+from schedd.store.results import Done
 from tests.conftest import Applier
 from tests.receiver import Answer, Receiver, receiving
 
@@ -62,8 +63,8 @@ class Node:
         moves = [{"partition": PARTITION, "node_id": "n1", "epoch": 0}]
         self.apply("assign_leases", {"ttl_ms": 600_000, "moves": moves}, ts_ms=wall_ms())
 
-    async def propose(self, cmd: LogCommand) -> dict[str, Any]:
-        return self.apply.typed(cmd, ts_ms=wall_ms())
+    async def propose(self, cmd: LogCommand[R]) -> R:
+        return self.apply.propose(cmd, ts_ms=wall_ms())
 
     def tenant(self, tenant_id: str) -> None:
         secret = "whsec_" + base64.b64encode(tenant_id.encode().ljust(32, b"-")).decode()
@@ -347,7 +348,7 @@ def test_a_redriven_run_of_100_attempts_is_called_again_and_recorded(
         [(dl_id, attempts)] = node.db.conn.execute("SELECT id, attempts FROM deadletters")
         assert attempts == 100
         redrive = RedriveDeadletter(tenant_id="t1", id=dl_id, partition=PARTITION)
-        assert (await node.propose(redrive))["status"] == "ok"
+        assert await node.propose(redrive) == Done()
         node.caller.wake_threadsafe()
         await until(lambda: node.runs([job_id])[job_id] == ("dead", 101), "the redriven attempt")
         assert node.attempts(job_id)[-1] == (101, "failed", "http 500: still down")

@@ -14,7 +14,8 @@ from schedd.api.creates import CreateGroups, create_command, encoded_bytes
 from schedd.errors import NoLeader
 from schedd.peers import PeerReport, PeerReports
 from schedd.store.command import MAX_COMMAND_BYTES, encode_command
-from schedd.store.commands import AddJobs, CreateJobs, LogCommand
+from schedd.store.commands import AddJobs, CreateJobs, LogCommand, R, answer_of
+from schedd.store.results import JobOutcome
 
 
 def item(job_id: str, key: str | None = None) -> dict[str, Any]:
@@ -36,17 +37,18 @@ def item(job_id: str, key: str | None = None) -> dict[str, Any]:
 class FakeProposer:
     """Answers add_jobs as apply would when every job is created, after a Raft round."""
 
-    commands: list[LogCommand] = field(default_factory=list)
+    commands: list[LogCommand[Any]] = field(default_factory=list)
     error: Exception | None = None
 
-    async def propose(self, cmd: LogCommand, *, now_ms: int | None = None) -> dict[str, Any]:
+    async def propose(self, cmd: LogCommand[R], *, now_ms: int | None = None) -> R:
         self.commands.append(cmd)
         await asyncio.sleep(0.01)
         if self.error is not None:
             raise self.error
         assert isinstance(cmd, AddJobs)
         existing = [[i, "job_first"] for i, j in enumerate(cmd.jobs) if j.idempotency_key]
-        return {"status": "ok", "created": len(cmd.jobs) - len(existing), "existing": existing}
+        created = len(cmd.jobs) - len(existing)
+        return answer_of(cmd, {"status": "ok", "created": created, "existing": existing})
 
 
 @dataclass
@@ -82,8 +84,8 @@ def test_concurrent_creates_of_a_tenant_share_one_command() -> None:
     [cmd] = proposer.commands
     assert isinstance(cmd, AddJobs) and len(cmd.jobs) == 21
     assert [job.created_at_ms for job in cmd.jobs] == [900] * 21  # each job's own, not 1,000
-    assert answers[:20] == [{"job_id": f"job_{i}", "created": True} for i in range(20)]
-    assert answers[20] == {"job_id": "job_first", "created": False}
+    assert answers[:20] == [JobOutcome(job_id=f"job_{i}", created=True) for i in range(20)]
+    assert answers[20] == JobOutcome(job_id="job_first", created=False)
 
 
 def test_creates_that_arrive_while_a_command_is_in_flight_go_in_the_next_one() -> None:
@@ -128,23 +130,23 @@ def test_until_every_member_applies_level_5_each_create_goes_alone_at_its_own_ti
     answers = asyncio.run(run())
     assert [type(c) for c in proposer.commands] == [CreateJobs] * 3
     assert proposer.times == [900] * 3
-    assert answers == [{"job_id": f"job_{i}", "created": True} for i in range(3)]
+    assert answers == [JobOutcome(job_id=f"job_{i}", created=True) for i in range(3)]
 
 
 @dataclass
 class OldProposer:
     """Answers create_jobs, recording each command's time."""
 
-    commands: list[LogCommand] = field(default_factory=list)
+    commands: list[LogCommand[Any]] = field(default_factory=list)
     times: list[int | None] = field(default_factory=list)
 
-    async def propose(self, cmd: LogCommand, *, now_ms: int | None = None) -> dict[str, Any]:
+    async def propose(self, cmd: LogCommand[R], *, now_ms: int | None = None) -> R:
         self.commands.append(cmd)
         self.times.append(now_ms)
         await asyncio.sleep(0)
         assert isinstance(cmd, CreateJobs)
         results = [{"job_id": j.job_id, "created": True} for j in cmd.jobs]
-        return {"status": "ok", "results": results}
+        return answer_of(cmd, {"status": "ok", "results": results})
 
 
 @pytest.mark.parametrize(("peer_level", "form"), [(4, CreateJobs), (5, AddJobs)])

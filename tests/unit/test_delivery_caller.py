@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from schedd import retry
 from schedd.delivery.caller import Caller, retry_delay_ms, take_turns
@@ -12,11 +11,12 @@ from schedd.delivery.outcome import Outcome, Verdict
 from schedd.guard.targets import TargetGuard
 from schedd.model import Backoff, RetryPolicy
 from schedd.sealing import PayloadKeys
+from schedd.store.commands import LogCommand, R
 from schedd.store.outbox import DueCall
 
 
 def caller(concurrency: int = 256, tenant_concurrency: int = 32) -> Caller:
-    async def propose(cmd: Any) -> dict[str, Any]:
+    async def propose(cmd: LogCommand[R]) -> R:
         raise AssertionError("not called here")
 
     return Caller(

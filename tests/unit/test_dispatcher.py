@@ -17,7 +17,7 @@ from schedd.dispatch.dispatcher import Dispatcher
 from schedd.jobspec import job_to_json, parse_job
 from schedd.model import partition_of
 from schedd.schedule import fire_time, first_run_at
-from schedd.store.commands import ClaimBatch, ClaimRuns, LogCommand
+from schedd.store.commands import ClaimBatch, ClaimRuns, LogCommand, R, answer_of
 from schedd.store.db import Database, connect
 from schedd.store.queries import list_runs
 from schedd.timeformat import format_instant, parse_instant
@@ -54,9 +54,9 @@ class Cluster:
             "n1", PARTITIONS, lambda: connect(db.path, readonly=True), self.submit
         )
 
-    def submit(self, cmd: LogCommand) -> Future[dict[str, Any]]:
-        future: Future[dict[str, Any]] = Future()
-        future.set_result(self.apply.typed(cmd, ts_ms=self.now))
+    def submit(self, cmd: LogCommand[R]) -> Future[R]:
+        future: Future[R] = Future()
+        future.set_result(self.apply.propose(cmd, ts_ms=self.now))
         return future
 
     def add_job(self, job_id: str, body: dict[str, Any], now: int, tenant: str = "t1") -> None:
@@ -226,7 +226,7 @@ def recorded_dispatcher(cluster: Cluster, db: Database, **options: Any) -> list[
     proposed: list[LogCommand] = []
     submit = cluster.submit
 
-    def recording(cmd: LogCommand) -> Future[dict[str, Any]]:
+    def recording(cmd: LogCommand[R]) -> Future[R]:
         proposed.append(cmd)
         return submit(cmd)
 
@@ -407,11 +407,11 @@ def test_a_rejected_claim_or_a_new_epoch_reads_the_window_again(cluster: Cluster
     refusals = {"left": 1}
     submit = cluster.submit
 
-    def refusing(cmd: LogCommand) -> Future[dict[str, Any]]:
+    def refusing(cmd: LogCommand[R]) -> Future[R]:
         if refusals["left"]:  # the first claim command is refused without applying
             refusals["left"] -= 1
-            future: Future[dict[str, Any]] = Future()
-            future.set_result({"status": "ok", "claimed": 0, "rejected": {"expired_lease": 1}})
+            future: Future[R] = Future()
+            future.set_result(answer_of(cmd, {"status": "ok", "rejected": {"expired_lease": 1}}))
             return future
         return submit(cmd)
 
@@ -496,11 +496,11 @@ def test_one_time_runs_are_claimed_as_the_schedule_path_would_claim_them(
     def claims_planned() -> list[ClaimBatch | ClaimRuns]:
         proposed: list[ClaimBatch | ClaimRuns] = []
 
-        def recording(cmd: LogCommand) -> Future[dict[str, Any]]:
+        def recording(cmd: LogCommand[R]) -> Future[R]:
             assert isinstance(cmd, ClaimBatch | ClaimRuns)
             proposed.append(cmd)
-            future: Future[dict[str, Any]] = Future()
-            future.set_result({"claimed": len(cmd.claims)})  # not applied: the store stays
+            future: Future[R] = Future()
+            future.set_result(answer_of(cmd, {"claimed": len(cmd.claims)}))  # store unchanged
             return future
 
         dispatcher = Dispatcher(

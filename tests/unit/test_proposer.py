@@ -14,6 +14,7 @@ from schedd.raft.answers import Answer
 from schedd.raft.proposer import SMALL_COMMAND_BYTES, Proposer
 from schedd.store.command import MAX_COMMAND_BYTES, decode, typed, unbatch
 from schedd.store.commands import Barrier, UpdateTenant
+from schedd.store.results import TenantSaved
 
 
 class Silent:
@@ -174,7 +175,7 @@ def test_small_commands_join_the_next_entry_ahead_of_claim_sized_ones() -> None:
         proposer = Proposer(replica, timeout_s=5.0)
         big = 2 * SMALL_COMMAND_BYTES
 
-        def propose(tenant_id: str, size: int) -> asyncio.Future[dict[str, Any]]:
+        def propose(tenant_id: str, size: int) -> asyncio.Future[TenantSaved]:
             cmd = UpdateTenant(tenant_id=tenant_id, changes={"pad": "x" * size})
             return asyncio.ensure_future(proposer.propose(cmd))
 
@@ -183,18 +184,19 @@ def test_small_commands_join_the_next_entry_ahead_of_claim_sized_ones() -> None:
         waiting = [propose("big2", big), propose("small1", 10), propose("big3", big)]
         waiting.append(propose("small2", 10))
         await until(lambda: len(proposer._pending) == 4)  # they wait for big1's answer
-        replica.callbacks[0](Answer(replica.blobs[0], {"status": "ok"}), FAIL_REASON.SUCCESS)
-        assert await first == {"status": "ok"}
+        answer = {"status": "ok", "tenant_id": "big1"}
+        replica.callbacks[0](Answer(replica.blobs[0], answer), FAIL_REASON.SUCCESS)
+        assert await first == TenantSaved(tenant_id="big1")
         await until(lambda: len(replica.blobs) == 2)
         entry = replica.blobs[1]
         subs = unbatch(decode(entry, index=2), index=2)
         bodies = [typed(sub, index=2).body for sub in subs]
         order = [b.tenant_id for b in bodies if isinstance(b, UpdateTenant)]
         assert order == ["big2", "small1", "small2", "big3"]
-        results = {"status": "ok", "results": [{"n": i} for i in range(4)]}
+        results = {"status": "ok", "results": [{"tenant_id": f"r{i}"} for i in range(4)]}
         replica.callbacks[1](Answer(entry, results), FAIL_REASON.SUCCESS)
         # each caller gets its own command's result, whatever the order in the entry
-        assert [await w for w in waiting] == [{"n": 0}, {"n": 1}, {"n": 3}, {"n": 2}]
+        assert [(await w).tenant_id for w in waiting] == ["r0", "r1", "r3", "r2"]
 
     asyncio.run(main())
 

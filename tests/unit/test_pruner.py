@@ -13,7 +13,7 @@ from schedd.dispatch.pruner import NEXT_PIECE_S, PASS_EVERY_S, SPIKE_PAUSE_S, Pr
 from schedd.peers import MEMBERS_NOT_HEARD, PeerReport, PeerReports
 from schedd.retention import Retention
 from schedd.storage import DiskWatch, MinFree, StorageGuard
-from schedd.store.commands import CancelJob, CreateJobs, LogCommand, SetRetention
+from schedd.store.commands import CancelJob, CreateJobs, LogCommand, R, SetRetention, answer_of
 from schedd.store.db import Database, connect
 from tests.conftest import NOW_MS
 
@@ -23,9 +23,9 @@ class Proposals:
         self.sent: list[tuple[str, dict[str, Any]]] = []
         self._answers = list(answers)
 
-    def __call__(self, cmd: LogCommand) -> dict[str, Any]:
+    def __call__(self, cmd: LogCommand[R]) -> R:
         self.sent.append((cmd.TYPE, cmd.to_body()))
-        return self._answers.pop(0)
+        return answer_of(cmd, self._answers.pop(0))
 
 
 def pruner(
@@ -187,7 +187,7 @@ def applying_pruner(db: Database, retention: Retention) -> Pruner:
         retention,
         lambda: connect(db.path, readonly=True),
         lambda: True,
-        lambda cmd: apply.typed(cmd, ts_ms=NOW_MS),
+        lambda cmd: apply.propose(cmd, ts_ms=NOW_MS),
         partitions=4,
         lagging=lambda level: [],
     )

@@ -23,6 +23,7 @@ from schedd.raft.replica import Replica
 from schedd.store.apply import StateMachine
 from schedd.store.commands import RegisterNode
 from schedd.store.db import Database
+from schedd.store.results import Done
 
 Events = list[tuple[str, Any]]
 
@@ -115,8 +116,7 @@ def test_an_entry_is_on_disk_before_it_is_applied(
 
     machine.apply = apply  # type: ignore[method-assign]
     body = RegisterNode(node_id="a", api="http://x", raft="y")
-    result = asyncio.run(Proposer(node, timeout_s=5).propose(body))
-    assert result["status"] == "ok"
+    assert asyncio.run(Proposer(node, timeout_s=5).propose(body)) == Done()
     index = applied[-1]
     added, applied_at = events.index(("add", index)), events.index(("apply", index))
     assert ("sync", None) in events[added:applied_at]

@@ -12,11 +12,13 @@ from typing import Any
 import pytest
 from pysyncobj import SyncObjConf
 
+from schedd.errors import TenantNotFound
 from schedd.raft.proposer import Proposer
 from schedd.raft.replica import Replica, Restores
 from schedd.store.apply import StateMachine
-from schedd.store.commands import RegisterNode, UpdateTenant
+from schedd.store.commands import CreateTenant, RegisterNode, UpdateTenant
 from schedd.store.db import Database
+from schedd.store.results import Done, TenantSaved
 
 
 def halt(reason: str) -> None:
@@ -65,8 +67,7 @@ def test_apply_index_is_last_applied_plus_one(replica: Replica) -> None:
 
     async def register(node_id: str) -> None:
         body = RegisterNode(node_id=node_id, api="http://x", raft="y")
-        result = await proposer.propose(body)
-        assert result["status"] == "ok"
+        assert await proposer.propose(body) == Done()
 
     db: Database = replica._state_machine.db
     for node_id in ("a", "b"):
@@ -82,13 +83,21 @@ def test_apply_index_is_last_applied_plus_one(replica: Replica) -> None:
 
 
 def test_result_reaches_the_proposer(replica: Replica) -> None:
+    """Apply's result reaches the proposer as the command's result type, and a rejection as
+    its error class (a refused command never reads as one that did nothing)."""
     proposer = Proposer(replica, timeout_s=5)
-    result = asyncio.run(proposer.propose(UpdateTenant(tenant_id="nope", changes={})))
-    assert result == {
-        "status": "rejected",
-        "code": "tenant_not_found",
-        "message": "no tenant with id 'nope'",
-    }
+    with pytest.raises(TenantNotFound, match="no tenant with id 'nope'"):
+        asyncio.run(proposer.propose(UpdateTenant(tenant_id="nope", changes={})))
+    created = CreateTenant(
+        tenant_id="t1",
+        token_hash="h",
+        signing_secret="whsec_" + "A" * 44,
+        name="acme",
+        max_active_jobs=10,
+        dispatch_rate=10,
+        allowed_hosts=(),
+    )
+    assert asyncio.run(proposer.propose(created)) == TenantSaved(tenant_id="t1")
 
 
 class GatedRestore:
@@ -159,7 +168,7 @@ def test_while_a_snapshot_copies_the_tick_goes_on_but_applies_and_compacts_nothi
         restore.done.set()  # the copy is done: apply and compaction resume
         proposal.join(10)
         assert not node.is_restoring()
-        assert result and result[0]["status"] == "ok"
+        assert result == [Done()]
         assert db.conn.execute("SELECT node_id FROM nodes").fetchall() == [("a",)]
         _wait_for(lambda: (tmp_path / "raft.snapshot").exists(), "no compaction after the copy")
     finally:
@@ -204,7 +213,7 @@ def test_a_journal_past_its_cap_compacts_without_waiting_for_its_time_slot(
         async def fill() -> None:
             for i in range(40):  # about 400 KB of entries: twice the cap
                 body = RegisterNode(node_id=f"n{i}", api="http://x/" + "a" * 10_000, raft="y")
-                assert (await proposer.propose(body))["status"] == "ok"
+                assert await proposer.propose(body) == Done()
 
         asyncio.run(fill())
         deadline = time.monotonic() + 15
@@ -242,7 +251,7 @@ def test_a_journal_that_passes_its_cap_during_a_compaction_compacts_once(
         async def propose(count: int) -> None:
             for i in range(count):
                 body = RegisterNode(node_id=f"n{i}", api="http://x/" + "a" * 10_000, raft="y")
-                assert (await proposer.propose(body))["status"] == "ok"
+                assert await proposer.propose(body) == Done()
 
         asyncio.run(propose(21))  # just over the cap: a compaction starts
         _wait_for(lambda: hooks._state == snapshots.SERIALIZING, "no compaction started")

@@ -13,6 +13,7 @@ from schedd.store.apply import StateMachine
 from schedd.store.command import compact_json
 from schedd.store.commands import AddJobs, CreateConnection, CreateJobs, NewJob, NewJobRow
 from schedd.store.db import Database
+from schedd.store.results import JobOutcome
 from schedd.store.schema import REPLICATED_TABLES
 from schedd.timeformat import format_instant
 from tests.conftest import NOW_MS, Applier
@@ -77,11 +78,16 @@ def connect(apply: Applier) -> None:
     assert apply.typed(cmd)["status"] == "ok"
 
 
+def shown(outcome: JobOutcome) -> dict[str, Any]:
+    """An outcome in create_jobs's JSON form: {"job_id", "created"} or {"error"}."""
+    if outcome.error is not None:
+        return {"error": {"code": outcome.error.code, "message": outcome.error.message}}
+    return {"job_id": outcome.job_id, "created": outcome.created}
+
+
 def old_form(apply: Applier, items: list[dict[str, Any]], ts_ms: int) -> list[dict[str, Any]]:
     cmd = CreateJobs(tenant_id="t1", actor="tenant:t1", jobs=tuple(NewJob(**i) for i in items))
-    result = apply.typed(cmd, ts_ms=ts_ms)
-    assert result["status"] == "ok", result
-    return list(result["results"])
+    return [shown(outcome) for outcome in apply.propose(cmd, ts_ms=ts_ms).results]
 
 
 def new_form(
@@ -91,9 +97,7 @@ def new_form(
     made = ts_ms if made_ms is None else made_ms
     rows = tuple(row_of(i, made) for i in items)
     cmd = AddJobs(tenant_id="t1", actor="tenant:t1", jobs=rows)
-    result = apply.typed(cmd, ts_ms=ts_ms)
-    assert result["status"] == "ok", result
-    return outcomes(cmd, result)
+    return [shown(outcome) for outcome in outcomes(cmd, apply.propose(cmd, ts_ms=ts_ms))]
 
 
 def row_of(job: dict[str, Any], made_ms: int = NOW_MS) -> NewJobRow:

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from schedd.errors import (
     BY_CODE,
+    Conflict,
     CorruptLog,
     DeadletterNotFound,
     JobNotFound,
@@ -26,15 +27,14 @@ from schedd.errors import (
     rejection_error,
 )
 from schedd.store.command import (
+    Applied,
     Command,
-    Rejected,
     canonical_json,
     compact_json,
     decode,
     encode,
     encode_command,
     fast_canonical_json,
-    result_of,
     stored_json,
     stored_json_as_canonical,
     typed,
@@ -46,14 +46,18 @@ from schedd.store.commands import (
     LEVEL_OF_TYPE,
     LOG_LEVEL,
     AckMessages,
+    Barrier,
     Body,
     Claim,
     ClaimBatch,
     ClaimRow,
+    ClaimRuns,
     LogCommand,
     NodeHeartbeat,
     ReceiveMessages,
+    answer_of,
 )
+from schedd.store.results import Acked, Claimed, Done
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "journal-level2.jsonl"
 APPLY = Path(__file__).parents[2] / "schedd" / "store" / "apply"
@@ -260,13 +264,24 @@ def test_an_unknown_rejection_code_keeps_its_code() -> None:
     assert type(exc) is SchedError and exc.code == "from_a_newer_node"
 
 
-def test_a_result_reads_back_from_its_json() -> None:
-    assert result_of({"status": "rejected", "code": "conflict", "message": "m"}) == Rejected(
-        "conflict", "m"
-    )
-    applied = result_of({"status": "ok", "acked": 2})
-    assert not isinstance(applied, Rejected) and applied.fields == {"acked": 2}
-    assert applied.to_json() == {"status": "ok", "acked": 2}
+def test_an_answer_reads_back_as_its_commands_result_type() -> None:
+    ack = AckMessages(tenant_id="t1", queue="q", receipts=("r",))
+    assert answer_of(ack, {"status": "ok", "acked": 2}) == Acked(acked=2)
+    assert Applied({"acked": 2}).to_json() == {"status": "ok", "acked": 2}
+    with pytest.raises(Conflict, match=r"^m$"):
+        answer_of(ack, {"status": "rejected", "code": "conflict", "message": "m"})
+    claims = ClaimRuns(node_id="n1", claims=())
+    assert answer_of(claims, {"status": "ok"}) == Claimed(claimed=0, rejected={})
+    refused = {"status": "ok", "claimed": 1, "rejected": {"not_due": 2}}
+    assert answer_of(claims, refused).rejected == {"not_due": 2}
+    with pytest.raises(msgspec.ValidationError):  # a result that does not fit: loud
+        answer_of(ack, {"status": "ok", "acked": "two"})
+
+
+def test_every_command_type_names_its_result_type() -> None:
+    for cls in CATALOGUE.values():
+        assert issubclass(cls.RESULT, Done), cls
+    assert ClaimBatch.RESULT is ClaimRuns.RESULT is Claimed and Barrier.RESULT is Done
 
 
 @pytest.mark.parametrize(

@@ -117,7 +117,7 @@ class StateMachine:
         return {"status": "ok", "results": results} if cmd.type == BATCH else results[0]
 
     def _apply_one(
-        self, tx: sqlite3.Connection, cmd: Command[LogCommand], index: int, events: list[Event]
+        self, tx: sqlite3.Connection, cmd: Command[LogCommand[Any]], index: int, events: list[Event]
     ) -> dict[str, Any]:
         """Apply one command in a savepoint; its result as stored and answered (JSON). Its
         events join `events` (a rejected or contained command reports none)."""
@@ -147,7 +147,7 @@ class StateMachine:
 
     @staticmethod
     def _contain(
-        tx: sqlite3.Connection, cmd: Command[LogCommand], index: int, exc: Exception
+        tx: sqlite3.Connection, cmd: Command[LogCommand[Any]], index: int, exc: Exception
     ) -> Result:
         # A bug that a committed command met. It meets it on every replica alike (apply reads
         # only the command and the database), so undo its writes and record a rejection
