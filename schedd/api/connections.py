@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable
-from typing import Any
 from urllib.parse import unquote
 
 from aiohttp import web
@@ -19,8 +18,8 @@ from schedd.api.http import check_level, json_response, principal, propose, read
 from schedd.errors import ClusterUnavailable, ConnectionNotFound, InvalidRequest, SchedError
 from schedd.guard.connections import parse_connection_url, pin_addresses
 from schedd.guard.dns import lookups_for
-from schedd.jobspec import CONNECTION_NAME
-from schedd.model import BrokerConnection
+from schedd.jobspec import CONNECTION_NAME, target_to_json
+from schedd.model import BrokerConnection, Target
 from schedd.store import connections as reads
 from schedd.store import queries
 from schedd.store.commands import BROKER_TARGET_LEVEL, CreateConnection, DeleteConnection
@@ -151,18 +150,18 @@ def scrubbed(detail: str, connection: BrokerConnection) -> str:
 
 
 async def connection_verdicts(
-    ctx: ApiContext, tenant_id: str, specs: list[dict[str, Any]], address: str | None = None
+    ctx: ApiContext, tenant_id: str, targets: list[Target], address: str | None = None
 ) -> list[SchedError | None]:
-    """Per spec (canonical JSON): a broker target must name a connection of the tenant of its
-    kind, and every node must apply level-3 commands; None for the others. Apply checks the
+    """Per target: a broker target must name a connection of the tenant of its kind, and
+    every node must apply level-3 commands; None for the others. Apply checks the
     connection again in log order; this answers the common case before anything is proposed.
 
     A connection this node lacks (or knows as another kind) may have been made through another
     node a moment ago: the node catches up with the leader (`ApiContext.catch_up`, as for an
     unknown token; `address` is the client's) and looks again before it refuses."""
-    wanted = [reads.broker_connection_of(spec.get("target")) for spec in specs]
+    wanted = [reads.broker_connection_of(target_to_json(target)) for target in targets]
     if not any(wanted):
-        return [None] * len(specs)
+        return [None] * len(targets)
     try:
         check_level(ctx.storage, BROKER_TARGET_LEVEL)
     except ClusterUnavailable as exc:

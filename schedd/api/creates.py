@@ -17,8 +17,9 @@ from aiohttp import web
 from schedd.api.context import ApiContext
 from schedd.api.http import propose
 from schedd.errors import NoLeader, OutcomeUnknown, SchedError
+from schedd.jobspec import JobSpec
 from schedd.raft.proposer import settle_future
-from schedd.store.command import MAX_COMMAND_BYTES, compact_json
+from schedd.store.command import MAX_COMMAND_BYTES
 from schedd.store.commands import AddJobs, CreateJobs, NewJob, NewJobRow
 from schedd.store.results import JobError, JobOutcome, JobsAdded
 
@@ -31,13 +32,41 @@ MAX_GROUP_BYTES = MAX_COMMAND_BYTES - 64 * 1024
 ITEM_BYTES = 512  # an item's bytes besides its spec, at most: ids, key, hash, field names
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NewItem:
+    """A job the API decided to create (api/jobs.py): its id, partition and first run, and its
+    spec both parsed (what the guards read) and as the log and the store keep it."""
+
+    job_id: str
+    partition: int
+    spec: JobSpec
+    stored: dict[str, Any]  # jobspec.job_to_json, payload sealed: create_jobs carries it
+    spec_text: str  # compact_json(stored): add_jobs carries it, the store keeps it
+    next_run_at_ms: int | None
+    next_fire_at_ms: int | None
+    idempotency_key: str | None
+    request_hash: str | None
+    created_at_ms: int  # the API's time: its next run was computed from it
+
+
 def create_command(
-    ctx: ApiContext, tenant_id: str, actor: str, items: list[dict[str, Any]]
+    ctx: ApiContext, tenant_id: str, actor: str, items: list[NewItem]
 ) -> CreateJobs | AddJobs:
     """add_jobs once every member applies log level 5, else create_jobs (a rolling upgrade:
-    an older node would halt on add_jobs)."""
+    an older node would halt on add_jobs; it writes the command's time as created_at)."""
     if _lags_add_jobs(ctx):
-        jobs = tuple(NewJob(**_without_text(item)) for item in items)
+        jobs = tuple(
+            NewJob(
+                job_id=item.job_id,
+                partition=item.partition,
+                spec=item.stored,
+                next_run_at_ms=item.next_run_at_ms,
+                next_fire_at_ms=item.next_fire_at_ms,
+                idempotency_key=item.idempotency_key,
+                request_hash=item.request_hash,
+            )
+            for item in items
+        )
         return CreateJobs(tenant_id=tenant_id, actor=actor, jobs=jobs)
     return AddJobs(tenant_id=tenant_id, actor=actor, jobs=tuple(map(job_row, items)))
 
@@ -46,38 +75,32 @@ def _lags_add_jobs(ctx: ApiContext) -> bool:
     return ctx.storage is not None and bool(ctx.storage.peers.lagging(AddJobs.LEVEL))
 
 
-def _without_text(item: dict[str, Any]) -> dict[str, Any]:
-    """NewJob's fields of an item (create_jobs writes the command's time as created_at)."""
-    return {k: v for k, v in item.items() if k not in ("spec_text", "created_at_ms")}
-
-
-def encoded_bytes(item: dict[str, Any]) -> int:
+def encoded_bytes(item: NewItem) -> int:
     """An item's bytes in either form of the command, at most: add_jobs carries the spec's
     text as a JSON string, escaped (a quote takes two bytes), create_jobs as an object no
     longer than that text."""
-    return len(_ENCODER.encode(item["spec_text"])) + ITEM_BYTES
+    return len(_ENCODER.encode(item.spec_text)) + ITEM_BYTES
 
 
 _ENCODER = msgspec.json.Encoder()
 
 
-def job_row(item: dict[str, Any]) -> NewJobRow:
-    """An item as add_jobs carries it: the spec as the text the store keeps (`spec_text` when
-    the handler made it already)."""
+def job_row(item: NewItem) -> NewJobRow:
+    """An item as add_jobs carries it: the spec as the text the store keeps."""
     return NewJobRow(
-        item["job_id"],
-        item["partition"],
-        item.get("spec_text") or compact_json(item["spec"]),
-        item["next_run_at_ms"],
-        item["next_fire_at_ms"],
-        item["idempotency_key"],
-        item["request_hash"],
-        item["created_at_ms"],
+        item.job_id,
+        item.partition,
+        item.spec_text,
+        item.next_run_at_ms,
+        item.next_fire_at_ms,
+        item.idempotency_key,
+        item.request_hash,
+        item.created_at_ms,
     )
 
 
 async def propose_creates(
-    ctx: ApiContext, tenant_id: str, actor: str, items: list[dict[str, Any]], now_ms: int
+    ctx: ApiContext, tenant_id: str, actor: str, items: list[NewItem], now_ms: int
 ) -> list[JobOutcome]:
     """Create the items in one command; each item's outcome, in order."""
     cmd = create_command(ctx, tenant_id, actor, items)
@@ -99,7 +122,7 @@ def outcomes(cmd: AddJobs, result: JobsAdded) -> list[JobOutcome]:
 
 @dataclass(eq=False)
 class _Waiting:
-    item: dict[str, Any]
+    item: NewItem
     future: asyncio.Future[JobOutcome]
 
 
@@ -113,13 +136,13 @@ class CreateGroups:
     _waiting: dict[tuple[str, str], list[_Waiting]] = field(default_factory=dict)
 
     async def create(
-        self, ctx: ApiContext, tenant_id: str, actor: str, item: dict[str, Any]
+        self, ctx: ApiContext, tenant_id: str, actor: str, item: NewItem
     ) -> JobOutcome:
         """The job's outcome. Grouped only in add_jobs, which carries each job's own creation
         time; create_jobs writes its command's time, so until every member applies level 5
         each create goes alone, at the time its next run was computed from."""
         if _lags_add_jobs(ctx):
-            [outcome] = await propose_creates(ctx, tenant_id, actor, [item], item["created_at_ms"])
+            [outcome] = await propose_creates(ctx, tenant_id, actor, [item], item.created_at_ms)
             return outcome
         future: asyncio.Future[JobOutcome] = asyncio.get_running_loop().create_future()
         key = (tenant_id, actor)

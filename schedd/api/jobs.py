@@ -14,12 +14,11 @@ import secrets
 import time
 from typing import Any
 
-import msgspec
 from aiohttp import web
 
 from schedd.api.connections import connection_verdicts
 from schedd.api.context import CONTEXT, ApiContext
-from schedd.api.creates import CREATE_GROUPS, propose_creates
+from schedd.api.creates import CREATE_GROUPS, NewItem, encoded_bytes, propose_creates
 from schedd.api.http import (
     decode_cursor,
     encode_cursor,
@@ -45,7 +44,7 @@ from schedd.errors import (
 from schedd.guard.dns import lookups_for
 from schedd.guard.ssrf import BlockedTarget
 from schedd.jobspec import JOB_FIELDS, JobSpec, job_to_json, parse_job, patch_job
-from schedd.model import JobStatus, not_live_message, partition_of
+from schedd.model import HttpTarget, JobStatus, not_live_message, partition_of
 from schedd.schedule import fire_time, first_run_at, load_schedule, trigger_time
 from schedd.store import queries
 from schedd.store.command import MAX_COMMAND_BYTES, compact_json
@@ -98,31 +97,33 @@ def _next_runs(job_id: str, spec: JobSpec, now_ms: int) -> tuple[int | None, int
 
 def _new_item(
     ctx: ApiContext, spec: JobSpec, key: str | None, body: dict[str, Any], now: int
-) -> dict[str, Any]:
+) -> NewItem:
     job_id = new_job_id(now)
     run_at, fire_at = _next_runs(job_id, spec, now)
     stored = _stored_spec(ctx, spec)
-    return {
-        "job_id": job_id,
-        "partition": partition_of(job_id, ctx.partitions),
-        "spec": stored,
-        "spec_text": compact_json(stored),  # as the store keeps it (add_jobs carries it)
-        "next_run_at_ms": run_at,
-        "next_fire_at_ms": fire_at,
-        "idempotency_key": key,
-        "request_hash": None if key is None else _request_hash(body),
-        "created_at_ms": now,  # its next run was computed from this time
-    }
+    return NewItem(
+        job_id=job_id,
+        partition=partition_of(job_id, ctx.partitions),
+        spec=spec,
+        stored=stored,
+        spec_text=compact_json(stored),
+        next_run_at_ms=run_at,
+        next_fire_at_ms=fire_at,
+        idempotency_key=key,
+        request_hash=None if key is None else _request_hash(body),
+        created_at_ms=now,
+    )
 
 
 async def _guard_targets(
-    ctx: ApiContext, tenant_id: str, specs: list[dict[str, Any]], address: str | None
+    ctx: ApiContext, tenant_id: str, specs: list[JobSpec], address: str | None
 ) -> list[SchedError | None]:
     """The SSRF guard on each spec's HTTP target, and a broker target's connection
     (api/connections.py; `address` is the client's, for a catch-up); None: allowed, or
     neither kind."""
-    brokers = await connection_verdicts(ctx, tenant_id, specs, address)
-    urls = {s["target"]["url"] for s in specs if s["target"]["type"] == "http"}
+    targets = [spec.target for spec in specs]
+    brokers = await connection_verdicts(ctx, tenant_id, targets, address)
+    urls = {t.url for t in targets if isinstance(t, HttpTarget)}
     if not urls:
         return brokers
     tenant = await ctx.reads.read(lambda conn: queries.get_tenant(conn, tenant_id))
@@ -139,8 +140,8 @@ async def _guard_targets(
     ordered = sorted(urls)
     verdicts = dict(zip(ordered, await asyncio.gather(*map(verdict, ordered)), strict=True))
     return [
-        verdicts.get(s["target"].get("url", "")) or broker
-        for s, broker in zip(specs, brokers, strict=True)
+        (verdicts[t.url] if isinstance(t, HttpTarget) else None) or broker
+        for t, broker in zip(targets, brokers, strict=True)
     ]
 
 
@@ -173,7 +174,7 @@ async def _read_job(ctx: ApiContext, tenant_id: str, job_id: str) -> dict[str, A
 
 
 async def _create(
-    ctx: ApiContext, tenant_id: str, actor: str, items: list[dict[str, Any]], now: int
+    ctx: ApiContext, tenant_id: str, actor: str, items: list[NewItem], now: int
 ) -> list[JobOutcome]:
     return await propose_creates(ctx, tenant_id, actor, items, now)
 
@@ -187,7 +188,7 @@ async def create_job(request: web.Request) -> web.Response:
     now = ctx.clock_ms()
     spec = parse_job(body, now_ms=now, payload_limit=ctx.payload_limit)
     item = _new_item(ctx, spec, key, body, now)
-    [blocked] = await _guard_targets(ctx, tenant_id, [item["spec"]], request.remote)
+    [blocked] = await _guard_targets(ctx, tenant_id, [spec], request.remote)
     if blocked is not None:
         raise blocked
     # Concurrent single creates of a tenant share one command (api/creates.py).
@@ -198,14 +199,14 @@ async def create_job(request: web.Request) -> web.Response:
     if not outcome.created and outcome.job_id:  # an Idempotency-Key replay: the job as it is
         return json_response(await _read_job(ctx, tenant_id, outcome.job_id), status=201)
     job = queries.job_json(
-        item["job_id"],
+        item.job_id,
         tenant_id,
-        item["spec"],
+        item.stored,
         "active",
-        item["next_run_at_ms"],
+        item.next_run_at_ms,
         1,
-        item["created_at_ms"],
-        item["created_at_ms"],
+        item.created_at_ms,
+        item.created_at_ms,
     )
     job = _opened(ctx, job)
     return json_response(job, status=201)
@@ -228,7 +229,7 @@ async def create_jobs(request: web.Request) -> web.Response:
             positions.append(i)
         except SchedError as exc:
             results[i] = {"error": {"code": exc.code, "message": f"jobs[{i}].{exc}"}}
-    specs = [item["spec"] for item in items]
+    specs = [item.spec for item in items]
     verdicts = await _guard_targets(ctx, tenant_id, specs, request.remote)
     for i, blocked in zip(list(positions), verdicts, strict=True):
         if blocked is not None:
@@ -242,13 +243,12 @@ async def create_jobs(request: web.Request) -> web.Response:
     return json_response({"results": results})
 
 
-def _chunks(items: list[dict[str, Any]]) -> list[list[int]]:
+def _chunks(items: list[NewItem]) -> list[list[int]]:
     """Indexes of `items` in order, grouped so each group's command stays under the cap."""
     chunks: list[list[int]] = []
     size = 0
     for k, item in enumerate(items):
-        # More than either form's bytes: the item holds the spec as an object and as text.
-        item_bytes = len(msgspec.json.encode(item)) + 1
+        item_bytes = encoded_bytes(item)  # at most its bytes in either form
         if not chunks or size + item_bytes > CHUNK_BYTES:
             chunks.append([])
             size = 0
@@ -258,7 +258,7 @@ def _chunks(items: list[dict[str, Any]]) -> list[list[int]]:
 
 
 async def _create_in_chunks(
-    ctx: ApiContext, tenant_id: str, actor: str, items: list[dict[str, Any]], now: int
+    ctx: ApiContext, tenant_id: str, actor: str, items: list[NewItem], now: int
 ) -> list[JobOutcome]:
     """Create a batch as one create_jobs command per chunk, in order (docs/api.md: each chunk
     is atomic, the batch is not). A chunk that fails gives its items the error; once one found
@@ -285,7 +285,7 @@ async def _create_in_chunks(
     return outcomes
 
 
-def _batch_item(ctx: ApiContext, i: int, raw: Any, now: int) -> dict[str, Any]:
+def _batch_item(ctx: ApiContext, i: int, raw: Any, now: int) -> NewItem:
     if not isinstance(raw, dict):
         raise InvalidRequest("body", "must be a JSON object")
     body = dict(raw)
@@ -294,13 +294,13 @@ def _batch_item(ctx: ApiContext, i: int, raw: Any, now: int) -> dict[str, Any]:
     return _new_item(ctx, spec, key, body, now)
 
 
-def _batch_result(item: dict[str, Any], outcome: JobOutcome) -> dict[str, Any]:
+def _batch_result(item: NewItem, outcome: JobOutcome) -> dict[str, Any]:
     if outcome.error is not None:
         return {"error": {"code": outcome.error.code, "message": outcome.error.message}}
-    if outcome.job_id == item["job_id"]:
-        run_at = item["next_run_at_ms"]
+    if outcome.job_id == item.job_id:
+        run_at = item.next_run_at_ms
         return {
-            "job_id": item["job_id"],
+            "job_id": item.job_id,
             "next_run_at": None if run_at is None else format_instant(run_at),
         }
     return {"job_id": outcome.job_id, "next_run_at": None}  # an idempotent replay
@@ -387,7 +387,7 @@ async def update_job(request: web.Request) -> web.Response:
         job = _live(await _read_job(ctx, tenant_id, job_id), "changed")
         now = ctx.clock_ms()
         spec = patch_job(_spec_fields(job), changes, now_ms=now, payload_limit=ctx.payload_limit)
-        [blocked] = await _guard_targets(ctx, tenant_id, [job_to_json(spec)], request.remote)
+        [blocked] = await _guard_targets(ctx, tenant_id, [spec], request.remote)
         if blocked is not None:
             raise blocked
         run_at, fire_at = _current_or_new_run(job, job_id, spec, changes, now)

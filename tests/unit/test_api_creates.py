@@ -4,33 +4,40 @@ command, each caller gets its own outcome, and the command's form follows the lo
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 import pytest
 
 from schedd.api.context import ApiContext
-from schedd.api.creates import CreateGroups, create_command, encoded_bytes
+from schedd.api.creates import CreateGroups, NewItem, create_command, encoded_bytes
 from schedd.errors import NoLeader
+from schedd.jobspec import job_to_json, parse_job
 from schedd.peers import PeerReport, PeerReports
-from schedd.store.command import MAX_COMMAND_BYTES, encode_command
+from schedd.store.command import MAX_COMMAND_BYTES, compact_json, encode_command
 from schedd.store.commands import AddJobs, CreateJobs, LogCommand, R, answer_of
 from schedd.store.results import JobOutcome
 
+SPEC = parse_job(
+    {"schedule": {"run_at": "2030-01-01T00:00:00Z"}, "target": {"type": "queue", "name": "q"}},
+    now_ms=1_893_369_600_000,  # 2029-12-31T00:00:00Z
+)
 
-def item(job_id: str, key: str | None = None) -> dict[str, Any]:
-    spec = {"schedule": {"run_at": "2030-01-01T00:00:00Z"}, "target": {"type": "queue"}}
-    return {
-        "job_id": job_id,
-        "partition": 1,
-        "spec": spec,
-        "spec_text": '{"schedule":{"run_at":"2030-01-01T00:00:00Z"},"target":{"type":"queue"}}',
-        "next_run_at_ms": 1,
-        "next_fire_at_ms": 1,
-        "idempotency_key": key,
-        "request_hash": None if key is None else "h",
-        "created_at_ms": 900,
-    }
+
+def item(job_id: str, key: str | None = None) -> NewItem:
+    stored = job_to_json(SPEC)
+    return NewItem(
+        job_id=job_id,
+        partition=1,
+        spec=SPEC,
+        stored=stored,
+        spec_text=compact_json(stored),
+        next_run_at_ms=1,
+        next_fire_at_ms=1,
+        idempotency_key=key,
+        request_hash=None if key is None else "h",
+        created_at_ms=900,
+    )
 
 
 @dataclass
@@ -157,18 +164,19 @@ def test_the_form_follows_the_members_log_level(peer_level: int, form: type) -> 
     cmd = create_command(ctx, "t1", "a", [item("job_1")])
     assert isinstance(cmd, form)
     if isinstance(cmd, CreateJobs):
-        assert cmd.jobs[0].spec == item("job_1")["spec"]
+        assert cmd.jobs[0].spec == item("job_1").stored
 
 
 def test_a_group_stays_under_the_command_cap_even_when_its_specs_escape_long() -> None:
     proposer = FakeProposer()
     ctx, groups = context(proposer), CreateGroups()
-    quotes = {**item("job_0"), "spec_text": '{"payload":"' + '\\"' * 250 + '"}'}
-    assert encoded_bytes(quotes) > 2 * len(quotes["spec_text"])  # escaped: twice its bytes
+    quotes = replace(item("job_0"), spec_text='{"payload":"' + '\\"' * 250 + '"}')
+    assert encoded_bytes(quotes) > 2 * len(quotes.spec_text)  # escaped: twice its bytes
 
     async def run() -> None:
         calls = [
-            groups.create(ctx, "t1", "a", {**quotes, "job_id": f"job_{i:04}"}) for i in range(1000)
+            groups.create(ctx, "t1", "a", replace(quotes, job_id=f"job_{i:04}"))
+            for i in range(1000)
         ]
         await asyncio.gather(*calls)
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from schedd.api.creates import job_row, outcomes
+from schedd.api.creates import outcomes
 from schedd.store import queries
 from schedd.store.apply import StateMachine
 from schedd.store.command import compact_json
@@ -102,7 +102,16 @@ def new_form(
 
 def row_of(job: dict[str, Any], made_ms: int = NOW_MS) -> NewJobRow:
     """An item as add_jobs carries it, made by the API at `made_ms`."""
-    return job_row(job | {"created_at_ms": made_ms})
+    return NewJobRow(
+        job["job_id"],
+        job["partition"],
+        compact_json(job["spec"]),
+        job["next_run_at_ms"],
+        job["next_fire_at_ms"],
+        job["idempotency_key"],
+        job["request_hash"],
+        made_ms,
+    )
 
 
 def tables(apply: Applier) -> dict[str, list[tuple[Any, ...]]]:
