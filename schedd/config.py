@@ -1,8 +1,18 @@
 """A node's TOML configuration: read, check and resolve it into one frozen `NodeConfig`.
 
+Every setting is declared once, as a field of `NodeConfig` or of a section it holds (`ApiLimits`,
+`Retention`): its key, its parser (type and bounds), its default and a line of doc. The keys the
+file may hold (`SETTINGS`, `KEYS`, `SCHEMA`), the defaults of a `NodeConfig` built directly and
+the loader are derived from those fields; docs/configuration.md lists the same keys with the same
+defaults (tests/unit/test_config_docs.py holds them together).
+
 Every problem is a `ConfigError` naming the file, the `section.key` and the bad value (never a
 secret). Reads files and the environment only; starts nothing.
 """
+
+# RUF009 reads `x: T = setting(...)` as a default computed once and shared; setting() and
+# section() return dataclasses.field(...) specifiers (a section's default is a factory).
+# ruff: noqa: RUF009
 
 from __future__ import annotations
 
@@ -12,58 +22,18 @@ import ipaddress
 import os
 import re
 import tomllib
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import MISSING, dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from schedd.errors import ConfigError, InvalidRequest
-from schedd.retention import DEFAULTS_MS, KINDS, MIN_RETENTION_MS, Retention
+from schedd.retention import MIN_RETENTION_MS, Retention
 from schedd.storage import MinFree
 from schedd.timeformat import parse_duration
 
 _T = TypeVar("_T")
 
-SCHEMA: Mapping[str, tuple[str, ...]] = {
-    "node": ("id", "data_dir", "log_level"),
-    "api": (
-        "listen",
-        "request_timeout",
-        "header_timeout",
-        "body_timeout",
-        "max_body_reads",
-        "long_polls_per_tenant",
-        "tls_cert",
-        "tls_key",
-        "tls_ca",
-    ),
-    "raft": (
-        "listen",
-        "peers",
-        "secret",
-        "secret_file",
-        "compaction_min_entries",
-        "compaction_min_time",
-        "election_timeout_min",
-        "election_timeout_max",
-    ),
-    "auth": ("admin_token", "admin_token_file"),
-    "cluster": ("partitions",),
-    "delivery": (
-        "allow_cidrs",
-        "payload_limit",
-        "concurrency",
-        "tenant_concurrency",
-        "secret_overlap",
-    ),
-    "dispatch": ("lease_ttl", "misfire_threshold", "max_clock_offset"),
-    "encryption": ("payload_keys_file", "generate_payload_key"),
-    "log": ("format",),
-    "metrics": ("listen", "token", "token_file"),
-    "retention": KINDS,
-    "storage": ("min_free",),
-}
-KEYS = tuple(f"{section}.{key}" for section, keys in SCHEMA.items() for key in keys)
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("text", "json")
 RAFT_SECRET_ENV = "SCHEDD_RAFT_SECRET"
@@ -73,10 +43,6 @@ MIN_SECRET_CHARS = 16
 MIN_PAYLOAD_BYTES = 1024
 MAX_PAYLOAD_BYTES = 512 * 1024  # sealed and in its job, it must fit one 1 MiB Raft command
 MAX_PARTITIONS = 65_536
-DEFAULT_API_LISTEN = "127.0.0.1:8701"
-DEFAULT_RAFT_LISTEN = "127.0.0.1:9701"
-DEFAULT_MIN_FREE = MinFree(bytes=512 * 1024**2)
-DEFAULT_RETENTION = Retention()
 
 _NODE_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 # re.ASCII: \d would otherwise accept non-ASCII digits such as Arabic-Indic ones.
@@ -95,49 +61,434 @@ _SIZE_UNITS = {
 _PERCENT = re.compile(r"(\d{1,2}(?:\.\d{1,2})?)\s*%", re.ASCII)
 
 
+# -- how a setting is declared -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """What a parser may read besides the value it is given: the whole file (a secret's
+    `_file` key), the file's folder (relative paths) and the environment (overrides)."""
+
+    doc: Mapping[str, Mapping[str, object]]
+    base: Path
+    env: Mapping[str, str]
+
+    def value(self, key: str) -> object | None:
+        section, name = key.split(".")
+        return self.doc.get(section, {}).get(name)  # TOML has no null: None means "not given"
+
+
+# A given TOML value, its "section.key" and the Source -> the field's value, or a ConfigError.
+Parser = Callable[[object, str, Source], _T]
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One key of the file, as the field that holds it declares it."""
+
+    key: str  # "section.key"
+    parse: Parser[object]
+    default: object  # the field's value when the key is not given; MISSING: the key is required
+    doc: str
+    companions: tuple[str, ...] = ()  # keys `parse` reads itself: raft.secret -> secret_file
+    always: bool = False  # `parse` runs (with None) when the key is not given: env, required
+
+    @property
+    def section(self) -> str:
+        return self.key.partition(".")[0]
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return (self.key, *self.companions)
+
+    @property
+    def is_required(self) -> bool:
+        return self.default is MISSING
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    """A field holding a typed object built from several settings (`ApiLimits`, `Retention`)."""
+
+    build: Callable[..., object]
+    settings: tuple[tuple[str, Setting], ...]  # (the object's attribute, its setting)
+
+
+_ABOUT = "schedd.config"  # the field metadata that holds a Setting or a Section
+
+
+def setting(
+    key: str,
+    parse: Parser[_T],
+    default: _T,
+    doc: str,
+    *,
+    companions: tuple[str, ...] = (),
+    always: bool = False,
+    is_secret: bool = False,
+) -> _T:
+    """A field that holds the setting `key`: `max_body_reads: int = setting(...)`."""
+    about = Setting(key, parse, default, doc, companions, always)
+    # typeshed types field(default=x) as x's type: what the field holds
+    return dataclasses.field(default=default, repr=not is_secret, metadata={_ABOUT: about})
+
+
+def required(key: str, parse: Parser[Any], doc: str) -> Mapping[str, Setting]:
+    """The metadata of a required setting's field: `node_id: str = field(metadata=required(...))`
+    (a plain `field()` call, so type checkers know the field has no default)."""
+    return {_ABOUT: Setting(key, parse, MISSING, doc, always=True)}
+
+
+def section(kind: Callable[[], _T], settings: Iterable[tuple[str, Setting]] = ()) -> _T:
+    """A field holding a `kind` built from its settings: by default the fields of `kind` that
+    are declared with `setting()`; `section_of` names them for a class declared elsewhere."""
+    found = tuple(settings) or tuple(_fields_of(kind))
+    about = Section(kind, found)
+    return dataclasses.field(default_factory=kind, metadata={_ABOUT: about})
+
+
+def section_of(kind: Callable[[], _T], name: str, parse: Parser[Any], doc: str) -> _T:
+    """A section whose class lives in a lower module (`Retention`): every field of `kind` is
+    the key `name.field`, parsed by `parse`, defaulting to the field's own default."""
+    settings = [
+        (f.name, Setting(f"{name}.{f.name}", parse, f.default, doc.format(key=f.name)))
+        for f in dataclasses.fields(cast(Any, kind))
+    ]
+    return section(kind, settings)
+
+
+def _fields_of(kind: object) -> Iterator[tuple[str, Setting]]:
+    for f in dataclasses.fields(cast(Any, kind)):
+        about = f.metadata.get(_ABOUT)
+        if isinstance(about, Setting):
+            yield f.name, about
+
+
+# -- parsers ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Integer:
+    """A whole number in low..high (never a boolean)."""
+
+    low: int
+    high: int
+
+    def __call__(self, value: object, key: str, source: Source) -> int:
+        number = _typed(value, int, field=key, what="an integer")
+        if not self.low <= number <= self.high:
+            raise ConfigError(f"{key} must be {self.low}..{self.high}, got {number!r}")
+        return number
+
+
+@dataclass(frozen=True, slots=True)
+class Milliseconds:
+    """A duration ("90s", "2h", 2.5) of at least `minimum_ms`, in milliseconds."""
+
+    minimum_ms: int
+
+    def __call__(self, value: object, key: str, source: Source) -> int:
+        try:
+            return parse_duration(value, field=key, minimum_ms=self.minimum_ms)
+        except InvalidRequest as exc:
+            raise ConfigError(f"{key} {exc.reason}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class Seconds:
+    """A duration of at least `minimum_ms`, in seconds."""
+
+    minimum_ms: int
+
+    def __call__(self, value: object, key: str, source: Source) -> float:
+        return Milliseconds(self.minimum_ms)(value, key, source) / 1_000
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """One of a few strings."""
+
+    choices: tuple[str, ...]
+
+    def __call__(self, value: object, key: str, source: Source) -> str:
+        text = _typed(value, str, field=key, what="a string")
+        if text not in self.choices:
+            raise ConfigError(f"{key} must be one of {', '.join(self.choices)}, got {text!r}")
+        return text
+
+
+@dataclass(frozen=True, slots=True)
+class Secret:
+    """`key` or the file `key`_file (stripped), overridden by the variable `env`; at least
+    MIN_SECRET_CHARS characters."""
+
+    env: str
+
+    def __call__(self, value: object, key: str, source: Source) -> str | None:
+        file_key = f"{key}_file"
+        inline = None if value is None else _typed(value, str, field=key, what="a string")
+        file_name = _optional_text(source.value(file_key), file_key)
+        if inline is not None and file_name is not None:
+            raise ConfigError(f"give {key} or {file_key}, not both")
+        from_env = source.env.get(self.env, "").strip()  # an empty variable counts as unset
+        if from_env:
+            return _long_enough(from_env, source=self.env)
+        if file_name is not None:
+            secret = _read_secret_file(source.base, file_name, field=file_key)
+            return _long_enough(secret, source=f"{file_key} {file_name!r}")
+        return None if inline is None else _long_enough(inline.strip(), source=key)
+
+
+def _flag(value: object, key: str, source: Source) -> bool:
+    return _typed(value, bool, field=key, what="true or false")
+
+
+def _text(value: object, key: str, source: Source) -> str:
+    return _typed(value, str, field=key, what="a string")
+
+
+def _optional_text(value: object, key: str) -> str | None:
+    return None if value is None else _typed(value, str, field=key, what="a string")
+
+
+def _required_text(value: object, key: str) -> str:
+    if value is None:
+        raise ConfigError(f"{key} is required")
+    text = _typed(value, str, field=key, what="a string")
+    if not text.strip():
+        raise ConfigError(f"{key} must not be empty, got {text!r}")
+    return text
+
+
+def _node_id(value: object, key: str, source: Source) -> str:
+    node_id = _required_text(value, key)
+    if not _NODE_ID.fullmatch(node_id):
+        raise ConfigError(f"{key} must be 1-64 of A-Z a-z 0-9 _ . -, got {node_id!r}")
+    return node_id
+
+
+def _directory(value: object, key: str, source: Source) -> Path:
+    return _resolve(source.base, _required_text(value, key))
+
+
+def _path(value: object, key: str, source: Source) -> Path:
+    return _resolve(source.base, _text(value, key, source))
+
+
+def _listen(value: object, key: str, source: Source) -> str:
+    return join_listen(*parse_listen(_text(value, key, source), field=key))
+
+
+def _peers(value: object, key: str, source: Source) -> tuple[str, ...]:
+    return tuple(join_listen(*parse_listen(peer, field=key)) for peer in _strings(value, key))
+
+
+def _cidrs(value: object, key: str, source: Source) -> tuple[str, ...]:
+    networks = []
+    for cidr in _strings(value, key):
+        try:
+            networks.append(str(ipaddress.ip_network(cidr, strict=False)))
+        except ValueError:
+            raise ConfigError(f"{key} must hold networks like '10.0.0.0/8', got {cidr!r}") from None
+    return tuple(networks)
+
+
+def _payload_limit(value: object, key: str, source: Source) -> int:
+    size = _size(value, key, "64KiB")
+    if not MIN_PAYLOAD_BYTES <= size <= MAX_PAYLOAD_BYTES:
+        raise ConfigError(
+            f"{key} must be 1KiB..512KiB (a job must fit one Raft command), got {value!r}"
+        )
+    return size
+
+
+def _min_free(value: object, key: str, source: Source) -> MinFree:
+    percent = _PERCENT.fullmatch(value.strip()) if isinstance(value, str) else None
+    if percent:
+        return MinFree(percent=float(percent[1]))
+    return MinFree(bytes=_size(value, key, "1GiB' or '5%"))
+
+
+# -- the settings --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApiLimits:
+    """The `[api]` limits on what clients may hold of the node (api/limits.py enforces them)."""
+
+    header_timeout_s: float = setting(
+        "api.header_timeout",
+        Seconds(minimum_ms=100),
+        15.0,
+        "request line and headers, from connect or the last answer; also the keep-alive idle",
+    )
+    body_timeout_s: float = setting(
+        "api.body_timeout",
+        Seconds(minimum_ms=100),
+        30.0,
+        "a whole request body, from the handler's first read (then 408)",
+    )
+    max_body_reads: int = setting(
+        "api.max_body_reads",
+        Integer(1, 100_000),
+        64,
+        "request bodies being read at once, node-wide (then 503 server_busy)",
+    )
+    long_polls_per_tenant: int = setting(
+        "api.long_polls_per_tenant",
+        Integer(1, 100_000),
+        32,
+        "receives with a `wait` in progress, per tenant, on this node (then 429)",
+    )
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NodeConfig:
-    """One node's settings, checked; durations in seconds, sizes in bytes, paths absolute."""
+    """One node's settings, checked; durations in seconds or ms as named, sizes in bytes, paths
+    absolute, addresses as canonical "host:port". Each field below that is a setting declares
+    its key, parser, default and doc: the one place a setting is declared."""
 
-    path: Path
-    node_id: str
-    data_dir: Path
-    log_level: str = "info"
-    log_format: str = "text"
-    api_host: str = "127.0.0.1"
-    api_port: int = 8701
-    request_timeout_s: float = 5.0
-    tls_cert: Path | None = None  # with tls_key: HTTPS only (schedd/tls.py)
-    tls_key: Path | None = None
-    tls_ca: Path | None = None  # verifies the peers' API certificates
-    raft_listen: str = DEFAULT_RAFT_LISTEN
-    raft_peers: tuple[str, ...] = ()
-    raft_secret: str | None = dataclasses.field(default=None, repr=False)
-    compaction_min_entries: int = 10_000
-    compaction_min_time_s: float = 300.0
-    election_timeout_min_s: float = 1.0
-    election_timeout_max_s: float = 2.5
-    admin_token: str | None = dataclasses.field(default=None, repr=False)
-    partitions: int = 256
-    allow_cidrs: tuple[str, ...] = ()
-    payload_limit_bytes: int = 65_536
-    delivery_concurrency: int = 512
-    tenant_concurrency: int = 64
-    secret_overlap_ms: int = 86_400_000
-    payload_keys_file: Path | None = None
+    path: Path  # the config file itself; not a setting
+    # [node]
+    node_id: str = dataclasses.field(
+        metadata=required("node.id", _node_id, "unique in the cluster: 1-64 of A-Z a-z 0-9 _ . -")
+    )
+    data_dir: Path = dataclasses.field(
+        metadata=required("node.data_dir", _directory, "SQLite, the Raft journal and snapshots")
+    )
+    log_level: str = setting("node.log_level", Choice(LOG_LEVELS), "info", "the lowest logged")
+    # [api]
+    api_listen: str = setting(
+        "api.listen", _listen, "127.0.0.1:8701", "the HTTP API (and /metrics without its own)"
+    )
+    request_timeout_s: float = setting(
+        "api.request_timeout", Seconds(minimum_ms=1), 5.0, "longest a request may take"
+    )
+    api_limits: ApiLimits = section(ApiLimits)
+    tls_cert: Path | None = setting(
+        "api.tls_cert", _path, None, "with tls_key: HTTPS only (schedd/tls.py)"
+    )
+    tls_key: Path | None = setting("api.tls_key", _path, None, "the certificate's private key")
+    tls_ca: Path | None = setting(
+        "api.tls_ca", _path, None, "the CAs that verify the peers' API certificates"
+    )
+    # [raft]
+    raft_listen: str = setting(
+        "raft.listen", _listen, "127.0.0.1:9701", "this node's Raft address, the only one bound"
+    )
+    raft_peers: tuple[str, ...] = setting(
+        "raft.peers", _peers, (), "the OTHER nodes' Raft addresses; none: a single node"
+    )
+    raft_secret: str | None = setting(
+        "raft.secret",
+        Secret(RAFT_SECRET_ENV),
+        None,
+        "encrypts and authenticates Raft traffic",
+        companions=("raft.secret_file",),
+        always=True,
+        is_secret=True,
+    )
+    compaction_min_entries: int = setting(
+        "raft.compaction_min_entries", Integer(1, 10**9), 10_000, "compact past this many entries"
+    )
+    compaction_min_time_s: float = setting(
+        "raft.compaction_min_time",
+        Seconds(minimum_ms=1_000),
+        300.0,
+        "or when this long has passed since the last compaction",
+    )
+    election_timeout_min_s: float = setting(
+        "raft.election_timeout_min", Seconds(minimum_ms=1), 1.0, "a follower waits at least..."
+    )
+    election_timeout_max_s: float = setting(
+        "raft.election_timeout_max", Seconds(minimum_ms=1), 2.5, "...at most this for a leader"
+    )
+    # [auth]
+    admin_token: str | None = setting(
+        "auth.admin_token",
+        Secret(ADMIN_TOKEN_ENV),
+        None,
+        "the admin bearer token; none: the node generates one",
+        companions=("auth.admin_token_file",),
+        always=True,
+        is_secret=True,
+    )
+    # [cluster]
+    partitions: int = setting(
+        "cluster.partitions", Integer(1, MAX_PARTITIONS), 256, "fixed when the cluster is created"
+    )
+    # [delivery]
+    allow_cidrs: tuple[str, ...] = setting(
+        "delivery.allow_cidrs", _cidrs, (), "private networks HTTP targets may reach anyway"
+    )
+    payload_limit_bytes: int = setting(
+        "delivery.payload_limit", _payload_limit, 65_536, "largest job payload, 1KiB..512KiB"
+    )
+    delivery_concurrency: int = setting(
+        "delivery.concurrency", Integer(1, 10_000), 512, "HTTP callbacks at once, on this node"
+    )
+    tenant_concurrency: int = setting(
+        "delivery.tenant_concurrency", Integer(1, 10_000), 64, "of those, per tenant"
+    )
+    secret_overlap_ms: int = setting(
+        "delivery.secret_overlap",
+        Milliseconds(minimum_ms=0),
+        86_400_000,
+        "callbacks carry the old and new signing secret this long after a rotation",
+    )
+    # [dispatch]
+    lease_ttl_ms: int = setting(
+        "dispatch.lease_ttl", Milliseconds(minimum_ms=2_000), 5_000, "a partition lease's life"
+    )
+    misfire_threshold_ms: int = setting(
+        "dispatch.misfire_threshold",
+        Milliseconds(minimum_ms=1_000),
+        60_000,
+        "later than this, a run follows its job's misfire_policy",
+    )
+    max_clock_offset_ms: int = setting(
+        "dispatch.max_clock_offset",
+        Milliseconds(minimum_ms=50),
+        500,
+        "past this offset from the peers' clocks, the node stops dispatching",
+    )
+    # [encryption]
+    payload_keys_file: Path | None = setting(
+        "encryption.payload_keys_file", _path, None, "keys that seal payloads at rest"
+    )
     # No payload_keys_file: a single node generates one into data_dir/payload.keys (node.py).
-    generate_payload_key: bool = False
-    retention: Retention = DEFAULT_RETENTION
-    min_free: MinFree = DEFAULT_MIN_FREE
-    lease_ttl_ms: int = 5_000
-    misfire_threshold_ms: int = 60_000
-    max_clock_offset_ms: int = 500
-    api_header_timeout_s: float = 15.0
-    api_body_timeout_s: float = 30.0
-    api_max_body_reads: int = 64
-    api_long_polls_per_tenant: int = 32
-    metrics_listen: str | None = None  # "host:port" of a /metrics-only listener
-    metrics_token: str | None = dataclasses.field(default=None, repr=False)
+    generate_payload_key: bool = setting(
+        "encryption.generate_payload_key", _flag, False, "a single node makes its own key"
+    )
+    # [log]
+    log_format: str = setting("log.format", Choice(LOG_FORMATS), "text", "text or JSON lines")
+    # [metrics]
+    metrics_listen: str | None = setting(
+        "metrics.listen", _listen, None, "serve /metrics on this address alone"
+    )
+    metrics_token: str | None = setting(
+        "metrics.token",
+        Secret(METRICS_TOKEN_ENV),
+        None,
+        "a bearer token for scraping only",
+        companions=("metrics.token_file",),
+        always=True,
+        is_secret=True,
+    )
+    # [retention]: the defaults are Retention's own (retention.py)
+    retention: Retention = section_of(
+        Retention,
+        "retention",
+        Milliseconds(minimum_ms=MIN_RETENTION_MS),
+        "how long finished {key} are kept",
+    )
+    # [storage]
+    min_free: MinFree = setting(
+        "storage.min_free",
+        _min_free,
+        MinFree(bytes=512 * 1024**2),
+        "free space kept in data_dir: a size or a percentage",
+    )
 
     def __post_init__(self) -> None:
         _check_cluster_shape(self)
@@ -148,9 +499,12 @@ class NodeConfig:
         return not self.raft_peers
 
     @property
-    def api_listen(self) -> str:
-        """The API address as "host:port" ("[::1]:8701" for IPv6)."""
-        return join_listen(self.api_host, self.api_port)
+    def api_host(self) -> str:
+        return parse_listen(self.api_listen, field="api.listen")[0]
+
+    @property
+    def api_port(self) -> int:
+        return parse_listen(self.api_listen, field="api.listen")[1]
 
     @property
     def is_tls(self) -> bool:
@@ -163,8 +517,26 @@ class NodeConfig:
         return f"{'https' if self.is_tls else 'http'}://{self.api_listen}"
 
 
+def _settings(fields_of: object) -> Iterator[Setting]:
+    for f in dataclasses.fields(cast(Any, fields_of)):
+        about = f.metadata.get(_ABOUT)
+        if isinstance(about, Setting):
+            yield about
+        elif isinstance(about, Section):
+            yield from (inner for _, inner in about.settings)
+
+
+SETTINGS: tuple[Setting, ...] = tuple(_settings(NodeConfig))
+KEYS = tuple(key for about in SETTINGS for key in about.keys)
+SCHEMA: Mapping[str, tuple[str, ...]] = {
+    name: tuple(key.partition(".")[2] for key in KEYS if key.partition(".")[0] == name)
+    for name in dict.fromkeys(about.section for about in SETTINGS)
+}
+
+
 def _check_cluster_shape(cfg: NodeConfig) -> None:
     """Hold the invariants between fields, however the config was built."""
+    _check_tls_pair(cfg)
     if cfg.election_timeout_max_s <= cfg.election_timeout_min_s:
         raise ConfigError(
             f"raft.election_timeout_max must be greater than raft.election_timeout_min, "
@@ -188,6 +560,21 @@ def _check_cluster_shape(cfg: NodeConfig) -> None:
             f"without one"
         )
     _check_payload_key(cfg)
+
+
+def _check_tls_pair(cfg: NodeConfig) -> None:
+    """api.tls_cert and api.tls_key: both (HTTPS) or neither (HTTP)."""
+    if (cfg.tls_cert is None) == (cfg.tls_key is None):
+        return
+    given, missing, path = (
+        ("api.tls_cert", "api.tls_key", cfg.tls_cert)
+        if cfg.tls_key is None
+        else ("api.tls_key", "api.tls_cert", cfg.tls_key)
+    )
+    raise ConfigError(
+        f"{given} {str(path)!r} is set but {missing} is not: give both for HTTPS, "
+        f"or neither for plain HTTP"
+    )
 
 
 def _check_payload_key(cfg: NodeConfig) -> None:
@@ -231,6 +618,9 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+# -- loading -------------------------------------------------------------------------------------
 
 
 def load_config(path: Path | str, env: Mapping[str, str] | None = None) -> NodeConfig:
@@ -288,68 +678,35 @@ def _section_hint(key: str) -> str:
 def _build(
     path: Path, doc: Mapping[str, Mapping[str, object]], env: Mapping[str, str]
 ) -> NodeConfig:
-    base = path.parent
-    api_host, api_port = parse_listen(
-        _text(doc, "api.listen", DEFAULT_API_LISTEN), field="api.listen"
-    )
-    raft_listen = join_listen(
-        *parse_listen(_text(doc, "raft.listen", DEFAULT_RAFT_LISTEN), field="raft.listen")
-    )
-    tls_cert, tls_key = _tls_pair(base, doc)
-    return NodeConfig(
-        path=path.absolute(),
-        node_id=_node_id(doc),
-        data_dir=_resolve(base, _required_text(doc, "node.data_dir")),
-        log_level=_log_level(doc),
-        log_format=_choice(doc, "log.format", "text", LOG_FORMATS),
-        api_host=api_host,
-        api_port=api_port,
-        request_timeout_s=_seconds(doc, "api.request_timeout", 5_000, minimum_ms=1),
-        tls_cert=tls_cert,
-        tls_key=tls_key,
-        tls_ca=_optional_path(base, doc, "api.tls_ca"),
-        raft_listen=raft_listen,
-        raft_peers=_peers(doc),
-        raft_secret=_secret(doc, "raft.secret", base, env, RAFT_SECRET_ENV),
-        compaction_min_entries=_integer(doc, "raft.compaction_min_entries", 10_000, 1, 10**9),
-        compaction_min_time_s=_seconds(doc, "raft.compaction_min_time", 300_000, minimum_ms=1_000),
-        election_timeout_min_s=_seconds(doc, "raft.election_timeout_min", 1_000, minimum_ms=1),
-        election_timeout_max_s=_seconds(doc, "raft.election_timeout_max", 2_500, minimum_ms=1),
-        admin_token=_secret(doc, "auth.admin_token", base, env, ADMIN_TOKEN_ENV),
-        partitions=_integer(doc, "cluster.partitions", 256, 1, MAX_PARTITIONS),
-        allow_cidrs=_cidrs(doc),
-        payload_limit_bytes=_payload_limit(doc),
-        delivery_concurrency=_integer(doc, "delivery.concurrency", 512, 1, 10_000),
-        tenant_concurrency=_integer(doc, "delivery.tenant_concurrency", 64, 1, 10_000),
-        secret_overlap_ms=_duration_ms(doc, "delivery.secret_overlap", 86_400_000, minimum_ms=0),
-        payload_keys_file=_optional_path(base, doc, "encryption.payload_keys_file"),
-        generate_payload_key=_flag(doc, "encryption.generate_payload_key"),
-        retention=Retention(
-            **{
-                kind: _duration_ms(
-                    doc, f"retention.{kind}", DEFAULTS_MS[kind], minimum_ms=MIN_RETENTION_MS
-                )
-                for kind in KINDS
-            }
-        ),
-        min_free=_min_free(doc),
-        lease_ttl_ms=_duration_ms(doc, "dispatch.lease_ttl", 5_000, minimum_ms=2_000),
-        misfire_threshold_ms=_duration_ms(
-            doc, "dispatch.misfire_threshold", 60_000, minimum_ms=1_000
-        ),
-        max_clock_offset_ms=_duration_ms(doc, "dispatch.max_clock_offset", 500, minimum_ms=50),
-        api_header_timeout_s=_seconds(doc, "api.header_timeout", 15_000, minimum_ms=100),
-        api_body_timeout_s=_seconds(doc, "api.body_timeout", 30_000, minimum_ms=100),
-        api_max_body_reads=_integer(doc, "api.max_body_reads", 64, 1, 100_000),
-        api_long_polls_per_tenant=_integer(doc, "api.long_polls_per_tenant", 32, 1, 100_000),
-        metrics_listen=_metrics_listen(doc),
-        metrics_token=_secret(doc, "metrics.token", base, env, METRICS_TOKEN_ENV),
-    )
+    """Every setting field the file gives (or whose parser runs regardless) parsed; the rest
+    keep their declared defaults."""
+    source = Source(doc, path.parent, env)
+    return NodeConfig(path=path.absolute(), **_read(NodeConfig, source))
 
 
-def _value(doc: Mapping[str, Mapping[str, object]], field: str) -> object | None:
-    section, key = field.split(".")
-    return doc.get(section, {}).get(key)  # TOML has no null: None means "not given"
+def _read(kind: object, source: Source) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(cast(Any, kind)):
+        about = f.metadata.get(_ABOUT)
+        if isinstance(about, Section):
+            values[f.name] = about.build(**_read_section(about, source))
+        elif isinstance(about, Setting):
+            given = source.value(about.key)
+            if given is not None or about.always:
+                values[f.name] = about.parse(given, about.key, source)
+    return values
+
+
+def _read_section(section: Section, source: Source) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for name, about in section.settings:
+        given = source.value(about.key)
+        if given is not None:
+            values[name] = about.parse(given, about.key, source)
+    return values
+
+
+# -- helpers -------------------------------------------------------------------------------------
 
 
 def _typed(value: object, kind: type[_T], *, field: str, what: str) -> _T:
@@ -358,92 +715,6 @@ def _typed(value: object, kind: type[_T], *, field: str, what: str) -> _T:
         shown = str(value).lower() if isinstance(value, bool) else repr(value)  # as TOML has it
         raise ConfigError(f"{field} must be {what}, got {shown}")
     return value
-
-
-def _flag(doc: Mapping[str, Mapping[str, object]], field: str) -> bool:
-    value = _value(doc, field)
-    return False if value is None else _typed(value, bool, field=field, what="true or false")
-
-
-def _optional_text(doc: Mapping[str, Mapping[str, object]], field: str) -> str | None:
-    value = _value(doc, field)
-    return None if value is None else _typed(value, str, field=field, what="a string")
-
-
-def _text(doc: Mapping[str, Mapping[str, object]], field: str, default: str) -> str:
-    text = _optional_text(doc, field)
-    return default if text is None else text
-
-
-def _required_text(doc: Mapping[str, Mapping[str, object]], field: str) -> str:
-    value = _value(doc, field)
-    if value is None:
-        raise ConfigError(f"{field} is required")
-    text = _typed(value, str, field=field, what="a string")
-    if not text.strip():
-        raise ConfigError(f"{field} must not be empty, got {text!r}")
-    return text
-
-
-def _integer(
-    doc: Mapping[str, Mapping[str, object]], field: str, default: int, low: int, high: int
-) -> int:
-    value = _value(doc, field)
-    if value is None:
-        return default
-    number = _typed(value, int, field=field, what="an integer")
-    if not low <= number <= high:
-        raise ConfigError(f"{field} must be {low}..{high}, got {number!r}")
-    return number
-
-
-def _node_id(doc: Mapping[str, Mapping[str, object]]) -> str:
-    node_id = _required_text(doc, "node.id")
-    if not _NODE_ID.fullmatch(node_id):
-        raise ConfigError(f"node.id must be 1-64 of A-Z a-z 0-9 _ . -, got {node_id!r}")
-    return node_id
-
-
-def _choice(
-    doc: Mapping[str, Mapping[str, object]], field: str, default: str, choices: tuple[str, ...]
-) -> str:
-    value = _text(doc, field, default)
-    if value not in choices:
-        raise ConfigError(f"{field} must be one of {', '.join(choices)}, got {value!r}")
-    return value
-
-
-def _log_level(doc: Mapping[str, Mapping[str, object]]) -> str:
-    level = _text(doc, "node.log_level", "info")
-    if level not in LOG_LEVELS:
-        raise ConfigError(f"node.log_level must be one of {', '.join(LOG_LEVELS)}, got {level!r}")
-    return level
-
-
-def _optional_path(base: Path, doc: Mapping[str, Mapping[str, object]], field: str) -> Path | None:
-    text = _optional_text(doc, field)
-    return None if text is None else _resolve(base, text)
-
-
-def _tls_pair(
-    base: Path, doc: Mapping[str, Mapping[str, object]]
-) -> tuple[Path, Path] | tuple[None, None]:
-    """api.tls_cert and api.tls_key: both (HTTPS) or neither (HTTP)."""
-    cert = _optional_path(base, doc, "api.tls_cert")
-    key = _optional_path(base, doc, "api.tls_key")
-    if cert is not None and key is not None:
-        return cert, key
-    if cert is None and key is None:
-        return None, None
-    given, missing, path = (
-        ("api.tls_cert", "api.tls_key", cert)
-        if key is None
-        else ("api.tls_key", "api.tls_cert", key)
-    )
-    raise ConfigError(
-        f"{given} {str(path)!r} is set but {missing} is not: give both for HTTPS, "
-        f"or neither for plain HTTP"
-    )
 
 
 def _resolve(base: Path, name: str) -> Path:
@@ -475,32 +746,11 @@ def join_listen(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def _strings(doc: Mapping[str, Mapping[str, object]], field: str) -> list[str]:
-    value = _value(doc, field)
-    if value is None:
-        return []
-    items = _typed(value, list, field=field, what="a list of strings")
+def _strings(value: object, key: str) -> list[str]:
+    items = _typed(value, list, field=key, what="a list of strings")
     for item in items:
-        _typed(item, str, field=field, what="a list of strings")
+        _typed(item, str, field=key, what="a list of strings")
     return items
-
-
-def _peers(doc: Mapping[str, Mapping[str, object]]) -> tuple[str, ...]:
-    return tuple(
-        join_listen(*parse_listen(peer, field="raft.peers")) for peer in _strings(doc, "raft.peers")
-    )
-
-
-def _cidrs(doc: Mapping[str, Mapping[str, object]]) -> tuple[str, ...]:
-    networks = []
-    for cidr in _strings(doc, "delivery.allow_cidrs"):
-        try:
-            networks.append(str(ipaddress.ip_network(cidr, strict=False)))
-        except ValueError:
-            raise ConfigError(
-                f"delivery.allow_cidrs must hold networks like '10.0.0.0/8', got {cidr!r}"
-            ) from None
-    return tuple(networks)
 
 
 def _size(value: object, field: str, example: str) -> int:
@@ -513,75 +763,6 @@ def _size(value: object, field: str, example: str) -> int:
         f"{field} must be a size like '{example}' ({', '.join(_SIZE_UNITS)}) or a number of "
         f"bytes, got {value!r}"
     )
-
-
-def _min_free(doc: Mapping[str, Mapping[str, object]]) -> MinFree:
-    field = "storage.min_free"
-    value = _value(doc, field)
-    if value is None:
-        return DEFAULT_MIN_FREE
-    percent = _PERCENT.fullmatch(value.strip()) if isinstance(value, str) else None
-    if percent:
-        return MinFree(percent=float(percent[1]))
-    return MinFree(bytes=_size(value, field, "1GiB' or '5%"))
-
-
-def _payload_limit(doc: Mapping[str, Mapping[str, object]]) -> int:
-    field = "delivery.payload_limit"
-    value = _value(doc, field)
-    if value is None:
-        return 65_536
-    size = _size(value, field, "64KiB")
-    if not MIN_PAYLOAD_BYTES <= size <= MAX_PAYLOAD_BYTES:
-        raise ConfigError(
-            f"{field} must be 1KiB..512KiB (a job must fit one Raft command), got {value!r}"
-        )
-    return size
-
-
-def _metrics_listen(doc: Mapping[str, Mapping[str, object]]) -> str | None:
-    text = _optional_text(doc, "metrics.listen")
-    return None if text is None else join_listen(*parse_listen(text, field="metrics.listen"))
-
-
-def _duration_ms(
-    doc: Mapping[str, Mapping[str, object]], field: str, default_ms: int, *, minimum_ms: int
-) -> int:
-    value = _value(doc, field)
-    if value is None:
-        return default_ms
-    try:
-        return parse_duration(value, field=field, minimum_ms=minimum_ms)
-    except InvalidRequest as exc:
-        raise ConfigError(f"{field} {exc.reason}") from None
-
-
-def _seconds(
-    doc: Mapping[str, Mapping[str, object]], field: str, default_ms: int, *, minimum_ms: int
-) -> float:
-    return _duration_ms(doc, field, default_ms, minimum_ms=minimum_ms) / 1_000
-
-
-def _secret(
-    doc: Mapping[str, Mapping[str, object]],
-    field: str,
-    base: Path,
-    env: Mapping[str, str],
-    env_name: str,
-) -> str | None:
-    """The secret from `env_name`, else `field` or the file `field`_file, stripped; else None."""
-    file_field = f"{field}_file"
-    inline = _optional_text(doc, field)
-    file_name = _optional_text(doc, file_field)
-    if inline is not None and file_name is not None:
-        raise ConfigError(f"give {field} or {file_field}, not both")
-    from_env = env.get(env_name, "").strip()  # an empty variable counts as unset
-    if from_env:
-        return _long_enough(from_env, source=env_name)
-    if file_name is not None:
-        secret = _read_secret_file(base, file_name, field=file_field)
-        return _long_enough(secret, source=f"{file_field} {file_name!r}")
-    return None if inline is None else _long_enough(inline.strip(), source=field)
 
 
 def _read_secret_file(base: Path, name: str, *, field: str) -> str:

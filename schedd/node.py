@@ -368,13 +368,7 @@ class Node:
         return broker_probe
 
     def _limits(self) -> ServerLimits:
-        cfg = self.config
-        return ServerLimits(
-            header_timeout_s=cfg.api_header_timeout_s,
-            body_timeout_s=cfg.api_body_timeout_s,
-            max_body_reads=cfg.api_max_body_reads,
-            long_polls_per_tenant=cfg.api_long_polls_per_tenant,
-        )
+        return ServerLimits.configured(self.config.api_limits)
 
     def _metrics_access(self) -> MetricsAccess:
         """On the API port: the admin token or the metrics token; nobody if it has its own."""

@@ -11,23 +11,26 @@ import contextlib
 import ipaddress
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
+from schedd.config import ApiLimits
 from schedd.errors import QuotaExceeded, ServerBusy
 
 LINGERING_S = 2.0  # after an answer, unread body bytes are drained this long, then it closes
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ServerLimits:
-    """The `[api]` limits (docs/configuration.md)."""
+class ServerLimits(ApiLimits):
+    """The `[api]` limits: the settings, whose keys, defaults and bounds `ApiLimits` declares
+    (schedd/config.py; docs/configuration.md), and what the API adds that is not a setting."""
 
-    header_timeout_s: float = 15.0  # request line + headers, from connect or the last answer
-    body_timeout_s: float = 30.0  # a whole request body, from the handler's first read
-    max_body_reads: int = 64  # bodies being read at once, node-wide
     body_wait_s: float = 1.0  # how long a request waits for a body-read slot before a 503
-    long_polls_per_tenant: int = 32  # receives with a `wait` in progress, per tenant, per node
+
+    @classmethod
+    def configured(cls, settings: ApiLimits) -> ServerLimits:
+        """These limits with the node's `[api]` settings."""
+        return cls(**{f.name: getattr(settings, f.name) for f in fields(ApiLimits)})
 
     def runner_options(self) -> dict[str, Any]:
         """aiohttp server settings. aiohttp closes a connection that has not sent a complete

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from schedd.config import NodeConfig, load_config, parse_listen
+from schedd.config import ApiLimits, NodeConfig, load_config, parse_listen
 from schedd.errors import ConfigError
 from schedd.retention import DAY_MS, Retention
 from schedd.storage import MinFree
@@ -95,8 +95,9 @@ def test_every_key_is_read(tmp_path: Path) -> None:
     assert (cfg.election_timeout_min_s, cfg.election_timeout_max_s) == (0.3, 0.9)
     assert (cfg.partitions, cfg.allow_cidrs) == (1024, ("127.0.0.0/8",))
     assert cfg.payload_limit_bytes == 512 * 1024
-    assert (cfg.api_header_timeout_s, cfg.api_body_timeout_s) == (5.0, 20.0)
-    assert (cfg.api_max_body_reads, cfg.api_long_polls_per_tenant) == (8, 4)
+    assert cfg.api_limits == ApiLimits(
+        header_timeout_s=5.0, body_timeout_s=20.0, max_body_reads=8, long_polls_per_tenant=4
+    )
     assert (cfg.metrics_listen, cfg.metrics_token) == ("10.0.0.1:9464", TOKEN + "x")
     assert (cfg.delivery_concurrency, cfg.tenant_concurrency) == (64, 4)
     assert cfg.secret_overlap_ms == 3_600_000
@@ -654,8 +655,9 @@ def test_payload_limit_must_be_1kib_to_512kib(tmp_path: Path, value: str) -> Non
 
 def test_api_limits_default_to_their_documented_values(tmp_path: Path) -> None:
     cfg = load(tmp_path, "")
-    assert (cfg.api_header_timeout_s, cfg.api_body_timeout_s) == (15.0, 30.0)
-    assert (cfg.api_max_body_reads, cfg.api_long_polls_per_tenant) == (64, 32)
+    limits = cfg.api_limits
+    assert (limits.header_timeout_s, limits.body_timeout_s) == (15.0, 30.0)
+    assert (limits.max_body_reads, limits.long_polls_per_tenant) == (64, 32)
     assert (cfg.metrics_listen, cfg.metrics_token) == (None, None)
 
 
