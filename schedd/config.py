@@ -129,7 +129,6 @@ def setting(
 ) -> _T:
     """A field that holds the setting `key`: `max_body_reads: int = setting(...)`."""
     about = Setting(key, parse, default, doc, companions, always)
-    # typeshed types field(default=x) as x's type: what the field holds
     return dataclasses.field(default=default, repr=not is_secret, metadata={_ABOUT: about})
 
 
