@@ -499,10 +499,12 @@ class NodeConfig:
 
     @property
     def api_host(self) -> str:
+        """The host of `api_listen` (IPv6 without brackets): what the API binds."""
         return parse_listen(self.api_listen, field="api.listen")[0]
 
     @property
     def api_port(self) -> int:
+        """The port of `api_listen`."""
         return parse_listen(self.api_listen, field="api.listen")[1]
 
     @property

@@ -719,6 +719,13 @@ def test_node_config_checks_its_invariants_when_built_directly(tmp_path: Path) -
         NodeConfig(path=tmp_path, node_id="n1", data_dir=tmp_path, raft_peers=("h:1",))
     with pytest.raises(ConfigError, match="election_timeout_max must be greater"):
         NodeConfig(path=tmp_path, node_id="n1", data_dir=tmp_path, election_timeout_max_s=1.0)
+    with pytest.raises(ConfigError, match=r"api\.tls_cert '.*' is set but api\.tls_key is not"):
+        NodeConfig(path=tmp_path, node_id="n1", data_dir=tmp_path, tls_cert=tmp_path / "c.pem")
+
+
+def test_node_config_built_directly_has_the_defaults_a_minimal_file_gets(tmp_path: Path) -> None:
+    loaded = load(tmp_path)
+    assert loaded == NodeConfig(path=loaded.path, node_id="n1", data_dir=loaded.data_dir)
 
 
 # -- the shipped files -------------------------------------------------------------------------
