@@ -15,6 +15,7 @@ from schedd.api.connections import connection_verdicts, scrubbed
 from schedd.api.context import ApiContext
 from schedd.api.http import _check_cluster_can_take
 from schedd.errors import ClusterUnavailable
+from schedd.jobspec import parse_target
 from schedd.model import BrokerConnection
 from schedd.peers import PeerReport, PeerReports
 from schedd.storage import DiskWatch, MinFree, StorageGuard
@@ -22,6 +23,7 @@ from schedd.store.commands import CreateConnection, CreateJobs, NewJob, UpdateJo
 
 NATS = {"type": "nats", "connection": "n", "subject": "a.b"}
 QUEUE = {"type": "queue", "name": "q"}
+HTTP = {"type": "http", "url": "https://hooks.example/x"}
 
 
 def guard(tmp_path: Path, level_of_n3: int) -> StorageGuard:
@@ -72,8 +74,8 @@ def test_broker_jobs_and_connections_wait_for_every_node_at_level_3(tmp_path: Pa
 
 def test_a_batch_refuses_only_its_broker_items_while_a_node_is_older(tmp_path: Path) -> None:
     ctx = cast(ApiContext, SimpleNamespace(storage=guard(tmp_path, level_of_n3=2)))
-    specs = [{"target": QUEUE}, {"target": NATS}, {"target": {"type": "http", "url": "x"}}]
-    verdicts = asyncio.run(connection_verdicts(ctx, "t1", specs))
+    targets = [parse_target(QUEUE), parse_target(NATS), parse_target(HTTP)]
+    verdicts = asyncio.run(connection_verdicts(ctx, "t1", targets))
     assert verdicts[0] is None and verdicts[2] is None
     assert isinstance(verdicts[1], ClusterUnavailable)
     assert verdicts[1].http_status == 503
