@@ -7,7 +7,7 @@ to the same JobSpec.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -17,21 +17,20 @@ from schedd.jsonbody import as_integer, dumps
 from schedd.model import (
     AtSchedule,
     Backoff,
-    BrokerTarget,
     HttpTarget,
     JSONValue,
     MisfirePolicy,
-    NatsTarget,
     OverlapPolicy,
     QueueTarget,
-    RabbitMqTarget,
-    RedisStreamTarget,
     RetryPolicy,
     Schedule,
     Target,
 )
 from schedd.schedule import EverySchedule, parse_schedule, schedule_to_json
 from schedd.stored_spec import MAX_DELAY_MS, RESERVED_HEADERS
+from schedd.targets import BY_NAME, TARGET_TYPES
+from schedd.targets import target_to_json as broker_target_to_json
+from schedd.targets.kind import reject_unknown
 from schedd.timeformat import format_duration, parse_duration
 
 JOB_FIELDS = frozenset(
@@ -76,7 +75,7 @@ def parse_job(
     """Validate a job body (POST /v1/jobs); every error names the field and the bad value."""
     if not isinstance(body, Mapping):
         raise InvalidRequest("body", "must be a JSON object")
-    _reject_unknown(body, JOB_FIELDS, prefix="")
+    reject_unknown(body, JOB_FIELDS, prefix="")
     if "schedule" not in body:
         raise InvalidRequest("schedule", "is required")
     if "target" not in body:
@@ -108,7 +107,7 @@ def patch_job(
     """Apply a PATCH body to a job's canonical JSON and validate the result as a whole."""
     if not isinstance(changes, Mapping):
         raise InvalidRequest("body", "must be a JSON object")
-    _reject_unknown(changes, JOB_FIELDS, prefix="")
+    reject_unknown(changes, JOB_FIELDS, prefix="")
     merged = {**current, **changes}
     # An unchanged schedule is not judged again: a paused job whose schedule has ended can
     # still get a new payload or target (and then a new schedule, before it is resumed).
@@ -157,16 +156,16 @@ def parse_target(value: object) -> Target:
     if not isinstance(value, Mapping):
         raise InvalidRequest("target", "must be an object with a 'type'")
     kind = value.get("type")
-    if isinstance(kind, str) and kind in BROKER_PARSERS:
-        return BROKER_PARSERS[kind](value)
+    if isinstance(kind, str) and kind in BY_NAME:
+        return BY_NAME[kind].parse(value)
     if kind == "queue":
-        _reject_unknown(value, {"type", "name"}, prefix="target.")
+        reject_unknown(value, {"type", "name"}, prefix="target.")
         name = value.get("name")
         if not isinstance(name, str) or not QUEUE_NAME.fullmatch(name):
             raise InvalidRequest("target.name", f"must match [A-Za-z0-9_.-]{{1,128}}, got {name!r}")
         return QueueTarget(name=name)
     if kind == "http":
-        _reject_unknown(value, {"type", "url", "method", "headers", "timeout"}, prefix="target.")
+        reject_unknown(value, {"type", "url", "method", "headers", "timeout"}, prefix="target.")
         method = value.get("method", "POST")
         if method not in HTTP_METHODS:
             raise InvalidRequest("target.method", f"must be one of {', '.join(HTTP_METHODS)}")
@@ -180,129 +179,6 @@ def parse_target(value: object) -> Target:
     raise InvalidRequest("target.type", f"must be one of {_TARGET_TYPES}, got {kind!r}")
 
 
-CONNECTION_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
-MAX_STREAM_BYTES = 256
-MAX_MAXLEN = 1_000_000_000
-_EXCHANGE = re.compile(r"[A-Za-z0-9_.:-]{0,255}")
-_NATS_TOKEN = re.compile(r"[\x21-\x7e\x80-\U0010ffff]+")  # printable, no whitespace
-
-
-def broker_target_to_json(target: BrokerTarget) -> dict[str, Any]:
-    """The API form of a broker target (a Redis stream's maxlen only when given)."""
-    if isinstance(target, RedisStreamTarget):
-        found: dict[str, Any] = {"type": "redis_stream", "connection": target.connection}
-        found["stream"] = target.stream
-        if target.maxlen is not None:
-            found["maxlen"] = target.maxlen
-        return found
-    if isinstance(target, RabbitMqTarget):
-        return {
-            "type": "rabbitmq",
-            "connection": target.connection,
-            "exchange": target.exchange,
-            "routing_key": target.routing_key,
-        }
-    return {"type": "nats", "connection": target.connection, "subject": target.subject}
-
-
-def _parse_redis_stream(value: Mapping[str, Any]) -> RedisStreamTarget:
-    _reject_unknown(value, {"type", "connection", "stream", "maxlen"}, prefix="target.")
-    connection = _connection_name(value)
-    stream = value.get("stream")
-    if (
-        not isinstance(stream, str)
-        or not stream
-        or len(stream.encode()) > MAX_STREAM_BYTES
-        or _CONTROL_OR_SPACE.search(stream)
-        or any(c.isspace() for c in stream)
-    ):
-        raise InvalidRequest(
-            "target.stream",
-            f"must be 1-{MAX_STREAM_BYTES} bytes without spaces or control characters, "
-            f"got {_excerpt(stream)}",
-        )
-    maxlen = value.get("maxlen")
-    if maxlen is not None and as_integer(maxlen, 1, MAX_MAXLEN) is None:
-        raise InvalidRequest(
-            "target.maxlen", f"must be an integer 1-{MAX_MAXLEN:,}, got {_excerpt(maxlen)}"
-        )
-    return RedisStreamTarget(
-        connection=connection,
-        stream=stream,
-        maxlen=None if maxlen is None else as_integer(maxlen, 1, MAX_MAXLEN),
-    )
-
-
-def _parse_rabbitmq(value: Mapping[str, Any]) -> RabbitMqTarget:
-    _reject_unknown(value, {"type", "connection", "exchange", "routing_key"}, prefix="target.")
-    connection = _connection_name(value)
-    exchange = value.get("exchange", "")
-    if not isinstance(exchange, str) or not _EXCHANGE.fullmatch(exchange):
-        raise InvalidRequest(
-            "target.exchange",
-            f"must be 0-255 of [A-Za-z0-9_.:-] ('' is the default exchange), "
-            f"got {_excerpt(exchange)}",
-        )
-    key = value.get("routing_key")
-    if not isinstance(key, str) or len(key.encode()) > 255 or not key.isprintable():
-        raise InvalidRequest(
-            "target.routing_key",
-            f"must be at most 255 bytes of printable characters, got {_excerpt(key)}",
-        )
-    if not exchange and not key:
-        raise InvalidRequest(
-            "target.routing_key", "must name a queue when the exchange is the default one ('')"
-        )
-    return RabbitMqTarget(connection=connection, exchange=exchange, routing_key=key)
-
-
-def _parse_nats(value: Mapping[str, Any]) -> NatsTarget:
-    _reject_unknown(value, {"type", "connection", "subject"}, prefix="target.")
-    connection = _connection_name(value)
-    subject = value.get("subject")
-    if (
-        not isinstance(subject, str)
-        or len(subject.encode()) > 255
-        or not all(_is_subject_token(token) for token in subject.split("."))
-    ):
-        raise InvalidRequest(
-            "target.subject",
-            "must be dot-separated non-empty tokens of printable characters without spaces "
-            f"or the wildcards * and >, at most 255 bytes, got {_excerpt(subject)}",
-        )
-    return NatsTarget(connection=connection, subject=subject)
-
-
-def _is_subject_token(token: str) -> bool:
-    return (
-        _NATS_TOKEN.fullmatch(token) is not None
-        and token.isprintable()
-        and "*" not in token
-        and ">" not in token
-    )
-
-
-def _connection_name(value: Mapping[str, Any]) -> str:
-    name = value.get("connection")
-    if not isinstance(name, str) or not CONNECTION_NAME.fullmatch(name):
-        raise InvalidRequest(
-            "target.connection",
-            f"must name a connection: [A-Za-z0-9_.-]{{1,64}}, got {_excerpt(name)}",
-        )
-    return name
-
-
-def _excerpt(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-BROKER_PARSERS: Mapping[str, Callable[[Mapping[str, Any]], BrokerTarget]] = {
-    "redis_stream": _parse_redis_stream,
-    "rabbitmq": _parse_rabbitmq,
-    "nats": _parse_nats,
-}
-TARGET_TYPES = ("queue", "http", *BROKER_PARSERS)
 _TARGET_TYPES = ", ".join(repr(t) for t in TARGET_TYPES)
 
 
@@ -312,7 +188,7 @@ def parse_retry(value: object) -> RetryPolicy:
         return RetryPolicy()
     if not isinstance(value, Mapping):
         raise InvalidRequest("retry", "must be an object")
-    _reject_unknown(value, {"max_attempts", "backoff", "initial_delay", "max_delay"}, "retry.")
+    reject_unknown(value, {"max_attempts", "backoff", "initial_delay", "max_delay"}, "retry.")
     policy = RetryPolicy()
     given = value.get("max_attempts", policy.max_attempts)
     attempts = as_integer(given, 1, MAX_ATTEMPTS)
@@ -333,14 +209,6 @@ def parse_retry(value: object) -> RetryPolicy:
         initial_delay_ms=initial,
         max_delay_ms=maximum,
     )
-
-
-def _reject_unknown(
-    obj: Mapping[str, Any], allowed: frozenset[str] | set[str], prefix: str
-) -> None:
-    unknown = sorted(set(obj) - allowed)
-    if unknown:
-        raise InvalidRequest(f"{prefix}{unknown[0]}", "is not a known field")
 
 
 def _parse_name(value: object) -> str | None:

@@ -22,6 +22,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from schedd.model import ClaimRefusal
+from schedd.targets import TARGET_TYPES
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +31,7 @@ APPLY_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0
 REQUEST_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 SNAPSHOT_BUCKETS_S = (0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 CLAIM_RESULTS = ("claimed", *(refusal.value for refusal in ClaimRefusal))
-TARGETS = ("queue", "http", "redis_stream", "rabbitmq", "nats")
+TARGETS = TARGET_TYPES
 
 CLAIM_LAG = Histogram(
     "schedd_claim_lag_seconds",

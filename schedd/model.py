@@ -123,44 +123,14 @@ class HttpTarget:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RedisStreamTarget:
-    """Deliver runs with XADD to `stream` on the tenant's Redis connection `connection`."""
+class BrokerTarget:
+    """Deliver runs to the tenant's broker through its named connection `connection`: the base
+    of each broker kind's target (`schedd/targets/`: RedisStreamTarget, RabbitMqTarget, ...)."""
 
     connection: str
-    stream: str
-    maxlen: int | None = None  # approximate MAXLEN trimming when given
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RabbitMqTarget:
-    """Publish runs (persistent, mandatory, confirmed) to `exchange` with `routing_key`."""
-
-    connection: str
-    exchange: str
-    routing_key: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class NatsTarget:
-    """Publish runs to a JetStream `subject` (Nats-Msg-Id = the idempotency key)."""
-
-    connection: str
-    subject: str
-
-
-BrokerTarget = RedisStreamTarget | RabbitMqTarget | NatsTarget
 Target = QueueTarget | HttpTarget | BrokerTarget
-
-# A broker target's type -> the kind of connection it needs; a connection URL's scheme -> its kind.
-CONNECTION_KIND_OF_TARGET = {"redis_stream": "redis", "rabbitmq": "rabbitmq", "nats": "nats"}
-CONNECTION_SCHEMES = {
-    "redis": "redis",
-    "rediss": "redis",
-    "amqp": "rabbitmq",
-    "amqps": "rabbitmq",
-    "nats": "nats",
-    "tls": "nats",
-}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -170,7 +140,7 @@ class BrokerConnection:
 
     tenant_id: str
     name: str
-    kind: str  # "redis" | "rabbitmq" | "nats" (CONNECTION_SCHEMES)
+    kind: str  # "redis" | "rabbitmq" | "nats" (targets.CONNECTION_SCHEMES)
     url: str  # as the tenant gave it, credentials included
     pinned_addresses: tuple[str, ...]  # the IPs the guard checked at create: connect only to these
     created_ms: int  # a connection deleted and created again under its name is a new pool

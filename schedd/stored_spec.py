@@ -17,16 +17,9 @@ from collections.abc import Mapping
 
 from schedd.errors import InvalidRequest
 from schedd.jsonbody import as_integer
-from schedd.model import (
-    Backoff,
-    HttpTarget,
-    NatsTarget,
-    QueueTarget,
-    RabbitMqTarget,
-    RedisStreamTarget,
-    RetryPolicy,
-    Target,
-)
+from schedd.model import Backoff, HttpTarget, QueueTarget, RetryPolicy, Target
+from schedd.targets import BY_NAME
+from schedd.targets.kind import stored_optional_text, stored_text
 from schedd.timeformat import parse_duration
 
 MAX_STORED_ATTEMPTS = 1_000_000
@@ -53,29 +46,16 @@ def load_target(text: str) -> Target:
         raise ValueError("target: not an object")
     kind = value.get("type")
     if kind == "queue":
-        return QueueTarget(name=_text(value, "name"))
+        return QueueTarget(name=stored_text(value, "name"))
     if kind == "http":
         return HttpTarget(
-            url=_text(value, "url"),
-            method=_optional_text(value, "method", "POST"),
+            url=stored_text(value, "url"),
+            method=stored_optional_text(value, "method", "POST"),
             headers=_headers(value.get("headers")),
             timeout_ms=_timeout_ms(value.get("timeout")),
         )
-    if kind == "redis_stream":
-        maxlen = as_integer(value.get("maxlen"), 1, 2**63 - 1)
-        return RedisStreamTarget(
-            connection=_text(value, "connection"), stream=_text(value, "stream"), maxlen=maxlen
-        )
-    if kind == "rabbitmq":
-        exchange = _optional_text(value, "exchange", "")
-        key = _optional_text(value, "routing_key", "")
-        if not exchange and not key:
-            raise ValueError("target.routing_key: names no queue on the default exchange")
-        return RabbitMqTarget(
-            connection=_text(value, "connection"), exchange=exchange, routing_key=key
-        )
-    if kind == "nats":
-        return NatsTarget(connection=_text(value, "connection"), subject=_text(value, "subject"))
+    if isinstance(kind, str) and kind in BY_NAME:
+        return BY_NAME[kind].load(value)
     raise ValueError(f"target.type: {kind!r} is not a kind this version delivers")
 
 
@@ -107,18 +87,6 @@ def load_retry(text: str) -> RetryPolicy:
     except ValueError:
         value = None
     return stored_retry(value)
-
-
-def _text(value: Mapping[str, object], name: str) -> str:
-    found = value.get(name)
-    if not isinstance(found, str) or not found:
-        raise ValueError(f"target.{name}: missing or not text")
-    return found
-
-
-def _optional_text(value: Mapping[str, object], name: str, default: str) -> str:
-    found = value.get(name, default)
-    return found if isinstance(found, str) else default
 
 
 def _headers(value: object) -> dict[str, str]:

@@ -7,8 +7,10 @@ as a stale document. Run `.venv/bin/python tools/gen_openapi.py` after changing 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -25,17 +27,8 @@ from schedd.api import (
 )
 from schedd.api.audit import MAX_JOB_ID_CHARS
 from schedd.guard.connections import MAX_URL_CHARS
-from schedd.jobspec import (
-    CONNECTION_NAME,
-    DEFAULT_PAYLOAD_LIMIT,
-    HTTP_METHODS,
-    MAX_MAXLEN,
-    MAX_STREAM_BYTES,
-    MAX_WINDOW_MS,
-    TARGET_TYPES,
-)
+from schedd.jobspec import DEFAULT_PAYLOAD_LIMIT, HTTP_METHODS, MAX_WINDOW_MS
 from schedd.model import (
-    CONNECTION_SCHEMES,
     Backoff,
     JobStatus,
     MisfirePolicy,
@@ -46,6 +39,8 @@ from schedd.retention import KINDS, MIN_RETENTION_MS, TENANT_KINDS
 from schedd.schedule import MAX_AHEAD_MS, MIN_EVERY_MS
 from schedd.store.gauges import BACKLOG_CAP
 from schedd.store.retained import KINDS_SHOWN, ROW_COUNT_CAP
+from schedd.targets import CONNECTION_NAME, CONNECTION_SCHEMES, TARGET_TYPES, TargetKind
+from schedd.targets import KINDS as TARGET_KINDS
 from schedd.timeformat import MAX_DURATION_MS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -117,7 +112,6 @@ QUEUE_NAME = f"^{queues.QUEUE_NAME.pattern}$"
 PRINTABLE = r"^[^\u0000-\u001f\u007f]*$"
 SNAKE_CASE = r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$"
 CONNECTION_NAME_TEXT = f"^{CONNECTION_NAME.pattern}$"
-_SUBJECT_TOKEN = r"[^\s.*>\u0000-\u001f\u007f]+"
 
 
 def basic_schemas() -> dict[str, Schema]:
@@ -272,67 +266,39 @@ def target_input() -> Schema:
 
 
 def broker_targets() -> list[Schema]:
-    """The three broker targets (request bodies); each names one of the tenant's connections."""
+    """The broker targets (request bodies, targets.KINDS); each names one of the tenant's
+    connections."""
     connection = {
         "type": "string",
         "pattern": CONNECTION_NAME_TEXT,
         "description": "A connection of the tenant (POST /v1/connections) of this target's "
-        "kind (redis, rabbitmq, nats); else 400 naming target.connection.",
+        f"kind ({', '.join(kind.connection for kind in TARGET_KINDS)}); else 400 naming "
+        "target.connection.",
     }
-    redis = closed(
-        {
-            "type": {"const": "redis_stream"},
-            "connection": connection,
-            "stream": {
-                "type": "string",
-                "minLength": 1,
-                "maxLength": MAX_STREAM_BYTES,
-                "pattern": r"^[^\s\u0000-\u001f\u007f]+$",
-                "description": f"At most {MAX_STREAM_BYTES} bytes (UTF-8), no whitespace or "
-                "control characters.",
-            },
-            "maxlen": nullable({"type": "integer", "minimum": 1, "maximum": MAX_MAXLEN})
-            | {"description": "XADD MAXLEN ~ (approximate trimming); none when absent or null."},
-        },
-        ["type", "connection", "stream"],
-        title="redis_stream",
-    )
-    rabbitmq = closed(
-        {
-            "type": {"const": "rabbitmq"},
-            "connection": connection,
-            "exchange": {
-                "type": "string",
-                "pattern": r"^[A-Za-z0-9_.:-]{0,255}$",
-                "default": "",
-                "description": "'' is the default exchange (routing_key then names a queue).",
-            },
-            "routing_key": {
-                "type": "string",
-                "maxLength": 255,
-                "pattern": PRINTABLE,
-                "description": "At most 255 bytes (UTF-8) of printable characters.",
-            },
-        },
-        ["type", "connection", "routing_key"],
-        title="rabbitmq",
-    )
-    nats = closed(
-        {
-            "type": {"const": "nats"},
-            "connection": connection,
-            "subject": {
-                "type": "string",
-                "maxLength": 255,
-                "pattern": f"^{_SUBJECT_TOKEN}(\\.{_SUBJECT_TOKEN})*$",
-                "description": "A JetStream subject: dot-separated tokens, no wildcards (* >) "
-                "or whitespace, at most 255 bytes.",
-            },
-        },
-        ["type", "connection", "subject"],
-        title="nats",
-    )
-    return [redis, rabbitmq, nats]
+    return [
+        closed(
+            {"type": {"const": kind.name}, "connection": connection, **kind.schema},
+            ["type", "connection", *kind.required],
+            title=kind.name,
+        )
+        for kind in TARGET_KINDS
+    ]
+
+
+def broker_target_output(kind: TargetKind) -> Schema:
+    """A broker target as a job shows it: its struct's fields, the optional ones (None: left
+    out) not required."""
+    properties: dict[str, Schema] = {"type": {"const": kind.name}}
+    required = ["type"]
+    hints = typing.get_type_hints(kind.struct)
+    for field in dataclasses.fields(kind.struct):
+        hint = hints[field.name]
+        properties[field.name] = {
+            "type": "integer" if int in (hint, *typing.get_args(hint)) else "string"
+        }
+        if field.default is dataclasses.MISSING:
+            required.append(field.name)
+    return obj(properties, required)
 
 
 def retry_input() -> Schema:
@@ -460,30 +426,7 @@ def job_output_schemas() -> dict[str, Schema]:
                     "timeout": ref("Duration"),
                 }
             ),
-            obj(
-                {
-                    "type": {"const": "redis_stream"},
-                    "connection": {"type": "string"},
-                    "stream": {"type": "string"},
-                    "maxlen": {"type": "integer"},
-                },
-                ["type", "connection", "stream"],
-            ),
-            obj(
-                {
-                    "type": {"const": "rabbitmq"},
-                    "connection": {"type": "string"},
-                    "exchange": {"type": "string"},
-                    "routing_key": {"type": "string"},
-                }
-            ),
-            obj(
-                {
-                    "type": {"const": "nats"},
-                    "connection": {"type": "string"},
-                    "subject": {"type": "string"},
-                }
-            ),
+            *(broker_target_output(kind) for kind in TARGET_KINDS),
         ]
     }
     retry = obj(

@@ -18,11 +18,12 @@ from schedd.api.http import check_level, json_response, principal, propose, read
 from schedd.errors import ClusterUnavailable, ConnectionNotFound, InvalidRequest, SchedError
 from schedd.guard.connections import parse_connection_url, pin_addresses
 from schedd.guard.dns import lookups_for
-from schedd.jobspec import CONNECTION_NAME, target_to_json
+from schedd.jobspec import target_to_json
 from schedd.model import BrokerConnection, Target
 from schedd.store import connections as reads
 from schedd.store import queries
 from schedd.store.commands import BROKER_TARGET_LEVEL, CreateConnection, DeleteConnection
+from schedd.targets import CONNECTION_NAME
 from schedd.timeformat import format_instant
 
 routes = web.RouteTableDef()

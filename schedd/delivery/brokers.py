@@ -26,20 +26,12 @@ from schedd.delivery.read_limits import ReadBudgets
 from schedd.guard.connections import pinned_block
 from schedd.guard.ssrf import Network
 from schedd.guard.targets import TargetGuard
-from schedd.model import (
-    CONNECTION_KIND_OF_TARGET,
-    BrokerConnection,
-    BrokerTarget,
-    NatsTarget,
-    RabbitMqTarget,
-    RedisStreamTarget,
-    RetryPolicy,
-    idempotency_key,
-)
+from schedd.model import BrokerConnection, BrokerTarget, RetryPolicy, idempotency_key
 from schedd.sealing import PayloadKeys, PayloadUnreadable
 from schedd.store.outbox import DueCall
 from schedd.store.queries import Tenant
 from schedd.stored_spec import load_target
+from schedd.targets import CONNECTION_KIND_OF_TARGET
 from schedd.timeformat import format_instant
 
 log = logging.getLogger(__name__)
@@ -62,7 +54,7 @@ ERROR_CHARS = 200
 
 Lookup = Callable[[str, str], Awaitable[BrokerConnection | None]]
 ClientT = TypeVar("ClientT")
-TargetT = TypeVar("TargetT", RedisStreamTarget, RabbitMqTarget, NatsTarget)
+TargetT = TypeVar("TargetT", bound=BrokerTarget)
 _USERINFO = re.compile(r"([a-z][a-z0-9+.-]*://)[^/@\s]*@", re.IGNORECASE)
 
 
@@ -73,7 +65,7 @@ def broker_target(text: str) -> BrokerTarget:
     """An outbox row's broker target, read as stored (`stored_spec.load_target`, cached):
     never judged by the API's rules of today. ValueError when it names no broker."""
     target = load_target(text)
-    if not isinstance(target, RedisStreamTarget | RabbitMqTarget | NatsTarget):
+    if not isinstance(target, BrokerTarget):
         raise ValueError("not a broker target")
     return target
 

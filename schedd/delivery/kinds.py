@@ -1,5 +1,6 @@
-"""The broker deliverers a node holds, each kind's module (and its client library: redis-py,
-aio-pika, nats-py) imported at the kind's first run (probe.py does the same for `/test`). A
+"""The broker deliverers a node holds, one per kind of `targets.KINDS`, each kind's module
+(`TargetKind.delivery`, and its client library: redis-py, aio-pika, nats-py) imported at the
+kind's first run (probe.py does the same for `/test`). A
 node whose tenants use no broker of a kind never loads that library: the three cost about
 150 ms of CPU at every start (0.46-0.47 s against 0.28-0.34 s to import schedd.node with
 and without them, 2026-12-03), and the test suite starts about 200 nodes.
@@ -7,8 +8,9 @@ and without them, 2026-12-03), and the test suite starts about 200 nodes.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from schedd.delivery.brokers import (
     BROKER_CONNECTIONS,
@@ -23,6 +25,7 @@ from schedd.model import RetryPolicy
 from schedd.sealing import PayloadKeys
 from schedd.store.outbox import DueCall
 from schedd.store.queries import Tenant
+from schedd.targets import KINDS, TargetKind
 
 
 class LazyDeliverer:
@@ -57,25 +60,16 @@ class LazyDeliverer:
 def broker_deliverers(
     payload_keys: PayloadKeys, lookup: Lookup, guard: TargetGuard, reads: ReadBudgets
 ) -> list[LazyDeliverer]:
-    """A node's deliverers of the three broker kinds, with its guard and read budgets."""
+    """A node's deliverers of every broker kind (`targets.KINDS`), with its guard and read
+    budgets."""
 
-    def redis_stream() -> BrokerDeliverer[Any, Any]:
-        from schedd.delivery.redis_stream import RedisStreamDeliverer
+    def maker(kind: TargetKind) -> Callable[[], BrokerDeliverer[Any, Any]]:
+        def make() -> BrokerDeliverer[Any, Any]:
+            deliverer = importlib.import_module(kind.delivery).DELIVERER
+            return cast(
+                BrokerDeliverer[Any, Any], deliverer(payload_keys, lookup, guard=guard, reads=reads)
+            )
 
-        return RedisStreamDeliverer(payload_keys, lookup, guard=guard, reads=reads)
+        return make
 
-    def rabbitmq() -> BrokerDeliverer[Any, Any]:
-        from schedd.delivery.rabbitmq import RabbitMqDeliverer
-
-        return RabbitMqDeliverer(payload_keys, lookup, guard=guard, reads=reads)
-
-    def nats() -> BrokerDeliverer[Any, Any]:
-        from schedd.delivery.nats import NatsDeliverer
-
-        return NatsDeliverer(payload_keys, lookup, guard=guard, reads=reads)
-
-    return [
-        LazyDeliverer("redis_stream", redis_stream),
-        LazyDeliverer("rabbitmq", rabbitmq),
-        LazyDeliverer("nats", nats),
-    ]
+    return [LazyDeliverer(kind.name, maker(kind)) for kind in KINDS]

@@ -39,8 +39,9 @@ from schedd.delivery.read_limits import (
     ReadLimitExceeded,
     check_line,
 )
-from schedd.model import BrokerConnection, NatsTarget, idempotency_key
+from schedd.model import BrokerConnection, idempotency_key
 from schedd.store.outbox import DueCall
+from schedd.targets.nats import NatsTarget
 from schedd.timeformat import format_instant
 
 log = logging.getLogger(__name__)
@@ -240,3 +241,8 @@ def message_headers(call: DueCall) -> dict[str, str]:
 async def server_version(client: JetStream) -> str:
     """ "nats-server 2.10.14": the server's version, as its INFO gave it."""
     return f"nats-server {client.nc._server_info.get('version', 'unknown version')}"
+
+
+# What schedd.targets.nats (its TargetKind.delivery) names this module's parts by.
+DELIVERER = NatsDeliverer
+CONNECTOR = NatsConnector

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import ssl
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
@@ -26,6 +27,7 @@ from schedd.delivery.outcome import excerpt
 from schedd.delivery.read_limits import ReadBudgets
 from schedd.guard.targets import TargetGuard
 from schedd.model import BrokerConnection
+from schedd.targets import BY_CONNECTION
 
 ConnectorMaker = Callable[[ssl.SSLContext | None, Limits, ReadBudgets], Connector[Any]]
 VersionOf = Callable[[Any], Awaitable[str]]
@@ -34,19 +36,11 @@ VersionOf = Callable[[Any], Awaitable[str]]
 def probe_kind(kind: str) -> tuple[ConnectorMaker, VersionOf] | None:
     """The connector and server-version reader of a connection kind (None: unknown kind),
     its module and client library imported at the kind's first probe (kinds.py)."""
-    if kind == "redis":
-        from schedd.delivery import redis_stream
-
-        return redis_stream.RedisConnector, redis_stream.server_version
-    if kind == "rabbitmq":
-        from schedd.delivery import rabbitmq
-
-        return rabbitmq.AmqpConnector, rabbitmq.server_version
-    if kind == "nats":
-        from schedd.delivery import nats
-
-        return nats.NatsConnector, nats.server_version
-    return None
+    target_kind = BY_CONNECTION.get(kind)
+    if target_kind is None:
+        return None
+    module = importlib.import_module(target_kind.delivery)
+    return module.CONNECTOR, module.server_version
 
 
 async def probe(

@@ -34,8 +34,9 @@ from schedd.delivery.brokers import (
 )
 from schedd.delivery.outcome import Outcome, Verdict
 from schedd.delivery.read_limits import FrameGauge, ReadBudgets
-from schedd.model import BrokerConnection, RabbitMqTarget, idempotency_key
+from schedd.model import BrokerConnection, idempotency_key
 from schedd.store.outbox import DueCall
+from schedd.targets.rabbitmq import RabbitMqTarget
 from schedd.timeformat import format_instant
 
 MAX_CHANNELS = 64  # per connection: the least recently used beyond this is closed
@@ -276,3 +277,8 @@ def _text(value: object, default: str) -> str:
     if isinstance(value, bytes):
         return value.decode(errors="replace")
     return value if isinstance(value, str) else default
+
+
+# What schedd.targets.rabbitmq (its TargetKind.delivery) names this module's parts by.
+DELIVERER = RabbitMqDeliverer
+CONNECTOR = AmqpConnector

@@ -31,8 +31,9 @@ from schedd.delivery.brokers import (
 )
 from schedd.delivery.outcome import Outcome, Verdict
 from schedd.delivery.read_limits import FrameGauge, ReadBudgets, TenantReads
-from schedd.model import BrokerConnection, RedisStreamTarget
+from schedd.model import BrokerConnection
 from schedd.store.outbox import DueCall
+from schedd.targets.redis_stream import RedisStreamTarget
 
 DEFAULT_PORT = 6379
 PIPELINES = 4  # in flight at once on one connection
@@ -218,3 +219,8 @@ async def server_version(writer: StreamWriter) -> str:
     """ "redis 7.2.4": the server's version, from its INFO."""
     info = await writer.client.info("server")
     return f"redis {info.get('redis_version', 'unknown version')}"
+
+
+# What schedd.targets.redis_stream (its TargetKind.delivery) names this module's parts by.
+DELIVERER = RedisStreamDeliverer
+CONNECTOR = RedisConnector

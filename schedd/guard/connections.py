@@ -24,18 +24,10 @@ from schedd.guard.ssrf import (
     is_blocked,
 )
 from schedd.guard.targets import TargetGuard
-from schedd.model import CONNECTION_SCHEMES
+from schedd.targets import CONNECTION_SCHEMES, DEFAULT_PORTS
 
 MAX_URL_CHARS = 2048
 MAX_PINNED = 16  # addresses kept per connection (a name with more answers is pinned to these)
-DEFAULT_PORTS = {
-    "redis": 6379,
-    "rediss": 6379,
-    "amqp": 5672,
-    "amqps": 5671,
-    "nats": 4222,
-    "tls": 4222,
-}
 _SCHEMES = ", ".join(f"{scheme}://" for scheme in CONNECTION_SCHEMES)
 _PRINTABLE = frozenset(string.printable) - frozenset(string.whitespace)
 MIN_PORT = 1024  # every broker listens above it by default (6379, 5672, 5671, 4222)

@@ -15,7 +15,6 @@ from typing import Any, ClassVar, Generic, Self, TypeVar, cast
 import msgspec
 
 from schedd.errors import rejection_error
-from schedd.model import CONNECTION_KIND_OF_TARGET
 from schedd.store.results import (
     Acked,
     CallbacksRecorded,
@@ -34,6 +33,7 @@ from schedd.store.results import (
     TenantSaved,
     Triggered,
 )
+from schedd.targets import CONNECTION_KIND_OF_TARGET
 
 JSONObject = Mapping[str, Any]  # kept as the proposer built it (a job spec, tenant changes)
 

@@ -9,8 +9,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from schedd.model import CONNECTION_KIND_OF_TARGET, BrokerConnection
+from schedd.model import BrokerConnection
 from schedd.sealing import PayloadKeys
+from schedd.targets import CONNECTION_KIND_OF_TARGET
 from schedd.timeformat import format_instant
 
 

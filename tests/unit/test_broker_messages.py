@@ -16,8 +16,10 @@ from schedd.delivery.brokers import (
 )
 from schedd.delivery.nats import message_headers
 from schedd.delivery.rabbitmq import message_properties
-from schedd.model import NatsTarget, RabbitMqTarget, RedisStreamTarget
 from schedd.store.outbox import DueCall
+from schedd.targets.nats import NatsTarget
+from schedd.targets.rabbitmq import RabbitMqTarget
+from schedd.targets.redis_stream import RedisStreamTarget
 
 CALL = DueCall(
     seq=7,

@@ -16,10 +16,11 @@ import pytest
 from schedd.delivery.brokers import BrokerDeliverer, Connector, LinkBroken
 from schedd.delivery.outcome import Outcome, Verdict
 from schedd.guard.targets import TargetGuard
-from schedd.model import BrokerConnection, RedisStreamTarget, RetryPolicy
+from schedd.model import BrokerConnection, RetryPolicy
 from schedd.sealing import PayloadKeys
 from schedd.store.outbox import DueCall
 from schedd.store.queries import Tenant
+from schedd.targets.redis_stream import RedisStreamTarget
 from tests.brokers import found
 
 T = TypeVar("T")

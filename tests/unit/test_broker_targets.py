@@ -18,7 +18,9 @@ from schedd.guard.connections import (
 from schedd.guard.ssrf import BlockedTarget
 from schedd.guard.targets import TargetGuard
 from schedd.jobspec import parse_job, parse_target, target_to_json
-from schedd.model import NatsTarget, RabbitMqTarget, RedisStreamTarget
+from schedd.targets.nats import NatsTarget
+from schedd.targets.rabbitmq import RabbitMqTarget
+from schedd.targets.redis_stream import RedisStreamTarget
 from tests.conftest import NOW_MS
 
 SECRET = "pa55word-xyz"

@@ -16,10 +16,11 @@ from schedd.delivery.outcome import Verdict
 from schedd.errors import InvalidRequest
 from schedd.guard.targets import TargetGuard
 from schedd.jobspec import parse_target, target_to_json
-from schedd.model import HttpTarget, RabbitMqTarget, RetryPolicy
+from schedd.model import HttpTarget, RetryPolicy
 from schedd.sealing import PayloadKeys
 from schedd.store.outbox import DueCall
 from schedd.stored_spec import load_retry, load_target
+from schedd.targets.rabbitmq import RabbitMqTarget
 from tests.brokers import TENANT
 from tests.servers import serving
 

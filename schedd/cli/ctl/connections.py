@@ -18,10 +18,11 @@ from schedd.cli.ctl import render
 from schedd.cli.ctl.client import Client
 from schedd.cli.ctl.render import json_option
 from schedd.errors import InvalidRequest, SchedError
+from schedd.targets import KINDS, CliFlag
 
 URL_ENV = "SCHEDCTL_CONNECTION_URL"
 CONNECTION_JSON = '{"name", "kind", "host", "created_at"}'
-BROKER_FLAGS = ("--redis-stream", "--rabbitmq", "--nats")
+BROKER_FLAGS = tuple(kind.flag.flag for kind in KINDS)
 
 
 class ConnectionFailed(SchedError):
@@ -142,62 +143,61 @@ def test_connection(client: Client, name: str, as_json: bool) -> None:
 # ---------------------------------------------------------------------------- schedctl add
 
 
-BROKER_OPTIONS = (
-    click.option(
-        "--redis-stream",
-        metavar="CONN/STREAM",
-        help="Deliver runs with XADD to STREAM through connection CONN.",
-    ),
-    click.option(
-        "--maxlen",
-        type=click.IntRange(1, 1_000_000_000),
-        metavar="N",
-        help="With --redis-stream: trim the stream to about N entries.",
-    ),
-    click.option(
-        "--rabbitmq",
-        metavar="CONN/EXCHANGE/KEY",
-        help="Publish runs to EXCHANGE with routing KEY through CONN (CONN//KEY: the default "
-        "exchange, KEY a queue).",
-    ),
-    click.option(
-        "--nats",
-        metavar="CONN/SUBJECT",
-        help="Publish runs to the JetStream SUBJECT through connection CONN.",
-    ),
+def param_of(flag: str) -> str:
+    return flag.lstrip("-").replace("-", "_")  # click's name of a flag's value
+
+
+BROKER_OPTIONS = tuple(
+    option
+    for kind in KINDS
+    for option in (
+        click.option(kind.flag.flag, metavar=kind.flag.metavar, help=kind.flag.help),
+        *(
+            click.option(
+                extra.flag,
+                type=click.IntRange(extra.low, extra.high),
+                metavar=extra.metavar,
+                help=extra.help,
+            )
+            for extra in kind.flag.options
+        ),
+    )
 )
-BROKER_FLAG_NAMES = ("redis_stream", "maxlen", "rabbitmq", "nats")
+BROKER_FLAG_NAMES = tuple(
+    param_of(flag)
+    for kind in KINDS
+    for flag in (kind.flag.flag, *(extra.flag for extra in kind.flag.options))
+)
 
 
-def broker_target(
-    *, redis_stream: str | None, maxlen: int | None, rabbitmq: str | None, nats: str | None
-) -> dict[str, Any] | None:
-    """The API's target object for --redis-stream, --rabbitmq or --nats (None: none given)."""
-    if maxlen is not None and redis_stream is None:
-        raise InvalidRequest("--maxlen", "applies to --redis-stream only")
-    if redis_stream is not None:
-        connection, stream = _split(redis_stream, "--redis-stream", "CONN/STREAM", 1)
-        target: dict[str, Any] = {"type": "redis_stream", "connection": connection}
-        target["stream"] = stream
-        return target if maxlen is None else target | {"maxlen": maxlen}
-    if rabbitmq is not None:
-        connection, exchange, key = _split(rabbitmq, "--rabbitmq", "CONN/EXCHANGE/KEY", 2)
-        return {
-            "type": "rabbitmq",
+def broker_target(**given: Any) -> dict[str, Any] | None:
+    """The API's target object for a broker kind's flag (--redis-stream, ...; None: none given),
+    `given` the values of BROKER_FLAG_NAMES."""
+    for kind in KINDS:
+        for extra in kind.flag.options:
+            if given[param_of(extra.flag)] is not None and given[param_of(kind.flag.flag)] is None:
+                raise InvalidRequest(extra.flag, f"applies to {kind.flag.flag} only")
+    for kind in KINDS:
+        value = given[param_of(kind.flag.flag)]
+        if value is None:
+            continue
+        connection, *parts = _split(value, kind.flag, len(kind.flag.fields))
+        target = {
+            "type": kind.name,
             "connection": connection,
-            "exchange": exchange,
-            "routing_key": key,
+            **dict(zip(kind.flag.fields, parts, strict=True)),
         }
-    if nats is not None:
-        connection, subject = _split(nats, "--nats", "CONN/SUBJECT", 1)
-        return {"type": "nats", "connection": connection, "subject": subject}
+        for extra in kind.flag.options:
+            if given[param_of(extra.flag)] is not None:
+                target[extra.field] = given[param_of(extra.flag)]
+        return target
     return None
 
 
-def _split(value: str, flag: str, form: str, cuts: int) -> list[str]:
+def _split(value: str, flag: CliFlag, cuts: int) -> list[str]:
     """CONN and the rest, cut at the first `cuts` slashes (names of connections and exchanges
     hold no slash; streams, routing keys and subjects may)."""
     parts = value.split("/", cuts)
     if len(parts) != cuts + 1:
-        raise InvalidRequest(flag, f"must be {form}, got {value!r}")
+        raise InvalidRequest(flag.flag, f"must be {flag.metavar}, got {value!r}")
     return parts

@@ -23,12 +23,14 @@ from schedd.cli.ctl.connections import (
     BROKER_FLAGS,
     BROKER_OPTIONS,
     broker_target,
+    param_of,
 )
 from schedd.cli.ctl.render import json_option, page_options
 from schedd.errors import InvalidRequest
-from schedd.jobspec import HTTP_METHODS, TARGET_TYPES, parse_job
+from schedd.jobspec import HTTP_METHODS, parse_job
 from schedd.model import Backoff, JobStatus, JSONValue, MisfirePolicy, OverlapPolicy
 from schedd.schedule import parse_schedule
+from schedd.targets import KINDS, TARGET_TYPES
 from schedd.timeformat import parse_instant
 
 NO_PAYLOAD_LIMIT = 2**62  # the server knows its own limit; the client checks the rest
@@ -159,7 +161,7 @@ def target_from(
     **brokers: Any,
 ) -> dict[str, Any]:
     """The API's target object for exactly one of --queue, --http or a broker's flag."""
-    kinds = (queue, url, brokers["redis_stream"], brokers["rabbitmq"], brokers["nats"])
+    kinds = (queue, url, *(brokers[param_of(flag)] for flag in BROKER_FLAGS))
     if sum(kind is not None for kind in kinds) != 1:
         raise InvalidRequest("target", _ONE_TARGET)
     if url is None and (method or headers or http_timeout):
@@ -223,11 +225,8 @@ FLAG_OF_FIELD = {
     "target.headers": "--header",
     "target.timeout": "--http-timeout",
     "target.connection": "CONN",
-    "target.stream": "--redis-stream",
-    "target.maxlen": "--maxlen",
-    "target.exchange": "--rabbitmq",
-    "target.routing_key": "--rabbitmq",
-    "target.subject": "--nats",
+    **{f"target.{field}": kind.flag.flag for kind in KINDS for field in kind.flag.fields},
+    **{f"target.{extra.field}": extra.flag for kind in KINDS for extra in kind.flag.options},
     "window": "--window",
     "name": "--name",
     "payload": "--payload",

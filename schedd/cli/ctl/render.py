@@ -20,6 +20,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from schedd.targets import BY_NAME
+
 F = TypeVar("F", bound=Callable[..., Any])
 Cell = str | Text
 _STATUS_STYLES = {
@@ -197,14 +199,8 @@ def describe_target(target: dict[str, Any]) -> str:
     kind = target.get("type")
     if kind == "queue":
         return f"queue {target['name']}"
-    if kind == "redis_stream":
-        trim = f" (maxlen ~{target['maxlen']})" if target.get("maxlen") else ""
-        return f"redis_stream {target['connection']} {target['stream']}{trim}"
-    if kind == "rabbitmq":
-        exchange = target["exchange"] or "(default exchange)"
-        return f"rabbitmq {target['connection']} {exchange} {target['routing_key']}"
-    if kind == "nats":
-        return f"nats {target['connection']} {target['subject']}"
+    if isinstance(kind, str) and kind in BY_NAME:
+        return BY_NAME[kind].describe(target)
     return f"{target.get('method', 'POST')} {target.get('url')}"
 
 
