@@ -1,9 +1,9 @@
 """The broker deliverers a node holds, one per kind of `targets.KINDS`, each kind's module
 (`TargetKind.delivery`, and its client library: redis-py, aio-pika, nats-py) imported at the
-kind's first run (probe.py does the same for `/test`). A
-node whose tenants use no broker of a kind never loads that library: the three cost about
-150 ms of CPU at every start (0.46-0.47 s against 0.28-0.34 s to import schedd.node with
-and without them, 2026-12-03), and the test suite starts about 200 nodes.
+kind's first run (probe.py does the same for `/test`). A node whose tenants use no broker of a
+kind never loads that library: the three cost about 150 ms of CPU at every start (0.46-0.47 s
+against 0.28-0.34 s to import schedd.node with and without them, 2026-12-03), and the test
+suite starts about 200 nodes.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ from schedd.store.results import (
     TenantSaved,
     Triggered,
 )
-from schedd.targets import CONNECTION_KIND_OF_TARGET
+from schedd.targets import BY_NAME, CONNECTION_KIND_OF_TARGET
 
 JSONObject = Mapping[str, Any]  # kept as the proposer built it (a job spec, tenant changes)
 
@@ -259,10 +259,11 @@ class UpdateJob(LogCommand[Done], frozen=True, kw_only=True, omit_defaults=True)
 
 
 def spec_level(spec: JSONObject) -> int:
-    """The log level a job spec needs: BROKER_TARGET_LEVEL for a broker target, else 1."""
+    """The log level a job spec needs: its broker target kind's (`TargetKind.log_level`), else 1."""
     target = spec.get("target")
     kind = target.get("type") if isinstance(target, Mapping) else None
-    return BROKER_TARGET_LEVEL if kind in BROKER_TARGET_TYPES else 1
+    found = BY_NAME.get(kind) if isinstance(kind, str) else None
+    return 1 if found is None else found.log_level
 
 
 class PauseJob(LogCommand[Done], frozen=True, kw_only=True, omit_defaults=True):

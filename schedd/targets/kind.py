@@ -46,6 +46,9 @@ class TargetKind:
 
     name: str  # the target's `type`: a wire name (stored, in the log, in metrics), never renamed
     struct: type[BrokerTarget]  # its fields, after `connection`, in their JSON order
+    # The log level from which every node delivers it: a job spec of this kind needs it
+    # (store/commands.py `spec_level`), so an older node never takes a run it cannot deliver.
+    log_level: int
     connection: str  # the kind of connection it names (`BrokerConnection.kind`)
     schemes: Mapping[str, int]  # that connection's URL schemes -> their default ports
     parse: Callable[[Mapping[str, Any]], BrokerTarget]  # the API's strict rules: InvalidRequest

@@ -58,7 +58,8 @@ def _is_subject_token(token: str) -> bool:
 
 def load(value: Mapping[str, object]) -> NatsTarget:
     return NatsTarget(
-        connection=stored_text(value, "connection"), subject=stored_text(value, "subject")
+        connection=stored_text(value, "connection"),
+        subject=stored_text(value, "subject"),
     )
 
 
@@ -69,6 +70,7 @@ def describe(target: Mapping[str, Any]) -> str:
 KIND = TargetKind(
     name="nats",
     struct=NatsTarget,
+    log_level=3,
     connection="nats",
     schemes={"nats": 4222, "tls": 4222},
     parse=parse,

@@ -72,6 +72,7 @@ def describe(target: Mapping[str, Any]) -> str:
 KIND = TargetKind(
     name="rabbitmq",
     struct=RabbitMqTarget,
+    log_level=3,
     connection="rabbitmq",
     schemes={"amqp": 5672, "amqps": 5671},
     parse=parse,

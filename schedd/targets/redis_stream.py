@@ -78,6 +78,7 @@ def describe(target: Mapping[str, Any]) -> str:
 KIND = TargetKind(
     name="redis_stream",
     struct=RedisStreamTarget,
+    log_level=3,
     connection="redis",
     schemes={"redis": 6379, "rediss": 6379},
     parse=parse,
