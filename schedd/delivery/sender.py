@@ -4,8 +4,9 @@ The claim writes every run whose target kind is not "queue" as an outbox row hol
 JSON (store/ledger). On the node that leases the row's partition, one outbox sender (caller.py)
 takes due rows tenant by tenant, hands each to the `Deliverer` of the row's kind, and proposes
 every attempt's `Outcome` with `record_callbacks`; apply then retries, buries or succeeds the run
-through the ledger, whatever the kind. A new kind (Redis Streams, RabbitMQ, NATS) is a new
-Deliverer registered here: no claim, apply, ledger or loop code changes (docs/delivery.md).
+through the ledger, whatever the kind. A new broker kind is its module in schedd/targets/, its
+entry in `targets.KINDS` and its Deliverer (delivery/<kind>.py, made lazily by kinds.py): no
+claim, apply, ledger or loop code changes (docs/delivery.md "Adding a target kind").
 """
 
 from __future__ import annotations

@@ -493,7 +493,7 @@ class CreateConnection(
     LEVEL = 3
     tenant_id: str
     name: str
-    kind: str  # model.CONNECTION_SCHEMES
+    kind: str  # targets.CONNECTION_SCHEMES
     url: str
     host: str  # host[:port] without credentials: what GET shows
     addresses: tuple[str, ...]  # the addresses the guard checked: deliverers connect to these
