@@ -40,7 +40,7 @@ class CliFlag:
     options: tuple[CliOption, ...] = ()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)  # one object per kind: by identity
 class TargetKind:
     """A broker target kind: every place that lists kinds iterates the registry of these."""
 
