@@ -18,12 +18,11 @@ from schedd.api.http import check_level, json_response, principal, propose, read
 from schedd.errors import ClusterUnavailable, ConnectionNotFound, InvalidRequest, SchedError
 from schedd.guard.connections import parse_connection_url, pin_addresses
 from schedd.guard.dns import lookups_for
-from schedd.jobspec import target_to_json
-from schedd.model import BrokerConnection, Target
+from schedd.model import BrokerConnection, BrokerTarget, Target
 from schedd.store import connections as reads
 from schedd.store import queries
 from schedd.store.commands import BROKER_TARGET_LEVEL, CreateConnection, DeleteConnection
-from schedd.targets import CONNECTION_NAME
+from schedd.targets import CONNECTION_NAME, kind_of
 from schedd.timeformat import format_instant
 
 routes = web.RouteTableDef()
@@ -160,7 +159,10 @@ async def connection_verdicts(
     A connection this node lacks (or knows as another kind) may have been made through another
     node a moment ago: the node catches up with the leader (`ApiContext.catch_up`, as for an
     unknown token; `address` is the client's) and looks again before it refuses."""
-    wanted = [reads.broker_connection_of(target_to_json(target)) for target in targets]
+    wanted = [
+        (t.connection, kind_of(t).connection) if isinstance(t, BrokerTarget) else None
+        for t in targets
+    ]
     if not any(wanted):
         return [None] * len(targets)
     try:
