@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from schedd.api.context import token_hash
-from schedd.jobspec import job_to_json, parse_job
+from schedd.jobspec import parse_job, spec_to_json
 from schedd.model import partition_of
 from schedd.schedule import fire_time, first_run_at
 from schedd.store.apply import StateMachine
@@ -52,7 +52,7 @@ class Job:
     job_id: str
     created_ms: int
     body: dict[str, Any]  # the POST /v1/jobs body
-    spec: dict[str, Any]  # the stored spec (job_to_json of the parsed body)
+    spec: dict[str, Any]  # the stored spec (spec_to_json of the parsed body)
     run_at_ms: int
     is_paused: bool
 
@@ -77,7 +77,7 @@ def _templates() -> dict[str, dict[str, Any]]:
         "http": {"type": "http", "url": f"https://{HOSTS[0]}/hooks/report"},
     }
     return {
-        kind: job_to_json(
+        kind: spec_to_json(
             parse_job(
                 {"schedule": {"run_at": format_instant(BASE_MS)}, "target": t, "payload": {}},
                 now_ms=START_MS,
@@ -120,7 +120,7 @@ def jobs(size: int, seed: int = 18) -> Iterator[Job]:
 def _check(job: Job) -> None:
     """The stored spec and next run as the API would have made them from the same body."""
     parsed = parse_job(job.body, now_ms=job.created_ms)
-    assert compact_json(job_to_json(parsed)) == compact_json(job.spec), job.n
+    assert compact_json(spec_to_json(parsed)) == compact_json(job.spec), job.n
     assert first_run_at(parsed.schedule, job.created_ms) == job.run_at_ms, job.n
 
 

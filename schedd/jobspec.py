@@ -116,7 +116,7 @@ def patch_job(
     )
 
 
-def job_to_json(spec: JobSpec) -> dict[str, Any]:
+def spec_to_json(spec: JobSpec) -> dict[str, Any]:
     """The canonical JSON of a JobSpec (the API's job fields, instants in UTC)."""
     return {
         "name": spec.name,

@@ -40,7 +40,7 @@ class NewItem:
     job_id: str
     partition: int
     spec: JobSpec
-    stored: dict[str, Any]  # jobspec.job_to_json, payload sealed: create_jobs carries it
+    stored: dict[str, Any]  # jobspec.spec_to_json, payload sealed: create_jobs carries it
     spec_text: str  # compact_json(stored): add_jobs carries it, the store keeps it
     next_run_at_ms: int | None
     next_fire_at_ms: int | None

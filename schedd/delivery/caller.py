@@ -307,7 +307,7 @@ def _record(
     """One outcome as `record_callbacks` takes it."""
     retry_at_ms = None
     if outcome.verdict is Verdict.RETRY:
-        retry_at_ms = finished_ms + retry_delay_ms(policy, call, outcome)
+        retry_at_ms = finished_ms + delay_after(policy, call, outcome)
     return {
         "seq": call.seq,
         "job_id": call.job_id,  # apply checks the run too, not just the row's seq
@@ -334,7 +334,7 @@ def take_turns(calls: list[outbox.DueCall], turn: int) -> list[outbox.DueCall]:
     return [call for group in itertools.zip_longest(*queues) for call in group if call]
 
 
-def retry_delay_ms(policy: RetryPolicy, call: outbox.DueCall, outcome: Outcome) -> int:
+def delay_after(policy: RetryPolicy, call: outbox.DueCall, outcome: Outcome) -> int:
     """The one retry policy (`retry.retry_delay_ms`, as the queue's), keyed by the run and
     attempt, at least what the outcome's Retry-After asked, at most max_delay."""
     key = delivery_id(call.job_id, call.scheduled_at_ms)

@@ -17,7 +17,7 @@ import msgspec
 
 from schedd import metrics
 from schedd.admission import TenantBuckets
-from schedd.dispatch.plan import Claim, Hold, PlanJob, plan_run
+from schedd.dispatch.plan import ClaimPlan, Hold, PlanJob, plan_run
 from schedd.errors import SchedError
 from schedd.loop import Loop
 from schedd.model import partition_of
@@ -302,7 +302,7 @@ class Dispatcher(Loop):
         )
         if isinstance(plan, Hold):
             heapq.heappush(self._held, (plan.retry_at_ms, run))
-        if not isinstance(plan, Claim):
+        if not isinstance(plan, ClaimPlan):
             return None
         return ClaimItem(
             partition=run.partition,

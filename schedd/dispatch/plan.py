@@ -52,7 +52,7 @@ class PlanJob(msgspec.Struct, frozen=True, kw_only=True):
         )
 
 
-class Claim(msgspec.Struct, frozen=True, kw_only=True):
+class ClaimPlan(msgspec.Struct, frozen=True, kw_only=True):
     """Claim the run; `skip` records it as skipped instead of delivering it. The job's next
     run (None: it has none left, or a trigger run leaves the schedule alone) and its fire time."""
 
@@ -71,7 +71,7 @@ class Hold(msgspec.Struct, frozen=True):
     retry_at_ms: int
 
 
-Plan = Claim | Stale | Hold
+Plan = ClaimPlan | Stale | Hold
 
 
 def plan_run(
@@ -85,7 +85,7 @@ def plan_run(
     """What to do with one due run at `now_ms`. `run_in_flight` (whether another run of the job
     is dispatched and unfinished) is asked only when the job's overlap policy needs it."""
     if run.is_trigger:
-        return Claim()
+        return ClaimPlan()
     if job.status != "active" or job.next_run_at_ms != run.scheduled_at_ms:
         return Stale()
     skip = None
@@ -96,7 +96,7 @@ def plan_run(
         skip = SKIP_OVERLAP
     misfire = _MISFIRE[job.misfire_policy]  # looked up first: a bad value fails either path
     if _is_last_one_time_run(job.schedule, run.scheduled_at_ms):
-        return Claim(skip=skip)
+        return ClaimPlan(skip=skip)
     is_late = now_ms - run.fire_at_ms > misfire_threshold_ms
     return _claim_by_schedule(job, run, now_ms, is_late, misfire, skip)
 
@@ -113,7 +113,7 @@ def _is_last_one_time_run(schedule: Mapping[str, str], scheduled_at_ms: int) -> 
 
 def _claim_by_schedule(
     job: PlanJob, run: DueRun, now_ms: int, is_late: bool, policy: MisfirePolicy, skip: str | None
-) -> Claim:
+) -> ClaimPlan:
     """The claim of a scheduled run with its job's next run (a late run's by `policy`)."""
     schedule = load_schedule(job.schedule)
     after = run.scheduled_at_ms
@@ -123,9 +123,9 @@ def _claim_by_schedule(
             skip = SKIP_MISFIRE
     next_run = next_after(schedule, after)
     if next_run is None:
-        return Claim(skip=skip)
+        return ClaimPlan(skip=skip)
     window_ms = 0 if job.window is None else parse_duration(job.window, field="window")
-    return Claim(
+    return ClaimPlan(
         next_run_at_ms=next_run,
         next_fire_at_ms=fire_time(job.job_id, next_run, window_ms),
         skip=skip,

@@ -12,7 +12,7 @@ import pytest
 from schedd.api.context import ApiContext
 from schedd.api.creates import CreateGroups, NewItem, create_command, encoded_bytes
 from schedd.errors import NoLeader
-from schedd.jobspec import job_to_json, parse_job
+from schedd.jobspec import parse_job, spec_to_json
 from schedd.peers import PeerReport, PeerReports
 from schedd.store.command import MAX_COMMAND_BYTES, compact_json, encode_command
 from schedd.store.commands import AddJobs, CreateJobs, LogCommand, R, answer_of
@@ -25,7 +25,7 @@ SPEC = parse_job(
 
 
 def item(job_id: str, key: str | None = None) -> NewItem:
-    stored = job_to_json(SPEC)
+    stored = spec_to_json(SPEC)
     return NewItem(
         job_id=job_id,
         partition=1,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from schedd import retry
-from schedd.delivery.caller import Caller, retry_delay_ms, take_turns
+from schedd.delivery.caller import Caller, delay_after, take_turns
 from schedd.delivery.http import _body
 from schedd.delivery.outcome import Outcome, Verdict
 from schedd.guard.targets import TargetGuard
@@ -70,13 +70,11 @@ def test_http_retries_take_the_queues_deterministic_delay_keyed_by_run_and_attem
     )
     plain = Outcome(verdict=Verdict.RETRY, status=503)
     third = call("a", 1)._replace(attempt=3)
-    delay = retry_delay_ms(policy, third, plain)
+    delay = delay_after(policy, third, plain)
     assert delay == retry.retry_delay_ms(policy, 3, "job_1:1000")  # the queue's, for this run
     assert 2_000 <= delay <= 4_000  # the upper half of the 4 s backoff
-    assert retry_delay_ms(policy, third, plain) == delay  # the same on every call
-    others = {
-        retry_delay_ms(policy, call("a", seq)._replace(attempt=3), plain) for seq in range(50)
-    }
+    assert delay_after(policy, third, plain) == delay  # the same on every call
+    others = {delay_after(policy, call("a", seq)._replace(attempt=3), plain) for seq in range(50)}
     assert len(others) > 25  # runs that failed together spread out
 
 
@@ -85,14 +83,12 @@ def test_http_retry_delay_is_at_least_retry_after_and_at_most_max_delay() -> Non
         max_attempts=5, backoff=Backoff.EXPONENTIAL, initial_delay_ms=1_000, max_delay_ms=10_000
     )
     asked = Outcome(verdict=Verdict.RETRY, status=429, retry_after_ms=7_000)
-    assert retry_delay_ms(policy, call("a", 1), asked) == 7_000  # the backoff alone is <= 1 s
+    assert delay_after(policy, call("a", 1), asked) == 7_000  # the backoff alone is <= 1 s
     too_long = Outcome(verdict=Verdict.RETRY, status=429, retry_after_ms=3_600_000)
-    assert retry_delay_ms(policy, call("a", 1), too_long) == 10_000
+    assert delay_after(policy, call("a", 1), too_long) == 10_000
     short = Outcome(verdict=Verdict.RETRY, status=429, retry_after_ms=1)
     plain = Outcome(verdict=Verdict.RETRY, status=503)
-    assert retry_delay_ms(policy, call("a", 1), short) == retry_delay_ms(
-        policy, call("a", 1), plain
-    )
+    assert delay_after(policy, call("a", 1), short) == delay_after(policy, call("a", 1), plain)
 
 
 def test_the_body_carries_the_payload_text_unchanged() -> None:

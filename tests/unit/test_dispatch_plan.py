@@ -10,7 +10,7 @@ from schedd.dispatch.plan import (
     HOLD_RETRY_MS,
     SKIP_MISFIRE,
     SKIP_OVERLAP,
-    Claim,
+    ClaimPlan,
     Hold,
     Plan,
     PlanJob,
@@ -71,8 +71,8 @@ def due(
     return DueRun(fire, 0, JOB, scheduled_at_ms, trigger)
 
 
-def next_at(run_at_ms: int, *, skip: str | None = None) -> Claim:
-    return Claim(next_run_at_ms=run_at_ms, next_fire_at_ms=run_at_ms, skip=skip)
+def next_at(run_at_ms: int, *, skip: str | None = None) -> ClaimPlan:
+    return ClaimPlan(next_run_at_ms=run_at_ms, next_fire_at_ms=run_at_ms, skip=skip)
 
 
 ROWS: list[tuple[str, PlanJob, DueRun, int, bool, Plan]] = [
@@ -86,7 +86,7 @@ ROWS: list[tuple[str, PlanJob, DueRun, int, bool, Plan]] = [
         False,
         next_at(at("12:13:00")),
     ),
-    ("one-time on time: no next run", job(ONE_TIME), due(), T12, False, Claim()),
+    ("one-time on time: no next run", job(ONE_TIME), due(), T12, False, ClaimPlan()),
     # misfire: late means more than the threshold past the fire time
     (
         "run_once at the threshold: not late",
@@ -158,7 +158,7 @@ ROWS: list[tuple[str, PlanJob, DueRun, int, bool, Plan]] = [
         due(),
         at("13:00:00"),
         False,
-        Claim(),
+        ClaimPlan(),
     ),
     (
         "late by the fire time, not the scheduled time",
@@ -228,7 +228,7 @@ ROWS: list[tuple[str, PlanJob, DueRun, int, bool, Plan]] = [
         due(T12 + 1234, trigger=True),
         T12 + 1234,
         True,
-        Claim(),
+        ClaimPlan(),
     ),
     (
         "trigger of a paused job",
@@ -236,7 +236,7 @@ ROWS: list[tuple[str, PlanJob, DueRun, int, bool, Plan]] = [
         due(T12, trigger=True),
         T12,
         True,
-        Claim(),
+        ClaimPlan(),
     ),
     # the schedule's own window: start_at and end_at
     (
@@ -245,7 +245,7 @@ ROWS: list[tuple[str, PlanJob, DueRun, int, bool, Plan]] = [
         due(),
         T12,
         False,
-        Claim(),
+        ClaimPlan(),
     ),
     (
         "end_at on the next run: kept",
@@ -261,7 +261,7 @@ ROWS: list[tuple[str, PlanJob, DueRun, int, bool, Plan]] = [
         due(),
         at("12:31:00"),
         False,
-        Claim(skip=SKIP_MISFIRE),
+        ClaimPlan(skip=SKIP_MISFIRE),
     ),
     # DST (Europe/Berlin springs forward on 2026-03-29, 02:00 CET -> 03:00 CEST)
     (
@@ -311,8 +311,10 @@ def test_the_window_offsets_the_next_fire_time_and_not_the_run() -> None:
         run_in_flight=lambda: False,
     )
     next_run = at("12:05:00")
-    assert plan == Claim(next_run_at_ms=next_run, next_fire_at_ms=fire_time(JOB, next_run, 240_000))
-    assert isinstance(plan, Claim) and plan.next_fire_at_ms is not None
+    assert plan == ClaimPlan(
+        next_run_at_ms=next_run, next_fire_at_ms=fire_time(JOB, next_run, 240_000)
+    )
+    assert isinstance(plan, ClaimPlan) and plan.next_fire_at_ms is not None
     assert next_run <= plan.next_fire_at_ms < next_run + 240_000
     assert plan.next_fire_at_ms != next_run  # this job's offset in the window is not 0
 
@@ -327,7 +329,7 @@ def test_lateness_counts_from_the_fire_time_in_the_window() -> None:
         misfire_threshold_ms=THRESHOLD_MS,
         run_in_flight=lambda: False,
     )
-    assert isinstance(plan, Claim) and plan.skip is None
+    assert isinstance(plan, ClaimPlan) and plan.skip is None
     assert plan.next_run_at_ms == at("12:05:00")
 
 
@@ -426,4 +428,4 @@ def test_a_one_time_run_is_planned_without_building_its_schedule(
     plan = plan_run(
         job(ONE_TIME), due(), T12, misfire_threshold_ms=THRESHOLD_MS, run_in_flight=lambda: False
     )
-    assert plan == Claim()
+    assert plan == ClaimPlan()

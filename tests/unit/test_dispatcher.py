@@ -14,7 +14,7 @@ import pytest
 
 from schedd.dispatch import plan as plan_module
 from schedd.dispatch.dispatcher import Dispatcher
-from schedd.jobspec import job_to_json, parse_job
+from schedd.jobspec import parse_job, spec_to_json
 from schedd.model import partition_of
 from schedd.schedule import fire_time, first_run_at
 from schedd.store.commands import ClaimBatch, ClaimRuns, LogCommand, R, answer_of
@@ -67,7 +67,7 @@ class Cluster:
         item = {
             "job_id": job_id,
             "partition": partition_of(job_id, PARTITIONS),
-            "spec": job_to_json(spec),
+            "spec": spec_to_json(spec),
             "next_run_at_ms": run_at,
             "next_fire_at_ms": fire_at,
             "idempotency_key": None,
@@ -312,7 +312,7 @@ def add_stored_job(cluster: Cluster, job_id: str, cron: str, stored_cron: str, n
     )
     run_at = first_run_at(spec.schedule, now)
     assert run_at is not None
-    stored = job_to_json(spec)
+    stored = spec_to_json(spec)
     stored["schedule"] = {**stored["schedule"], "cron": stored_cron}
     item = {
         "job_id": job_id,

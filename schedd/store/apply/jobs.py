@@ -29,7 +29,7 @@ JobCommand = CancelJob | UpdateJob | PauseJob | ResumeJob | TriggerJob
 LIVE = (JobStatus.ACTIVE.value, JobStatus.PAUSED.value)
 
 
-class JobRow(NamedTuple):
+class StoredJob(NamedTuple):
     """The columns of a job that apply functions decide on."""
 
     job_id: str
@@ -41,7 +41,7 @@ class JobRow(NamedTuple):
     next_fire_at_ms: int | None
 
 
-def _load(tx: sqlite3.Connection, cmd: Command[JobCommand]) -> JobRow | None:
+def _load(tx: sqlite3.Connection, cmd: Command[JobCommand]) -> StoredJob | None:
     """The job the command names, if it exists and belongs to the command's tenant. A pending
     completion (store/ledger/completions.py) is written first, so the command meets the job as
     its claim left it."""
@@ -53,11 +53,11 @@ def _load(tx: sqlite3.Connection, cmd: Command[JobCommand]) -> JobRow | None:
     return job
 
 
-def _read(tx: sqlite3.Connection, job_id: str) -> JobRow | None:
+def _read(tx: sqlite3.Connection, job_id: str) -> StoredJob | None:
     row = tx.execute(
-        f"SELECT {', '.join(JobRow._fields)} FROM jobs WHERE job_id = ?", (job_id,)
+        f"SELECT {', '.join(StoredJob._fields)} FROM jobs WHERE job_id = ?", (job_id,)
     ).fetchone()
-    return None if row is None else JobRow(*row)
+    return None if row is None else StoredJob(*row)
 
 
 def _not_found(cmd: Command[JobCommand]) -> Rejected:
