@@ -8,7 +8,10 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-IN_FLIGHT = ("dispatched", "delivered", "retrying")  # run statuses that hold an overlap
+from schedd.model import RunStatus
+
+# The run statuses that hold an overlap (a run not finished yet).
+IN_FLIGHT = tuple(s.value for s in (RunStatus.DISPATCHED, RunStatus.DELIVERED, RunStatus.RETRYING))
 JOBS_PER_READ = 500
 
 
