@@ -11,7 +11,7 @@ import os
 import secrets
 import time
 from collections.abc import Awaitable
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, ExitStack
 from pathlib import Path
 from typing import Any, Literal
 
@@ -163,12 +163,31 @@ class Node:
     def __init__(self, config: NodeConfig) -> None:
         self.config = config
         self.tls_server, self.tls_peers = node_contexts(config)  # a bad certificate stops here
+        # What this node holds from here on, let go in the reverse order (the lock last): by
+        # stop(), or at once if the rest of __init__ fails (a partitions mismatch, a missing
+        # payload key: ConfigError), so a refused node leaves the data directory unlocked.
+        held = ExitStack()
+        try:
+            self._open(config, held)
+        except BaseException:
+            held.close()
+            raise
+        # start() pushes each part it starts (register, caller, dispatch, runners, Raft), so
+        # those come off before what __init__ took.
+        self._stack = AsyncExitStack()
+        self._stack.callback(held.pop_all().close)
+
+    def _open(self, config: NodeConfig, held: ExitStack) -> None:
+        """Take the data directory and build the node's parts; each resource it opens goes on
+        `held` as soon as it is open."""
         try:  # two processes on one data directory would corrupt it: refuse the second
             self._lock = DataDirLock(config.data_dir).acquire()
         except DataDirBusy as exc:
             raise ConfigError(f"{config.path}: node.data_dir {exc}") from None
+        held.callback(self._lock.release)
         self.admin_token = admin_token_for(config)
         self.db = Database(config.data_dir / "state.db")
+        held.callback(self.db.close)
         self._check_partitions()
         self.tokens = TokenCache()
         self.queue_signal = QueueSignal()
@@ -180,9 +199,12 @@ class Node:
             config.data_dir / "raft.snapshot",
             on_restore=lambda: self.events.publish([StateReplaced()]),
         )
+        held.callback(self.snapshots.close)  # a copy in progress uses the writer connection
         self.replica: Replica | None = None
         self.reads = ReadPool(self.db.path)
+        held.callback(self.reads.close)
         self.checkpointer = Checkpointer(self.db.path)
+        held.callback(self.checkpointer.stop)
         self._runner: web.AppRunner | None = None
         self._metrics_runner: web.AppRunner | None = None
         self._register_task: asyncio.Task[None] | None = None
@@ -190,6 +212,7 @@ class Node:
         self.dispatch: DispatchService | None = None
         self.caller: Caller | None = None
         self.guard = TargetGuard(config.allow_cidrs)
+        held.callback(self.guard.close)  # after the caller and the API, its users
         self.reads_from_brokers = ReadBudgets()  # what tenants' brokers may make this node hold
         self.clock = ClockGuard(config.max_clock_offset_ms)
         self.peers = PeerReports(config.node_id)
@@ -213,16 +236,6 @@ class Node:
                 lambda: connect(self.db.path, readonly=True, cache_kib=1024), self.storage.disk
             )
         )
-        # What stop() undoes, the last part started first; start() pushes each part it starts
-        # (register, caller, dispatch, runners, Raft come off before these). Taken above, these
-        # are let go by a node never started too; the lock goes last.
-        self._stack = AsyncExitStack()
-        self._stack.callback(self._lock.release)
-        self._stack.callback(self.db.close)
-        self._stack.callback(self.snapshots.close)  # a copy in progress uses the writer connection
-        self._stack.callback(self.reads.close)
-        self._stack.callback(self.checkpointer.stop)
-        self._stack.callback(self.guard.close)  # after the caller and the API, its users
 
     def _check_partitions(self) -> None:
         stored = self.db.get_meta("partitions", 0)

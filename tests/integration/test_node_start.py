@@ -8,6 +8,7 @@ locked: the process lived on with them, and the next Node on that directory was 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import socket
 import threading
 import time
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from schedd.config import NodeConfig, load_config
+from schedd.errors import ConfigError
 from schedd.node import Node
 from tests.servers import SINGLE_NODE_ELECTION
 
@@ -75,3 +77,18 @@ def test_a_start_that_cannot_bind_a_port_stops_raft_and_unlocks_the_data_dir(
         wait_for_no_new_threads(before)
     finally:
         asyncio.run(node.stop())  # stops nothing more once start() has unwound
+
+
+def test_a_node_refused_by_its_config_leaves_the_data_dir_unlocked(
+    tmp_path: Path, free_port: Callable[[], int]
+) -> None:
+    """A ConfigError raised after the data directory was locked (here: a partitions count that
+    differs from the store's) lets go of the lock and the store: the same process may open a
+    corrected Node on that directory at once."""
+    config = node_config(tmp_path, free_port(), free_port(), free_port())
+    asyncio.run(Node(config).stop())  # the store now records its partitions
+    changed = dataclasses.replace(config, partitions=config.partitions * 2)
+    with pytest.raises(ConfigError, match="partitions"):
+        Node(changed)
+    again = Node(config)  # refused as "in use by another process" before the fix
+    asyncio.run(again.stop())
