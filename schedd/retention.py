@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Annotated, ClassVar
 
-from schedd.errors import InvalidRequest
-from schedd.timeformat import format_duration, parse_duration
+import msgspec
+
+from schedd.bodies import Body, DurationMs, convert_body
+from schedd.timeformat import format_duration
 
 DAY_MS = 86_400_000
 # runs: finished runs with their attempts, and finished (completed or cancelled) jobs with them;
@@ -19,9 +22,37 @@ DEFAULTS_MS: Mapping[str, int] = {
     "deadletters": 14 * DAY_MS,
     "messages": 7 * DAY_MS,
 }
-# What a tenant may shorten for its own data; the audit trail is the operator's record.
-TENANT_KINDS = ("runs", "deadletters", "messages")
 MIN_RETENTION_MS = 1_000  # seconds-long retention is for tests and benchmarks
+
+
+class RetentionMs(DurationMs):
+    """How long to keep a kind."""
+
+    minimum_ms = MIN_RETENTION_MS
+
+
+OwnValue = Annotated[
+    RetentionMs | None,
+    msgspec.Meta(
+        description="How long to keep this kind; null clears the tenant's value (the node's "
+        "applies again)."
+    ),
+]
+
+
+class RetentionUpdate(Body):
+    """Replaces the tenant's own retention: kinds not named (or null) follow the node's
+    [retention] again; {} clears them all. Another key is 400."""
+
+    # What a tenant may shorten for its own data; the audit trail is the operator's record.
+    runs: OwnValue = None
+    deadletters: OwnValue = None
+    messages: OwnValue = None
+
+    unknown_field: ClassVar[str] = "is not a kind a tenant sets; kinds: {fields}"
+
+
+TENANT_KINDS: tuple[str, ...] = RetentionUpdate.__struct_fields__
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,22 +78,8 @@ def parse_tenant_retention(body: object, *, field: str = "retention") -> dict[st
 
     `null` for a kind clears the tenant's own value (the node's applies again). Errors name
     `field.kind`, or just the kind when `field` is empty."""
-    if not isinstance(body, dict):
-        raise InvalidRequest(field, 'must be an object like {"runs": "1d"}')
-
-    def name(kind: str) -> str:
-        return f"{field}.{kind}" if field else kind
-
-    unknown = sorted(set(body) - set(TENANT_KINDS))
-    if unknown:
-        raise InvalidRequest(
-            name(unknown[0]), f"is not a kind a tenant sets; kinds: {', '.join(TENANT_KINDS)}"
-        )
-    return {
-        kind: parse_duration(value, field=name(kind), minimum_ms=MIN_RETENTION_MS)
-        for kind, value in body.items()
-        if value is not None
-    }
+    own = convert_body(body, RetentionUpdate, field=field)
+    return {kind: int(ms) for kind in TENANT_KINDS if (ms := getattr(own, kind)) is not None}
 
 
 def retention_json(ms: Mapping[str, int]) -> dict[str, str]:

@@ -14,6 +14,8 @@ import typing
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from schedd import __version__
 from schedd.api import (
     connections,
@@ -26,7 +28,7 @@ from schedd.api import (
     tenants,
 )
 from schedd.api.audit import MAX_JOB_ID_CHARS
-from schedd.guard.connections import MAX_URL_CHARS
+from schedd.bodies import Body, DurationMs
 from schedd.jobspec import DEFAULT_PAYLOAD_LIMIT, HTTP_METHODS, MAX_WINDOW_MS
 from schedd.model import (
     Backoff,
@@ -35,13 +37,12 @@ from schedd.model import (
     OverlapPolicy,
     RunStatus,
 )
-from schedd.retention import KINDS, MIN_RETENTION_MS, TENANT_KINDS
+from schedd.retention import KINDS, TENANT_KINDS, RetentionUpdate
 from schedd.schedule import MAX_AHEAD_MS, MIN_EVERY_MS
 from schedd.store.gauges import BACKLOG_CAP
 from schedd.store.retained import KINDS_SHOWN, ROW_COUNT_CAP
 from schedd.targets import CONNECTION_NAME, CONNECTION_SCHEMES, TARGET_TYPES, TargetKind
 from schedd.targets import KINDS as TARGET_KINDS
-from schedd.timeformat import MAX_DURATION_MS
 
 ROOT = Path(__file__).resolve().parent.parent
 OUTPUTS = (ROOT / "schedd" / "api" / "openapi.json", ROOT / "docs" / "openapi.json")
@@ -94,6 +95,32 @@ def duration(low_s: float, high_s: float, what: str) -> Schema:
 
 def _seconds(value: float) -> str:
     return f"{int(value):,} s" if value == int(value) else f"{value:g} s"
+
+
+def struct_schemas(*bodies: type[Body]) -> dict[str, Schema]:
+    """Request bodies decoded as msgspec structs (schedd/bodies.py): their schemas come from the
+    structs themselves, so each rule is written once. A struct's name is its component's."""
+    _, components = msgspec.json.schema_components(
+        bodies, schema_hook=_checked_schema, ref_template="#/components/schemas/{name}"
+    )
+    return {name: _tidied(schema) for name, schema in components.items()}
+
+
+def _checked_schema(kind: type) -> Schema:
+    """The schema of a field type msgspec cannot check itself (bodies.Checked)."""
+    if isinstance(kind, type) and issubclass(kind, DurationMs):
+        what = (kind.__doc__ or "").strip()
+        return duration(kind.minimum_ms // 1000, kind.maximum_ms // 1000, what)
+    raise NotImplementedError(f"no schema for {kind!r}")
+
+
+def _tidied(schema: Schema) -> Schema:
+    """Without msgspec's title (the component's name says it) and empty `required`; the
+    docstring's line breaks joined."""
+    tidied = {k: v for k, v in schema.items() if k != "title" and (k != "required" or v)}
+    if "description" in tidied:
+        tidied["description"] = " ".join(tidied["description"].split())
+    return tidied
 
 
 # --------------------------------------------------------------------------- shared schemas
@@ -680,26 +707,7 @@ def deadletter_schemas() -> dict[str, Schema]:
 
 
 def connection_schemas() -> dict[str, Schema]:
-    schemes = "|".join(CONNECTION_SCHEMES)
-    return {
-        "ConnectionInput": closed(
-            {
-                "name": {"type": "string", "pattern": CONNECTION_NAME_TEXT},
-                "url": {
-                    "type": "string",
-                    "maxLength": MAX_URL_CHARS,
-                    "pattern": r"^[A-Za-z]+://[\x21-\x7e]+$",
-                    "description": f"A broker URL ({schemes}), credentials included: they are "
-                    "sealed at rest with the payload keys (when configured) and never shown "
-                    "again. A host and a port 1-65535 (default by scheme). The host's "
-                    "addresses pass the SSRF guard (422 blocked_target) and are pinned: the "
-                    "deliverers connect only to them. A host that does not resolve within "
-                    "2 s is 422 unresolved_host.",
-                    "examples": ["redis://user:password@redis.acme.example:6379/0"],
-                },
-            },
-            ["name", "url"],
-        ),
+    return struct_schemas(connections.ConnectionInput) | {
         "Connection": obj(
             {
                 "name": {"type": "string", "pattern": CONNECTION_NAME_TEXT},
@@ -722,30 +730,6 @@ def connection_schemas() -> dict[str, Schema]:
 
 
 def tenant_schemas() -> dict[str, Schema]:
-    limit = {"type": "integer", "minimum": 0, "maximum": 10**12}
-    settings: dict[str, Schema] = {
-        "name": {"type": "string", "minLength": 1, "maxLength": 200, "pattern": r"\S"},
-        "max_active_jobs": limit | {"default": tenants.DEFAULT_MAX_ACTIVE_JOBS},
-        "dispatch_rate": limit
-        | {
-            "default": tenants.DEFAULT_DISPATCH_RATE,
-            "description": "Runs per second on each node; 0 = no limit.",
-        },
-        "allowed_hosts": {
-            "type": "array",
-            "maxItems": 100,
-            "items": {"type": "string", "minLength": 1, "maxLength": 253},
-            "description": "Host patterns (api.x or *.x) HTTP targets must match; empty = any.",
-        },
-        "alert_url": {
-            "type": ["string", "null"],
-            "minLength": 1,
-            "maxLength": 2048,
-            "pattern": r"^[Hh][Tt][Tt][Pp][Ss]?://[^/?#]",
-            "description": "Where run.dead alerts are POSTed (signed); checked by the SSRF "
-            "guard (422).",
-        },
-    }
     tenant = obj(
         {
             "tenant_id": {"type": "string"},
@@ -772,9 +756,7 @@ def tenant_schemas() -> dict[str, Schema]:
         },
         description="Shown only in this answer: the store keeps the token's hash.",
     )
-    return {
-        "TenantCreate": closed(settings, ["name"]),
-        "TenantPatch": closed(settings, []),
+    return struct_schemas(tenants.TenantCreate, tenants.TenantPatch) | {
         "Tenant": tenant,
         "TenantList": page_of("tenants", "Tenant"),
         "TenantCredentials": credentials,
@@ -794,17 +776,6 @@ KIND_MEANINGS = {
 def retention_schemas() -> dict[str, Schema]:
     kinds = "; ".join(f"{kind}: {KIND_MEANINGS[kind]}" for kind in KINDS)
     durations = {kind: ref("Duration") for kind in KINDS}
-    update = {
-        kind: nullable(
-            duration(
-                MIN_RETENTION_MS // 1000,
-                MAX_DURATION_MS // 1000,
-                "How long to keep this kind; null clears the tenant's value (the node's "
-                "applies again).",
-            )
-        )
-        for kind in TENANT_KINDS
-    }
     own = {kind: ref("Duration") for kind in TENANT_KINDS}
     status_kind = obj(
         {
@@ -838,13 +809,7 @@ def retention_schemas() -> dict[str, Schema]:
             description="A tenant's own retention: only the kinds it set (an empty object "
             "when none). It only shortens the node's: a longer value is kept but has no effect.",
         ),
-        "RetentionUpdate": closed(
-            update,
-            [],
-            description="Replaces the tenant's own retention: kinds not named (or null) follow "
-            "the node's [retention] again; {} clears them all. Another key is 400.",
-            examples=[{"runs": "1d", "messages": "2h"}],
-        ),
+        **struct_schemas(RetentionUpdate),
         "TenantRetention": obj(
             {
                 "tenant_id": {"type": "string"},

@@ -8,21 +8,24 @@ logged or put in an error message again. Only `test` opens it, to hand it to the
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
+from typing import Annotated, ClassVar
 from urllib.parse import unquote
 
 from aiohttp import web
+from msgspec import Meta
 
 from schedd.api.context import CONTEXT, ApiContext
-from schedd.api.http import check_level, json_response, principal, propose, read_object, require
+from schedd.api.http import check_level, json_response, principal, propose, read_object
+from schedd.bodies import Body, convert_body
 from schedd.errors import ClusterUnavailable, ConnectionNotFound, InvalidRequest, SchedError
-from schedd.guard.connections import parse_connection_url, pin_addresses
+from schedd.guard.connections import MAX_URL_CHARS, parse_connection_url, pin_addresses
 from schedd.guard.dns import lookups_for
 from schedd.model import BrokerConnection, BrokerTarget, Target
 from schedd.store import connections as reads
 from schedd.store import queries
 from schedd.store.commands import BROKER_TARGET_LEVEL, CreateConnection, DeleteConnection
-from schedd.targets import CONNECTION_NAME, kind_of
+from schedd.targets import CONNECTION_NAME, CONNECTION_SCHEMES, kind_of
 from schedd.timeformat import format_instant
 
 routes = web.RouteTableDef()
@@ -36,9 +39,40 @@ class NoBrokerProbe(ClusterUnavailable):
     code = "no_broker_probe"
 
 
-def _name(value: object, field: str = "name") -> str:
-    if not isinstance(value, str) or not CONNECTION_NAME.fullmatch(value):
-        raise InvalidRequest(field, f"must match [A-Za-z0-9_.-]{{1,64}}, got {str(value)[:80]!r}")
+NAME_MESSAGE = "must match [A-Za-z0-9_.-]{1,64}"
+
+
+class ConnectionInput(Body):
+    """A named broker connection of the tenant: its URL is checked (scheme, host, port, the
+    SSRF guard), sealed and never answered or repeated in an error message."""
+
+    name: Annotated[str, Meta(pattern=f"^{CONNECTION_NAME.pattern}$")]
+    url: Annotated[
+        str,
+        Meta(
+            max_length=MAX_URL_CHARS,
+            pattern=r"^[A-Za-z]+://[\x21-\x7e]+$",
+            description=f"A broker URL ({'|'.join(CONNECTION_SCHEMES)}), credentials included: "
+            "they are sealed at rest with the payload keys (when configured) and never shown "
+            "again. A host and a port 1-65535 (default by scheme). The host's addresses pass "
+            "the SSRF guard (422 blocked_target) and are pinned: the deliverers connect only to "
+            "them. A host that does not resolve within 2 s is 422 unresolved_host.",
+            examples=["redis://user:password@redis.acme.example:6379/0"],
+        ),
+    ]
+
+    field_messages: ClassVar[Mapping[str, str]] = {
+        "name": NAME_MESSAGE,
+        "url": f"must be a URL of 1-{MAX_URL_CHARS} printable ASCII characters without spaces "
+        "(percent-encode), like redis://host:6379",
+    }
+
+
+def _name(value: str, field: str = "name") -> str:
+    """`value` if it is a connection's name. Also for a body's name, after its pattern: msgspec
+    searches a pattern, where `$` also matches before a final newline."""
+    if not CONNECTION_NAME.fullmatch(value):
+        raise InvalidRequest(field, f"{NAME_MESSAGE}, got {value[:80]!r}")
     return value
 
 
@@ -54,11 +88,8 @@ async def create_connection(request: web.Request) -> web.Response:
     to), pin those addresses, seal the URL and propose it. 201 without the URL."""
     ctx, who = request.app[CONTEXT], principal(request)
     tenant_id = who.tenant()
-    body = await read_object(request, limit_bytes=BODY_LIMIT)
-    require(body, {"name", "url"})
-    if "url" not in body:
-        raise InvalidRequest("url", "is required")
-    name, url = _name(body.get("name")), body["url"]
+    body = convert_body(await read_object(request, limit_bytes=BODY_LIMIT), ConnectionInput)
+    name, url = _name(body.name), body.url
     parsed = parse_connection_url(url)
     check_level(ctx.storage, CreateConnection.LEVEL)  # before any lookup
     tenant = await ctx.reads.read(lambda conn: queries.get_tenant(conn, tenant_id))

@@ -5,9 +5,12 @@ from __future__ import annotations
 import base64
 import secrets
 import uuid
-from typing import Any
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar
 
+import msgspec
 from aiohttp import web
+from msgspec import UNSET, Meta, UnsetType
 
 from schedd.api.context import CONTEXT, ApiContext, token_hash
 from schedd.api.http import (
@@ -18,12 +21,11 @@ from schedd.api.http import (
     propose,
     query_limit,
     read_object,
-    require,
 )
+from schedd.bodies import Body, convert_body
 from schedd.errors import InvalidRequest, TenantNotFound
 from schedd.guard.ssrf import BlockedTarget, host_matches
 from schedd.guard.targets import TargetGuard
-from schedd.jsonbody import JSONValue, as_integer
 from schedd.store import queries
 from schedd.store.commands import CreateTenant, RotateTenant, UpdateTenant
 
@@ -33,49 +35,73 @@ TENANT_BODY_LIMIT = 64 * 1024
 
 routes = web.RouteTableDef()
 
+Name = Annotated[str, Meta(min_length=1, max_length=200, pattern=r"\S")]
+Limit = Annotated[int, Meta(ge=0, le=10**12)]
+DispatchRate = Annotated[
+    int, Meta(ge=0, le=10**12, description="Runs per second on each node; 0 = no limit.")
+]
+AllowedHosts = Annotated[
+    list[Annotated[str, Meta(min_length=1, max_length=253)]],
+    Meta(
+        max_length=100,
+        description="Host patterns (api.x or *.x) HTTP targets must match; empty = any.",
+    ),
+]
+# The scheme and host are the SSRF guard's to refuse (422, `_check_alert_url`): the pattern is
+# published, not checked here, so that a refused URL keeps the guard's status and reason.
+AlertUrl = Annotated[
+    Annotated[
+        str,
+        Meta(
+            min_length=1,
+            max_length=2048,
+            extra_json_schema={"pattern": r"^[Hh][Tt][Tt][Pp][Ss]?://[^/?#]"},
+        ),
+    ]
+    | None,
+    Meta(description="Where run.dead alerts are POSTed (signed); checked by the SSRF guard (422)."),
+]
+TENANT_MESSAGES = {
+    "name": "must be a non-empty string of at most 200 characters",
+    "max_active_jobs": "must be a non-negative integer (at most 10^12)",
+    "dispatch_rate": "must be a non-negative integer (at most 10^12)",
+    "allowed_hosts": "must be a list of at most 100 host patterns",
+    "alert_url": "must be an http(s) URL or null",
+}
+
+
+class TenantCreate(Body):
+    name: Name
+    max_active_jobs: Limit = DEFAULT_MAX_ACTIVE_JOBS
+    dispatch_rate: DispatchRate = DEFAULT_DISPATCH_RATE
+    allowed_hosts: AllowedHosts = msgspec.field(default_factory=list)
+    alert_url: AlertUrl | UnsetType = UNSET
+
+    field_messages: ClassVar[Mapping[str, str]] = TENANT_MESSAGES
+
+
+class TenantPatch(Body):
+    """Changes only the fields it names."""
+
+    name: Name | UnsetType = UNSET
+    max_active_jobs: Limit | UnsetType = UNSET
+    dispatch_rate: DispatchRate | UnsetType = UNSET
+    allowed_hosts: AllowedHosts | UnsetType = UNSET
+    alert_url: AlertUrl | UnsetType = UNSET
+
+    field_messages: ClassVar[Mapping[str, str]] = TENANT_MESSAGES
+
 
 async def _tenant_fields(
-    body: dict[str, JSONValue],
-    *,
-    creating: bool,
-    guard: TargetGuard,
-    stored_hosts: list[str] | None = None,
+    settings: TenantCreate | TenantPatch, guard: TargetGuard, stored_hosts: list[str]
 ) -> dict[str, Any]:
-    """Validated tenant settings from a create or PATCH body (`stored_hosts`: the tenant's
-    allowed_hosts now, which a PATCH that does not change them holds its alert_url to)."""
-    require(body, {"name", "max_active_jobs", "dispatch_rate", "allowed_hosts", "alert_url"})
-    fields: dict[str, Any] = {}
-    if "name" in body or creating:
-        name = body.get("name")
-        if not isinstance(name, str) or not name.strip() or len(name) > 200:
-            raise InvalidRequest("name", "must be a non-empty string of at most 200 characters")
-        fields["name"] = name
-    for key, default in (
-        ("max_active_jobs", DEFAULT_MAX_ACTIVE_JOBS),
-        ("dispatch_rate", DEFAULT_DISPATCH_RATE),
-    ):
-        if key in body or creating:
-            value = as_integer(body.get(key, default), 0, 10**12)
-            if value is None:
-                raise InvalidRequest(key, f"must be a non-negative integer, got {body[key]!r}")
-            fields[key] = value
-    if "allowed_hosts" in body or creating:
-        hosts = body.get("allowed_hosts", [])
-        if (
-            not isinstance(hosts, list)
-            or len(hosts) > 100
-            or not all(isinstance(h, str) and 0 < len(h) <= 253 for h in hosts)
-        ):
-            raise InvalidRequest("allowed_hosts", "must be a list of at most 100 host patterns")
-        fields["allowed_hosts"] = hosts
-    if "alert_url" in body:
-        url = body["alert_url"]
-        if url is not None and (not isinstance(url, str) or not 0 < len(url) <= 2048):
-            raise InvalidRequest("alert_url", "must be an http(s) URL or null")
-        if url is not None:
-            hosts = fields.get("allowed_hosts", stored_hosts or [])
-            await _check_alert_url(url, hosts, guard)
-        fields["alert_url"] = url
+    """The settings a create or PATCH body names, its alert_url checked against the tenant's
+    allowed_hosts (those it sets, else `stored_hosts`: a PATCH that does not change them holds
+    its alert_url to the tenant's)."""
+    fields = {k: v for k, v in msgspec.structs.asdict(settings).items() if v is not UNSET}
+    if fields.get("alert_url") is not None:
+        hosts = fields.get("allowed_hosts", stored_hosts)
+        await _check_alert_url(fields["alert_url"], hosts, guard)
     return fields
 
 
@@ -112,8 +138,8 @@ def _credentials(tenant_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
 async def create_tenant(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
     principal(request).require_admin()
-    body = await read_object(request, limit_bytes=TENANT_BODY_LIMIT)
-    fields = await _tenant_fields(body, creating=True, guard=ctx.guard)
+    body = convert_body(await read_object(request, limit_bytes=TENANT_BODY_LIMIT), TenantCreate)
+    fields = await _tenant_fields(body, ctx.guard, stored_hosts=[])
     credentials, shown_once = _credentials("tnt_" + uuid.uuid4().hex[:16])
     await propose(ctx, CreateTenant.from_body(credentials | fields))
     return json_response(shown_once, status=201)
@@ -151,10 +177,10 @@ async def get_tenant(request: web.Request) -> web.Response:
 async def update_tenant(request: web.Request) -> web.Response:
     ctx, tenant_id = request.app[CONTEXT], request.match_info["tenant_id"]
     principal(request).require_admin()
-    body = await read_object(request, limit_bytes=TENANT_BODY_LIMIT)
+    body = convert_body(await read_object(request, limit_bytes=TENANT_BODY_LIMIT), TenantPatch)
     stored = await ctx.reads.read(lambda conn: queries.get_tenant(conn, tenant_id))
     hosts = [] if stored is None else stored.allowed_hosts
-    changes = await _tenant_fields(body, creating=False, guard=ctx.guard, stored_hosts=hosts)
+    changes = await _tenant_fields(body, ctx.guard, stored_hosts=hosts)
     await propose(ctx, UpdateTenant(tenant_id=tenant_id, changes=changes, actor="admin"))
     return json_response(await _tenant_json(ctx, tenant_id))
 

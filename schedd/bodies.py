@@ -1,0 +1,132 @@
+"""Request bodies as msgspec structs: each rule (type, bound, pattern) written once, in the struct,
+enforced by msgspec and published by tools/gen_openapi.py from the same struct.
+
+A body is read by `schedd.jsonbody` first (our JSON rules: duplicate keys, NUL, depth, 64-bit
+integers), then converted here with unknown fields refused. msgspec's messages (`Expected `int`
+>= 0 - at `$.max_active_jobs``) become the contract's InvalidRequest naming the field as the
+user typed it. What msgspec cannot express (a duration...) is a `Checked` type: its own
+validator, called by msgspec from this one place, and its own schema.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, ClassVar, Self, TypeVar
+
+import msgspec
+
+from schedd.errors import InvalidRequest
+from schedd.timeformat import MAX_DURATION_MS, parse_duration
+
+T = TypeVar("T")
+
+UNKNOWN_FIELD = "is not a known field"
+_AT = re.compile(r"^(?P<reason>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
+_UNKNOWN = re.compile(r"^Object contains unknown field `(?P<key>.*)`$", re.DOTALL)
+_MISSING = re.compile(r"^Object missing required field `(?P<key>.*)`$", re.DOTALL)
+_JSON_TYPES = {
+    "`str`": "a string",
+    "`int`": "an integer",
+    "`float`": "a number",
+    "`bool`": "a boolean",
+    "`object`": "an object",
+    "`array`": "an array",
+    "`null`": "null",
+}
+
+
+class Body(msgspec.Struct, forbid_unknown_fields=True):
+    """A request body: unknown fields refused (400). `field_messages` keeps a field's sentence (the
+    one the API answered before msgspec); `unknown_field` may list what is allowed, with
+    `{fields}` standing for the struct's field names."""
+
+    field_messages: ClassVar[Mapping[str, str]] = {}
+    unknown_field: ClassVar[str] = UNKNOWN_FIELD
+
+
+class Checked:
+    """A field type msgspec cannot express (a duration's text, ...): `check` turns the JSON
+    value into the type or raises InvalidRequest (the field is named by `convert_body`)."""
+
+    @classmethod
+    def check(cls, value: object) -> Self:
+        raise NotImplementedError
+
+
+class DurationMs(int, Checked):
+    """Milliseconds, sent as "250ms", "90s", "10m", "2h", "1d", "1h30m" or a number of
+    seconds (timeformat.parse_duration); subclasses set the range."""
+
+    minimum_ms: ClassVar[int] = 0
+    maximum_ms: ClassVar[int] = MAX_DURATION_MS
+
+    @classmethod
+    def check(cls, value: object) -> Self:
+        return cls(parse_duration(value, field="", minimum_ms=cls.minimum_ms))
+
+
+def convert_body(body: object, kind: type[T], *, field: str = "") -> T:
+    """`body` (decoded by jsonbody) as the struct `kind`, or InvalidRequest naming the field,
+    prefixed with `field` when given (`body.runs`)."""
+    try:
+        return msgspec.convert(_integral(body), kind, dec_hook=_check)
+    except msgspec.ValidationError as exc:
+        raise _invalid(str(exc), kind, field) from None
+
+
+def _integral(value: object) -> object:
+    """5.0 counts as 5, as JSON Schema's "integer" does (some encoders write every number as a
+    float): msgspec takes an int wherever a float goes, never the reverse."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {key: _integral(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_integral(item) for item in value]
+    return value
+
+
+def _check(kind: type, value: Any) -> Any:
+    if isinstance(kind, type) and issubclass(kind, Checked):
+        try:
+            return kind.check(value)
+        except InvalidRequest as exc:
+            raise ValueError(exc.reason) from None  # msgspec adds where: ` - at `$.runs``
+    raise NotImplementedError(f"no decoder for {kind!r}")
+
+
+def _invalid(text: str, kind: type, prefix: str) -> InvalidRequest:
+    found = _AT.fullmatch(text)
+    reason, path = (found["reason"], found["path"] or "") if found else (text, "")
+    if unknown := _UNKNOWN.fullmatch(reason):
+        path, reason = f"{path}.{unknown['key']}", _unknown_message(kind)
+    elif missing := _MISSING.fullmatch(reason):
+        path, reason = f"{path}.{missing['key']}", "is required"
+    else:  # a field's own sentence is about the whole field (allowed_hosts, not an item)
+        top = re.split(r"[.\[]", path.lstrip("."), maxsplit=1)[0]
+        if message := _messages(kind).get(top):
+            path, reason = top, message
+        else:
+            reason = _plain(reason)
+    name = path.lstrip(".")
+    return InvalidRequest(".".join(part for part in (prefix, name) if part) or "body", reason)
+
+
+def _messages(kind: type) -> Mapping[str, str]:
+    return kind.field_messages if isinstance(kind, type) and issubclass(kind, Body) else {}
+
+
+def _unknown_message(kind: type) -> str:
+    if not (isinstance(kind, type) and issubclass(kind, Body)):
+        return UNKNOWN_FIELD
+    return kind.unknown_field.format(fields=", ".join(kind.__struct_fields__))
+
+
+def _plain(reason: str) -> str:
+    """msgspec's "Expected `int` >= 0, got `str`" as a sentence of the contract."""
+    if reason.startswith("Expected "):
+        reason = "must be " + reason.removeprefix("Expected ")
+    for name, words in _JSON_TYPES.items():
+        reason = reason.replace(name, words)
+    return reason.replace("`", "")
