@@ -59,7 +59,7 @@ class DurationMs(int, Checked):
     seconds (timeformat.parse_duration); subclasses set the range."""
 
     minimum_ms: ClassVar[int] = 0
-    maximum_ms: ClassVar[int] = MAX_DURATION_MS
+    maximum_ms: ClassVar[int] = MAX_DURATION_MS  # parse_duration's bound, published: not a knob
 
     @classmethod
     def check(cls, value: object) -> Self:

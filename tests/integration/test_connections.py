@@ -115,6 +115,7 @@ def test_credentials_appear_nowhere_after_the_create(node: NodeProcess, tenant: 
         ({"name": "x", "url": f"redis://{USER}:{SECRET}@h:99999"}, 400, "invalid_request", "url"),
         ({"name": "x"}, 400, "invalid_request", "url"),
         ({"name": "a b", "url": URL}, 400, "invalid_request", "name"),
+        ({"name": "a\n", "url": URL}, 400, "invalid_request", "name"),  # `$` before a newline
         ({"url": URL}, 400, "invalid_request", "name"),
         ({"name": "x", "url": URL, "tls": True}, 400, "invalid_request", "tls"),
         ({"name": "x", "url": f"redis://{USER}:{SECRET}@10.0.0.5"}, 422, "blocked_target", "url"),
