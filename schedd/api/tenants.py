@@ -32,14 +32,13 @@ from schedd.store.commands import CreateTenant, RotateTenant, UpdateTenant
 DEFAULT_MAX_ACTIVE_JOBS = 1_000_000
 DEFAULT_DISPATCH_RATE = 5_000
 TENANT_BODY_LIMIT = 64 * 1024
+MAX_LIMIT = 10**12
 
 routes = web.RouteTableDef()
 
 Name = Annotated[str, Meta(min_length=1, max_length=200, pattern=r"\S")]
-Limit = Annotated[int, Meta(ge=0, le=10**12)]
-DispatchRate = Annotated[
-    int, Meta(ge=0, le=10**12, description="Runs per second on each node; 0 = no limit.")
-]
+Limit = Annotated[int, Meta(ge=0, le=MAX_LIMIT)]
+DispatchRate = Annotated[Limit, Meta(description="Runs per second on each node; 0 = no limit.")]
 AllowedHosts = Annotated[
     list[Annotated[str, Meta(min_length=1, max_length=253)]],
     Meta(
@@ -63,8 +62,8 @@ AlertUrl = Annotated[
 ]
 TENANT_MESSAGES = {
     "name": "must be a non-empty string of at most 200 characters",
-    "max_active_jobs": "must be a non-negative integer (at most 10^12)",
-    "dispatch_rate": "must be a non-negative integer (at most 10^12)",
+    "max_active_jobs": f"must be a non-negative integer, at most {MAX_LIMIT:,}",
+    "dispatch_rate": f"must be a non-negative integer, at most {MAX_LIMIT:,}",
     "allowed_hosts": "must be a list of at most 100 host patterns",
     "alert_url": "must be an http(s) URL or null",
 }
