@@ -342,6 +342,54 @@ class ApiLimits:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class DeliverySettings:
+    """The `[delivery]` settings: which private networks targets may reach, payload sizes, and
+    how many callbacks a node makes at once (node.py hands them to the guard, the API and the
+    caller)."""
+
+    allow_cidrs: tuple[str, ...] = setting(
+        "delivery.allow_cidrs", _cidrs, (), "private networks HTTP targets may reach anyway"
+    )
+    payload_limit_bytes: int = setting(
+        "delivery.payload_limit", _payload_limit, 65_536, "largest job payload, 1KiB..512KiB"
+    )
+    concurrency: int = setting(
+        "delivery.concurrency", Integer(1, 10_000), 512, "HTTP callbacks at once, on this node"
+    )
+    tenant_concurrency: int = setting(
+        "delivery.tenant_concurrency", Integer(1, 10_000), 64, "of those, per tenant"
+    )
+    secret_overlap_ms: int = setting(
+        "delivery.secret_overlap",
+        Milliseconds(minimum_ms=0),
+        86_400_000,
+        "callbacks carry the old and new signing secret this long after a rotation",
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DispatchSettings:
+    """The `[dispatch]` settings: partition leases, the misfire line and the clock guard's
+    bound (the dispatch package takes its defaults from here: `DispatchSettings()`)."""
+
+    lease_ttl_ms: int = setting(
+        "dispatch.lease_ttl", Milliseconds(minimum_ms=2_000), 5_000, "a partition lease's life"
+    )
+    misfire_threshold_ms: int = setting(
+        "dispatch.misfire_threshold",
+        Milliseconds(minimum_ms=1_000),
+        60_000,
+        "later than this, a run follows its job's misfire_policy",
+    )
+    max_clock_offset_ms: int = setting(
+        "dispatch.max_clock_offset",
+        Milliseconds(minimum_ms=50),
+        500,
+        "past this offset from the peers' clocks, the node stops dispatching",
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NodeConfig:
     """One node's settings, checked; durations in seconds or ms as named, sizes in bytes, paths
     absolute, addresses as canonical "host:port". Each field below that is a setting declares
@@ -416,41 +464,8 @@ class NodeConfig:
     partitions: int = setting(
         "cluster.partitions", Integer(1, MAX_PARTITIONS), 256, "fixed when the cluster is created"
     )
-    # [delivery]
-    allow_cidrs: tuple[str, ...] = setting(
-        "delivery.allow_cidrs", _cidrs, (), "private networks HTTP targets may reach anyway"
-    )
-    payload_limit_bytes: int = setting(
-        "delivery.payload_limit", _payload_limit, 65_536, "largest job payload, 1KiB..512KiB"
-    )
-    delivery_concurrency: int = setting(
-        "delivery.concurrency", Integer(1, 10_000), 512, "HTTP callbacks at once, on this node"
-    )
-    tenant_concurrency: int = setting(
-        "delivery.tenant_concurrency", Integer(1, 10_000), 64, "of those, per tenant"
-    )
-    secret_overlap_ms: int = setting(
-        "delivery.secret_overlap",
-        Milliseconds(minimum_ms=0),
-        86_400_000,
-        "callbacks carry the old and new signing secret this long after a rotation",
-    )
-    # [dispatch]
-    lease_ttl_ms: int = setting(
-        "dispatch.lease_ttl", Milliseconds(minimum_ms=2_000), 5_000, "a partition lease's life"
-    )
-    misfire_threshold_ms: int = setting(
-        "dispatch.misfire_threshold",
-        Milliseconds(minimum_ms=1_000),
-        60_000,
-        "later than this, a run follows its job's misfire_policy",
-    )
-    max_clock_offset_ms: int = setting(
-        "dispatch.max_clock_offset",
-        Milliseconds(minimum_ms=50),
-        500,
-        "past this offset from the peers' clocks, the node stops dispatching",
-    )
+    delivery: DeliverySettings = section(DeliverySettings)
+    dispatch: DispatchSettings = section(DispatchSettings)
     # [encryption]
     payload_keys_file: Path | None = setting(
         "encryption.payload_keys_file", _path, None, "keys that seal payloads at rest"

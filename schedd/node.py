@@ -211,10 +211,10 @@ class Node:
         self._is_registered = False  # this start's RegisterNode applied: peers find its API
         self.dispatch: DispatchService | None = None
         self.caller: Caller | None = None
-        self.guard = TargetGuard(config.allow_cidrs)
+        self.guard = TargetGuard(config.delivery.allow_cidrs)
         held.callback(self.guard.close)  # after the caller and the API, its users
         self.reads_from_brokers = ReadBudgets()  # what tenants' brokers may make this node hold
-        self.clock = ClockGuard(config.max_clock_offset_ms)
+        self.clock = ClockGuard(config.dispatch.max_clock_offset_ms)
         self.peers = PeerReports(config.node_id)
         self.storage = StorageGuard(DiskWatch(config.data_dir, config.min_free), self.peers)
         self.payload_keys = payload_keys_for(config)
@@ -283,12 +283,12 @@ class Node:
             raft=self,
             admin_token=self.admin_token,
             partitions=self.config.partitions,
-            payload_limit=self.config.payload_limit_bytes,
+            payload_limit=self.config.delivery.payload_limit_bytes,
             request_timeout_s=self.config.request_timeout_s,
             tokens=self.tokens,
             queue_signal=self.queue_signal,
             guard=self.guard,
-            secret_overlap_ms=self.config.secret_overlap_ms,
+            secret_overlap_ms=self.config.delivery.secret_overlap_ms,
             payload_keys=self.payload_keys,
             limits=self._limits(),
             storage=self.storage,
@@ -333,8 +333,8 @@ class Node:
             self.replica.step_down,
             ThreadProposer(proposer, loop),
             self.clock,
-            lease_ttl_ms=self.config.lease_ttl_ms,
-            misfire_threshold_ms=self.config.misfire_threshold_ms,
+            lease_ttl_ms=self.config.dispatch.lease_ttl_ms,
+            misfire_threshold_ms=self.config.dispatch.misfire_threshold_ms,
             retention=self.config.retention,
             peer_tls=self.tls_peers,
             peers=self.peers,
@@ -346,8 +346,8 @@ class Node:
             proposer.propose,
             self.guard,
             self.payload_keys,
-            concurrency=self.config.delivery_concurrency,
-            tenant_concurrency=self.config.tenant_concurrency,
+            concurrency=self.config.delivery.concurrency,
+            tenant_concurrency=self.config.delivery.tenant_concurrency,
             deliverers=broker_deliverers(
                 self.payload_keys, connections.lookup, self.guard, self.reads_from_brokers
             ),

@@ -17,6 +17,7 @@ import msgspec
 
 from schedd import metrics
 from schedd.admission import TenantBuckets
+from schedd.config import DispatchSettings
 from schedd.dispatch.plan import ClaimPlan, Hold, PlanJob, plan_run
 from schedd.errors import SchedError
 from schedd.loop import Loop
@@ -39,7 +40,7 @@ log = logging.getLogger(__name__)
 PRELOAD_WINDOW_MS = 60_000
 PRELOAD_EVERY_MS = 5_000  # read the rows the window takes in since the last read
 FULL_PRELOAD_EVERY_MS = 60_000  # read every row of the window again (a safety net: _preload)
-MISFIRE_THRESHOLD_MS = 60_000
+MISFIRE_THRESHOLD_MS = DispatchSettings().misfire_threshold_ms  # [dispatch] misfire_threshold
 CLAIM_BATCH = 500
 CLAIM_BATCHES_IN_FLIGHT = 3  # per dispatcher; more only queue up in the proposer
 MAX_CLAIMS_PER_TICK = 20_000

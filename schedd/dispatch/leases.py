@@ -9,13 +9,14 @@ import sqlite3
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+from schedd.config import DispatchSettings
 from schedd.errors import ClusterUnavailable
 from schedd.loop import Loop
 from schedd.store.commands import AssignLeases, LeaseMove, LogCommand, NodeHeartbeat, R
 from schedd.store.leases import Lease, live_nodes, read_leases
 
 log = logging.getLogger(__name__)
-LEASE_TTL_MS = 5_000
+LEASE_TTL_MS = DispatchSettings().lease_ttl_ms  # [dispatch] lease_ttl, declared in config.py
 HEARTBEAT_EVERY_S = 1.0
 PLAN_EVERY_S = 1.0
 MAX_REBALANCE_MOVES = 64  # per round: moving a live lease costs its holder a preload

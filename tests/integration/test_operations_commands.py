@@ -70,7 +70,7 @@ def test_the_requirements_come_first_and_say_what_a_wrong_clock_does() -> None:
         assert word in needs, word
     # what schedd does about it, in the code's own terms
     default = load_config(ROOT / "config" / "single.toml")  # no [dispatch]: the defaults
-    assert f"`[dispatch] max_clock_offset` ({default.max_clock_offset_ms} ms)" in needs
+    assert f"`[dispatch] max_clock_offset` ({default.dispatch.max_clock_offset_ms} ms)" in needs
     assert f"every {PROBE_EVERY_S:g} s" in needs
     clock_code = (ROOT / "schedd" / "dispatch" / "clock.py").read_text()
     assert "clock distrusted: " in clock_code and "`clock distrusted: ...`" in needs

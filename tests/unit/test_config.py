@@ -60,8 +60,8 @@ def test_minimal_config_gets_the_documented_defaults(tmp_path: Path) -> None:
     assert cfg.compaction_min_time_s == 300.0
     assert (cfg.election_timeout_min_s, cfg.election_timeout_max_s) == (1.0, 2.5)
     assert cfg.partitions == 256
-    assert cfg.allow_cidrs == ()
-    assert cfg.payload_limit_bytes == 65_536
+    assert cfg.delivery.allow_cidrs == ()
+    assert cfg.delivery.payload_limit_bytes == 65_536
     assert cfg.retention == Retention(
         runs=7 * DAY_MS, audit=30 * DAY_MS, deadletters=14 * DAY_MS, messages=7 * DAY_MS
     )
@@ -93,14 +93,14 @@ def test_every_key_is_read(tmp_path: Path) -> None:
     assert (cfg.raft_secret, cfg.admin_token) == (SECRET, TOKEN)
     assert (cfg.compaction_min_entries, cfg.compaction_min_time_s) == (500, 60.0)
     assert (cfg.election_timeout_min_s, cfg.election_timeout_max_s) == (0.3, 0.9)
-    assert (cfg.partitions, cfg.allow_cidrs) == (1024, ("127.0.0.0/8",))
-    assert cfg.payload_limit_bytes == 512 * 1024
+    assert (cfg.partitions, cfg.delivery.allow_cidrs) == (1024, ("127.0.0.0/8",))
+    assert cfg.delivery.payload_limit_bytes == 512 * 1024
     assert cfg.api_limits == ApiLimits(
         header_timeout_s=5.0, body_timeout_s=20.0, max_body_reads=8, long_polls_per_tenant=4
     )
     assert (cfg.metrics_listen, cfg.metrics_token) == ("10.0.0.1:9464", TOKEN + "x")
-    assert (cfg.delivery_concurrency, cfg.tenant_concurrency) == (64, 4)
-    assert cfg.secret_overlap_ms == 3_600_000
+    assert (cfg.delivery.concurrency, cfg.delivery.tenant_concurrency) == (64, 4)
+    assert cfg.delivery.secret_overlap_ms == 3_600_000
     assert cfg.payload_keys_file == (tmp_path / "keys" / "payload.keys").resolve()
     assert cfg.retention == Retention(
         runs=30 * DAY_MS, audit=90 * DAY_MS, deadletters=DAY_MS, messages=7_200_000
@@ -643,7 +643,7 @@ def test_compaction_min_entries_must_be_positive(tmp_path: Path) -> None:
 )
 def test_payload_limit_sizes(tmp_path: Path, value: str, expected: int) -> None:
     extra = f"[delivery]\npayload_limit = {value}\n"
-    assert load(tmp_path, extra).payload_limit_bytes == expected
+    assert load(tmp_path, extra).delivery.payload_limit_bytes == expected
 
 
 @pytest.mark.parametrize("value", ['"1KB"', '"513KiB"', '"1MiB"', '"16MiB"', "512", "524289"])
@@ -694,7 +694,7 @@ def test_payload_limit_must_be_a_size(tmp_path: Path, value: str) -> None:
 
 def test_allow_cidrs_are_normalised(tmp_path: Path) -> None:
     extra = '[delivery]\nallow_cidrs = ["127.0.0.1/8", "::1", "10.0.0.0/8"]\n'
-    assert load(tmp_path, extra).allow_cidrs == ("127.0.0.0/8", "::1/128", "10.0.0.0/8")
+    assert load(tmp_path, extra).delivery.allow_cidrs == ("127.0.0.0/8", "::1/128", "10.0.0.0/8")
 
 
 @pytest.mark.parametrize("cidr", ["10.0.0.0/33", "nope", "", "10.0.0/8x"])
@@ -820,7 +820,7 @@ def test_shipped_vm_configs_form_one_three_node_cluster() -> None:
     for cfg in configs:
         assert set(cfg.raft_peers) == listens - {cfg.raft_listen}
         assert cfg.data_dir == Path(f"/var/lib/schedd/{cfg.node_id}")
-        assert (cfg.partitions, cfg.log_format, cfg.allow_cidrs) == (256, "json", ())
+        assert (cfg.partitions, cfg.log_format, cfg.delivery.allow_cidrs) == (256, "json", ())
 
 
 # -- TLS for the API ----------------------------------------------------------------------------
