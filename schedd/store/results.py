@@ -5,7 +5,9 @@ canonical JSON (inside the digest), so these structs only *read* a result; the f
 the JSON's and never change. A command type names its result as its type parameter
 (`class ClaimRuns(LogCommand[Claimed])`), and `answer_of` turns the proposer's JSON answer into
 it, raising a rejection as its error class: no caller picks fields by string, and a refused
-command never reads as "nothing happened".
+command never reads as "nothing happened". Every field has a default: a result that an older
+version kept (answered again to a retried proposal, after a snapshot install) and that lacks a
+field added since reads as that default, not as an error.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ class Deregistered(Done, frozen=True, kw_only=True):
 
 
 class TenantSaved(Done, frozen=True, kw_only=True):
-    tenant_id: str
+    tenant_id: str = ""
 
 
 class JobError(msgspec.Struct, frozen=True, kw_only=True):
@@ -42,23 +44,23 @@ class JobOutcome(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class JobsCreated(Done, frozen=True, kw_only=True):
-    results: list[JobOutcome]
+    results: list[JobOutcome] = []
 
 
 class JobsAdded(Done, frozen=True, kw_only=True):
     """add_jobs names only the jobs not created as proposed, by index in the command."""
 
-    created: int
+    created: int = 0
     existing: list[tuple[int, str]] = []  # (index, the job the key named before)
     errors: list[tuple[int, str, str]] = []  # (index, error code, message)
 
 
 class Triggered(Done, frozen=True, kw_only=True):
-    scheduled_at_ms: int
+    scheduled_at_ms: int | None = None
 
 
 class LeasesMoved(Done, frozen=True, kw_only=True):
-    moved: int
+    moved: int = 0
 
 
 class Claimed(Done, frozen=True, kw_only=True):
@@ -78,15 +80,15 @@ class Received(Done, frozen=True, kw_only=True):
 
 
 class Acked(Done, frozen=True, kw_only=True):
-    acked: int
+    acked: int = 0
 
 
 class Nacked(Done, frozen=True, kw_only=True):
-    nacked: int
+    nacked: int = 0
 
 
 class Extended(Done, frozen=True, kw_only=True):
-    extended: int
+    extended: int = 0
 
 
 class DeadRun(msgspec.Struct, frozen=True, kw_only=True):
@@ -109,18 +111,18 @@ class CallbacksRecorded(Done, frozen=True, kw_only=True):
 
 
 class Pruned(Done, frozen=True, kw_only=True):
-    deleted: dict[str, int]
-    next_after: str  # "" once a round is done
-    done: bool
+    deleted: dict[str, int] = {}
+    next_after: str = ""  # "" once a round is done
+    done: bool = False
     completed: int = 0  # deferred completions written (level 5)
 
 
 class RetentionSet(Done, frozen=True, kw_only=True):
-    retention_ms: dict[str, int]
+    retention_ms: dict[str, int] = {}
 
 
 class ConnectionCreated(Done, frozen=True, kw_only=True):
-    name: str
-    kind: str
-    host: str
-    created_at_ms: int
+    name: str = ""
+    kind: str = ""
+    host: str = ""
+    created_at_ms: int = 0
