@@ -492,3 +492,16 @@ def test_admin_without_a_tenant_is_refused_before_receiving(tenant: Tenant) -> N
         env=tenant.env(None),
     )
     assert result.returncode == 1 and result.stderr.startswith("error: "), result.stderr
+
+
+def test_an_unknown_token_exits_4_naming_it(tenant: Tenant) -> None:
+    """401 is its own exit code for `work` too (docs/schedctl.md), and says which token."""
+    result = subprocess.run(
+        [SCHEDCTL, "--token", "sk_nobody", "work", "q", "--once", "--", "true"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=tenant.env(None),
+    )
+    assert result.returncode == 4, result.stderr
+    assert "unknown token (the token from --token)" in result.stderr
