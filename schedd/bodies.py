@@ -63,7 +63,10 @@ class DurationMs(int, Checked):
 
     @classmethod
     def check(cls, value: object) -> Self:
-        return cls(parse_duration(value, field="", minimum_ms=cls.minimum_ms))
+        ms = parse_duration(value, field="", minimum_ms=cls.minimum_ms)
+        if ms > cls.maximum_ms:  # a subclass's own bound (parse_duration refuses its own)
+            raise InvalidRequest("", f"must be at most {cls.maximum_ms // 1000}s")
+        return cls(ms)
 
 
 def convert_body(body: object, kind: type[T], *, field: str = "") -> T:

@@ -548,15 +548,6 @@ def preview_schemas() -> dict[str, Schema]:
 
 
 def queue_schemas() -> dict[str, Schema]:
-    receipts = {
-        "type": "array",
-        "minItems": 1,
-        "maxItems": queues.MAX_RECEIPTS,
-        "items": {"type": "string", "minLength": 1, "maxLength": 100},
-    }
-    visibility = duration(
-        1, queues.MAX_VISIBILITY_MS / 1000, "How long the messages stay hidden; default 30s."
-    )
     message = obj(
         {
             "receipt": {"type": "string"},
@@ -568,7 +559,6 @@ def queue_schemas() -> dict[str, Schema]:
         }
     )
     counts = {key: {"type": "integer", "minimum": 0} for key in ("ready", "in_flight", "delayed")}
-    consumer_name = {"type": "string", "pattern": f"^{queues.CONSUMER_NAME.pattern}$"}
     seen = {
         "consumer": {
             "type": "string",
@@ -579,39 +569,9 @@ def queue_schemas() -> dict[str, Schema]:
         "last_seen": ref("Instant"),
         "node": {"type": "string", "description": "The node it received through."},
     }
-    return {
-        "ReceiveRequest": closed(
-            {
-                "max": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "maximum": queues.MAX_RECEIVE,
-                    "default": 10,
-                },
-                "wait": duration(
-                    0, queues.MAX_WAIT_MS / 1000, "Long-poll up to this long; default 0s."
-                ),
-                "visibility_timeout": visibility,
-                "consumer": consumer_name
-                | {
-                    "description": "Who receives, as GET /v1/queues shows it for 5 minutes; "
-                    "default: the client's address."
-                },
-            },
-            [],
-        ),
+    bodies = (queues.ReceiveRequest, queues.AckRequest, queues.NackRequest, queues.ExtendRequest)
+    return struct_schemas(*bodies) | {
         "Messages": obj({"messages": {"type": "array", "items": message}}),
-        "AckRequest": closed({"receipts": receipts}, ["receipts"]),
-        "NackRequest": closed(
-            {
-                "receipts": receipts,
-                "error": {"type": "string", "description": "Kept (first 4,000 characters)."},
-            },
-            ["receipts"],
-        ),
-        "ExtendRequest": closed(
-            {"receipts": receipts, "visibility_timeout": visibility}, ["receipts"]
-        ),
         "Acked": obj({"acked": {"type": "integer", "minimum": 0}}),
         "Nacked": obj({"nacked": {"type": "integer", "minimum": 0}}),
         "Extended": obj({"extended": {"type": "integer", "minimum": 0}}),

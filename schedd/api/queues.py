@@ -17,16 +17,18 @@ import secrets
 import sqlite3
 import time
 from collections import Counter
-from typing import Any, TypeVar
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar, TypeVar
 
 from aiohttp import web
+from msgspec import UNSET, Meta, UnsetType
 
 from schedd import metrics
 from schedd.api.consumers import CONSUMER_NAME, UNKNOWN, consumer_json
 from schedd.api.context import CONTEXT, ApiContext
-from schedd.api.http import json_response, principal, propose, read_object, require
+from schedd.api.http import json_response, principal, propose, read_object
+from schedd.bodies import Body, DurationMs, convert_body
 from schedd.errors import InvalidRequest
-from schedd.jsonbody import JSONValue, as_integer
 from schedd.store.commands import (
     BY_REFERENCE_LEVEL,
     AckMessages,
@@ -35,9 +37,9 @@ from schedd.store.commands import (
     ReceiveMessages,
 )
 from schedd.store.queue_reads import empty_queue, held_messages, queue_summaries, visible_count
-from schedd.timeformat import parse_duration, parse_instant
+from schedd.timeformat import parse_instant
 
-S = TypeVar("S", AckMessages, NackMessages, ExtendMessages)
+B = TypeVar("B", bound=Body)
 
 QUEUE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 BODY_LIMIT = 256 * 1024
@@ -45,6 +47,7 @@ MAX_RECEIVE = 100
 MAX_WAIT_MS = 20_000
 MAX_VISIBILITY_MS = 12 * 3_600_000
 MAX_RECEIPTS = 1_000
+DEFAULT_VISIBILITY_MS = 30_000
 COUNT_AHEAD = 5  # a count of visible messages looks this many receives ahead (ReceiveHolds)
 RECHECK_S = 1.0  # retries and expired visibility make messages visible without a pulse
 LOCAL_CONSUMERS = "/v1/queues/consumers/local"
@@ -58,38 +61,84 @@ def _queue(request: web.Request) -> str:
     return name
 
 
-def _int(body: dict[str, JSONValue], key: str, default: int, high: int) -> int:
-    value = as_integer(body.get(key, default), 1, high)
-    if value is None:
-        raise InvalidRequest(key, f"must be an integer from 1 to {high}")
-    return value
+Receipts = Annotated[
+    list[Annotated[str, Meta(min_length=1, max_length=100)]],
+    Meta(min_length=1, max_length=MAX_RECEIPTS),
+]
+RECEIPTS_MESSAGE = f"must be a list of 1-{MAX_RECEIPTS} receipt strings"
 
 
-def _ms(body: dict[str, JSONValue], key: str, default: str, low: int, high: int) -> int:
-    ms = parse_duration(body.get(key, default), field=key, minimum_ms=low)
-    if ms > high:
-        raise InvalidRequest(key, f"must be at most {high // 1000}s")
-    return ms
+class Visibility(DurationMs):
+    """How long the messages stay hidden; default 30s."""
+
+    minimum_ms = 1_000
+    maximum_ms = MAX_VISIBILITY_MS
 
 
-def _receipts(body: dict[str, JSONValue]) -> list[str]:
-    receipts = body.get("receipts")
-    if (
-        not isinstance(receipts, list)
-        or not 1 <= len(receipts) <= MAX_RECEIPTS
-        or not all(isinstance(r, str) and 0 < len(r) <= 100 for r in receipts)
-    ):
-        raise InvalidRequest("receipts", f"must be a list of 1-{MAX_RECEIPTS} receipt strings")
-    return list(receipts)  # type: ignore[arg-type]
+class Wait(DurationMs):
+    """Long-poll up to this long; default 0s."""
+
+    maximum_ms = MAX_WAIT_MS
 
 
-def _consumer(body: dict[str, JSONValue], request: web.Request) -> str:
-    """The receive's consumer: the name it gives, else the client's address."""
-    name = body.get("consumer")
+class ReceiveRequest(Body):
+    max: Annotated[int, Meta(ge=1, le=MAX_RECEIVE)] = 10
+    wait: Wait | UnsetType = UNSET  # 0
+    visibility_timeout: Visibility | UnsetType = UNSET  # DEFAULT_VISIBILITY_MS
+    consumer: (
+        Annotated[
+            str,
+            Meta(
+                pattern=f"^{CONSUMER_NAME.pattern}$",
+                description="Who receives, as GET /v1/queues shows it for 5 minutes; default: "
+                "the client's address.",
+            ),
+        ]
+        | None
+    ) = None
+
+    field_messages: ClassVar[Mapping[str, str]] = {
+        "max": f"must be an integer from 1 to {MAX_RECEIVE}",
+        "consumer": f"must match {CONSUMER_NAME.pattern}",
+    }
+
+
+class AckRequest(Body):
+    receipts: Receipts
+
+    field_messages: ClassVar[Mapping[str, str]] = {"receipts": RECEIPTS_MESSAGE}
+
+
+class NackRequest(Body):
+    receipts: Receipts
+    error: Annotated[str, Meta(description="Kept (first 4,000 characters).")] = ""
+
+    field_messages: ClassVar[Mapping[str, str]] = {
+        "receipts": RECEIPTS_MESSAGE,
+        "error": "must be a string",
+    }
+
+
+class ExtendRequest(Body):
+    receipts: Receipts
+    visibility_timeout: Visibility | UnsetType = UNSET  # DEFAULT_VISIBILITY_MS
+
+    field_messages: ClassVar[Mapping[str, str]] = {"receipts": RECEIPTS_MESSAGE}
+
+
+def _ms(value: DurationMs | UnsetType, default_ms: int) -> int:
+    """A duration a body gave, else its default (a default in the struct would be published
+    as a number of milliseconds, not as the duration text a client sends)."""
+    return default_ms if value is UNSET else int(value)
+
+
+def _consumer(name: str | None, request: web.Request) -> str:
+    """The receive's consumer: the name it gives, else the client's address. The struct's
+    pattern is searched, so a name ending in a newline passes it: matched whole here."""
     if name is None:
         return (request.remote or UNKNOWN)[:128]
-    if not isinstance(name, str) or not CONSUMER_NAME.fullmatch(name):
-        raise InvalidRequest("consumer", f"must match {CONSUMER_NAME.pattern}")
+    if not CONSUMER_NAME.fullmatch(name):
+        raise InvalidRequest("consumer", ReceiveRequest.field_messages["consumer"])
     return name
 
 
@@ -110,12 +159,10 @@ def _visible(tenant_id: str, queue: str, now_ms: int, limit: int) -> Any:
 @routes.post("/v1/queues/{name}/receive")
 async def receive(request: web.Request) -> web.Response:
     ctx, tenant_id, queue = request.app[CONTEXT], principal(request).tenant(), _queue(request)
-    body = await read_object(request, limit_bytes=BODY_LIMIT)
-    require(body, {"max", "wait", "visibility_timeout", "consumer"})
-    count = _int(body, "max", 10, MAX_RECEIVE)
-    wait_ms = _ms(body, "wait", "0s", 0, MAX_WAIT_MS)
-    visibility_ms = _ms(body, "visibility_timeout", "30s", 1_000, MAX_VISIBILITY_MS)
-    consumer = _consumer(body, request)
+    asked = convert_body(await read_object(request, limit_bytes=BODY_LIMIT), ReceiveRequest)
+    count, wait_ms = asked.max, _ms(asked.wait, 0)
+    visibility_ms = _ms(asked.visibility_timeout, DEFAULT_VISIBILITY_MS)
+    consumer = _consumer(asked.consumer, request)
     if wait_ms == 0:
         ctx.consumers.saw(tenant_id, queue, consumer, ctx.clock_ms())
         return await _poll(request, tenant_id, queue, count, visibility_ms, 0)
@@ -185,33 +232,26 @@ async def _received(ctx: ApiContext, command: ReceiveMessages) -> list[dict[str,
     return messages
 
 
-async def _settle(request: web.Request, kind: type[S], extra: dict[str, Any]) -> S:
-    """The ack, nack or extend command a request asks for (its receipts, and `extra` fields
-    each read by its parser)."""
+async def _settle(request: web.Request, body: type[B]) -> tuple[str, str, B]:
+    """An ack, nack or extend request: its tenant, its queue and its body."""
     tenant_id, queue = principal(request).tenant(), _queue(request)
-    body = await read_object(request, limit_bytes=BODY_LIMIT)
-    require(body, {"receipts", *extra})
-    command = {"tenant_id": tenant_id, "queue": queue, "receipts": _receipts(body)}
-    for parse in extra.values():
-        command.update(parse(body))
-    return kind.from_body(command)
+    return tenant_id, queue, convert_body(await read_object(request, limit_bytes=BODY_LIMIT), body)
 
 
 @routes.post("/v1/queues/{name}/ack")
 async def ack(request: web.Request) -> web.Response:
-    result = await propose(request.app[CONTEXT], await _settle(request, AckMessages, {}))
+    tenant_id, queue, asked = await _settle(request, AckRequest)
+    command = AckMessages(tenant_id=tenant_id, queue=queue, receipts=tuple(asked.receipts))
+    result = await propose(request.app[CONTEXT], command)
     return json_response({"acked": result.acked})
 
 
 @routes.post("/v1/queues/{name}/nack")
 async def nack(request: web.Request) -> web.Response:
-    def error(body: dict[str, JSONValue]) -> dict[str, Any]:
-        text = body.get("error", "")
-        if not isinstance(text, str):
-            raise InvalidRequest("error", "must be a string")
-        return {"error": text[:4000]}
-
-    command = await _settle(request, NackMessages, {"error": error})
+    tenant_id, queue, asked = await _settle(request, NackRequest)
+    command = NackMessages(
+        tenant_id=tenant_id, queue=queue, receipts=tuple(asked.receipts), error=asked.error[:4000]
+    )
     result = await propose(request.app[CONTEXT], command)
     metrics.QUEUE_NACKS.inc(result.nacked)
     return json_response({"nacked": result.nacked})
@@ -219,10 +259,13 @@ async def nack(request: web.Request) -> web.Response:
 
 @routes.post("/v1/queues/{name}/extend")
 async def extend(request: web.Request) -> web.Response:
-    def visibility(body: dict[str, JSONValue]) -> dict[str, Any]:
-        return {"visibility_ms": _ms(body, "visibility_timeout", "30s", 1_000, MAX_VISIBILITY_MS)}
-
-    command = await _settle(request, ExtendMessages, {"visibility_timeout": visibility})
+    tenant_id, queue, asked = await _settle(request, ExtendRequest)
+    command = ExtendMessages(
+        tenant_id=tenant_id,
+        queue=queue,
+        receipts=tuple(asked.receipts),
+        visibility_ms=_ms(asked.visibility_timeout, DEFAULT_VISIBILITY_MS),
+    )
     result = await propose(request.app[CONTEXT], command)
     return json_response({"extended": result.extended})
 
