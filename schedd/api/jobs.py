@@ -14,6 +14,7 @@ import secrets
 import time
 from typing import Any
 
+import msgspec
 from aiohttp import web
 
 from schedd.api.connections import connection_verdicts
@@ -43,7 +44,8 @@ from schedd.errors import (
 )
 from schedd.guard.dns import lookups_for
 from schedd.guard.ssrf import BlockedTarget
-from schedd.jobspec import JOB_FIELDS, JobSpec, parse_job, patch_job, spec_to_json
+from schedd.jobspec import JobSpec, parse_job, patch_job, spec_to_json
+from schedd.jsonbody import JSONValue
 from schedd.model import HttpTarget, JobStatus, not_live_message, partition_of
 from schedd.schedule import fire_time, first_run_at, load_schedule, trigger_time
 from schedd.store import queries
@@ -57,6 +59,7 @@ from schedd.store.commands import (
 )
 from schedd.store.job_search import search_jobs
 from schedd.store.results import JobError, JobOutcome
+from schedd.store.views import JobView
 from schedd.timeformat import format_instant, parse_instant
 
 MAX_BATCH = 1_000
@@ -152,21 +155,21 @@ def _stored_spec(ctx: ApiContext, spec: JobSpec) -> dict[str, Any]:
     return stored
 
 
-def _opened(ctx: ApiContext, job: dict[str, Any]) -> dict[str, Any]:
+def _opened(ctx: ApiContext, job: JobView) -> JobView:
     """A job as the tenant sees it: its payload opened."""
-    return job | {"payload": ctx.payload_keys.open(job.get("payload"))}
+    return msgspec.structs.replace(job, payload=ctx.payload_keys.open(job.payload))
 
 
-def _live(job: dict[str, Any], done: str) -> dict[str, Any]:
+def _live(job: JobView, done: str) -> JobView:
     """The job, if it can still change: a cancelled or completed job is a 409, whatever else
     the request holds (checked before its schedule is validated against now). `done` is what
     the request would have done to it ("resumed", "changed"): the message the store gives too."""
-    if job["status"] in (JobStatus.CANCELLED, JobStatus.COMPLETED):
-        raise Conflict(not_live_message(job["status"], done))
+    if job.status in (JobStatus.CANCELLED, JobStatus.COMPLETED):
+        raise Conflict(not_live_message(job.status, done))
     return job
 
 
-async def _read_job(ctx: ApiContext, tenant_id: str, job_id: str) -> dict[str, Any]:
+async def _read_job(ctx: ApiContext, tenant_id: str, job_id: str) -> JobView:
     job = await ctx.reads.read(lambda conn: queries.get_job(conn, tenant_id, job_id))
     if job is None:
         raise JobNotFound(job_id)
@@ -332,7 +335,7 @@ async def list_jobs(request: web.Request) -> web.Response:
                 conn, tenant_id, status=where.status, after=after, limit=limit
             )
         )
-        cursor = page(stored, limit, lambda j: j["job_id"])
+        cursor = page(stored, limit, lambda j: j.job_id)
     jobs = [_opened(ctx, job) for job in stored]
     return json_response({"jobs": jobs, "next_cursor": cursor})
 
@@ -360,13 +363,13 @@ async def resume_job(request: web.Request) -> web.Response:
     for _ in range(UPDATE_ATTEMPTS):
         job = _live(await _read_job(ctx, tenant_id, job_id), "resumed")
         now = ctx.clock_ms()
-        spec = parse_job(_spec_fields(job), now_ms=now, payload_limit=2**62)
+        spec = parse_job(job.spec_fields(), now_ms=now, payload_limit=2**62)
         run_at, fire_at = _next_runs(job_id, spec, now)
         cmd = ResumeJob(
             tenant_id=tenant_id,
             job_id=job_id,
             actor=who.actor,
-            expected_version=job["version"],
+            expected_version=job.version,
             next_run_at_ms=run_at,
             next_fire_at_ms=fire_at,
         )
@@ -386,7 +389,7 @@ async def update_job(request: web.Request) -> web.Response:
     for _ in range(UPDATE_ATTEMPTS):
         job = _live(await _read_job(ctx, tenant_id, job_id), "changed")
         now = ctx.clock_ms()
-        spec = patch_job(_spec_fields(job), changes, now_ms=now, payload_limit=ctx.payload_limit)
+        spec = patch_job(job.spec_fields(), changes, now_ms=now, payload_limit=ctx.payload_limit)
         [blocked] = await _guard_targets(ctx, tenant_id, [spec], request.remote)
         if blocked is not None:
             raise blocked
@@ -395,7 +398,7 @@ async def update_job(request: web.Request) -> web.Response:
             tenant_id=tenant_id,
             job_id=job_id,
             actor=who.actor,
-            expected_version=job["version"],
+            expected_version=job.version,
             spec=_stored_spec(ctx, spec),
             next_run_at_ms=run_at,
             next_fire_at_ms=fire_at,
@@ -409,17 +412,13 @@ async def update_job(request: web.Request) -> web.Response:
     raise StaleState("the job kept changing; try again")
 
 
-def _spec_fields(job: dict[str, Any]) -> dict[str, Any]:
-    return {key: job[key] for key in JOB_FIELDS}
-
-
 def _current_or_new_run(
-    job: dict[str, Any], job_id: str, spec: JobSpec, changes: dict[str, Any], now: int
+    job: JobView, job_id: str, spec: JobSpec, changes: dict[str, JSONValue], now: int
 ) -> tuple[int | None, int | None]:
     """A new schedule or window moves the next run; other changes keep it."""
-    if "schedule" in changes or "window" in changes or job["next_run_at"] is None:
+    if "schedule" in changes or "window" in changes or job.next_run_at is None:
         return _next_runs(job_id, spec, now)
-    run_at = parse_instant(job["next_run_at"], field="next_run_at")
+    run_at = parse_instant(job.next_run_at, field="next_run_at")
     return run_at, fire_time(job_id, run_at, spec.window_ms or 0)
 
 
@@ -428,7 +427,7 @@ async def trigger_job(request: web.Request) -> web.Response:
     ctx, who = request.app[CONTEXT], principal(request)
     tenant_id, job_id = who.tenant(), request.match_info["job_id"]
     job = await _read_job(ctx, tenant_id, job_id)
-    at = trigger_time(load_schedule(job["schedule"]), ctx.clock_ms())
+    at = trigger_time(load_schedule(job.schedule), ctx.clock_ms())
     cmd = TriggerJob(tenant_id=tenant_id, job_id=job_id, actor=who.actor, scheduled_at_ms=at)
     await propose(ctx, cmd)
     return json_response({"job_id": job_id, "scheduled_at": format_instant(at)}, status=202)

@@ -17,6 +17,7 @@ from typing import Any
 from schedd.model import JobStatus
 from schedd.store.ledger import completions
 from schedd.store.queries import JOB_COLUMNS, job_to_json, status_condition
+from schedd.store.views import JobView
 
 SCAN_ROWS = 10_000  # jobs examined per filtered page at most, matching or not
 SCAN_BUDGET_S = 0.1  # a page stops examining once this has passed (checked inside the query)
@@ -90,7 +91,7 @@ def search_jobs(
     after: str,
     limit: int,
     budget_s: float = SCAN_BUDGET_S,
-) -> tuple[list[dict[str, Any]], str | None]:
+) -> tuple[list[JobView], str | None]:
     """Up to `limit` matching jobs after `after` (of `where.status` if given), examining jobs
     in job_id order until the page is full, SCAN_ROWS were examined, `budget_s` has passed, or
     the jobs end; and the job_id to continue after: the last job shown when the page is full,
@@ -184,7 +185,5 @@ def _job_row(conn: sqlite3.Connection, job_id: str) -> tuple[Any, ...]:
     return row
 
 
-def _page(
-    rows: list[tuple[Any, ...]], next_after: str | None
-) -> tuple[list[dict[str, Any]], str | None]:
+def _page(rows: list[tuple[Any, ...]], next_after: str | None) -> tuple[list[JobView], str | None]:
     return [job_to_json(row) for row in rows], next_after

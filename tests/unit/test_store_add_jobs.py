@@ -168,7 +168,7 @@ def test_add_jobs_writes_each_jobs_own_creation_time(tmp_path: Path) -> None:
     new_form(new, [item("job_01")], NOW_MS + 50, made_ms=NOW_MS + 7)
     job = queries.get_job(new.machine.db.conn, "t1", "job_01")
     assert job is not None
-    assert job["created_at"] == job["updated_at"] == format_instant(NOW_MS + 7)
+    assert job.created_at == job.updated_at == format_instant(NOW_MS + 7)
 
 
 def test_the_outcomes_of_add_jobs(tmp_path: Path) -> None:

@@ -72,8 +72,8 @@ def test_create_job_writes_job_due_row_and_audit(apply: Applier, db: Database) -
     assert create(apply, job_item("job_a")) == [{"job_id": "job_a", "created": True}]
     job = queries.get_job(db.conn, "t1", "job_a")
     assert job is not None
-    assert job["status"] == "active" and job["version"] == 1
-    assert job["next_run_at"] == "2026-09-21T14:14:20Z"
+    assert job.status == "active" and job.version == 1
+    assert job.next_run_at == "2026-09-21T14:14:20Z"
     assert due_rows(db) == [(7, NOW_MS + 60_000, "job_a", 0)]
     actions = [r["action"] for r in queries.list_audit(db.conn, "t1", after=0, limit=10)]
     assert actions == ["create_tenant", "create_jobs"]
@@ -114,7 +114,7 @@ def test_cancel_removes_due_rows_and_repeats_quietly(apply: Applier, db: Databas
     assert due_rows(db) == []
     assert apply("cancel_job", {"tenant_id": "t1", "job_id": "a"})["status"] == "ok"
     job = queries.get_job(db.conn, "t1", "a")
-    assert job is not None and job["status"] == "cancelled" and job["version"] == 2
+    assert job is not None and job.status == "cancelled" and job.version == 2
 
 
 def test_pause_resume_moves_the_due_row(apply: Applier, db: Database) -> None:
@@ -178,7 +178,7 @@ def test_update_replaces_spec_and_due_row_with_version_check(apply: Applier, db:
     assert apply("update_job", body | {"expected_version": 1})["status"] == "ok"
     assert due_rows(db) == [(7, 43, "a", 0)]
     job = queries.get_job(db.conn, "t1", "a")
-    assert job is not None and job["name"] == "x" and job["version"] == 2
+    assert job is not None and job.name == "x" and job.version == 2
 
 
 def test_replayed_index_is_skipped(db: Database) -> None:

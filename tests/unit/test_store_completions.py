@@ -89,7 +89,7 @@ def test_a_deferred_completion_reads_as_written_and_a_prune_writes_the_same_rows
     assert later.execute("SELECT COUNT(*) FROM completions").fetchone()[0] == 2
     # The rows differ (that is the point), what readers see does not.
     assert pair.later.rows("jobs") != pair.now.rows("jobs")
-    assert [job["status"] for job in list_jobs(later, "t1", status=None, after="", limit=9)] == [
+    assert [job.status for job in list_jobs(later, "t1", status=None, after="", limit=9)] == [
         "completed",
         "completed",
         "active",
@@ -154,7 +154,7 @@ def test_a_prune_completes_its_share_and_then_says_it_is_not_done(
     assert second["completed"] == 1
     third = prune(pair.later.apply, NOW_MS + 1_002)
     assert "completed" not in third and third["done"]
-    statuses = [get_job(pair.later.db.conn, "t1", j)["status"] for j in JOBS]  # type: ignore[index]
+    statuses = [get_job(pair.later.db.conn, "t1", j).status for j in JOBS]  # type: ignore[union-attr]
     assert statuses == ["completed", "completed", "active"]
 
 

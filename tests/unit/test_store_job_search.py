@@ -43,7 +43,7 @@ def add_job(
 
 def ids(db: Database, where: JobFilter, *, after: str = "", limit: int = 100) -> list[str]:
     jobs, _ = search_jobs(db.conn, "t1", where, after=after, limit=limit)
-    return [job["job_id"] for job in jobs]
+    return [job.job_id for job in jobs]
 
 
 def walk(db: Database, where: JobFilter, **options: Any) -> list[tuple[list[str], str | None]]:
@@ -52,7 +52,7 @@ def walk(db: Database, where: JobFilter, **options: Any) -> list[tuple[list[str]
     after: str | None = ""
     while after is not None and len(pages) < 5:
         jobs, after = search_jobs(db.conn, "t1", where, after=after, limit=5, **options)
-        pages.append(([j["job_id"] for j in jobs], after))
+        pages.append(([j.job_id for j in jobs], after))
     return pages
 
 
@@ -117,8 +117,8 @@ def test_a_full_page_continues_after_its_last_job(db: Database) -> None:
     for n in range(5):
         add_job(db, n)
     jobs, after = search_jobs(db.conn, "t1", JobFilter(queue="digest"), after="", limit=2)
-    assert [j["job_id"] for j in jobs] == ["job_000000", "job_000001"] and after == "job_000001"
-    assert jobs[0]["target"] == QUEUE and jobs[0]["status"] == "active"
+    assert [j.job_id for j in jobs] == ["job_000000", "job_000001"] and after == "job_000001"
+    assert jobs[0].target == QUEUE and jobs[0].status == "active"
 
 
 def test_a_page_examines_at_most_scan_rows_and_continues_after_the_last_one(
@@ -152,10 +152,10 @@ def test_a_page_fills_in_job_order_and_continues_after_its_last_job(db: Database
     for n in range(12):
         add_job(db, n, name="needle" if n in (1, 5, 8, 11) else None)
     jobs, after = search_jobs(db.conn, "t1", JobFilter(name="needle"), after="", limit=3)
-    assert [j["job_id"] for j in jobs] == ["job_000001", "job_000005", "job_000008"]
+    assert [j.job_id for j in jobs] == ["job_000001", "job_000005", "job_000008"]
     assert after == "job_000008"
     jobs, after = search_jobs(db.conn, "t1", JobFilter(name="needle"), after=after, limit=3)
-    assert [j["job_id"] for j in jobs] == ["job_000011"] and after is None
+    assert [j.job_id for j in jobs] == ["job_000011"] and after is None
 
 
 def walk_all(db: Database, where: JobFilter, **options: Any) -> list[tuple[list[str], str | None]]:
@@ -165,7 +165,7 @@ def walk_all(db: Database, where: JobFilter, **options: Any) -> list[tuple[list[
     while after is not None:
         jobs, next_after = search_jobs(db.conn, "t1", where, after=after, limit=5, **options)
         assert next_after is None or next_after > after  # every page moves on
-        pages.append(([j["job_id"] for j in jobs], next_after))
+        pages.append(([j.job_id for j in jobs], next_after))
         after = next_after
     return pages
 
@@ -193,7 +193,7 @@ def test_a_spent_time_budget_stops_the_scan_inside_the_query_and_the_scan_goes_o
         db.conn, "t1", JobFilter(name="needle"), after="", limit=5, budget_s=0
     )
     assert after is not None and after < "job_000020", after  # a few jobs, at least one
-    assert [j["job_id"] for j in jobs] == (["job_000002"] if after >= "job_000002" else [])
+    assert [j.job_id for j in jobs] == (["job_000002"] if after >= "job_000002" else [])
     pages = walk_all(db, JobFilter(name="needle"), budget_s=0)
     shown = [job_id for ids_, _ in pages for job_id in ids_]
     assert shown == ["job_000002", "job_000150", "job_000299"]  # none skipped, none twice

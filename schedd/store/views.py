@@ -1,0 +1,46 @@
+"""The objects the store's readers return, as the API answers them: msgspec Structs that
+api/http.py's encoder writes as they are, their field order the JSON's key order. Reads only.
+
+A field that is None is written as null (the contract shows every field, null or not); the
+free-form values (a job's spec parts, a payload, an audit record's detail) stay JSON values.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from schedd.jsonbody import JSONValue
+
+
+class JobView(msgspec.Struct, frozen=True, kw_only=True):
+    """The API's job object: the job's identity, its spec's fields (jobspec.spec_to_json, as
+    stored, in that order) and its state. `payload` is as stored until the API opens it."""
+
+    job_id: str
+    tenant_id: str
+    name: str | None
+    schedule: dict[str, str]  # schedule.schedule_to_json
+    window: str | None
+    target: dict[str, JSONValue]
+    payload: JSONValue
+    retry: dict[str, JSONValue]
+    misfire_policy: str
+    overlap_policy: str
+    status: str
+    next_run_at: str | None
+    version: int
+    created_at: str
+    updated_at: str
+
+    def spec_fields(self) -> dict[str, object]:
+        """The spec's fields as a job body (what jobspec's parse_job and patch_job read)."""
+        return {
+            "name": self.name,
+            "schedule": self.schedule,
+            "window": self.window,
+            "target": self.target,
+            "payload": self.payload,
+            "retry": self.retry,
+            "misfire_policy": self.misfire_policy,
+            "overlap_policy": self.overlap_policy,
+        }

@@ -1,0 +1,43 @@
+"""The store's read models (store/views.py) encode to the bytes the API answered when they were
+dicts: the same keys, in the same order, None as null."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import msgspec
+
+from schedd.jobspec import JOB_FIELDS, parse_job, spec_to_json
+from schedd.store import queries
+from tests.conftest import NOW_MS
+
+ENCODER = msgspec.json.Encoder()  # api/http.py's json_response encodes with one like it
+
+
+def stored_spec() -> dict[str, Any]:
+    body = {
+        "name": "nightly",
+        "schedule": {"cron": "0 8 * * *", "timezone": "Europe/Paris"},
+        "target": {"type": "http", "url": "https://h.example/hook", "headers": {"X-A": "1"}},
+        "payload": {"b": [1, 2.5, None], "a": "é"},
+    }
+    return spec_to_json(parse_job(body, now_ms=NOW_MS))
+
+
+def test_a_job_encodes_as_its_dict_did() -> None:
+    spec = stored_spec()
+    row = ("job_a", "t1", json.dumps(spec), "active", NOW_MS + 60_000, 3, NOW_MS, NOW_MS + 5, None)
+    as_dict = {
+        "job_id": "job_a",
+        "tenant_id": "t1",
+        **spec,
+        "status": "active",
+        "next_run_at": "2026-09-21T14:14:20Z",
+        "version": 3,
+        "created_at": "2026-09-21T14:13:20Z",
+        "updated_at": "2026-09-21T14:13:20.005Z",
+    }
+    job = queries.job_to_json(row)
+    assert ENCODER.encode(job) == ENCODER.encode(as_dict)
+    assert job.spec_fields() == spec and set(job.spec_fields()) == JOB_FIELDS
