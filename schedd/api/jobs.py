@@ -443,7 +443,7 @@ async def list_runs(request: web.Request) -> web.Response:
     runs = await ctx.reads.read(
         lambda conn: queries.list_runs(conn, job_id, before_ms=before_ms, limit=limit)
     )
-    cursor = page(runs, limit, lambda r: _ms(r["scheduled_at"]))
+    cursor = page(runs, limit, lambda r: _ms(r.scheduled_at))
     return json_response({"runs": runs, "next_cursor": cursor})
 
 

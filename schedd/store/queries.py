@@ -14,7 +14,7 @@ from schedd.jobspec import JOB_FIELDS
 from schedd.model import JobStatus
 from schedd.retention import retention_json
 from schedd.store.ledger import completions
-from schedd.store.views import JobView
+from schedd.store.views import AttemptView, JobView, RunView
 from schedd.timeformat import format_instant
 
 
@@ -197,7 +197,7 @@ def _pending_completed(
 
 def list_runs(
     conn: sqlite3.Connection, job_id: str, *, before_ms: int, limit: int
-) -> list[dict[str, Any]]:
+) -> list[RunView]:
     """A page of a job's runs, newest first, scheduled before `before_ms`: run rows and the
     runs kept in batches (store/ledger/batches.py), merged."""
     rows = conn.execute(
@@ -245,7 +245,7 @@ _BATCH_STATUS = {b"r": ("dispatched", 0), b"h": ("delivered", 1), b"d": ("succee
 
 def _batch_runs(
     conn: sqlite3.Connection, job_id: str, before_ms: int, limit: int
-) -> list[tuple[int, dict[str, Any]]]:
+) -> list[tuple[int, RunView]]:
     """The job's runs still in batches, as (scheduled_at_ms, run object); a spilled run has
     its own run row and is left out here."""
     found = []
@@ -268,30 +268,30 @@ def _batch_runs(
 _ERRORLESS = frozenset({"succeeded", "delivered"})
 
 
-def _run_to_json(row: tuple[Any, ...], attempts: list[tuple[Any, ...]]) -> dict[str, Any]:
+def _run_to_json(row: tuple[Any, ...], attempts: list[tuple[Any, ...]]) -> RunView:
     job_id, scheduled, fire, status, attempt, dispatched, finished, error = row
     if status in _ERRORLESS:
         error = None
-    return {
-        "job_id": job_id,
-        "scheduled_at": format_instant(scheduled),
-        "fire_at": format_instant(fire),
-        "status": status,
-        "attempt": attempt,
-        "attempts": [
-            {
-                "attempt": a,
-                "started_at": format_instant(started),
-                "finished_at": None if ended is None else format_instant(ended),
-                "outcome": outcome,
-                "error": err,
-            }
+    return RunView(
+        job_id=job_id,
+        scheduled_at=format_instant(scheduled),
+        fire_at=format_instant(fire),
+        status=status,
+        attempt=attempt,
+        attempts=[
+            AttemptView(
+                attempt=a,
+                started_at=format_instant(started),
+                finished_at=None if ended is None else format_instant(ended),
+                outcome=outcome,
+                error=err,
+            )
             for a, started, ended, outcome, err in attempts
         ],
-        "dispatched_at": None if dispatched is None else format_instant(dispatched),
-        "finished_at": None if finished is None else format_instant(finished),
-        "error": error,
-    }
+        dispatched_at=None if dispatched is None else format_instant(dispatched),
+        finished_at=None if finished is None else format_instant(finished),
+        error=error,
+    )
 
 
 def list_audit(

@@ -44,3 +44,27 @@ class JobView(msgspec.Struct, frozen=True, kw_only=True):
             "misfire_policy": self.misfire_policy,
             "overlap_policy": self.overlap_policy,
         }
+
+
+class AttemptView(msgspec.Struct, frozen=True, kw_only=True):
+    """One try at delivering a run (a run object's `attempts[]`)."""
+
+    attempt: int
+    started_at: str
+    finished_at: str | None
+    outcome: str | None
+    error: str | None
+
+
+class RunView(msgspec.Struct, frozen=True, kw_only=True):
+    """The API's run object: one occurrence of a job, with its attempts."""
+
+    job_id: str
+    scheduled_at: str
+    fire_at: str
+    status: str
+    attempt: int
+    attempts: list[AttemptView]
+    dispatched_at: str | None
+    finished_at: str | None
+    error: str | None

@@ -84,7 +84,7 @@ class Cluster:
     def runs(self, job_id: str) -> list[tuple[str, str]]:
         # The store's read of a job's runs (run rows and batch slots alike), oldest first.
         found = list_runs(self.db.conn, job_id, before_ms=2**62, limit=10_000)
-        return [(run["scheduled_at"], run["status"]) for run in reversed(found)]
+        return [(run.scheduled_at, run.status) for run in reversed(found)]
 
 
 @pytest.fixture

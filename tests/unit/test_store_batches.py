@@ -27,6 +27,7 @@ from schedd.store.dispatch_reads import has_run_in_flight
 from schedd.store.ledger import batches
 from schedd.store.queries import list_runs
 from schedd.store.queue_reads import held_messages, queue_summaries, visible_count
+from schedd.store.views import RunView
 from tests.conftest import NOW_MS, Applier
 from tests.unit.test_store_dispatch import claim_item, setup, spec
 from tests.unit.test_store_retention import prune
@@ -83,7 +84,7 @@ class Store:
         receipts = [m["receipt"] for m in self.handed]
         return self.apply(type_, BOX | {"receipts": receipts} | extra, ts_ms=ts_ms)
 
-    def runs(self) -> list[dict[str, Any]]:
+    def runs(self) -> list[RunView]:
         return list_runs(self.db.conn, "j1", before_ms=2**62, limit=100)
 
     def rows(self, table: str) -> list[tuple[Any, ...]]:

@@ -222,11 +222,11 @@ def test_run_history_pages_stay_consistent_across_a_prune(apply: Applier, db: Da
     first = queries.list_runs(db.conn, "j1", before_ms=2**62, limit=4)
     assert len(first) == 4
     prune(apply, NOW_MS + HOUR + 10 * SEC + 3, max_rows=3)  # the three oldest finished go
-    cursor = ms_of(first[-1]["scheduled_at"])
+    cursor = ms_of(first[-1].scheduled_at)
     second = queries.list_runs(db.conn, "j1", before_ms=cursor, limit=4)
-    left = {r["scheduled_at"] for r in queries.list_runs(db.conn, "j1", before_ms=2**62, limit=99)}
-    assert all(ms_of(r["scheduled_at"]) < cursor for r in second)
-    assert {r["scheduled_at"] for r in second} == left - {r["scheduled_at"] for r in first}
+    left = {r.scheduled_at for r in queries.list_runs(db.conn, "j1", before_ms=2**62, limit=99)}
+    assert all(ms_of(r.scheduled_at) < cursor for r in second)
+    assert {r.scheduled_at for r in second} == left - {r.scheduled_at for r in first}
     assert len(left) == 5 and second  # three of eight pruned; the older page still has runs
 
 

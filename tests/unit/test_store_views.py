@@ -41,3 +41,38 @@ def test_a_job_encodes_as_its_dict_did() -> None:
     job = queries.job_to_json(row)
     assert ENCODER.encode(job) == ENCODER.encode(as_dict)
     assert job.spec_fields() == spec and set(job.spec_fields()) == JOB_FIELDS
+
+
+def test_a_run_encodes_as_its_dict_did() -> None:
+    row = ("job_a", NOW_MS, NOW_MS + 7, "retrying", 2, NOW_MS + 8, None, "http 500")
+    attempts = [
+        (1, NOW_MS + 9, NOW_MS + 10, "failed", "http 500"),
+        (2, NOW_MS + 11, None, None, None),
+    ]
+    as_dict = {
+        "job_id": "job_a",
+        "scheduled_at": "2026-09-21T14:13:20Z",
+        "fire_at": "2026-09-21T14:13:20.007Z",
+        "status": "retrying",
+        "attempt": 2,
+        "attempts": [
+            {
+                "attempt": 1,
+                "started_at": "2026-09-21T14:13:20.009Z",
+                "finished_at": "2026-09-21T14:13:20.010Z",
+                "outcome": "failed",
+                "error": "http 500",
+            },
+            {
+                "attempt": 2,
+                "started_at": "2026-09-21T14:13:20.011Z",
+                "finished_at": None,
+                "outcome": None,
+                "error": None,
+            },
+        ],
+        "dispatched_at": "2026-09-21T14:13:20.008Z",
+        "finished_at": None,
+        "error": "http 500",
+    }
+    assert ENCODER.encode(queries._run_to_json(row, attempts)) == ENCODER.encode(as_dict)
