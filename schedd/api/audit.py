@@ -38,6 +38,4 @@ async def audit(request: web.Request) -> web.Response:
     records = await ctx.reads.read(
         lambda conn: queries.list_audit(conn, tenant_id, after=after, limit=limit, job_id=job_id)
     )
-    return json_response(
-        {"audit": records, "next_cursor": page(records, limit, lambda r: r["seq"])}
-    )
+    return json_response({"audit": records, "next_cursor": page(records, limit, lambda r: r.seq)})

@@ -49,9 +49,7 @@ async def list_deadletters(request: web.Request) -> web.Response:
     items = await ctx.reads.read(
         lambda conn: queries.list_deadletters(conn, tenant_id, after=after, limit=limit)
     )
-    return json_response(
-        {"deadletters": items, "next_cursor": page(items, limit, lambda d: d["id"])}
-    )
+    return json_response({"deadletters": items, "next_cursor": page(items, limit, lambda d: d.id)})
 
 
 @routes.get("/v1/deadletters/{id}")

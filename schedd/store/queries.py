@@ -14,7 +14,7 @@ from schedd.jobspec import JOB_FIELDS
 from schedd.model import JobStatus
 from schedd.retention import retention_json
 from schedd.store.ledger import completions
-from schedd.store.views import AttemptView, JobView, RunView
+from schedd.store.views import AttemptView, AuditRecord, DeadLetterView, JobView, RunView
 from schedd.timeformat import format_instant
 
 
@@ -301,7 +301,7 @@ def list_audit(
     after: int,
     limit: int,
     job_id: str | None = None,
-) -> list[dict[str, Any]]:
+) -> list[AuditRecord]:
     """Audit records after sequence `after`; one tenant's, or all when tenant_id is None; only
     one job's when job_id is given."""
     conditions: list[str] = ["seq > ?"]
@@ -321,15 +321,15 @@ def list_audit(
         (*args, limit),
     ).fetchall()
     return [
-        {
-            "seq": seq,
-            "at": format_instant(at),
-            "tenant_id": tenant,
-            "actor": actor,
-            "action": action,
-            "job_id": job,
-            "detail": None if detail is None else json.loads(detail),
-        }
+        AuditRecord(
+            seq=seq,
+            at=format_instant(at),
+            tenant_id=tenant,
+            actor=actor,
+            action=action,
+            job_id=job,
+            detail=None if detail is None else json.loads(detail),
+        )
         for seq, at, tenant, actor, action, job, detail in rows
     ]
 
@@ -345,22 +345,22 @@ def list_nodes(conn: sqlite3.Connection) -> list[tuple[str, str, str]]:
 _DEADLETTER_COLUMNS = "id, job_id, scheduled_at_ms, attempts, error, created_at_ms, target"
 
 
-def _deadletter_json(row: tuple[Any, ...]) -> dict[str, Any]:
+def _deadletter_json(row: tuple[Any, ...]) -> DeadLetterView:
     dl_id, job_id, scheduled, attempts, error, created, target = row
-    return {
-        "id": dl_id,
-        "job_id": job_id,
-        "scheduled_at": format_instant(scheduled),
-        "attempts": attempts,
-        "error": error,
-        "created_at": format_instant(created),
-        "target": json.loads(target),
-    }
+    return DeadLetterView(
+        id=dl_id,
+        job_id=job_id,
+        scheduled_at=format_instant(scheduled),
+        attempts=attempts,
+        error=error,
+        created_at=format_instant(created),
+        target=json.loads(target),
+    )
 
 
 def list_deadletters(
     conn: sqlite3.Connection, tenant_id: str, *, after: str, limit: int
-) -> list[dict[str, Any]]:
+) -> list[DeadLetterView]:
     rows = conn.execute(
         f"SELECT {_DEADLETTER_COLUMNS} FROM deadletters WHERE tenant_id = ? AND id > ? "
         "ORDER BY id LIMIT ?",
@@ -369,7 +369,7 @@ def list_deadletters(
     return [_deadletter_json(row) for row in rows]
 
 
-def get_deadletter(conn: sqlite3.Connection, tenant_id: str, dl_id: str) -> dict[str, Any] | None:
+def get_deadletter(conn: sqlite3.Connection, tenant_id: str, dl_id: str) -> DeadLetterView | None:
     row = conn.execute(
         f"SELECT {_DEADLETTER_COLUMNS} FROM deadletters WHERE tenant_id = ? AND id = ?",
         (tenant_id, dl_id),

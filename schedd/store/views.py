@@ -68,3 +68,27 @@ class RunView(msgspec.Struct, frozen=True, kw_only=True):
     dispatched_at: str | None
     finished_at: str | None
     error: str | None
+
+
+class AuditRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """The API's audit record; `detail` is the action's own, free-form JSON."""
+
+    seq: int
+    at: str
+    tenant_id: str | None  # None: a cluster-wide action (the admin's)
+    actor: str
+    action: str
+    job_id: str | None
+    detail: JSONValue
+
+
+class DeadLetterView(msgspec.Struct, frozen=True, kw_only=True):
+    """The API's dead letter: a run whose attempts ran out, and where it was going."""
+
+    id: str
+    job_id: str
+    scheduled_at: str
+    attempts: int
+    error: str | None
+    created_at: str
+    target: dict[str, JSONValue]

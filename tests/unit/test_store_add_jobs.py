@@ -202,13 +202,13 @@ def test_the_audit_shows_each_created_job_as_create_jobs_did(tmp_path: Path) -> 
     new_form(apply, [item("job_01"), item("job_02", key="k"), item("job_03", key="k")], NOW_MS)
     conn = apply.machine.db.conn
     records = queries.list_audit(conn, "t1", after=0, limit=10)
-    assert [(r["action"], r["job_id"], r["actor"]) for r in records] == [
+    assert [(r.action, r.job_id, r.actor) for r in records] == [
         ("create_tenant", None, "admin"),
         ("create_jobs", "job_01", "tenant:t1"),
         ("create_jobs", "job_02", "tenant:t1"),
     ]
     [one] = queries.list_audit(conn, "t1", after=0, limit=10, job_id="job_02")
-    assert one["action"] == "create_jobs" and one["detail"] is None
+    assert one.action == "create_jobs" and one.detail is None
 
 
 def test_a_job_id_twice_in_one_command_rejects_the_command(tmp_path: Path) -> None:

@@ -75,7 +75,7 @@ def test_create_job_writes_job_due_row_and_audit(apply: Applier, db: Database) -
     assert job.status == "active" and job.version == 1
     assert job.next_run_at == "2026-09-21T14:14:20Z"
     assert due_rows(db) == [(7, NOW_MS + 60_000, "job_a", 0)]
-    actions = [r["action"] for r in queries.list_audit(db.conn, "t1", after=0, limit=10)]
+    actions = [r.action for r in queries.list_audit(db.conn, "t1", after=0, limit=10)]
     assert actions == ["create_tenant", "create_jobs"]
 
 

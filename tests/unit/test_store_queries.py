@@ -28,16 +28,16 @@ def test_a_jobs_audit_trail_in_seq_order_pages_and_stays_within_the_tenant(db: D
         ],
     )
     trail = queries.list_audit(db.conn, "t1", after=0, limit=10, job_id="job_a")
-    assert [(r["seq"], r["action"]) for r in trail] == [
+    assert [(r.seq, r.action) for r in trail] == [
         (2, "create_jobs"),
         (4, "pause_job"),
         (6, "cancel_job"),
     ]
     later = queries.list_audit(db.conn, "t1", after=2, limit=1, job_id="job_a")
-    assert [r["seq"] for r in later] == [4]
+    assert [r.seq for r in later] == [4]
     assert queries.list_audit(db.conn, "t1", after=0, limit=10, job_id="job_c") == []
     admin = queries.list_audit(db.conn, None, after=0, limit=10, job_id="job_c")
-    assert [(r["tenant_id"], r["job_id"]) for r in admin] == [("t2", "job_c")]
+    assert [(r.tenant_id, r.job_id) for r in admin] == [("t2", "job_c")]
 
 
 def test_a_jobs_audit_trail_reads_its_own_index_range(db: Database) -> None:

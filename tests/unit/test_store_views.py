@@ -10,6 +10,7 @@ import msgspec
 
 from schedd.jobspec import JOB_FIELDS, parse_job, spec_to_json
 from schedd.store import queries
+from schedd.store.db import Database
 from tests.conftest import NOW_MS
 
 ENCODER = msgspec.json.Encoder()  # api/http.py's json_response encodes with one like it
@@ -76,3 +77,33 @@ def test_a_run_encodes_as_its_dict_did() -> None:
         "error": "http 500",
     }
     assert ENCODER.encode(queries._run_to_json(row, attempts)) == ENCODER.encode(as_dict)
+
+
+def test_an_audit_record_and_a_dead_letter_encode_as_their_dicts_did(db: Database) -> None:
+    db.conn.execute(
+        "INSERT INTO audit (at_ms, tenant_id, actor, action, job_id, detail) "
+        "VALUES (?, NULL, 'admin', 'set_retention', NULL, '{\"runs\": \"7d\", \"a\": [1]}')",
+        (NOW_MS,),
+    )
+    [record] = queries.list_audit(db.conn, None, after=0, limit=10)
+    as_dict: dict[str, Any] = {
+        "seq": 1,
+        "at": "2026-09-21T14:13:20Z",
+        "tenant_id": None,
+        "actor": "admin",
+        "action": "set_retention",
+        "job_id": None,
+        "detail": {"runs": "7d", "a": [1]},
+    }
+    assert ENCODER.encode(record) == ENCODER.encode(as_dict)
+    row = ("job_a:5", "job_a", NOW_MS, 3, None, NOW_MS + 1, '{"type": "queue", "name": "q"}')
+    as_dict = {
+        "id": "job_a:5",
+        "job_id": "job_a",
+        "scheduled_at": "2026-09-21T14:13:20Z",
+        "attempts": 3,
+        "error": None,
+        "created_at": "2026-09-21T14:13:20.001Z",
+        "target": {"type": "queue", "name": "q"},
+    }
+    assert ENCODER.encode(queries._deadletter_json(row)) == ENCODER.encode(as_dict)
