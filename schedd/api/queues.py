@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, TypeVar
 
+import msgspec
 from aiohttp import web
 from msgspec import UNSET, Meta, UnsetType
 
@@ -36,7 +37,8 @@ from schedd.store.commands import (
     NackMessages,
     ReceiveMessages,
 )
-from schedd.store.queue_reads import empty_queue, held_messages, queue_summaries, visible_count
+from schedd.store.queue_reads import held_messages, queue_summaries, visible_count
+from schedd.store.views import QueueSummary
 from schedd.timeformat import parse_instant
 
 B = TypeVar("B", bound=Body)
@@ -270,20 +272,27 @@ async def extend(request: web.Request) -> web.Response:
     return json_response({"extended": result.extended})
 
 
+class QueueView(QueueSummary, kw_only=True):
+    """The API's queue object: the store's counts, then the consumers that received from it
+    lately on any node (api/consumers.py's objects, without their queue)."""
+
+    consumers: list[dict[str, Any]] = msgspec.field(default_factory=list)
+
+
 @routes.get("/v1/queues")
 async def list_queues(request: web.Request) -> web.Response:
     ctx, tenant_id = request.app[CONTEXT], principal(request).tenant()
     now = ctx.clock_ms()
 
-    def query(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    def query(conn: sqlite3.Connection) -> list[QueueSummary]:
         return queue_summaries(conn, tenant_id, now)
 
-    queues = {q["name"]: q | {"consumers": []} for q in await ctx.reads.read(query)}
+    queues = {q.name: QueueView(**msgspec.structs.asdict(q)) for q in await ctx.reads.read(query)}
     seen, is_partial = await _cluster_consumers(ctx, tenant_id)
     for consumer in sorted(seen, key=lambda c: (c["consumer"], c["node"])):
         name = consumer.pop("queue")
-        queues.setdefault(name, empty_queue(name) | {"consumers": []})["consumers"].append(consumer)
-    listed = sorted(queues.values(), key=lambda q: str(q["name"]))
+        queues.setdefault(name, QueueView(name=name)).consumers.append(consumer)
+    listed = sorted(queues.values(), key=lambda q: q.name)
     return json_response({"queues": listed, "partial": is_partial})
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from schedd.model import queue_message
 from schedd.store.command import stored_json
 from schedd.store.ledger import batches
+from schedd.store.views import QueueSummary
 
 
 def visible_count(
@@ -50,11 +51,11 @@ def held_messages(
     return messages
 
 
-def queue_summaries(conn: sqlite3.Connection, tenant_id: str, now_ms: int) -> list[dict[str, Any]]:
+def queue_summaries(conn: sqlite3.Connection, tenant_id: str, now_ms: int) -> list[QueueSummary]:
     """The tenant's queues (holding messages or dead letters) by name, each with its ready,
     in-flight, delayed and dead counts and the age of its oldest ready or in-flight message
-    (from its run's scheduled time; None without one): the API's queue objects."""
-    counts: dict[str, dict[str, Any]] = {}
+    (from its run's scheduled time; None without one): the API's queue objects' counts."""
+    counts: dict[str, QueueSummary] = {}
     for queue, ready, in_flight, delayed, oldest_ms in conn.execute(
         "SELECT queue, SUM(visible_at_ms <= ?), "
         "SUM(visible_at_ms > ? AND receipt IS NOT NULL), "
@@ -63,47 +64,33 @@ def queue_summaries(conn: sqlite3.Connection, tenant_id: str, now_ms: int) -> li
         "FROM messages WHERE tenant_id = ? GROUP BY queue",
         (now_ms, now_ms, now_ms, now_ms, tenant_id),
     ):
-        counts[queue] = {
-            "name": queue,
-            "ready": ready,
-            "in_flight": in_flight,
-            "delayed": delayed,
-            "dead": 0,
-            "oldest_age_s": None if oldest_ms is None else max(now_ms - oldest_ms, 0) / 1000,
-        }
+        counts[queue] = QueueSummary(
+            name=queue,
+            ready=ready,
+            in_flight=in_flight,
+            delayed=delayed,
+            oldest_age_s=None if oldest_ms is None else max(now_ms - oldest_ms, 0) / 1000,
+        )
     for batch in batches.open_batches(conn, tenant_id):
-        queue = counts.setdefault(batch.queue, empty_queue(batch.queue))
+        summary = counts.setdefault(batch.queue, QueueSummary(name=batch.queue))
         ready, in_flight, delayed = batch.counts(now_ms)
-        queue["ready"] += ready
-        queue["in_flight"] += in_flight
-        queue["delayed"] += delayed
+        summary.ready += ready
+        summary.in_flight += in_flight
+        summary.delayed += delayed
         oldest = batch.oldest_open_run_ms()
         if oldest is None:
             continue
         age_s = max(now_ms - oldest, 0) / 1000
-        if queue["oldest_age_s"] is None or age_s > queue["oldest_age_s"]:
-            queue["oldest_age_s"] = age_s
+        if summary.oldest_age_s is None or age_s > summary.oldest_age_s:
+            summary.oldest_age_s = age_s
     for target, dead in conn.execute(
         "SELECT target, COUNT(*) FROM deadletters WHERE tenant_id = ? GROUP BY target",
         (tenant_id,),
     ):
         name = json_name(target)
         if name is not None:
-            counts.setdefault(name, empty_queue(name))
-            counts[name]["dead"] = dead
-    return sorted(counts.values(), key=lambda q: str(q["name"]))
-
-
-def empty_queue(name: str) -> dict[str, Any]:
-    """A queue object with no message and no dead letter."""
-    return {
-        "name": name,
-        "ready": 0,
-        "in_flight": 0,
-        "delayed": 0,
-        "dead": 0,
-        "oldest_age_s": None,
-    }
+            counts.setdefault(name, QueueSummary(name=name)).dead = dead
+    return sorted(counts.values(), key=lambda q: q.name)
 
 
 def json_name(target: str) -> str | None:

@@ -209,8 +209,8 @@ def test_reads_count_batch_runs_as_they_count_messages(apply: Applier, db: Datab
     body = BOX | {"max": 1, "visibility_ms": 30_000, "receipts": ["a"]}
     [message] = apply("receive_messages", body, ts_ms=NOW_MS + 1_000)["messages"]
     [queue] = queue_summaries(conn, "t1", NOW_MS + 2_000)
-    assert (queue["ready"], queue["in_flight"], queue["delayed"]) == (1, 1, 0)
-    assert queue["oldest_age_s"] == 2.0
+    assert (queue.ready, queue.in_flight, queue.delayed) == (1, 1, 0)
+    assert queue.oldest_age_s == 2.0
     assert visible_count(conn, "t1", "q", NOW_MS + 2_000, 10) == 1
     assert visible_count(conn, "t1", "q", NOW_MS + 31_000, 10) == 2  # its timeout passed
     apply("ack_messages", BOX | {"receipts": [message["receipt"]]}, ts_ms=NOW_MS + 3_000)

@@ -17,6 +17,7 @@ from schedd.store.dispatch_reads import (
 )
 from schedd.store.leases import LEASE_MARGIN_MS, Lease, held_partitions, live_nodes, read_leases
 from schedd.store.queue_reads import json_name, queue_summaries, visible_count
+from schedd.store.views import QueueSummary
 from tests.conftest import NOW_MS
 
 
@@ -160,16 +161,9 @@ def test_queue_summaries_and_visible_counts(db: Database) -> None:
             (dl_id, dl_id, json.dumps(target)),
         )
     assert queue_summaries(db.conn, "t1", NOW_MS) == [
-        {"name": "gone", "ready": 0, "in_flight": 0, "delayed": 0, "dead": 1, "oldest_age_s": None},
-        {
-            "name": "later",
-            "ready": 0,
-            "in_flight": 0,
-            "delayed": 1,
-            "dead": 0,
-            "oldest_age_s": None,
-        },
-        {"name": "mail", "ready": 2, "in_flight": 1, "delayed": 1, "dead": 0, "oldest_age_s": 2.5},
+        QueueSummary(name="gone", dead=1),
+        QueueSummary(name="later", delayed=1),
+        QueueSummary(name="mail", ready=2, in_flight=1, delayed=1, oldest_age_s=2.5),
     ]
     assert queue_summaries(db.conn, "t2", NOW_MS) == []
     assert visible_count(db.conn, "t1", "mail", NOW_MS, 10) == 2

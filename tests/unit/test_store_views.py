@@ -11,6 +11,7 @@ import msgspec
 from schedd.jobspec import JOB_FIELDS, parse_job, spec_to_json
 from schedd.store import queries
 from schedd.store.db import Database
+from schedd.store.views import QueueSummary
 from tests.conftest import NOW_MS
 
 ENCODER = msgspec.json.Encoder()  # api/http.py's json_response encodes with one like it
@@ -107,3 +108,19 @@ def test_an_audit_record_and_a_dead_letter_encode_as_their_dicts_did(db: Databas
         "target": {"type": "queue", "name": "q"},
     }
     assert ENCODER.encode(queries._deadletter_json(row)) == ENCODER.encode(as_dict)
+
+
+def test_a_queue_summary_encodes_as_its_dict_did() -> None:
+    as_dict = {
+        "name": "mail",
+        "ready": 2,
+        "in_flight": 0,
+        "delayed": 1,
+        "dead": 0,
+        "oldest_age_s": 2.5,
+    }
+    summary = QueueSummary(name="mail", ready=2, delayed=1, oldest_age_s=2.5)
+    assert ENCODER.encode(summary) == ENCODER.encode(as_dict)
+    assert ENCODER.encode(QueueSummary(name="q")) == ENCODER.encode(
+        {"name": "q", "ready": 0, "in_flight": 0, "delayed": 0, "dead": 0, "oldest_age_s": None}
+    )
