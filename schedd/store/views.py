@@ -105,3 +105,18 @@ class QueueSummary(msgspec.Struct, kw_only=True):
     delayed: int = 0
     dead: int = 0
     oldest_age_s: float | None = None
+
+
+class TenantView(msgspec.Struct, frozen=True, kw_only=True):
+    """The API's tenant object (never its token or signing secret)."""
+
+    tenant_id: str
+    name: str
+    max_active_jobs: int
+    dispatch_rate: int
+    allowed_hosts: list[str]
+    alert_url: str | None
+    active_jobs: int
+    retention: dict[str, str]  # its own, shorter, retention: kind -> duration text
+    created_at: str
+    updated_at: str

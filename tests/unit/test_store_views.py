@@ -124,3 +124,32 @@ def test_a_queue_summary_encodes_as_its_dict_did() -> None:
     assert ENCODER.encode(QueueSummary(name="q")) == ENCODER.encode(
         {"name": "q", "ready": 0, "in_flight": 0, "delayed": 0, "dead": 0, "oldest_age_s": None}
     )
+
+
+def test_a_tenant_encodes_as_its_dict_did() -> None:
+    tenant = queries.Tenant(
+        tenant_id="tnt_1",
+        name="acme",
+        signing_secret="whsec_x",
+        max_active_jobs=10,
+        dispatch_rate=5,
+        allowed_hosts=["h.example"],
+        live_jobs=2,
+        created_at_ms=NOW_MS,
+        updated_at_ms=NOW_MS + 1,
+        retention={"runs": 86_400_000},
+    )
+    as_dict = {
+        "tenant_id": "tnt_1",
+        "name": "acme",
+        "max_active_jobs": 10,
+        "dispatch_rate": 5,
+        "allowed_hosts": ["h.example"],
+        "alert_url": None,
+        "active_jobs": 2,
+        "retention": {"runs": "1d"},
+        "created_at": "2026-09-21T14:13:20Z",
+        "updated_at": "2026-09-21T14:13:20.001Z",
+    }
+    assert ENCODER.encode(tenant.view()) == ENCODER.encode(as_dict)
+    assert tenant.to_json() == as_dict
