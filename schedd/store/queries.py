@@ -69,8 +69,7 @@ class Tenant:
     def to_json(self) -> dict[str, Any]:
         """`view` as a dict, for api/tenants.py until it takes the view (it reads and annotates
         a dict today)."""
-        as_dict: dict[str, Any] = msgspec.structs.asdict(self.view())
-        return as_dict
+        return msgspec.structs.asdict(self.view())
 
 
 _TENANT_COLUMNS = (
