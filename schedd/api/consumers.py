@@ -9,7 +9,8 @@ import re
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+
+import msgspec
 
 from schedd.timeformat import format_instant
 
@@ -81,11 +82,30 @@ class RecentConsumers:
             del self._tenants[tenant_id]
 
 
-def consumer_json(queue: str, consumer: str, last_seen_ms: int, node_id: str) -> dict[str, Any]:
+class SeenConsumer(msgspec.Struct, frozen=True, kw_only=True):
+    """A consumer a node saw receive from one of the tenant's queues: what LOCAL_CONSUMERS
+    answers the asking node (api/queues.py), field for field."""
+
+    queue: str
+    consumer: str
+    last_seen: str  # RFC 3339
+    node: str
+
+    def in_queue(self) -> ConsumerView:
+        """The consumer as its queue object lists it."""
+        return ConsumerView(consumer=self.consumer, last_seen=self.last_seen, node=self.node)
+
+
+class ConsumerView(msgspec.Struct, frozen=True, kw_only=True):
+    """One of a queue object's consumers in GET /v1/queues (the queue is the object's)."""
+
+    consumer: str
+    last_seen: str
+    node: str
+
+
+def consumer_json(queue: str, consumer: str, last_seen_ms: int, node_id: str) -> SeenConsumer:
     """One consumer as GET /v1/queues shows it (with the queue it received from)."""
-    return {
-        "queue": queue,
-        "consumer": consumer,
-        "last_seen": format_instant(last_seen_ms),
-        "node": node_id,
-    }
+    return SeenConsumer(
+        queue=queue, consumer=consumer, last_seen=format_instant(last_seen_ms), node=node_id
+    )

@@ -18,7 +18,7 @@ from typing import Any, Literal, NamedTuple, Protocol
 from aiohttp import web
 
 from schedd.addresses import reachable_api_url
-from schedd.api.consumers import RecentConsumers
+from schedd.api.consumers import RecentConsumers, SeenConsumer
 from schedd.api.fanout import AnswerCache, Fanout, PeerAnswer
 from schedd.api.limits import AddressBudget, BodyGate, ServerLimits, TenantSlots
 from schedd.errors import (
@@ -264,7 +264,7 @@ class ApiContext:
     peer_tls: ssl.SSLContext | None = None  # verifies https peers (api/fanout.py)
     consumers: RecentConsumers = field(default_factory=RecentConsumers)
     fanout: Fanout = field(init=False)
-    peer_consumers: AnswerCache[tuple[list[dict[str, Any]], bool]] = field(
+    peer_consumers: AnswerCache[tuple[list[SeenConsumer], bool]] = field(
         default_factory=AnswerCache
     )  # tenant id -> the other nodes' consumers of its queues, and whether one did not tell
     body_gate: BodyGate = field(init=False)

@@ -25,7 +25,13 @@ from aiohttp import web
 from msgspec import UNSET, Meta, UnsetType
 
 from schedd import metrics
-from schedd.api.consumers import CONSUMER_NAME, UNKNOWN, consumer_json
+from schedd.api.consumers import (
+    CONSUMER_NAME,
+    UNKNOWN,
+    ConsumerView,
+    SeenConsumer,
+    consumer_json,
+)
 from schedd.api.context import CONTEXT, ApiContext
 from schedd.api.http import json_response, principal, propose, read_object
 from schedd.bodies import Body, DurationMs, convert_body
@@ -276,7 +282,7 @@ class QueueView(QueueSummary, kw_only=True):
     """The API's queue object: the store's counts, then the consumers that received from it
     lately on any node (api/consumers.py's objects, without their queue)."""
 
-    consumers: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    consumers: list[ConsumerView] = msgspec.field(default_factory=list)
 
 
 @routes.get("/v1/queues")
@@ -289,9 +295,9 @@ async def list_queues(request: web.Request) -> web.Response:
 
     queues = {q.name: QueueView(**msgspec.structs.asdict(q)) for q in await ctx.reads.read(query)}
     seen, is_partial = await _cluster_consumers(ctx, tenant_id)
-    for consumer in sorted(seen, key=lambda c: (c["consumer"], c["node"])):
-        name = consumer.pop("queue")
-        queues.setdefault(name, QueueView(name=name)).consumers.append(consumer)
+    for consumer in sorted(seen, key=lambda c: (c.consumer, c.node)):
+        queue = queues.setdefault(consumer.queue, QueueView(name=consumer.queue))
+        queue.consumers.append(consumer.in_queue())
     listed = sorted(queues.values(), key=lambda q: q.name)
     return json_response({"queues": listed, "partial": is_partial})
 
@@ -304,25 +310,25 @@ async def local_consumers(request: web.Request) -> web.Response:
     return json_response({"node_id": ctx.node_id, "consumers": _local(ctx, tenant_id)})
 
 
-def _local(ctx: ApiContext, tenant_id: str) -> list[dict[str, Any]]:
+def _local(ctx: ApiContext, tenant_id: str) -> list[SeenConsumer]:
     return [
         consumer_json(queue, consumer, at_ms, ctx.node_id)
         for queue, consumer, at_ms in ctx.consumers.recent(tenant_id)
     ]
 
 
-async def _cluster_consumers(ctx: ApiContext, tenant_id: str) -> tuple[list[dict[str, Any]], bool]:
+async def _cluster_consumers(ctx: ApiContext, tenant_id: str) -> tuple[list[SeenConsumer], bool]:
     """Every node's recent consumers of the tenant, and whether a node did not tell; the other
     nodes' as they told them at most ctx.peer_consumers' lifetime (2 s) ago."""
     told, is_partial = await ctx.peer_consumers.get(
         tenant_id, lambda: _peers_consumers(ctx, tenant_id)
     )
-    return _local(ctx, tenant_id) + [dict(consumer) for consumer in told], is_partial
+    return _local(ctx, tenant_id) + told, is_partial
 
 
-async def _peers_consumers(ctx: ApiContext, tenant_id: str) -> tuple[list[dict[str, Any]], bool]:
+async def _peers_consumers(ctx: ApiContext, tenant_id: str) -> tuple[list[SeenConsumer], bool]:
     answers = await ctx.ask_peers(LOCAL_CONSUMERS, headers={"X-Tenant": tenant_id})
-    seen: list[dict[str, Any]] = []
+    seen: list[SeenConsumer] = []
     is_partial = False
     for answer in answers:
         told = _peer_consumers(answer.body, answer.node_id)
@@ -331,7 +337,7 @@ async def _peers_consumers(ctx: ApiContext, tenant_id: str) -> tuple[list[dict[s
     return seen, is_partial
 
 
-def _peer_consumers(body: dict[str, Any] | None, node_id: str) -> list[dict[str, Any]] | None:
+def _peer_consumers(body: dict[str, Any] | None, node_id: str) -> list[SeenConsumer] | None:
     """The consumers a peer's answer lists, shown with the node we asked; None when it is no
     such answer. Its bytes are untrusted: an item that is not a consumer is left out."""
     items = None if body is None else body.get("consumers")
@@ -341,7 +347,7 @@ def _peer_consumers(body: dict[str, Any] | None, node_id: str) -> list[dict[str,
     return [consumer for consumer in told if consumer is not None]
 
 
-def _peer_consumer(item: dict[str, Any], node_id: str) -> dict[str, Any] | None:
+def _peer_consumer(item: dict[str, Any], node_id: str) -> SeenConsumer | None:
     queue, consumer = item.get("queue"), item.get("consumer")
     if not (isinstance(queue, str) and QUEUE_NAME.fullmatch(queue)):
         return None

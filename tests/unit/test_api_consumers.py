@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import msgspec
+
 from schedd.api.consumers import MAX_AGE_S, RecentConsumers, consumer_json
 
 T0 = 1_796_000_000_000
@@ -101,9 +103,10 @@ def test_past_the_overall_bound_the_least_recently_seen_of_any_tenant_is_forgott
 
 
 def test_consumer_json_gives_an_rfc3339_instant_and_the_node() -> None:
-    assert consumer_json("mail", "w1", 1_796_000_000_250, "n2") == {
-        "queue": "mail",
-        "consumer": "w1",
-        "last_seen": "2026-11-30T00:53:20.250Z",
-        "node": "n2",
-    }
+    seen = consumer_json("mail", "w1", 1_796_000_000_250, "n2")
+    assert msgspec.json.encode(seen) == msgspec.json.encode(
+        {"queue": "mail", "consumer": "w1", "last_seen": "2026-11-30T00:53:20.250Z", "node": "n2"}
+    )
+    assert msgspec.json.encode(seen.in_queue()) == msgspec.json.encode(
+        {"consumer": "w1", "last_seen": "2026-11-30T00:53:20.250Z", "node": "n2"}
+    )
