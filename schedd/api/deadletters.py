@@ -6,10 +6,12 @@ import asyncio
 import time
 from typing import Any
 
+import msgspec
 from aiohttp import web
 
 from schedd.api.context import CONTEXT, ApiContext
 from schedd.api.http import (
+    ErrorDetail,
     decode_cursor,
     json_response,
     page,
@@ -131,8 +133,22 @@ async def _redrive_by(ctx: ApiContext, tenant_id: str, dl_id: str, deadline: flo
         ) from None
 
 
-def _error(dl_id: str, exc: SchedError) -> dict[str, Any]:
-    return {"id": dl_id, "error": {"code": exc.code, "message": str(exc)}}
+class Redriven(msgspec.Struct, frozen=True, kw_only=True):
+    """An id of POST /v1/deadletters:redrive whose dead letter was redriven."""
+
+    id: str
+    redriven: bool = True
+
+
+class NotRedriven(msgspec.Struct, frozen=True, kw_only=True):
+    """An id of POST /v1/deadletters:redrive left as it was, and why."""
+
+    id: str
+    error: ErrorDetail
+
+
+def _error(dl_id: str, exc: SchedError) -> NotRedriven:
+    return NotRedriven(id=dl_id, error=ErrorDetail(code=exc.code, message=str(exc)))
 
 
 @routes.post("/v1/deadletters:redrive")
@@ -147,7 +163,7 @@ async def redrive_many(request: web.Request) -> web.Response:
     gate = asyncio.Semaphore(REDRIVE_CONCURRENCY)
     refused: list[SchedError] = []  # once the cluster refused one id, the rest are not sent
 
-    async def one(dl_id: str) -> dict[str, Any]:
+    async def one(dl_id: str) -> Redriven | NotRedriven:
         if dl_id not in known:
             return _error(dl_id, DeadletterNotFound(f"no dead letter with id {dl_id!r}"))
         async with gate:
@@ -159,10 +175,10 @@ async def redrive_many(request: web.Request) -> web.Response:
                 if isinstance(exc, ClusterUnavailable | StorageLow):
                     refused.append(exc)
                 return _error(dl_id, exc)
-        return {"id": dl_id, "redriven": True}
+        return Redriven(id=dl_id)
 
     results = await asyncio.gather(*map(one, ids))
-    if refused and not any("redriven" in r for r in results):
+    if refused and not any(isinstance(r, Redriven) for r in results):
         raise refused[0]  # nothing was done: the whole request is a 503 (or 507) to retry
     return json_response({"results": results})
 

@@ -72,10 +72,28 @@ def json_response(data: Any, *, status: int = 200) -> web.Response:
 _RESPONSE = msgspec.json.Encoder()
 
 
+class ErrorDetail(msgspec.Struct, frozen=True, kw_only=True):
+    """The contract's error object: a code a client branches on, a message for people."""
+
+    code: str
+    message: str
+
+
+class Failure(msgspec.Struct, frozen=True, kw_only=True):
+    """The contract's error body, `{"error": {...}}`: a failed request's, or a failed item's
+    in a batch answer (its other items went on)."""
+
+    error: ErrorDetail
+
+    @classmethod
+    def of(cls, code: str, message: str) -> Failure:
+        return cls(error=ErrorDetail(code=code, message=message))
+
+
 def error_response(
     status: int, code: str, message: str, *, retry_after_s: int | None = None
 ) -> web.Response:
-    response = json_response({"error": {"code": code, "message": message}}, status=status)
+    response = json_response(Failure.of(code, message), status=status)
     if retry_after_s is not None:
         response.headers["Retry-After"] = str(retry_after_s)
     return response

@@ -21,6 +21,7 @@ from schedd.api.connections import connection_verdicts
 from schedd.api.context import CONTEXT, ApiContext
 from schedd.api.creates import CREATE_GROUPS, NewItem, encoded_bytes, propose_creates
 from schedd.api.http import (
+    Failure,
     decode_cursor,
     encode_cursor,
     int_cursor,
@@ -77,7 +78,7 @@ def new_job_id(now_ms: int) -> str:
     return f"job_{now_ms:012x}{secrets.token_hex(6)}"
 
 
-def _request_hash(body: dict[str, Any]) -> str:
+def _request_hash(body: dict[str, JSONValue]) -> str:
     """What "the same body" means for Idempotency-Key: equal JSON, whatever the key order."""
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode()).hexdigest()
@@ -99,7 +100,7 @@ def _next_runs(job_id: str, spec: JobSpec, now_ms: int) -> tuple[int | None, int
 
 
 def _new_item(
-    ctx: ApiContext, spec: JobSpec, key: str | None, body: dict[str, Any], now: int
+    ctx: ApiContext, spec: JobSpec, key: str | None, body: dict[str, JSONValue], now: int
 ) -> NewItem:
     job_id = new_job_id(now)
     run_at, fire_at = _next_runs(job_id, spec, now)
@@ -224,19 +225,19 @@ async def create_jobs(request: web.Request) -> web.Response:
     if set(body) != {"jobs"} or not isinstance(jobs, list) or not 1 <= len(jobs) <= MAX_BATCH:
         raise InvalidRequest("jobs", f"must be the only field: a list of 1-{MAX_BATCH} job bodies")
     now = ctx.clock_ms()
-    results: list[dict[str, Any] | None] = [None] * len(jobs)
+    results: list[Created | Failure | None] = [None] * len(jobs)
     items, positions = [], []
     for i, raw in enumerate(jobs):
         try:
             items.append(_batch_item(ctx, i, raw, now))
             positions.append(i)
         except SchedError as exc:
-            results[i] = {"error": {"code": exc.code, "message": f"jobs[{i}].{exc}"}}
+            results[i] = Failure.of(exc.code, f"jobs[{i}].{exc}")
     specs = [item.spec for item in items]
     verdicts = await _guard_targets(ctx, tenant_id, specs, request.remote)
     for i, blocked in zip(list(positions), verdicts, strict=True):
         if blocked is not None:
-            results[i] = {"error": {"code": blocked.code, "message": f"jobs[{i}].{blocked}"}}
+            results[i] = Failure.of(blocked.code, f"jobs[{i}].{blocked}")
     items = [item for item, blocked in zip(items, verdicts, strict=True) if blocked is None]
     positions = [i for i, blocked in zip(positions, verdicts, strict=True) if blocked is None]
     if items:
@@ -297,16 +298,23 @@ def _batch_item(ctx: ApiContext, i: int, raw: Any, now: int) -> NewItem:
     return _new_item(ctx, spec, key, body, now)
 
 
-def _batch_result(item: NewItem, outcome: JobOutcome) -> dict[str, Any]:
+class Created(msgspec.Struct, frozen=True, kw_only=True):
+    """A batch item's job, created or (an idempotent replay) found."""
+
+    job_id: str | None  # as the outcome has it (one without an error always names its job)
+    next_run_at: str | None
+
+
+def _batch_result(item: NewItem, outcome: JobOutcome) -> Created | Failure:
     if outcome.error is not None:
-        return {"error": {"code": outcome.error.code, "message": outcome.error.message}}
+        return Failure.of(outcome.error.code, outcome.error.message)
     if outcome.job_id == item.job_id:
         run_at = item.next_run_at_ms
-        return {
-            "job_id": item.job_id,
-            "next_run_at": None if run_at is None else format_instant(run_at),
-        }
-    return {"job_id": outcome.job_id, "next_run_at": None}  # an idempotent replay
+        return Created(
+            job_id=item.job_id,
+            next_run_at=None if run_at is None else format_instant(run_at),
+        )
+    return Created(job_id=outcome.job_id, next_run_at=None)  # an idempotent replay
 
 
 @routes.get("/v1/jobs/{job_id}")
