@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 from aiohttp import web
 
 from schedd.api.context import CONTEXT
@@ -26,27 +27,43 @@ async def cluster(request: web.Request) -> web.Response:
     leases = await ctx.reads.read(lambda conn: queries.partitions_by_node(conn, ctx.clock_ms()))
     names = {raft: node_id for node_id, _, raft in registered}
     nodes = [
-        _node_json(status, node_id, api, raft) | {"partitions": leases.get(node_id, [])}
+        _node_json(status, node_id, api, raft, leases.get(node_id, []))
         for node_id, api, raft in registered
     ]
     if status["self"] not in names:  # not registered yet: show this node anyway
-        nodes.append(_node_json(status, ctx.node_id, None, status["self"]))
+        nodes.append(_node_json(status, ctx.node_id, None, status["self"], []))
     leader = status["leader"]
     members = ctx.raft.members()  # Raft addresses, as this node's journal has them
     return json_response({"leader": names.get(leader, leader), "members": members, "nodes": nodes})
 
 
-def _node_json(status: dict[str, Any], node_id: str, api: str | None, raft: str) -> dict[str, Any]:
+class ClusterNode(msgspec.Struct, frozen=True, kw_only=True):
+    """A member as GET /v1/cluster shows it: its addresses, role, health, the partitions it
+    holds leases on, and how far it has applied (None: the leader has not heard)."""
+
+    node_id: str
+    api: str | None  # None: not registered yet
+    raft: str
+    role: str
+    healthy: bool
+    partitions: list[int]
+    applied_index: int | None
+
+
+def _node_json(
+    status: dict[str, Any], node_id: str, api: str | None, raft: str, partitions: list[int]
+) -> ClusterNode:
+    """The member from this node's Raft status (free-form: the raft layer's own dict)."""
     is_self = raft == status["self"]
-    return {
-        "node_id": node_id,
-        "api": api,
-        "raft": raft,
-        "role": "leader" if raft == status["leader"] else "follower",
-        "healthy": is_self or bool(status["connected"].get(raft)),
-        "partitions": [],
-        "applied_index": status["applied_index"] if is_self else status["match_index"].get(raft),
-    }
+    return ClusterNode(
+        node_id=node_id,
+        api=api,
+        raft=raft,
+        role="leader" if raft == status["leader"] else "follower",
+        healthy=is_self or bool(status["connected"].get(raft)),
+        partitions=partitions,
+        applied_index=status["applied_index"] if is_self else status["match_index"].get(raft),
+    )
 
 
 @routes.get("/v1/admin/state")

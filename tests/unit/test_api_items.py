@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
+from schedd.api.cluster import _node_json
 from schedd.api.deadletters import NotRedriven, Redriven
 from schedd.api.http import ErrorDetail, Failure
 from schedd.api.jobs import Created
@@ -21,3 +22,23 @@ def test_an_error_body_and_the_batch_items_encode_as_their_dicts_did() -> None:
     detail = ErrorDetail(code="deadletter_not_found", message="no")
     as_dict = {"id": "x", "error": {"code": "deadletter_not_found", "message": "no"}}
     assert same(NotRedriven(id="x", error=detail), as_dict)
+
+
+def test_a_cluster_member_encodes_as_its_dict_did() -> None:
+    status = {
+        "self": "h:2",
+        "leader": "h:1",
+        "connected": {},
+        "applied_index": 7,
+        "match_index": {},
+    }
+    as_dict = {
+        "node_id": "n2",
+        "api": "http://h:8",
+        "raft": "h:2",
+        "role": "follower",
+        "healthy": True,
+        "partitions": [0, 3],
+        "applied_index": 7,
+    }
+    assert same(_node_json(status, "n2", "http://h:8", "h:2", [0, 3]), as_dict)
