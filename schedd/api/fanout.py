@@ -20,6 +20,8 @@ from typing import Any, Generic, TypeVar
 import aiohttp
 import msgspec
 
+from schedd.jsonbody import JSONValue
+
 log = logging.getLogger(__name__)
 TIMEOUT_S = 2.0
 QUIET_S = 10.0  # a peer that timed out is not asked again for this long
@@ -35,7 +37,7 @@ class PeerAnswer:
     """One node's answer: its JSON object, or why there is none."""
 
     node_id: str
-    body: dict[str, Any] | None = None
+    body: dict[str, JSONValue] | None = None  # untrusted: the reader checks each value
     error: str | None = None
 
 

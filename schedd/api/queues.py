@@ -337,7 +337,7 @@ async def _peers_consumers(ctx: ApiContext, tenant_id: str) -> tuple[list[SeenCo
     return seen, is_partial
 
 
-def _peer_consumers(body: dict[str, Any] | None, node_id: str) -> list[SeenConsumer] | None:
+def _peer_consumers(body: dict[str, JSONValue] | None, node_id: str) -> list[SeenConsumer] | None:
     """The consumers a peer's answer lists, shown with the node we asked; None when it is no
     such answer. Its bytes are untrusted: an item that is not a consumer is left out."""
     items = None if body is None else body.get("consumers")
@@ -347,7 +347,7 @@ def _peer_consumers(body: dict[str, Any] | None, node_id: str) -> list[SeenConsu
     return [consumer for consumer in told if consumer is not None]
 
 
-def _peer_consumer(item: dict[str, Any], node_id: str) -> SeenConsumer | None:
+def _peer_consumer(item: dict[str, JSONValue], node_id: str) -> SeenConsumer | None:
     queue, consumer = item.get("queue"), item.get("consumer")
     if not (isinstance(queue, str) and QUEUE_NAME.fullmatch(queue)):
         return None
