@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 from aiohttp import web
 
 from schedd import metrics
@@ -93,12 +94,24 @@ def _delta_buckets(
     return [(bound, count - earlier.get(bound, 0.0)) for bound, count in now]
 
 
+class Sample(msgspec.Struct, frozen=True, kw_only=True):
+    """One interval's rates, labelled with the tick it ends on (this node's; a peer's are passed
+    on as `_peer_sample` checked them)."""
+
+    at: str
+    claims_per_s: float
+    deliveries_per_s: dict[str, float]  # target kind -> deliveries per second
+    claim_lag_p50_s: float | None  # None: no claim in the interval
+    claim_lag_p99_s: float | None
+    backlog: int
+
+
 class StatsRing:
     """The last SAMPLES samples; `tick` turns two counter readings into one sample of rates.
     Event loop thread only."""
 
     def __init__(self, size: int = SAMPLES) -> None:
-        self.samples: deque[dict[str, Any]] = deque(maxlen=size)
+        self.samples: deque[Sample] = deque(maxlen=size)
         self._last: tuple[float, Counters] | None = None
 
     def tick(self, now_ms: int, monotonic_s: float, counters: Counters, backlog: int) -> None:
@@ -109,17 +122,17 @@ class StatsRing:
         elapsed, before = monotonic_s - last[0], last[1]
         lag = _delta_buckets(counters.lag_buckets, before.lag_buckets)
         self.samples.append(
-            {
-                "at": format_instant(now_ms),
-                "claims_per_s": _rate(counters.claimed - before.claimed, elapsed),
-                "deliveries_per_s": {
+            Sample(
+                at=format_instant(now_ms),
+                claims_per_s=_rate(counters.claimed - before.claimed, elapsed),
+                deliveries_per_s={
                     kind: _rate(count - before.deliveries.get(kind, 0.0), elapsed)
                     for kind, count in counters.deliveries.items()
                 },
-                "claim_lag_p50_s": _rounded(quantile(0.5, lag)),
-                "claim_lag_p99_s": _rounded(quantile(0.99, lag)),
-                "backlog": backlog,
-            }
+                claim_lag_p50_s=_rounded(quantile(0.5, lag)),
+                claim_lag_p99_s=_rounded(quantile(0.99, lag)),
+                backlog=backlog,
+            )
         )
 
 
@@ -188,7 +201,7 @@ async def stats(request: web.Request) -> web.Response:
         return json_response(own)
     answers = await ctx.ask_peers("/v1/stats?scope=node")  # never cluster: no fan-out again
     nodes = [_peer_stats(answer) for answer in answers]
-    nodes.append({"node_id": ctx.node_id, "node": own["node"], "samples": own["samples"]})
+    nodes.append({"node_id": ctx.node_id, "node": own.node, "samples": own.samples})
     return json_response(
         {
             "nodes": sorted(nodes, key=lambda n: str(n["node_id"])),
@@ -198,16 +211,40 @@ async def stats(request: web.Request) -> web.Response:
     )
 
 
-async def _node_stats(ctx: ApiContext, ring: StatsRing) -> dict[str, Any]:
+class NodeState(msgspec.Struct, frozen=True, kw_only=True):
+    """A node's Raft and readiness figures (the console's nodes table); NODE_FIELDS, in order,
+    is what a peer's must hold."""
+
+    role: str | None
+    term: int
+    applied_index: int
+    commit_index: int | None  # None: the node knows no commit index yet
+    lag: int | None
+    partitions: int
+    clock_trusted: bool
+    ready: bool
+
+
+class NodeStats(msgspec.Struct, frozen=True, kw_only=True):
+    """GET /v1/stats?scope=node: this node's figures now and its samples, oldest first."""
+
+    node_id: str
+    interval_s: float
+    window_s: float
+    node: NodeState
+    samples: list[Sample]
+
+
+async def _node_stats(ctx: ApiContext, ring: StatsRing) -> NodeStats:
     now_ms = ctx.clock_ms()
     held = await ctx.reads.read(lambda c: held_partitions(c, ctx.node_id, now_ms, margin_ms=0))
-    return {
-        "node_id": ctx.node_id,
-        "interval_s": INTERVAL_S,
-        "window_s": WINDOW_S,
-        "node": node_state(ctx, len(held)),
-        "samples": list(ring.samples),
-    }
+    return NodeStats(
+        node_id=ctx.node_id,
+        interval_s=INTERVAL_S,
+        window_s=WINDOW_S,
+        node=node_state(ctx, len(held)),
+        samples=list(ring.samples),
+    )
 
 
 def _peer_stats(answer: PeerAnswer) -> dict[str, Any]:
@@ -279,18 +316,18 @@ def _typed(value: Any, kind: type) -> Any:
     return value if isinstance(value, kind) else None
 
 
-def node_state(ctx: ApiContext, partitions: int) -> dict[str, Any]:
+def node_state(ctx: ApiContext, partitions: int) -> NodeState:
     """This node's Raft and readiness figures now (the console's nodes table)."""
     status = ctx.raft.status()
     view = ctx.raft.commit_view()
     applied = int(status.get("applied_index") or 0)
-    return {
-        "role": status.get("role"),
-        "term": int(status.get("term") or 0),
-        "applied_index": applied,
-        "commit_index": None if view is None else view.commit_index,
-        "lag": None if view is None else max(view.commit_index - applied, 0),
-        "partitions": partitions,
-        "clock_trusted": ctx.raft.clock_problem() is None,
-        "ready": ctx.raft.is_ready(),
-    }
+    return NodeState(
+        role=status.get("role"),
+        term=int(status.get("term") or 0),
+        applied_index=applied,
+        commit_index=None if view is None else view.commit_index,
+        lag=None if view is None else max(view.commit_index - applied, 0),
+        partitions=partitions,
+        clock_trusted=ctx.raft.clock_problem() is None,
+        ready=ctx.raft.is_ready(),
+    )

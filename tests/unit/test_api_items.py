@@ -8,6 +8,7 @@ from schedd.api.cluster import _node_json
 from schedd.api.deadletters import NotRedriven, Redriven
 from schedd.api.http import ErrorDetail, Failure
 from schedd.api.jobs import Created
+from schedd.api.stats import NODE_FIELDS, NodeState, NodeStats, Sample
 
 
 def same(struct: msgspec.Struct, as_dict: dict[str, object]) -> bool:
@@ -42,3 +43,52 @@ def test_a_cluster_member_encodes_as_its_dict_did() -> None:
         "applied_index": 7,
     }
     assert same(_node_json(status, "n2", "http://h:8", "h:2", [0, 3]), as_dict)
+
+
+def test_a_nodes_stats_encode_as_their_dicts_did() -> None:
+    sample = Sample(
+        at="2026-11-30T00:53:20Z",
+        claims_per_s=2.0,
+        deliveries_per_s={"http": 1.5},
+        claim_lag_p50_s=None,
+        claim_lag_p99_s=0.25,
+        backlog=3,
+    )
+    state = NodeState(
+        role="leader",
+        term=2,
+        applied_index=9,
+        commit_index=None,
+        lag=None,
+        partitions=4,
+        clock_trusted=True,
+        ready=False,
+    )
+    stats = NodeStats(node_id="n1", interval_s=5.0, window_s=900.0, node=state, samples=[sample])
+    as_dict = {
+        "node_id": "n1",
+        "interval_s": 5.0,
+        "window_s": 900.0,
+        "node": {
+            "role": "leader",
+            "term": 2,
+            "applied_index": 9,
+            "commit_index": None,
+            "lag": None,
+            "partitions": 4,
+            "clock_trusted": True,
+            "ready": False,
+        },
+        "samples": [
+            {
+                "at": "2026-11-30T00:53:20Z",
+                "claims_per_s": 2.0,
+                "deliveries_per_s": {"http": 1.5},
+                "claim_lag_p50_s": None,
+                "claim_lag_p99_s": 0.25,
+                "backlog": 3,
+            }
+        ],
+    }
+    assert same(stats, as_dict)
+    assert list(NODE_FIELDS) == list(NodeState.__struct_fields__)

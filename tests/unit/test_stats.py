@@ -50,20 +50,20 @@ def test_the_first_tick_is_a_baseline_then_each_tick_is_one_sample_of_rates() ->
     lag = [(0.1, 90.0), (1.0, 100.0), (INF, 100.0)]
     ring.tick(6_000, 15.0, counters(150, http=30, lag=lag), backlog=3)
     (sample,) = ring.samples
-    assert sample["claims_per_s"] == 10.0
-    assert sample["deliveries_per_s"] == {"queue": 0.0, "http": 5.0}
-    assert sample["claim_lag_p50_s"] == pytest.approx(0.0556, abs=1e-3)
-    assert sample["claim_lag_p99_s"] == pytest.approx(0.91)
-    assert sample["backlog"] == 3 and sample["at"].endswith("Z")
+    assert sample.claims_per_s == 10.0
+    assert sample.deliveries_per_s == {"queue": 0.0, "http": 5.0}
+    assert sample.claim_lag_p50_s == pytest.approx(0.0556, abs=1e-3)
+    assert sample.claim_lag_p99_s == pytest.approx(0.91)
+    assert sample.backlog == 3 and sample.at.endswith("Z")
 
 
 def test_an_interval_without_claims_has_no_lag_and_the_ring_keeps_the_newest() -> None:
     ring = StatsRing(size=3)
     for step in range(6):
         ring.tick(step * 5_000, step * 5.0, counters(step * 10.0), backlog=step)
-    assert [s["backlog"] for s in ring.samples] == [3, 4, 5]
-    assert all(s["claim_lag_p50_s"] is None for s in ring.samples)
-    assert all(s["claims_per_s"] == 2.0 for s in ring.samples)
+    assert [s.backlog for s in ring.samples] == [3, 4, 5]
+    assert all(s.claim_lag_p50_s is None for s in ring.samples)
+    assert all(s.claims_per_s == 2.0 for s in ring.samples)
 
 
 def test_read_counters_reads_every_target_kind_and_the_lag_buckets_in_order() -> None:
@@ -111,7 +111,7 @@ def test_samples_fall_on_wall_clock_ticks_through_early_wakes_and_clock_steps(
     with pytest.raises(asyncio.CancelledError):
         asyncio.run(stats._sample_forever(cast(ApiContext, ctx), ring))
     assert all(0 < s <= 5.0 for s in slept), slept
-    ats = [s["at"] for s in ring.samples]
+    ats = [s.at for s in ring.samples]
     assert len(ats) == len(set(ats))  # the early wake did not give a tick twice
     ticks = [parse_instant(at, field="at") for at in ats]
     assert all(tick % 5_000 == 0 for tick in ticks), ats
