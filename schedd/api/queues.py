@@ -36,6 +36,7 @@ from schedd.api.context import CONTEXT, ApiContext
 from schedd.api.http import json_response, principal, propose, read_object
 from schedd.bodies import Body, DurationMs, convert_body
 from schedd.errors import InvalidRequest
+from schedd.jsonbody import JSONValue
 from schedd.store.commands import (
     BY_REFERENCE_LEVEL,
     AckMessages,
