@@ -28,6 +28,7 @@ from schedd.guard.ssrf import BlockedTarget, host_matches
 from schedd.guard.targets import TargetGuard
 from schedd.store import queries
 from schedd.store.commands import CreateTenant, RotateTenant, UpdateTenant
+from schedd.store.views import TenantView
 
 DEFAULT_MAX_ACTIVE_JOBS = 1_000_000
 DEFAULT_DISPATCH_RATE = 5_000
@@ -144,11 +145,11 @@ async def create_tenant(request: web.Request) -> web.Response:
     return json_response(shown_once, status=201)
 
 
-async def _tenant_json(ctx: ApiContext, tenant_id: str) -> dict[str, Any]:
+async def _tenant_json(ctx: ApiContext, tenant_id: str) -> TenantView:
     tenant = await ctx.reads.read(lambda conn: queries.get_tenant(conn, tenant_id))
     if tenant is None:
         raise TenantNotFound(tenant_id)
-    return tenant.to_json()
+    return tenant.view()
 
 
 @routes.get("/v1/tenants")
@@ -160,9 +161,9 @@ async def list_tenants(request: web.Request) -> web.Response:
     tenants = await ctx.reads.read(
         lambda conn: queries.list_tenants(conn, after=after, limit=limit)
     )
-    items = [t.to_json() for t in tenants]
+    items = [t.view() for t in tenants]
     return json_response(
-        {"tenants": items, "next_cursor": page(items, limit, lambda t: t["tenant_id"])}
+        {"tenants": items, "next_cursor": page(items, limit, lambda t: t.tenant_id)}
     )
 
 

@@ -10,8 +10,6 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
-import msgspec
-
 from schedd.jobspec import JOB_FIELDS
 from schedd.model import JobStatus
 from schedd.retention import retention_json
@@ -65,11 +63,6 @@ class Tenant:
             created_at=format_instant(self.created_at_ms),
             updated_at=format_instant(self.updated_at_ms),
         )
-
-    def to_json(self) -> dict[str, Any]:
-        """`view` as a dict, for api/tenants.py until it takes the view (it reads and annotates
-        a dict today)."""
-        return msgspec.structs.asdict(self.view())
 
 
 _TENANT_COLUMNS = (
