@@ -455,7 +455,11 @@ def test_misfire_policies_after_an_outage(node: NodeProcess) -> None:
     # run_all: every missed occurrence gets its own run, so the sequence has no gap.
     runs = history["run_all"]
     assert steps(runs) == [1_000] * (len(runs) - 1), steps(runs)
-    assert len(late(runs)) >= 3, runs  # the outage lasted over 4 s
+    # Late: scheduled more than the threshold before the restart's claims. The outage is the
+    # threshold + 2 s + the restart, so that span is over 2 s: at least two runs of an every-1s
+    # job (run_once and skip make one). Three needed a restart of over a second: on a quiet
+    # machine it takes less, and the CI of 2026-12-04 15:24 saw two.
+    assert len(late(runs)) >= 2, runs
     assert all(r["status"] == "dispatched" for r in runs), runs
     for policy in ("run_once", "skip"):
         runs = history[policy]
