@@ -26,7 +26,6 @@ from schedd.store import connections as reads
 from schedd.store import queries
 from schedd.store.commands import BROKER_TARGET_LEVEL, CreateConnection, DeleteConnection
 from schedd.targets import CONNECTION_NAME, CONNECTION_SCHEMES, kind_of
-from schedd.timeformat import format_instant
 
 routes = web.RouteTableDef()
 BODY_LIMIT = 8 * 1024  # a name and a URL of at most 2,048 characters
@@ -106,15 +105,17 @@ async def create_connection(request: web.Request) -> web.Response:
         actor=who.actor,
     )
     made = await propose(ctx, cmd)
-    shown = {"name": made.name, "kind": made.kind, "host": made.host}
-    return json_response(shown | {"created_at": format_instant(made.created_at_ms)}, status=201)
+    shown = reads.ConnectionInfo(
+        name=made.name, kind=made.kind, host=made.host, created_at_ms=made.created_at_ms
+    )
+    return json_response(shown.view(), status=201)
 
 
 @routes.get("/v1/connections")
 async def list_connections(request: web.Request) -> web.Response:
     ctx, tenant_id = request.app[CONTEXT], principal(request).tenant()
     found = await ctx.reads.read(lambda conn: reads.list_connections(conn, tenant_id))
-    return json_response({"connections": [c.to_json() for c in found]})
+    return json_response({"connections": [c.view() for c in found]})
 
 
 @routes.get("/v1/connections/{name}")
@@ -123,7 +124,7 @@ async def get_connection(request: web.Request) -> web.Response:
     found = await ctx.reads.read(lambda conn: reads.get_connection(conn, tenant_id, name))
     if found is None:
         raise ConnectionNotFound(name)
-    return json_response(found.to_json())
+    return json_response(found.view())
 
 
 @routes.delete("/v1/connections/{name}")

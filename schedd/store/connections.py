@@ -7,10 +7,10 @@ import json
 import sqlite3
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from schedd.model import BrokerConnection
 from schedd.sealing import PayloadKeys
+from schedd.store.views import ConnectionView
 from schedd.targets import CONNECTION_KIND_OF_TARGET
 from schedd.timeformat import format_instant
 
@@ -24,13 +24,14 @@ class ConnectionInfo:
     host: str
     created_at_ms: int
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "kind": self.kind,
-            "host": self.host,
-            "created_at": format_instant(self.created_at_ms),
-        }
+    def view(self) -> ConnectionView:
+        """The API's connection object."""
+        return ConnectionView(
+            name=self.name,
+            kind=self.kind,
+            host=self.host,
+            created_at=format_instant(self.created_at_ms),
+        )
 
 
 def list_connections(

@@ -120,3 +120,12 @@ class TenantView(msgspec.Struct, frozen=True, kw_only=True):
     retention: dict[str, str]  # its own, shorter, retention: kind -> duration text
     created_at: str
     updated_at: str
+
+
+class ConnectionView(msgspec.Struct, frozen=True, kw_only=True):
+    """The API's connection object: a tenant's named broker connection, never its URL."""
+
+    name: str
+    kind: str
+    host: str  # host[:port], no credentials
+    created_at: str

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from schedd.sealing import PayloadKeys, new_key_line
@@ -295,7 +296,7 @@ def test_the_deliverers_reader_opens_a_sealed_url(tenant: Applier, db: Database)
     assert reads.broker_connection(db.conn, keys, "t1", "other") is None
     assert reads.broker_connection(db.conn, keys, "t2", "r") is None  # another tenant's name
     [shown] = reads.list_connections(db.conn, "t1")
-    assert shown.to_json() == {
+    assert msgspec.structs.asdict(shown.view()) == {
         "name": "r",
         "kind": "redis",
         "host": "redis.acme.example:6379",
