@@ -355,10 +355,12 @@ class Node:
         # Subscribed before they start: a due run committed while the dispatcher's first
         # preload runs is offered, not left for the next preload.
         subscribe_loops(self.events, self.dispatch, self.caller, connections)
-        self.dispatch.start()
+        # Their stops first: each is safe on a part only half started, which a failing start
+        # (a thread that cannot be made) would otherwise leave running.
         self._stack.push_async_callback(asyncio.to_thread, self.dispatch.stop)
-        self.caller.start()
+        self.dispatch.start()
         self._stack.push_async_callback(self.caller.stop)
+        self.caller.start()
         # Created last, with no await after it: it first runs once start() has returned, as
         # before; stop() cancels it first.
         self._register_task = asyncio.create_task(self._register(proposer))

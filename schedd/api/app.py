@@ -113,5 +113,9 @@ async def start_metrics_site(
     app.router.add_get("/metrics", health.metrics)
     runner = web.AppRunner(app, access_log=None, keepalive_timeout=15.0)
     await runner.setup()
-    await web.TCPSite(runner, host, port, ssl_context=ssl_context).start()
+    try:
+        await web.TCPSite(runner, host, port, ssl_context=ssl_context).start()
+    except BaseException:  # the address is taken: nothing of this runner outlives the error
+        await runner.cleanup()
+        raise
     return runner
