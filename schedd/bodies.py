@@ -43,6 +43,9 @@ class Body(msgspec.Struct, forbid_unknown_fields=True):
 
     field_messages: ClassVar[Mapping[str, str]] = {}
     unknown_field: ClassVar[str] = UNKNOWN_FIELD
+    # The field an unknown key is reported under (None: the key itself), for a body whose
+    # contract names its one field then (`{"ids": [...]}` alone).
+    unknown_field_at: ClassVar[str | None] = None
 
 
 class Checked:
@@ -103,7 +106,7 @@ def _invalid(text: str, kind: type, prefix: str) -> InvalidRequest:
     found = _AT.fullmatch(text)
     reason, path = (found["reason"], found["path"] or "") if found else (text, "")
     if unknown := _UNKNOWN.fullmatch(reason):
-        path, reason = f"{path}.{unknown['key']}", _unknown_message(kind)
+        path, reason = _unknown_path(kind, path, unknown["key"]), _unknown_message(kind)
     elif missing := _MISSING.fullmatch(reason):
         path, reason = f"{path}.{missing['key']}", "is required"
     else:  # a field's own sentence is about the whole field (allowed_hosts, not an item)
@@ -118,6 +121,11 @@ def _invalid(text: str, kind: type, prefix: str) -> InvalidRequest:
 
 def _messages(kind: type) -> Mapping[str, str]:
     return kind.field_messages if isinstance(kind, type) and issubclass(kind, Body) else {}
+
+
+def _unknown_path(kind: type, path: str, key: str) -> str:
+    named = kind.unknown_field_at if isinstance(kind, type) and issubclass(kind, Body) else None
+    return named or f"{path}.{key}"
 
 
 def _unknown_message(kind: type) -> str:

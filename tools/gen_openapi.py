@@ -629,26 +629,10 @@ def deadletter_schemas() -> dict[str, Schema]:
             "target": ref("Target"),
         }
     )
-    return {
+    return struct_schemas(deadletters.RedriveBatch) | {
         "DeadLetter": deadletter,
         "DeadLetterList": page_of("deadletters", "DeadLetter"),
         "Redriven": obj({"id": {"type": "string"}, "status": {"const": "redriven"}}),
-        "RedriveBatch": closed(
-            {
-                "ids": {
-                    "type": "array",
-                    "minItems": 1,
-                    "maxItems": deadletters.MAX_REDRIVE,
-                    "uniqueItems": True,
-                    "items": {
-                        "type": "string",
-                        "minLength": 1,
-                        "maxLength": deadletters.MAX_ID_CHARS,
-                    },
-                }
-            },
-            ["ids"],
-        ),
         "RedriveResults": obj(
             {
                 "results": {

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from collections.abc import Mapping
+from typing import Annotated, ClassVar
 
 import msgspec
 from aiohttp import web
+from msgspec import Meta
 
 from schedd.api.context import CONTEXT, ApiContext
 from schedd.api.http import (
@@ -20,6 +22,7 @@ from schedd.api.http import (
     query_limit,
     read_object,
 )
+from schedd.bodies import Body, convert_body
 from schedd.errors import (
     ClusterUnavailable,
     DeadletterNotFound,
@@ -76,17 +79,26 @@ async def redrive(request: web.Request) -> web.Response:
     return json_response({"id": dl_id, "status": "redriven"}, status=202)
 
 
-def _redrive_ids(body: dict[str, Any]) -> list[str]:
-    ids = body.get("ids")
-    if (
-        set(body) != {"ids"}
-        or not isinstance(ids, list)
-        or not 1 <= len(ids) <= MAX_REDRIVE
-        or not all(isinstance(i, str) and 1 <= len(i) <= MAX_ID_CHARS for i in ids)
-    ):
-        raise InvalidRequest(
-            "ids", f"must be the only field: a list of 1-{MAX_REDRIVE} dead letter ids"
-        )
+IDS_MESSAGE = f"must be the only field: a list of 1-{MAX_REDRIVE} dead letter ids"
+
+
+class RedriveBatch(Body):
+    ids: Annotated[
+        list[Annotated[str, Meta(min_length=1, max_length=MAX_ID_CHARS)]],
+        Meta(
+            min_length=1,
+            max_length=MAX_REDRIVE,
+            extra_json_schema={"uniqueItems": True},  # checked after: `_redrive_ids`
+        ),
+    ]
+
+    field_messages: ClassVar[Mapping[str, str]] = {"ids": IDS_MESSAGE}
+    unknown_field: ClassVar[str] = IDS_MESSAGE
+    unknown_field_at: ClassVar[str | None] = "ids"
+
+
+def _redrive_ids(body: object) -> list[str]:
+    ids = convert_body(body, RedriveBatch).ids
     if len(set(ids)) != len(ids):
         raise InvalidRequest("ids", "must not name a dead letter twice")
     return ids

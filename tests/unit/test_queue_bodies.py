@@ -1,5 +1,5 @@
-"""The queue routes' bodies as structs (api/queues.py, issue 30 point 3): each refusal names
-the field and says what the handlers said before the structs."""
+"""The queue and dead-letter routes' bodies as structs (api/queues.py, api/deadletters.py,
+issue 30 point 3): each refusal names the field and says what the handlers said before."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any, cast
 import pytest
 from aiohttp import web
 
+from schedd.api.deadletters import _redrive_ids
 from schedd.api.queues import (
     DEFAULT_VISIBILITY_MS,
     AckRequest,
@@ -74,3 +75,9 @@ def test_a_consumer_name_ending_in_a_newline_stays_refused() -> None:
         _consumer(asked.consumer, request)
     assert _consumer(None, request) == "127.0.0.1"
     assert _consumer("worker-1", request) == "worker-1"
+
+
+def test_a_redrive_names_each_dead_letter_once() -> None:
+    assert _redrive_ids({"ids": ["a", "b"]}) == ["a", "b"]
+    with pytest.raises(InvalidRequest, match="twice"):
+        _redrive_ids({"ids": ["a", "a"]})
