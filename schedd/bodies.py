@@ -76,6 +76,10 @@ def convert_body(body: object, kind: type[T], *, field: str = "") -> T:
     """`body` (decoded by jsonbody) as the struct `kind`, or InvalidRequest naming the field,
     prefixed with `field` when given (`body.runs`)."""
     try:
+        return msgspec.convert(body, kind, dec_hook=_check)
+    except msgspec.ValidationError:
+        pass  # perhaps only a whole float where an int goes: copying every body cost an ack
+    try:  # of 100 receipts 10 of its 11 us, so the copy is made for a refused body alone
         return msgspec.convert(_integral(body), kind, dec_hook=_check)
     except msgspec.ValidationError as exc:
         raise _invalid(str(exc), kind, field) from None
