@@ -4,8 +4,9 @@ Receive checks this node's replica first and proposes only when a message looks 
 idle consumers cost no Raft traffic, and asks only for the visible messages that no other receive
 of this node has asked for (context.ReceiveHolds, which also keeps the last count, less what
 this node's receives took since, for several receives); receipts are made here and carried in
-the command. At log level 6 the command's result names the batch runs it took, and their
-messages are read here from this node's store (queue_reads.held_messages). Each node
+the command. At log level 6 the command's result names the batch runs it took, at level 7 also
+the per-run messages, and their messages are read here from this node's store
+(queue_reads.held_messages, taken_messages). Each node
 remembers who received (api/consumers.py); GET /v1/queues merges every node's memory, asking
 the peers (api/fanout.py) at most once per 2 s per tenant.
 """
@@ -39,12 +40,18 @@ from schedd.errors import InvalidRequest
 from schedd.jsonbody import JSONValue
 from schedd.store.commands import (
     BY_REFERENCE_LEVEL,
+    RUNS_BY_REFERENCE_LEVEL,
     AckMessages,
     ExtendMessages,
     NackMessages,
     ReceiveMessages,
 )
-from schedd.store.queue_reads import held_messages, queue_summaries, visible_count
+from schedd.store.queue_reads import (
+    held_messages,
+    queue_summaries,
+    taken_messages,
+    visible_count,
+)
 from schedd.store.views import QueueSummary
 from schedd.timeformat import parse_instant
 
@@ -202,7 +209,8 @@ async def _poll(
                 max=asked,
                 visibility_ms=visibility_ms,
                 receipts=_nonces(asked),
-                by_reference=_every_node_reads_references(ctx),
+                by_reference=_every_node_applies(ctx, BY_REFERENCE_LEVEL),
+                runs_by_reference=_every_node_applies(ctx, RUNS_BY_REFERENCE_LEVEL),
             )
             with holds.hold(key, asked):
                 messages = await _received(ctx, command)
@@ -224,21 +232,27 @@ async def _poll(
         await ctx.queue_signal.wait(tenant_id, queue, min(remaining, RECHECK_S))
 
 
-def _every_node_reads_references(ctx: ApiContext) -> bool:
-    """Whether receives may be answered by reference (log level 6: every member applies it)."""
-    return ctx.storage is None or not ctx.storage.peers.lagging(BY_REFERENCE_LEVEL)
+def _every_node_applies(ctx: ApiContext, level: int) -> bool:
+    """Whether a receive may take a form of this log level (every member applies it)."""
+    return ctx.storage is None or not ctx.storage.peers.lagging(level)
 
 
 async def _received(ctx: ApiContext, command: ReceiveMessages) -> list[dict[str, Any]]:
-    """The receive's messages: per-run ones as its result gives them, then the batch runs it
-    took, read from this node's store by reference (level 6)."""
+    """The receive's messages: the per-run ones its result gives whole, or names (level 7),
+    then the batch runs it took (level 6); what is named is read from this node's store."""
     result = await propose(ctx, command)
     messages: list[dict[str, Any]] = result.messages
-    held = result.held
-    if held:
-        nonces = command.receipts[len(messages) :]
-        messages += await ctx.reads.read(lambda conn: held_messages(conn, held, nonces))
-    return messages
+    taken, held = result.taken or [], result.held or []
+    if not taken and not held:
+        return messages
+    nonces = command.receipts[len(messages) :]
+    runs_nonces, batch_nonces = nonces[: len(taken)], nonces[len(taken) :]
+
+    def read(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+        named = taken_messages(conn, taken, runs_nonces)
+        return named + held_messages(conn, held, batch_nonces) if held else named
+
+    return messages + await ctx.reads.read(read)
 
 
 async def _settle(request: web.Request, body: type[B]) -> tuple[str, str, B]:

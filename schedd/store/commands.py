@@ -49,11 +49,14 @@ JSONObject = Mapping[str, Any]  # kept as the proposer built it (a job spec, ten
 # a claim_batch with `defer_completion`, whose one-time jobs are completed by a later prune
 # (store/ledger/completions.py; `needed_level`). Level 6 (issue 29): a receive_messages
 # `by_reference`, whose batch runs are answered as (batch, slots) references that the receiving
-# node reads from its own store, not as deliveries every replica builds and keeps.
+# node reads from its own store, not as deliveries every replica builds and keeps. Level 7
+# (issue 30): a receive_messages `runs_by_reference`, whose per-run messages (retries and
+# redeliveries) are answered as their ids, read the same way: no receive's answer holds a payload.
 # LEVEL_OF_TYPE names the types above level 1.
-LOG_LEVEL = 6
+LOG_LEVEL = 7
 DEFERRED_COMPLETION_LEVEL = 5
 BY_REFERENCE_LEVEL = 6
+RUNS_BY_REFERENCE_LEVEL = 7
 BROKER_TARGET_LEVEL = 3
 BROKER_TARGET_TYPES = frozenset(CONNECTION_KIND_OF_TARGET)
 
@@ -386,8 +389,13 @@ class ReceiveMessages(LogCommand[Received], frozen=True, kw_only=True, omit_defa
     # in the order taken (their receipts: the nonces after the per-run messages'), not as
     # deliveries; per-run messages (retries, redeliveries) are answered whole as before.
     by_reference: bool = False
+    # Level 7: the per-run messages handed out are answered as `taken`, their msg_ids in the
+    # order taken (their receipts: "<nonce>.<msg_id>" with the first nonces), not as deliveries.
+    runs_by_reference: bool = False
 
     def needed_level(self) -> int:
+        if self.runs_by_reference:
+            return RUNS_BY_REFERENCE_LEVEL
         return BY_REFERENCE_LEVEL if self.by_reference else self.LEVEL
 
 

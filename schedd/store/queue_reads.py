@@ -31,6 +31,31 @@ def visible_count(
     return min(count, limit)
 
 
+def taken_messages(
+    conn: sqlite3.Connection, taken: Sequence[str], nonces: Sequence[str]
+) -> list[dict[str, Any]]:
+    """The per-run messages a receive took (its result's `taken`: msg_ids, log level 7), each
+    under the receipt of its nonce, read from this node's store. A message whose receipt is no
+    longer that one (acked, or handed out again after its visibility timeout) gives none: its
+    receiver is whoever holds the current receipt."""
+    receipts = [f"{nonce}.{msg_id}" for nonce, msg_id in zip(nonces, taken, strict=False)]
+    if not receipts:
+        return []
+    marks = ",".join("?" * len(receipts))
+    rows = conn.execute(
+        "SELECT receipt, job_id, scheduled_at_ms, attempt, payload FROM messages "
+        f"WHERE receipt IN ({marks})",
+        receipts,
+    ).fetchall()
+    found = {row[0]: row for row in rows}
+    return [
+        queue_message(job_id, scheduled_at_ms, attempt, stored_json(payload), receipt)
+        for receipt, job_id, scheduled_at_ms, attempt, payload in (
+            found[r] for r in receipts if r in found
+        )
+    ]
+
+
 def held_messages(
     conn: sqlite3.Connection, held: list[list[int]], nonces: Sequence[str]
 ) -> list[dict[str, Any]]:

@@ -72,10 +72,13 @@ class Claimed(Done, frozen=True, kw_only=True):
 
 class Received(Done, frozen=True, kw_only=True):
     """receive_messages: the messages handed out whole (deliveries in the API's form, their
-    payloads as apply left them) and, at level 6, the batch runs taken by reference:
-    [batch_id, slot, ...] lists that the proposing node reads (queue_reads.held_messages)."""
+    payloads as apply left them) or, at level 7, the ids of those messages (`taken`), and, at
+    level 6, the batch runs taken by reference: [batch_id, slot, ...] lists. The proposing node
+    reads what is named by reference from its own store (queue_reads.taken_messages and
+    held_messages)."""
 
     messages: list[Any] = []
+    taken: list[str] | None = None
     held: list[list[int]] | None = None
 
 

@@ -240,3 +240,18 @@ def test_the_level_6_fixture_receives_by_reference(db: Database) -> None:
         assert result == line["result"], line["index"]
     expected = json.loads((FIXTURES / "journal-level6.expected.json").read_text())
     assert state_digest(db.conn) == (expected["applied_index"], expected["digest"])
+
+
+# Level 7 (issue 30): a receive_messages may also name its per-run messages by id.
+def test_the_level_7_fixture_names_the_runs_it_receives(db: Database) -> None:
+    receives = [(body, r) for t, body, r in _commands(7) if t == "receive_messages"]
+    assert receives and all(body.get("runs_by_reference") is True for body, _ in receives)
+    taken = [r["taken"] for _, r in receives if r.get("taken")]
+    assert taken and all(isinstance(msg_id, str) for t in taken for msg_id in t)
+    assert not any(r.get("messages") for _, r in receives)
+    machine = StateMachine(db)
+    for line in _lines(7):
+        result = machine.apply(line["entry"].encode(), index=line["index"])
+        assert result == line["result"], line["index"]
+    expected = json.loads((FIXTURES / "journal-level7.expected.json").read_text())
+    assert state_digest(db.conn) == (expected["applied_index"], expected["digest"])

@@ -9,6 +9,7 @@ its batch) its per-run rows must be equal too, column for column.
 
 from __future__ import annotations
 
+import json
 from array import array
 from collections.abc import Callable
 from pathlib import Path
@@ -26,7 +27,12 @@ from schedd.store.db import Database
 from schedd.store.dispatch_reads import has_run_in_flight
 from schedd.store.ledger import batches
 from schedd.store.queries import list_runs
-from schedd.store.queue_reads import held_messages, queue_summaries, visible_count
+from schedd.store.queue_reads import (
+    held_messages,
+    queue_summaries,
+    taken_messages,
+    visible_count,
+)
 from schedd.store.views import RunView
 from tests.conftest import NOW_MS, Applier
 from tests.unit.test_store_dispatch import claim_item, setup, spec
@@ -324,33 +330,63 @@ def test_a_receive_keeps_canonical_json_text_and_answers_the_payload_as_sent(
 
 
 def test_a_receive_by_reference_hands_out_what_the_whole_answer_did(tmp_path: Path) -> None:
-    """Level 6: the batch runs taken come back as [batch_id, slot, ...] references, which the
-    receiving node reads from its store into the very messages a level-5 receive answers; a
-    redelivery (spilled from its batch) still comes whole, before them."""
+    """Level 6: the batch runs taken come back as [batch_id, slot, ...] references, and at
+    level 7 the per-run messages as their ids, which the receiving node reads from its store
+    into the very messages a level-5 receive answers; a redelivery (spilled from its batch)
+    still comes first. The kept answer then holds no payload."""
     answers = []
-    for by_reference in (False, True):
-        store = Store(tmp_path / f"{by_reference}.db")
+    for level in (5, 6, 7):
+        store = Store(tmp_path / f"{level}.db")
         setup(store.apply, schedule={"run_at": "2026-09-21T14:13:20Z"}, payload=ODD_PAYLOAD)
         add_job(store.apply, "j2")
         claim(store.apply, "claim_batch", jobs=("j1", "j2"))
         seen = []
         for ts_ms, most in ((NOW_MS, 1), (NOW_MS + 31_000, 10)):  # j1 again: timed out
             body = BOX | {"max": most, "visibility_ms": 30_000, "receipts": ["n1", "n2", "n3"]}
-            body |= {"by_reference": True} if by_reference else {}
+            body |= {"by_reference": True} if level >= 6 else {}
+            body |= {"runs_by_reference": True} if level >= 7 else {}
             result = store.apply("receive_messages", body, ts_ms=ts_ms)
-            if by_reference:
+            (kept,) = store.db.conn.execute(
+                "SELECT result FROM applied_commands ORDER BY applied_index DESC LIMIT 1"
+            ).fetchone()
+            nonces = body["receipts"][len(result["messages"]) :]
+            if level >= 7:
+                taken = result.pop("taken")
+                assert f'"taken":{json.dumps(taken)}'.replace(" ", "") in kept
+                assert result["messages"] == [] and "payload" not in kept
+                result["messages"] += taken_messages(store.db.conn, taken, nonces)
+                nonces = nonces[len(taken) :]
+            if level >= 6:
                 held = result.pop("held")
-                nonces = body["receipts"][len(result["messages"]) :]
                 result["messages"] += held_messages(store.db.conn, held, nonces)
-                (kept,) = store.db.conn.execute(
-                    "SELECT result FROM applied_commands ORDER BY applied_index DESC LIMIT 1"
-                ).fetchone()
                 assert f'"held":{held}'.replace(" ", "") in kept
             seen.append(result["messages"])
         answers.append(seen)
-    assert answers[1] == answers[0]
-    first, second = answers[1]
+    assert answers[2] == answers[1] == answers[0]
+    first, second = answers[2]
     assert [(m["job_id"], m["attempt"]) for m in first] == [("j1", 1)]
     assert [(m["job_id"], m["attempt"]) for m in second] == [("j1", 2), ("j2", 1)]
     assert [m["payload"] for m in second] == [ODD_PAYLOAD, {"n": 1}]
     assert second[1]["receipt"].startswith("n2.~")  # the nonce after the redelivery's
+
+
+def test_a_run_taken_by_id_and_handed_out_again_before_the_read_is_not_answered_twice(
+    tmp_path: Path,
+) -> None:
+    """Level 7: the node reads a taken message by its receipt; if the message was handed out
+    again meanwhile (its visibility timeout passed), the old receipt reads nothing and only
+    the new receiver gets it."""
+    store = Store(tmp_path / "s.db")
+    one_time(store.apply)
+    claim(store.apply, "claim_runs")
+    names: list[tuple[list[str], list[str]]] = []
+    for ts_ms, nonces in ((NOW_MS, ["a1"]), (NOW_MS + 2_000, ["b1"])):
+        body = BOX | {"max": 1, "visibility_ms": 1_000, "receipts": nonces}
+        result = store.apply("receive_messages", body | {"runs_by_reference": True}, ts_ms=ts_ms)
+        names.append((result["taken"], nonces))
+    (first, first_nonces), (second, second_nonces) = names
+    assert first == second and len(first) == 1  # the same message, handed out twice
+    assert taken_messages(store.db.conn, first, first_nonces) == []
+    (message,) = taken_messages(store.db.conn, second, second_nonces)
+    assert (message["job_id"], message["attempt"]) == ("j1", 2)
+    assert message["receipt"] == f"b1.{second[0]}"

@@ -45,6 +45,7 @@ from schedd.store.commands import (
     DEFERRED_COMPLETION_LEVEL,
     LEVEL_OF_TYPE,
     LOG_LEVEL,
+    RUNS_BY_REFERENCE_LEVEL,
     AckMessages,
     Barrier,
     Body,
@@ -131,7 +132,8 @@ def test_the_catalogue_names_each_type_once_with_its_level() -> None:
     }
     assert max(cls.LEVEL for cls in CATALOGUE.values()) == 5
     assert DEFERRED_COMPLETION_LEVEL == 5  # a body's level: claim_batch's defer_completion
-    assert BY_REFERENCE_LEVEL == LOG_LEVEL  # a body's level: receive_messages' by_reference
+    assert BY_REFERENCE_LEVEL == 6  # a body's level: receive_messages' by_reference
+    assert RUNS_BY_REFERENCE_LEVEL == LOG_LEVEL  # and its runs_by_reference
 
 
 def test_a_claim_batch_deferring_completions_needs_level_5_and_omits_the_flag_otherwise() -> None:
@@ -162,6 +164,14 @@ def test_a_receive_by_reference_needs_level_6_and_omits_the_flag_otherwise() -> 
     assert "by_reference" not in plain.to_body()  # level 1's bytes, as before
     assert by_reference.needed_level() == 6
     assert by_reference.to_body()["by_reference"] is True
+    assert "runs_by_reference" not in by_reference.to_body()  # level 6's bytes, as before
+
+
+def test_a_receive_naming_its_runs_needs_level_7() -> None:
+    fields: dict[str, Any] = {"tenant_id": "t1", "queue": "q", "max": 1, "visibility_ms": 1}
+    both = ReceiveMessages(**fields, receipts=("n1",), by_reference=True, runs_by_reference=True)
+    assert both.needed_level() == 7
+    assert both.to_body()["runs_by_reference"] is True
 
 
 def _wire(type_: str, body: Any) -> Command[Any]:

@@ -48,7 +48,8 @@ def receive_messages(tx: sqlite3.Connection, cmd: Command[ReceiveMessages]) -> R
     A receipt is "<nonce>.<msg_id>": the proposer's random nonce, and the message it names, so
     ack, nack and extend find the message by its key. Per-run messages go first (retries and
     redeliveries), then slots of the queue's batches (level 4), whose receipts are
-    "<nonce>.~<batch_id>.<slot>".
+    "<nonce>.~<batch_id>.<slot>". The answer names what was taken by reference where the
+    command asks so (levels 6 and 7), and holds the rest as deliveries.
     """
     b = cmd.body
     rows = tx.execute(
@@ -67,12 +68,17 @@ def receive_messages(tx: sqlite3.Connection, cmd: Command[ReceiveMessages]) -> R
     nonces = b.receipts
     receipts = [f"{nonce}.{m.msg_id}" for nonce, m in zip(nonces, messages, strict=False)]
     _hand_out(tx, cmd, messages, receipts)
-    delivered = [
-        _message(m.job_id, m.scheduled_at_ms, m.attempt + 1, m.payload, r)
-        for m, r in zip(messages, receipts, strict=True)
-    ]
-    payloads = [m.payload for m in messages]
+    delivered: list[dict[str, Any]] = []
+    payloads: list[str] = []
     fields: dict[str, Any] = {"messages": delivered}
+    if b.runs_by_reference:
+        fields["taken"] = [m.msg_id for m in messages]
+    else:
+        for m, receipt in zip(messages, receipts, strict=True):
+            delivered.append(
+                _message(m.job_id, m.scheduled_at_ms, m.attempt + 1, m.payload, receipt)
+            )
+            payloads.append(m.payload)
     if b.by_reference:
         fields["held"] = _references(held)
     else:
