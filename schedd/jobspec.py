@@ -17,6 +17,7 @@ from schedd.jsonbody import as_integer, dumps
 from schedd.model import (
     AtSchedule,
     Backoff,
+    HttpMethod,
     HttpTarget,
     JSONValue,
     MisfirePolicy,
@@ -32,18 +33,18 @@ from schedd.targets import BY_NAME, TARGET_TYPES
 from schedd.targets import target_to_json as broker_target_to_json
 from schedd.targets.kind import reject_unknown
 from schedd.timeformat import format_duration, parse_duration
+from schedd.wire.fields import DEFAULT_PAYLOAD_LIMIT
 
 JOB_FIELDS = frozenset(
     {"name", "schedule", "window", "target", "payload", "retry", "misfire_policy", "overlap_policy"}
 )
 QUEUE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
-HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+HTTP_METHODS = tuple(method.value for method in HttpMethod)
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _CONTROL_OR_SPACE = re.compile(r"[\x00-\x20\x7f]")
 MAX_WINDOW_MS = 86_400_000
 MAX_ATTEMPTS = 100  # what a tenant may ask for; a redrive may store one more
-DEFAULT_PAYLOAD_LIMIT = 64 * 1024
 E = TypeVar("E", MisfirePolicy, OverlapPolicy, Backoff)
 
 

@@ -66,6 +66,16 @@ class ClaimRefusal(StrEnum):
     DUPLICATE_RUN = "duplicate_run"  # the job has a run at that instant (a trigger's)
 
 
+class HttpMethod(StrEnum):
+    """The methods an http target may call with (uppercase: they are sent as they are)."""
+
+    GET = "GET"
+    POST = "POST"
+    PUT = "PUT"
+    PATCH = "PATCH"
+    DELETE = "DELETE"
+
+
 class RunStatus(StrEnum):
     DISPATCHED = "dispatched"
     DELIVERED = "delivered"

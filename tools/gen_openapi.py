@@ -23,26 +23,30 @@ from schedd.api import (
     job_filters,
     jobs,
     queues,
+    retention,
     schedules,
     stats,
     tenants,
 )
 from schedd.api.audit import MAX_JOB_ID_CHARS
-from schedd.bodies import Body, DurationMs
+from schedd.bodies import DurationMs
 from schedd.jobspec import DEFAULT_PAYLOAD_LIMIT, HTTP_METHODS, MAX_WINDOW_MS
 from schedd.model import (
     Backoff,
     JobStatus,
     MisfirePolicy,
     OverlapPolicy,
-    RunStatus,
 )
-from schedd.retention import KINDS, TENANT_KINDS, RetentionUpdate
+from schedd.retention import RetentionUpdate
 from schedd.schedule import MAX_AHEAD_MS, MIN_EVERY_MS
-from schedd.store.gauges import BACKLOG_CAP
-from schedd.store.retained import KINDS_SHOWN, ROW_COUNT_CAP
-from schedd.targets import CONNECTION_NAME, CONNECTION_SCHEMES, TARGET_TYPES, TargetKind
+from schedd.targets import CONNECTION_NAME, TARGET_TYPES, TargetKind
 from schedd.targets import KINDS as TARGET_KINDS
+from schedd.wire import cluster as wire_cluster
+from schedd.wire import deadletters as wire_deadletters
+from schedd.wire import jobs as wire_jobs
+from schedd.wire import queues as wire_queues
+from schedd.wire import tenants as wire_tenants
+from schedd.wire.cluster import NodeToAdd
 
 ROOT = Path(__file__).resolve().parent.parent
 OUTPUTS = (ROOT / "schedd" / "api" / "openapi.json", ROOT / "docs" / "openapi.json")
@@ -97,7 +101,7 @@ def _seconds(value: float) -> str:
     return f"{int(value):,} s" if value == int(value) else f"{value:g} s"
 
 
-def struct_schemas(*bodies: type[Body]) -> dict[str, Schema]:
+def struct_schemas(*bodies: type) -> dict[str, Schema]:
     """Request bodies decoded as msgspec structs (schedd/bodies.py): their schemas come from the
     structs themselves, so each rule is written once. A struct's name is its component's."""
     _, components = msgspec.json.schema_components(
@@ -143,38 +147,6 @@ CONNECTION_NAME_TEXT = f"^{CONNECTION_NAME.pattern}$"
 
 def basic_schemas() -> dict[str, Schema]:
     return {
-        "Error": obj(
-            {
-                "error": obj(
-                    {
-                        "code": {
-                            "type": "string",
-                            "pattern": SNAKE_CASE,
-                            "description": "Stable machine-readable code, e.g. invalid_request, "
-                            "invalid_schedule, unauthorized, forbidden, job_not_found, "
-                            "tenant_not_found, deadletter_not_found, not_found, conflict, "
-                            "stale_state, tenant_exists, payload_too_large, "
-                            "idempotency_mismatch, blocked_target, quota_exceeded, no_leader, "
-                            "outcome_unknown, cluster_unavailable, request_timeout, "
-                            "server_busy, storage_low.",
-                        },
-                        "message": {
-                            "type": "string",
-                            "minLength": 1,
-                            "description": "A human sentence naming the field and the value.",
-                        },
-                    }
-                )
-            },
-            description="Every error answer. A failed request changes nothing.",
-        ),
-        "Instant": {
-            "type": "string",
-            "format": "date-time",
-            "pattern": UTC_INSTANT,
-            "description": "RFC 3339 in UTC with a Z suffix; milliseconds only when non-zero.",
-            "examples": ["2026-10-12T02:30:00Z"],
-        },
         "InstantInput": {
             "type": "string",
             "pattern": RFC3339_INPUT,
@@ -188,16 +160,6 @@ def basic_schemas() -> dict[str, Schema]:
                 {"type": "string", "maxLength": 64, "pattern": UNITS_TEXT},
             ],
             "examples": ["90s", "10m", "1h30m"],
-        },
-        "Duration": {
-            "type": "string",
-            "pattern": r"^[0-9]+(ms|s|m|h|d)$",
-            "description": "A duration as responses give it: the shortest exact unit.",
-            "examples": ["10m"],
-        },
-        "NextCursor": {
-            "type": ["string", "null"],
-            "description": "Pass as `cursor` for the next page; null on the last page.",
         },
         "Payload": {
             "description": f"Any JSON value, at most the node's payload limit "
@@ -403,129 +365,7 @@ def job_schemas() -> dict[str, Schema]:
             },
             ["jobs"],
         ),
-        "BatchResults": obj(
-            {
-                "results": {
-                    "type": "array",
-                    "description": "One per item, in order.",
-                    "items": {
-                        "oneOf": [
-                            obj(
-                                {
-                                    "job_id": {"type": "string"},
-                                    "next_run_at": nullable(ref("Instant")),
-                                },
-                                description="Created; an idempotent replay gives the first "
-                                "job_id and next_run_at null.",
-                            ),
-                            ref("Error"),
-                        ]
-                    },
-                }
-            }
-        ),
-        **job_output_schemas(),
     }
-
-
-def job_output_schemas() -> dict[str, Schema]:
-    bounds = {"start_at": ref("Instant"), "end_at": ref("Instant")}
-    schedule = {
-        "description": "The normalised schedule: delay becomes run_at, instants are UTC.",
-        "oneOf": [
-            closed({"run_at": ref("Instant")}, ["run_at"]),
-            closed(
-                {"cron": {"type": "string"}, "timezone": {"type": "string"}, **bounds},
-                ["cron", "timezone"],
-            ),
-            closed({"every": ref("Duration"), **bounds}, ["every", "start_at"]),
-        ],
-    }
-    target = {
-        "oneOf": [
-            obj({"type": {"const": "queue"}, "name": {"type": "string"}}),
-            obj(
-                {
-                    "type": {"const": "http"},
-                    "url": {"type": "string"},
-                    "method": {"enum": list(HTTP_METHODS)},
-                    "headers": {"type": "object", "additionalProperties": {"type": "string"}},
-                    "timeout": ref("Duration"),
-                }
-            ),
-            *(broker_target_output(kind) for kind in TARGET_KINDS),
-        ]
-    }
-    retry = obj(
-        {
-            "max_attempts": {"type": "integer", "minimum": 1},
-            "backoff": {"enum": values(Backoff)},
-            "initial_delay": ref("Duration"),
-            "max_delay": ref("Duration"),
-        }
-    )
-    job = obj(
-        {
-            "job_id": {"type": "string", "pattern": "^job_[0-9a-f]+$"},
-            "tenant_id": {"type": "string"},
-            "name": {"type": ["string", "null"]},
-            "schedule": ref("Schedule"),
-            "window": nullable(ref("Duration")),
-            "target": ref("Target"),
-            "payload": ref("Payload"),
-            "retry": ref("Retry"),
-            "misfire_policy": {"enum": values(MisfirePolicy)},
-            "overlap_policy": {"enum": values(OverlapPolicy)},
-            "status": {"enum": values(JobStatus)},
-            "next_run_at": nullable(ref("Instant")),
-            "version": {"type": "integer", "minimum": 1},
-            "created_at": ref("Instant"),
-            "updated_at": ref("Instant"),
-        }
-    )
-    return {
-        "Schedule": schedule,
-        "Target": target,
-        "Retry": retry,
-        "Job": job,
-        "JobList": page_of("jobs", "Job"),
-        "Triggered": obj({"job_id": {"type": "string"}, "scheduled_at": ref("Instant")}),
-        "Run": run_schema(),
-        "RunList": page_of("runs", "Run"),
-    }
-
-
-def run_schema() -> Schema:
-    attempt = obj(
-        {
-            "attempt": {"type": "integer", "minimum": 1},
-            "started_at": ref("Instant"),
-            "finished_at": nullable(ref("Instant")),
-            "outcome": {"type": ["string", "null"]},
-            "error": {"type": ["string", "null"]},
-        }
-    )
-    return obj(
-        {
-            "job_id": {"type": "string"},
-            "scheduled_at": ref("Instant"),
-            "fire_at": ref("Instant"),
-            "status": {"enum": values(RunStatus)},
-            "attempt": {"type": "integer", "minimum": 0},
-            "attempts": {"type": "array", "items": attempt},
-            "dispatched_at": nullable(ref("Instant")),
-            "finished_at": nullable(ref("Instant")),
-            "error": {
-                "type": ["string", "null"],
-                "description": "The failure that left the run retrying, failed or dead; null "
-                "once it is delivered or succeeded (each failed attempt keeps its own error).",
-            },
-        },
-        description="One logical run of a job, identified by (job_id, scheduled_at).",
-    )
-
-
-# --------------------------------------------------------------------------- other bodies
 
 
 def preview_schemas() -> dict[str, Schema]:
@@ -543,496 +383,70 @@ def preview_schemas() -> dict[str, Schema]:
             },
             ["schedule"],
         ),
-        "PreviewResult": obj({"runs": {"type": "array", "items": ref("Instant")}}),
     }
 
 
-def queue_schemas() -> dict[str, Schema]:
-    message = obj(
-        {
-            "receipt": {"type": "string"},
-            "job_id": {"type": "string"},
-            "scheduled_at": ref("Instant"),
-            "attempt": {"type": "integer", "minimum": 1},
-            "idempotency_key": {"type": "string", "description": "<job_id>:<scheduled_at>"},
-            "payload": ref("Payload"),
-        }
+def request_schemas() -> dict[str, Schema]:
+    return struct_schemas(
+        queues.ReceiveRequest,
+        queues.AckRequest,
+        queues.NackRequest,
+        queues.ExtendRequest,
+        deadletters.RedriveBatch,
+        connections.ConnectionInput,
+        tenants.TenantCreate,
+        tenants.TenantPatch,
+        RetentionUpdate,
+        NodeToAdd,
     )
-    counts = {key: {"type": "integer", "minimum": 0} for key in ("ready", "in_flight", "delayed")}
-    seen = {
-        "consumer": {
-            "type": "string",
-            "minLength": 1,
-            "maxLength": 128,
-            "description": "The receive's consumer field, else the client's address.",
-        },
-        "last_seen": ref("Instant"),
-        "node": {"type": "string", "description": "The node it received through."},
-    }
-    bodies = (queues.ReceiveRequest, queues.AckRequest, queues.NackRequest, queues.ExtendRequest)
-    return struct_schemas(*bodies) | {
-        "Messages": obj({"messages": {"type": "array", "items": message}}),
-        "Acked": obj({"acked": {"type": "integer", "minimum": 0}}),
-        "Nacked": obj({"nacked": {"type": "integer", "minimum": 0}}),
-        "Extended": obj({"extended": {"type": "integer", "minimum": 0}}),
-        "QueueList": obj(
-            {
-                "queues": {
-                    "type": "array",
-                    "items": obj(
-                        {
-                            "name": {"type": "string"},
-                            **counts,
-                            "dead": {"type": "integer", "minimum": 0},
-                            "oldest_age_s": {
-                                "type": ["number", "null"],
-                                "minimum": 0,
-                                "description": "Seconds since the run of the oldest ready or "
-                                "in-flight message was scheduled; null without one.",
-                            },
-                            "consumers": {
-                                "type": "array",
-                                "items": obj(seen),
-                                "description": "Consumers that received from it in the last "
-                                "5 minutes through any node: one item per consumer and node.",
-                            },
-                        }
-                    ),
-                },
-                "partial": {
-                    "type": "boolean",
-                    "description": "A node did not answer: the consumers it saw are missing.",
-                },
-            }
-        ),
-        "LocalConsumers": obj(
-            {
-                "node_id": {"type": "string"},
-                "consumers": {
-                    "type": "array",
-                    "items": obj({"queue": {"type": "string", "pattern": QUEUE_NAME}, **seen}),
-                },
-            }
-        ),
-    }
 
 
-def deadletter_schemas() -> dict[str, Schema]:
-    deadletter = obj(
-        {
-            "id": {"type": "string"},
-            "job_id": {"type": "string"},
-            "scheduled_at": ref("Instant"),
-            "attempts": {"type": "integer", "minimum": 0},
-            "error": {"type": ["string", "null"]},
-            "created_at": ref("Instant"),
-            "target": ref("Target"),
-        }
-    )
-    return struct_schemas(deadletters.RedriveBatch) | {
-        "DeadLetter": deadletter,
-        "DeadLetterList": page_of("deadletters", "DeadLetter"),
-        "Redriven": obj({"id": {"type": "string"}, "status": {"const": "redriven"}}),
-        "RedriveResults": obj(
-            {
-                "results": {
-                    "type": "array",
-                    "description": "One per id, in order.",
-                    "items": {
-                        "oneOf": [
-                            obj({"id": {"type": "string"}, "redriven": {"const": True}}),
-                            {"allOf": [ref("Error"), obj({"id": {"type": "string"}})]},
-                        ]
-                    },
-                }
-            }
-        ),
-    }
+ANSWERS = (
+    *wire_jobs.REFERENCED,
+    *wire_deadletters.REFERENCED,
+    wire_jobs.JobView,
+    wire_jobs.JobList,
+    wire_jobs.RunList,
+    wire_jobs.Triggered,
+    wire_jobs.BatchResults,
+    wire_jobs.PreviewResult,
+    wire_queues.Messages,
+    wire_queues.Acked,
+    wire_queues.Nacked,
+    wire_queues.Extended,
+    wire_queues.QueueList,
+    wire_queues.LocalConsumers,
+    wire_deadletters.DeadLetterView,
+    wire_deadletters.DeadLetterList,
+    wire_deadletters.RedriveQueued,
+    wire_deadletters.RedriveResults,
+    wire_tenants.ConnectionView,
+    wire_tenants.ConnectionList,
+    wire_tenants.ConnectionTest,
+    wire_tenants.TenantView,
+    wire_tenants.TenantList,
+    wire_tenants.TenantCredentials,
+    wire_tenants.TenantRetention,
+    wire_tenants.OwnRetention,
+    retention.RetentionStatus,
+    wire_cluster.Cluster,
+    wire_cluster.NodeAdded,
+    wire_cluster.NodeRemoved,
+    wire_cluster.SteppedDown,
+    wire_cluster.AdminState,
+    wire_cluster.AuditList,
+    wire_cluster.Health,
+    wire_cluster.Readiness,
+    stats.NodeStats,
+    stats.ClusterStats,
+    stats.PeerStats,
+    stats.PeerFailed,
+)
 
 
-def connection_schemas() -> dict[str, Schema]:
-    return struct_schemas(connections.ConnectionInput) | {
-        "Connection": obj(
-            {
-                "name": {"type": "string", "pattern": CONNECTION_NAME_TEXT},
-                "kind": {"enum": sorted(set(CONNECTION_SCHEMES.values()))},
-                "host": {
-                    "type": "string",
-                    "description": "host:port of the URL, never its credentials.",
-                },
-                "created_at": ref("Instant"),
-            }
-        ),
-        "ConnectionList": obj({"connections": {"type": "array", "items": ref("Connection")}}),
-        "ConnectionTest": obj(
-            {
-                "ok": {"type": "boolean"},
-                "detail": {"type": "string", "maxLength": connections.MAX_DETAIL_CHARS},
-            }
-        ),
-    }
-
-
-def tenant_schemas() -> dict[str, Schema]:
-    tenant = obj(
-        {
-            "tenant_id": {"type": "string"},
-            "name": {"type": "string"},
-            "max_active_jobs": {"type": "integer"},
-            "dispatch_rate": {"type": "integer"},
-            "allowed_hosts": {"type": "array", "items": {"type": "string"}},
-            "alert_url": {"type": ["string", "null"]},
-            "active_jobs": {"type": "integer", "minimum": 0},
-            "retention": ref("OwnRetention"),
-            "created_at": ref("Instant"),
-            "updated_at": ref("Instant"),
-        }
-    )
-    credentials = obj(
-        {
-            "tenant_id": {"type": "string"},
-            "token": {"type": "string", "description": "The tenant's bearer token."},
-            "signing_secret": {
-                "type": "string",
-                "pattern": "^whsec_",
-                "description": "Signs callbacks (Standard Webhooks).",
-            },
-        },
-        description="Shown only in this answer: the store keeps the token's hash.",
-    )
-    return struct_schemas(tenants.TenantCreate, tenants.TenantPatch) | {
-        "Tenant": tenant,
-        "TenantList": page_of("tenants", "Tenant"),
-        "TenantCredentials": credentials,
-    }
-
-
-KIND_MEANINGS = {
-    "runs": "finished runs with their attempts, and finished (completed or cancelled) jobs, "
-    "counted from when they finished",
-    "audit": "audit records, from when they were written",
-    "deadletters": "dead letters, from when the run died",
-    "messages": "queue messages nobody received for this long: they become dead letters "
-    "(their runs dead), never vanish unseen",
-}
-
-
-def retention_schemas() -> dict[str, Schema]:
-    kinds = "; ".join(f"{kind}: {KIND_MEANINGS[kind]}" for kind in KINDS)
-    durations = {kind: ref("Duration") for kind in KINDS}
-    own = {kind: ref("Duration") for kind in TENANT_KINDS}
-    status_kind = obj(
-        {
-            "kind": {
-                "enum": list(KINDS_SHOWN),
-                "description": "jobs: finished (completed or cancelled) jobs, kept as long as "
-                "runs.",
-            },
-            "rows": {"type": "integer", "minimum": 0, "maximum": ROW_COUNT_CAP},
-            "rows_capped": {
-                "type": "boolean",
-                "description": f"rows is a lower bound: counting stops at {ROW_COUNT_CAP:,}.",
-            },
-            "oldest": nullable(ref("Instant"))
-            | {
-                "description": "Where the oldest row's retention counts from (a run's or "
-                "job's finish, a dead letter's creation, a message's visible time, an audit "
-                "record's time); null when there is none."
-            },
-        }
-    )
-    count = {"type": "integer", "minimum": 0}
-    return {
-        "Retention": obj(
-            durations,
-            description=f"How long finished data is kept, per kind ({kinds}).",
-        ),
-        "OwnRetention": obj(
-            own,
-            [],
-            description="A tenant's own retention: only the kinds it set (an empty object "
-            "when none). It only shortens the node's: a longer value is kept but has no effect.",
-        ),
-        **struct_schemas(RetentionUpdate),
-        "TenantRetention": obj(
-            {
-                "tenant_id": {"type": "string"},
-                "retention": ref("Retention")
-                | {"description": "What applies to the tenant: the node's, shortened by its own."},
-                "own": ref("OwnRetention"),
-                "node": ref("Retention")
-                | {
-                    "description": "The answering node's [retention] (the leader's is the one "
-                    "that prunes: give every node the same)."
-                },
-            }
-        ),
-        "RetentionStatus": obj(
-            {
-                "node_id": {"type": "string"},
-                "retention": ref("Retention") | {"description": "This node's [retention]."},
-                "kinds": {
-                    "type": "array",
-                    "minItems": len(KINDS_SHOWN),
-                    "maxItems": len(KINDS_SHOWN),
-                    "items": status_kind,
-                    "description": "What the store holds, one entry per kind in this order: "
-                    f"{', '.join(KINDS_SHOWN)}.",
-                },
-                "last_prune": nullable(ref("Instant"))
-                | {
-                    "description": "The time of the last prune command applied (the leader "
-                    "proposes them, paced); null before the first."
-                },
-                "files": obj(
-                    {"database": count, "journal": count, "snapshot": count},
-                    description="Bytes in the data directory: the database with its WAL, the "
-                    "Raft journal, the snapshot.",
-                ),
-                "disk": obj(
-                    {
-                        "free_bytes": count,
-                        "total_bytes": count,
-                        "min_free_bytes": count,
-                        "low": {"type": "boolean"},
-                    },
-                    description="The data directory's file system on this node: "
-                    "min_free_bytes is [storage] min_free in bytes (a percentage is taken of "
-                    "total_bytes); low when free_bytes is below it.",
-                ),
-                "writes": {
-                    "enum": ["accepted", "refused"],
-                    "description": "refused while this node is low on disk, or a majority of "
-                    "the nodes are: writes that add data answer 507 storage_low.",
-                },
-                "reason": {
-                    "type": ["string", "null"],
-                    "description": "Why writes are refused; null when accepted.",
-                },
-            }
-        ),
-    }
-
-
-def node_schemas() -> dict[str, Schema]:
-    node = obj(
-        {
-            "node_id": {"type": "string"},
-            "api": {"type": ["string", "null"]},
-            "raft": {"type": "string"},
-            "role": {"enum": ["leader", "follower"]},
-            "healthy": {"type": "boolean"},
-            "partitions": {"type": "array", "items": {"type": "integer", "minimum": 0}},
-            "applied_index": {"type": ["integer", "null"]},
-        }
-    )
-    audit = obj(
-        {
-            "seq": {"type": "integer", "minimum": 1},
-            "at": ref("Instant"),
-            "tenant_id": {"type": ["string", "null"]},
-            "actor": {"type": "string", "description": "admin, tenant:<id>, or the system."},
-            "action": {"type": "string"},
-            "job_id": {"type": ["string", "null"]},
-            "detail": {"description": "Any JSON value or null."},
-        }
-    )
-    return {
-        "Cluster": obj(
-            {
-                "leader": {"type": ["string", "null"]},
-                "members": {
-                    "type": "array",
-                    "items": {"type": "string"},
-                    "description": "Raft addresses of the group's members, as this node knows "
-                    "them (dynamic membership: its journal, not its config).",
-                },
-                "nodes": {"type": "array", "items": node},
-            }
-        ),
-        "NodeToAdd": closed(
-            {
-                "raft": {
-                    "type": "string",
-                    "description": "The new node's Raft address, host:port (IPv6 in brackets).",
-                }
-            },
-            ["raft"],
-        ),
-        "NodeAdded": obj(
-            {"added": {"type": "string"}, "members": {"type": "array", "items": {"type": "string"}}}
-        ),
-        "NodeRemoved": obj(
-            {
-                "removed": {"type": "string"},
-                "node_id": {"type": ["string", "null"]},
-                "members": {"type": "array", "items": {"type": "string"}},
-            }
-        ),
-        "SteppedDown": obj({"leader": {"type": "string"}}),
-        "AdminState": obj(
-            {
-                "node_id": {"type": "string"},
-                "role": {"enum": ["leader", "follower", "candidate", "starting"]},
-                "leader": {"type": ["string", "null"]},
-                "term": {"type": "integer", "minimum": 0},
-                "applied_index": {"type": "integer", "minimum": 0},
-                "digest": {
-                    "type": "string",
-                    "description": "Hash of the replicated tables at applied_index.",
-                },
-            }
-        ),
-        "Stats": obj(
-            {
-                "node_id": {"type": "string"},
-                "interval_s": {"type": "number", "description": "Seconds between samples."},
-                "window_s": {"type": "number", "description": "Seconds the ring covers."},
-                "node": ref("StatsNode"),
-                "samples": {
-                    "type": "array",
-                    "items": ref("StatsSample"),
-                    "maxItems": stats.SAMPLES,
-                    "description": "Oldest first; empty for the first interval after a start.",
-                },
-            }
-        ),
-        "StatsAnswer": {"anyOf": [ref("Stats"), ref("ClusterStats")]},
-        "ClusterStats": obj(
-            {
-                "nodes": {
-                    "type": "array",
-                    "items": {
-                        "oneOf": [
-                            obj(
-                                {
-                                    "node_id": {"type": "string"},
-                                    "node": ref("StatsNode"),
-                                    "samples": {
-                                        "type": "array",
-                                        "items": ref("StatsSample"),
-                                        "maxItems": stats.SAMPLES,
-                                    },
-                                },
-                                title="answered",
-                            ),
-                            obj(
-                                {
-                                    "node_id": {"type": "string"},
-                                    "error": {
-                                        "type": "string",
-                                        "description": "Why the node gave no stats.",
-                                    },
-                                },
-                                title="failed",
-                            ),
-                        ]
-                    },
-                    "description": "Every registered node in node_id order, asked by this "
-                    "one (2 s each, at once).",
-                },
-                "interval_s": {"type": "number"},
-                "window_s": {"type": "number"},
-            }
-        ),
-        "StatsNode": obj(
-            {
-                "role": {"enum": ["leader", "follower", "candidate", "starting"]},
-                "term": {"type": "integer", "minimum": 0},
-                "applied_index": {"type": "integer", "minimum": 0},
-                "commit_index": {
-                    "type": ["integer", "null"],
-                    "description": "The leader's commit index as this node knows it; null "
-                    "without a leader.",
-                },
-                "lag": {
-                    "type": ["integer", "null"],
-                    "description": "commit_index minus applied_index.",
-                },
-                "partitions": {
-                    "type": "integer",
-                    "minimum": 0,
-                    "description": "Partitions this node holds an unexpired lease on.",
-                },
-                "clock_trusted": {"type": "boolean"},
-                "ready": {"type": "boolean", "description": "What /readyz answers."},
-            }
-        ),
-        "StatsSample": obj(
-            {
-                "at": {
-                    "type": "string",
-                    "format": "date-time",
-                    "description": "End of the interval.",
-                },
-                "claims_per_s": {
-                    "type": "number",
-                    "minimum": 0,
-                    "description": "Runs this node's dispatchers claimed.",
-                },
-                "deliveries_per_s": {
-                    "type": "object",
-                    "additionalProperties": {"type": "number", "minimum": 0},
-                    "description": "First delivery attempts this node handed out, by target "
-                    "kind (a queue receive or an outbox call start).",
-                },
-                "claim_lag_p50_s": {
-                    "type": ["number", "null"],
-                    "description": "From the claim-lag histogram's buckets of the interval "
-                    "(null without claims).",
-                },
-                "claim_lag_p99_s": {"type": ["number", "null"]},
-                "backlog": {
-                    "type": "integer",
-                    "minimum": 0,
-                    "description": "Runs past their fire time not claimed yet, in this "
-                    f"replica (cluster-wide), capped at {BACKLOG_CAP:,}.",
-                },
-            }
-        ),
-        "AuditList": page_of("audit", "AuditRecord"),
-        "AuditRecord": audit,
-        "Health": obj(
-            {
-                "status": {"const": "ok"},
-                "node_id": {"type": "string"},
-                "now_ms": {
-                    "type": "integer",
-                    "description": "The node's wall clock, epoch ms (peers compare clocks by it).",
-                },
-                "disk_low": {
-                    "type": "boolean",
-                    "description": "Free disk space in this node's data directory is below its "
-                    "[storage] min_free (peers read it: when a majority is low, every node "
-                    "refuses writes that add data).",
-                },
-                "log_level": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "description": "The log commands this node's version applies: a command "
-                    "type added at a level is proposed only once every member reports it "
-                    "(a rolling upgrade runs old and new nodes side by side).",
-                },
-            }
-        ),
-        "Readiness": obj(
-            {
-                "status": {"enum": ["ready", "not ready"]},
-                "node_id": {"type": "string"},
-                "writes": {
-                    "const": "refused",
-                    "description": "Only when ready: writes that add data are refused (507) "
-                    "for low disk space; the node stays ready (dispatch, receives, acks and "
-                    "deletes go on).",
-                },
-                "reason": {
-                    "type": "string",
-                    "description": "Why not ready: no leader, catching up, or a distrusted "
-                    "clock; or, with writes, why writes are refused.",
-                },
-            },
-            ["status", "node_id"],
-        ),
+def answer_schemas() -> dict[str, Schema]:
+    return struct_schemas(*ANSWERS) | {
+        "StatsAnswer": {"anyOf": [ref("NodeStats"), ref("ClusterStats")]}
     }
 
 
@@ -1166,7 +580,7 @@ def responses() -> dict[str, Schema]:
     for status, (name, description) in ERRORS.items():
         response: Schema = {
             "description": description,
-            "content": {"application/json": {"schema": ref("Error")}},
+            "content": {"application/json": {"schema": ref("Failure")}},
         }
         if status in ("429", "503", "507"):
             response["headers"] = RETRY_AFTER
@@ -1335,7 +749,7 @@ def job_paths() -> dict[str, Schema]:
                 "Create a job",
                 ok(
                     "201",
-                    "Job",
+                    "JobView",
                     "The job (or, for a replayed Idempotency-Key, the first one as it is now).",
                     links=JOB_LINKS,
                 ),
@@ -1377,13 +791,13 @@ def job_paths() -> dict[str, Schema]:
         },
         "/v1/jobs/{job_id}": {
             "get": tenant_op(
-                "getJob", "jobs", "Get a job", ok("200", "Job", "The job."), params=job
+                "getJob", "jobs", "Get a job", ok("200", "JobView", "The job."), params=job
             ),
             "patch": tenant_op(
                 "updateJob",
                 "jobs",
                 "Change a job",
-                ok("200", "Job", "The job as changed."),
+                ok("200", "JobView", "The job as changed."),
                 409,
                 413,
                 422,
@@ -1401,7 +815,7 @@ def job_paths() -> dict[str, Schema]:
         },
         "/v1/jobs/{job_id}/pause": {
             "post": tenant_op(
-                "pauseJob", "jobs", "Pause a job", ok("200", "Job", "The job."), 409, params=job
+                "pauseJob", "jobs", "Pause a job", ok("200", "JobView", "The job."), 409, params=job
             ),
         },
         "/v1/jobs/{job_id}/resume": {
@@ -1409,7 +823,7 @@ def job_paths() -> dict[str, Schema]:
                 "resumeJob",
                 "jobs",
                 "Resume a paused job",
-                ok("200", "Job", "The job, with its next run from now."),
+                ok("200", "JobView", "The job, with its next run from now."),
                 409,
                 507,
                 params=job,
@@ -1545,7 +959,7 @@ def deadletter_paths() -> dict[str, Schema]:
                 "getDeadLetter",
                 "deadletters",
                 "Get a dead letter",
-                ok("200", "DeadLetter", "The dead letter."),
+                ok("200", "DeadLetterView", "The dead letter."),
                 params=dl,
             ),
             "delete": tenant_op(
@@ -1580,7 +994,7 @@ def deadletter_paths() -> dict[str, Schema]:
                 "redriveDeadLetter",
                 "deadletters",
                 "Give a dead run one more attempt",
-                ok("202", "Redriven", "One new attempt is queued."),
+                ok("202", "RedriveQueued", "One new attempt is queued."),
                 507,
                 params=dl,
             ),
@@ -1602,7 +1016,7 @@ def connection_paths() -> dict[str, Schema]:
                 "createConnection",
                 "connections",
                 "Create a named broker connection",
-                ok("201", "Connection", "Created; the URL is never shown again."),
+                ok("201", "ConnectionView", "Created; the URL is never shown again."),
                 409,
                 413,
                 422,
@@ -1619,7 +1033,7 @@ def connection_paths() -> dict[str, Schema]:
                 "getConnection",
                 "connections",
                 "Get a connection",
-                ok("200", "Connection", "The connection (never its URL)."),
+                ok("200", "ConnectionView", "The connection (never its URL)."),
                 params=name,
             ),
             "delete": tenant_op(
@@ -1702,12 +1116,12 @@ def admin_paths() -> dict[str, Schema]:
         },
         "/v1/tenants/{tenant_id}": {
             "get": admin_op(
-                "getTenant", "Get a tenant", ok("200", "Tenant", "The tenant."), 404, params=tid
+                "getTenant", "Get a tenant", ok("200", "TenantView", "The tenant."), 404, params=tid
             ),
             "patch": admin_op(
                 "updateTenant",
                 "Change a tenant's settings",
-                ok("200", "Tenant", "The tenant as changed."),
+                ok("200", "TenantView", "The tenant as changed."),
                 400,
                 404,
                 409,
@@ -1942,12 +1356,8 @@ def document() -> Schema:
         basic_schemas,
         job_schemas,
         preview_schemas,
-        queue_schemas,
-        deadletter_schemas,
-        connection_schemas,
-        tenant_schemas,
-        retention_schemas,
-        node_schemas,
+        request_schemas,
+        answer_schemas,
     ):
         schemas |= part()
     params = (

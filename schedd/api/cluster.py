@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
 from aiohttp import web
 
 from schedd.api.context import CONTEXT
@@ -14,6 +13,7 @@ from schedd.api.http import (
 )
 from schedd.store import queries
 from schedd.store.digest import state_digest
+from schedd.wire.cluster import ClusterNode
 
 routes = web.RouteTableDef()
 
@@ -35,19 +35,6 @@ async def cluster(request: web.Request) -> web.Response:
     leader = status["leader"]
     members = ctx.raft.members()  # Raft addresses, as this node's journal has them
     return json_response({"leader": names.get(leader, leader), "members": members, "nodes": nodes})
-
-
-class ClusterNode(msgspec.Struct, frozen=True, kw_only=True):
-    """A member as GET /v1/cluster shows it: its addresses, role, health, the partitions it
-    holds leases on, and how far it has applied (None: the leader has not heard)."""
-
-    node_id: str
-    api: str | None  # None: not registered yet
-    raft: str
-    role: str
-    healthy: bool
-    partitions: list[int]
-    applied_index: int | None
 
 
 def _node_json(

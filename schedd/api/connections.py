@@ -26,10 +26,10 @@ from schedd.store import connections as reads
 from schedd.store import queries
 from schedd.store.commands import BROKER_TARGET_LEVEL, CreateConnection, DeleteConnection
 from schedd.targets import CONNECTION_NAME, CONNECTION_SCHEMES, kind_of
+from schedd.wire.tenants import MAX_DETAIL_CHARS
 
 routes = web.RouteTableDef()
 BODY_LIMIT = 8 * 1024  # a name and a URL of at most 2,048 characters
-MAX_DETAIL_CHARS = 512
 
 
 class NoBrokerProbe(ClusterUnavailable):

@@ -10,11 +10,11 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 
-import msgspec
-
 from schedd.timeformat import format_instant
+from schedd.wire.queues import CONSUMER_NAME as CONSUMER_NAME_TEXT
+from schedd.wire.queues import SeenConsumer
 
-CONSUMER_NAME = re.compile(r"[A-Za-z0-9_.:@-]{1,128}")
+CONSUMER_NAME = re.compile(CONSUMER_NAME_TEXT)
 MAX_AGE_S = 300.0
 MAX_PER_TENANT = 1_000  # (queue, consumer) pairs
 MAX_ENTRIES = 100_000  # (tenant, queue, consumer) triples on this node, all tenants together
@@ -80,28 +80,6 @@ class RecentConsumers:
         del seen[(queue, consumer)]
         if not seen:
             del self._tenants[tenant_id]
-
-
-class SeenConsumer(msgspec.Struct, frozen=True, kw_only=True):
-    """A consumer a node saw receive from one of the tenant's queues: what LOCAL_CONSUMERS
-    answers the asking node (api/queues.py), field for field."""
-
-    queue: str
-    consumer: str
-    last_seen: str  # RFC 3339
-    node: str
-
-    def in_queue(self) -> ConsumerView:
-        """The consumer as its queue object lists it."""
-        return ConsumerView(consumer=self.consumer, last_seen=self.last_seen, node=self.node)
-
-
-class ConsumerView(msgspec.Struct, frozen=True, kw_only=True):
-    """One of a queue object's consumers in GET /v1/queues (the queue is the object's)."""
-
-    consumer: str
-    last_seen: str
-    node: str
 
 
 def consumer_json(queue: str, consumer: str, last_seen_ms: int, node_id: str) -> SeenConsumer:

@@ -18,7 +18,7 @@ from typing import Any, Literal, NamedTuple, Protocol
 from aiohttp import web
 
 from schedd.addresses import reachable_api_url
-from schedd.api.consumers import RecentConsumers, SeenConsumer
+from schedd.api.consumers import RecentConsumers
 from schedd.api.fanout import AnswerCache, Fanout, PeerAnswer
 from schedd.api.limits import AddressBudget, BodyGate, ServerLimits, TenantSlots
 from schedd.errors import (
@@ -37,6 +37,7 @@ from schedd.store import queries
 from schedd.store.commands import Barrier, LogCommand, R
 from schedd.store.db import READER_THREADS, ReadPool
 from schedd.store.results import Done
+from schedd.wire.queues import SeenConsumer
 
 
 class Proposing(Protocol):

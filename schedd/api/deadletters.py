@@ -7,13 +7,11 @@ import time
 from collections.abc import Mapping
 from typing import Annotated, ClassVar
 
-import msgspec
 from aiohttp import web
 from msgspec import Meta
 
 from schedd.api.context import CONTEXT, ApiContext
 from schedd.api.http import (
-    ErrorDetail,
     decode_cursor,
     json_response,
     page,
@@ -34,6 +32,8 @@ from schedd.errors import (
 from schedd.model import partition_of
 from schedd.store import queries
 from schedd.store.commands import DeleteDeadletter, RedriveDeadletter
+from schedd.wire.deadletters import NotRedriven, Redriven, RedriveQueued
+from schedd.wire.errors import ErrorDetail
 
 MAX_REDRIVE = 500  # ids per POST /v1/deadletters:redrive
 MAX_ID_CHARS = 300  # a dead letter id is "<job_id>:<scheduled ms>"
@@ -76,7 +76,7 @@ async def _redrive(ctx: ApiContext, tenant_id: str, dl_id: str) -> None:
 async def redrive(request: web.Request) -> web.Response:
     ctx, tenant_id, dl_id = _addressed(request)
     await _redrive(ctx, tenant_id, dl_id)
-    return json_response({"id": dl_id, "status": "redriven"}, status=202)
+    return json_response(RedriveQueued(id=dl_id, status="redriven"), status=202)
 
 
 IDS_MESSAGE = f"must be the only field: a list of 1-{MAX_REDRIVE} dead letter ids"
@@ -145,20 +145,6 @@ async def _redrive_by(ctx: ApiContext, tenant_id: str, dl_id: str, deadline: flo
         ) from None
 
 
-class Redriven(msgspec.Struct, frozen=True, kw_only=True):
-    """An id of POST /v1/deadletters:redrive whose dead letter was redriven."""
-
-    id: str
-    redriven: bool = True
-
-
-class NotRedriven(msgspec.Struct, frozen=True, kw_only=True):
-    """An id of POST /v1/deadletters:redrive left as it was, and why."""
-
-    id: str
-    error: ErrorDetail
-
-
 def _error(dl_id: str, exc: SchedError) -> NotRedriven:
     return NotRedriven(id=dl_id, error=ErrorDetail(code=exc.code, message=str(exc)))
 
@@ -187,7 +173,7 @@ async def redrive_many(request: web.Request) -> web.Response:
                 if isinstance(exc, ClusterUnavailable | StorageLow):
                     refused.append(exc)
                 return _error(dl_id, exc)
-        return Redriven(id=dl_id)
+        return Redriven(id=dl_id, redriven=True)
 
     results = await asyncio.gather(*map(one, ids))
     if refused and not any(isinstance(r, Redriven) for r in results):

@@ -43,6 +43,7 @@ from schedd.store.commands import (
     UpdateJob,
     UpdateTenant,
 )
+from schedd.wire.errors import Failure
 
 log = logging.getLogger(__name__)
 
@@ -70,24 +71,6 @@ def json_response(data: Any, *, status: int = 200) -> web.Response:
 
 
 _RESPONSE = msgspec.json.Encoder()
-
-
-class ErrorDetail(msgspec.Struct, frozen=True, kw_only=True):
-    """The contract's error object: a code a client branches on, a message for people."""
-
-    code: str
-    message: str
-
-
-class Failure(msgspec.Struct, frozen=True, kw_only=True):
-    """The contract's error body, `{"error": {...}}`: a failed request's, or a failed item's
-    in a batch answer (its other items went on)."""
-
-    error: ErrorDetail
-
-    @classmethod
-    def of(cls, code: str, message: str) -> Failure:
-        return cls(error=ErrorDetail(code=code, message=message))
 
 
 def error_response(

@@ -21,7 +21,6 @@ from schedd.api.connections import connection_verdicts
 from schedd.api.context import CONTEXT, ApiContext
 from schedd.api.creates import CREATE_GROUPS, NewItem, encoded_bytes, propose_creates
 from schedd.api.http import (
-    Failure,
     decode_cursor,
     encode_cursor,
     int_cursor,
@@ -60,8 +59,9 @@ from schedd.store.commands import (
 )
 from schedd.store.job_search import search_jobs
 from schedd.store.results import JobError, JobOutcome
-from schedd.store.views import JobView
 from schedd.timeformat import format_instant, parse_instant
+from schedd.wire.errors import Failure
+from schedd.wire.jobs import Created, JobView
 
 MAX_BATCH = 1_000
 BODY_OVERHEAD = 64 * 1024  # room around the payload for the rest of a job body
@@ -298,17 +298,10 @@ def _batch_item(ctx: ApiContext, i: int, raw: Any, now: int) -> NewItem:
     return _new_item(ctx, spec, key, body, now)
 
 
-class Created(msgspec.Struct, frozen=True, kw_only=True):
-    """A batch item's job, created or (an idempotent replay) found."""
-
-    job_id: str | None  # as the outcome has it (one without an error always names its job)
-    next_run_at: str | None
-
-
 def _batch_result(item: NewItem, outcome: JobOutcome) -> Created | Failure:
     if outcome.error is not None:
         return Failure.of(outcome.error.code, outcome.error.message)
-    if outcome.job_id == item.job_id:
+    if outcome.job_id is None or outcome.job_id == item.job_id:  # None: never without error
         run_at = item.next_run_at_ms
         return Created(
             job_id=item.job_id,

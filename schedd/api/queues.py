@@ -29,8 +29,6 @@ from schedd import metrics
 from schedd.api.consumers import (
     CONSUMER_NAME,
     UNKNOWN,
-    ConsumerView,
-    SeenConsumer,
     consumer_json,
 )
 from schedd.api.context import CONTEXT, ApiContext
@@ -54,10 +52,12 @@ from schedd.store.queue_reads import (
 )
 from schedd.store.views import QueueSummary
 from schedd.timeformat import parse_instant
+from schedd.wire.queues import QUEUE_NAME as QUEUE_NAME_TEXT
+from schedd.wire.queues import QueueList, QueueView, SeenConsumer
 
 B = TypeVar("B", bound=Body)
 
-QUEUE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+QUEUE_NAME = re.compile(QUEUE_NAME_TEXT)
 BODY_LIMIT = 256 * 1024
 MAX_RECEIVE = 100
 MAX_WAIT_MS = 20_000
@@ -293,13 +293,6 @@ async def extend(request: web.Request) -> web.Response:
     return json_response({"extended": result.extended})
 
 
-class QueueView(QueueSummary, kw_only=True):
-    """The API's queue object: the store's counts, then the consumers that received from it
-    lately on any node (api/consumers.py's objects, without their queue)."""
-
-    consumers: list[ConsumerView] = msgspec.field(default_factory=list)
-
-
 @routes.get("/v1/queues")
 async def list_queues(request: web.Request) -> web.Response:
     ctx, tenant_id = request.app[CONTEXT], principal(request).tenant()
@@ -308,13 +301,18 @@ async def list_queues(request: web.Request) -> web.Response:
     def query(conn: sqlite3.Connection) -> list[QueueSummary]:
         return queue_summaries(conn, tenant_id, now)
 
-    queues = {q.name: QueueView(**msgspec.structs.asdict(q)) for q in await ctx.reads.read(query)}
+    queues = {q.name: _queue_view(q) for q in await ctx.reads.read(query)}
     seen, is_partial = await _cluster_consumers(ctx, tenant_id)
     for consumer in sorted(seen, key=lambda c: (c.consumer, c.node)):
-        queue = queues.setdefault(consumer.queue, QueueView(name=consumer.queue))
+        queue = queues.setdefault(consumer.queue, _queue_view(QueueSummary(name=consumer.queue)))
         queue.consumers.append(consumer.in_queue())
     listed = sorted(queues.values(), key=lambda q: q.name)
-    return json_response({"queues": listed, "partial": is_partial})
+    return json_response(QueueList(queues=listed, partial=is_partial))
+
+
+def _queue_view(summary: QueueSummary) -> QueueView:
+    """A queue's counts as the queue object shows them, before its consumers are added."""
+    return QueueView(**msgspec.structs.asdict(summary), consumers=[])
 
 
 @routes.get(LOCAL_CONSUMERS)

@@ -18,19 +18,22 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 from aiohttp import web
+from msgspec import Meta
 
 from schedd import metrics
 from schedd.api.context import CONTEXT, ApiContext
 from schedd.api.fanout import PeerAnswer
 from schedd.api.http import json_response, principal
 from schedd.errors import InvalidRequest
-from schedd.store.gauges import due_backlog
+from schedd.store.gauges import BACKLOG_CAP, due_backlog
 from schedd.store.leases import held_partitions
 from schedd.timeformat import format_instant, parse_instant
+from schedd.wire.cluster import Role
+from schedd.wire.fields import Count, one_of
 
 log = logging.getLogger(__name__)
 INTERVAL_S = 5.0
@@ -94,16 +97,40 @@ def _delta_buckets(
     return [(bound, count - earlier.get(bound, 0.0)) for bound, count in now]
 
 
+Rate = Annotated[float, Meta(ge=0)]
+
+
 class Sample(msgspec.Struct, frozen=True, kw_only=True):
     """One interval's rates, labelled with the tick it ends on (this node's; a peer's are passed
     on as `_peer_sample` checked them)."""
 
-    at: str
-    claims_per_s: float
-    deliveries_per_s: dict[str, float]  # target kind -> deliveries per second
-    claim_lag_p50_s: float | None  # None: no claim in the interval
+    at: Annotated[
+        str, Meta(description="End of the interval.", extra_json_schema={"format": "date-time"})
+    ]
+    claims_per_s: Annotated[Rate, Meta(description="Runs this node's dispatchers claimed.")]
+    deliveries_per_s: Annotated[
+        dict[str, Rate],
+        Meta(
+            description="First delivery attempts this node handed out, by target kind (a queue "
+            "receive or an outbox call start)."
+        ),
+    ]
+    claim_lag_p50_s: Annotated[
+        float | None,
+        Meta(
+            description="From the claim-lag histogram's buckets of the interval (null without "
+            "claims)."
+        ),
+    ]
     claim_lag_p99_s: float | None
-    backlog: int
+    backlog: Annotated[
+        int,
+        Meta(
+            ge=0,
+            description="Runs past their fire time not claimed yet, in this replica "
+            f"(cluster-wide), capped at {BACKLOG_CAP:,}.",
+        ),
+    ]
 
 
 class StatsRing:
@@ -215,24 +242,65 @@ class NodeState(msgspec.Struct, frozen=True, kw_only=True):
     """A node's Raft and readiness figures (the console's nodes table); NODE_FIELDS, in order,
     is what a peer's must hold."""
 
-    role: str | None
-    term: int
-    applied_index: int
-    commit_index: int | None  # None: the node knows no commit index yet
-    lag: int | None
-    partitions: int
+    role: Role | None
+    term: Count
+    applied_index: Count
+    commit_index: Annotated[
+        int | None,
+        Meta(description="The leader's commit index as this node knows it; null without a leader."),
+    ]
+    lag: Annotated[int | None, Meta(description="commit_index minus applied_index.")]
+    partitions: Annotated[
+        Count, Meta(description="Partitions this node holds an unexpired lease on.")
+    ]
     clock_trusted: bool
-    ready: bool
+    ready: Annotated[bool, Meta(description="What /readyz answers.")]
 
 
 class NodeStats(msgspec.Struct, frozen=True, kw_only=True):
     """GET /v1/stats?scope=node: this node's figures now and its samples, oldest first."""
 
     node_id: str
+    interval_s: Annotated[float, Meta(description="Seconds between samples.")]
+    window_s: Annotated[float, Meta(description="Seconds the ring covers.")]
+    node: NodeState
+    samples: Annotated[
+        list[Sample],
+        Meta(
+            max_length=SAMPLES,
+            description="Oldest first; empty for the first interval after a start.",
+        ),
+    ]
+
+
+class PeerStats(msgspec.Struct, frozen=True, kw_only=True):
+    """A node's figures and samples, as it answered the node that asked."""
+
+    node_id: str
+    node: NodeState
+    samples: Annotated[list[Sample], Meta(max_length=SAMPLES)]
+
+
+class PeerFailed(msgspec.Struct, frozen=True, kw_only=True):
+    """A node that gave no stats."""
+
+    node_id: str
+    error: Annotated[str, Meta(description="Why the node gave no stats.")]
+
+
+class ClusterStats(msgspec.Struct, frozen=True, kw_only=True):
+    """GET /v1/stats?scope=cluster: every node's figures and samples."""
+
+    # Each a PeerStats or a PeerFailed (msgspec types no union of two untagged structs).
+    nodes: Annotated[
+        list[Annotated[Any, Meta(extra_json_schema=one_of(PeerStats, PeerFailed))]],
+        Meta(
+            description="Every registered node in node_id order, asked by this one (2 s each, "
+            "at once)."
+        ),
+    ]
     interval_s: float
     window_s: float
-    node: NodeState
-    samples: list[Sample]
 
 
 async def _node_stats(ctx: ApiContext, ring: StatsRing) -> NodeStats:

@@ -28,7 +28,7 @@ from schedd.guard.ssrf import BlockedTarget, host_matches
 from schedd.guard.targets import TargetGuard
 from schedd.store import queries
 from schedd.store.commands import CreateTenant, RotateTenant, UpdateTenant
-from schedd.store.views import TenantView
+from schedd.wire.tenants import TenantView
 
 DEFAULT_MAX_ACTIVE_JOBS = 1_000_000
 DEFAULT_DISPATCH_RATE = 5_000

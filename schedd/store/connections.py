@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 from schedd.model import BrokerConnection
 from schedd.sealing import PayloadKeys
-from schedd.store.views import ConnectionView
 from schedd.targets import CONNECTION_KIND_OF_TARGET
 from schedd.timeformat import format_instant
+from schedd.wire.tenants import ConnectionView
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -17,7 +17,7 @@ from typing import Any
 from schedd.model import JobStatus
 from schedd.store.ledger import completions
 from schedd.store.queries import JOB_COLUMNS, job_to_json, status_condition
-from schedd.store.views import JobView
+from schedd.wire.jobs import JobView
 
 SCAN_ROWS = 10_000  # jobs examined per filtered page at most, matching or not
 SCAN_BUDGET_S = 0.1  # a page stops examining once this has passed (checked inside the query)

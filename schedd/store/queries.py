@@ -11,18 +11,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from schedd.jobspec import JOB_FIELDS
-from schedd.model import JobStatus
+from schedd.model import JobStatus, MisfirePolicy, OverlapPolicy, RunStatus
 from schedd.retention import retention_json
 from schedd.store.ledger import completions
-from schedd.store.views import (
-    AttemptView,
-    AuditRecord,
-    DeadLetterView,
-    JobView,
-    RunView,
-    TenantView,
-)
 from schedd.timeformat import format_instant
+from schedd.wire.cluster import AuditRecord
+from schedd.wire.deadletters import DeadLetterView
+from schedd.wire.jobs import AttemptView, JobView, RunView
+from schedd.wire.tenants import TenantView
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -137,9 +133,9 @@ def job_json(
         target=full["target"],
         payload=full["payload"],
         retry=full["retry"],
-        misfire_policy=full["misfire_policy"],
-        overlap_policy=full["overlap_policy"],
-        status=status,
+        misfire_policy=MisfirePolicy(full["misfire_policy"]),
+        overlap_policy=OverlapPolicy(full["overlap_policy"]),
+        status=JobStatus(status),
         next_run_at=None if next_run_at_ms is None else format_instant(next_run_at_ms),
         version=version,
         created_at=format_instant(created_at_ms),
@@ -283,7 +279,7 @@ def _run_to_json(row: tuple[Any, ...], attempts: list[tuple[Any, ...]]) -> RunVi
         job_id=job_id,
         scheduled_at=format_instant(scheduled),
         fire_at=format_instant(fire),
-        status=status,
+        status=RunStatus(status),
         attempt=attempt,
         attempts=[
             AttemptView(

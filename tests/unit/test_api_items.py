@@ -5,10 +5,10 @@ from __future__ import annotations
 import msgspec
 
 from schedd.api.cluster import _node_json
-from schedd.api.deadletters import NotRedriven, Redriven
-from schedd.api.http import ErrorDetail, Failure
-from schedd.api.jobs import Created
 from schedd.api.stats import NODE_FIELDS, NodeState, NodeStats, Sample
+from schedd.wire.deadletters import NotRedriven, Redriven
+from schedd.wire.errors import ErrorDetail, Failure
+from schedd.wire.jobs import Created
 
 
 def same(struct: msgspec.Struct, as_dict: dict[str, object]) -> bool:
@@ -19,7 +19,7 @@ def test_an_error_body_and_the_batch_items_encode_as_their_dicts_did() -> None:
     error = {"code": "invalid_request", "message": "jobs[0].name: too long"}
     assert same(Failure.of("invalid_request", "jobs[0].name: too long"), {"error": error})
     assert same(Created(job_id="job_a", next_run_at=None), {"job_id": "job_a", "next_run_at": None})
-    assert same(Redriven(id="job_a:5"), {"id": "job_a:5", "redriven": True})
+    assert same(Redriven(id="job_a:5", redriven=True), {"id": "job_a:5", "redriven": True})
     detail = ErrorDetail(code="deadletter_not_found", message="no")
     as_dict = {"id": "x", "error": {"code": "deadletter_not_found", "message": "no"}}
     assert same(NotRedriven(id="x", error=detail), as_dict)

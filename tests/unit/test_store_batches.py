@@ -33,7 +33,7 @@ from schedd.store.queue_reads import (
     taken_messages,
     visible_count,
 )
-from schedd.store.views import RunView
+from schedd.wire.jobs import RunView
 from tests.conftest import NOW_MS, Applier
 from tests.unit.test_store_dispatch import claim_item, setup, spec
 from tests.unit.test_store_retention import prune

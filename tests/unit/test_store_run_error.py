@@ -7,7 +7,7 @@ from typing import Any
 
 from schedd.store import queries
 from schedd.store.db import Database
-from schedd.store.views import RunView
+from schedd.wire.jobs import RunView
 from tests.conftest import NOW_MS, Applier
 from tests.unit.test_store_delivery import claimed, record  # noqa: F401  (fixture)
 from tests.unit.test_store_dispatch import claim, receive, setup

@@ -1,0 +1,54 @@
+"""Field types the contract's structs share: instants, durations, cursors, free-form JSON, and
+references to components a field's own (untyped) value must match."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from msgspec import Meta
+
+SCHEMAS = "#/components/schemas/"
+DEFAULT_PAYLOAD_LIMIT = 64 * 1024  # bytes of a job's encoded payload (`[api] payload_limit`)
+UTC_INSTANT = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{3})?Z$"
+
+Instant = Annotated[
+    str,
+    Meta(
+        pattern=UTC_INSTANT,
+        description="RFC 3339 in UTC with a Z suffix; milliseconds only when non-zero.",
+        examples=["2026-10-12T02:30:00Z"],
+        extra_json_schema={"format": "date-time"},
+    ),
+]
+Duration = Annotated[
+    str,
+    Meta(
+        pattern=r"^[0-9]+(ms|s|m|h|d)$",
+        description="A duration as answers give it: the shortest exact unit.",
+        examples=["10m"],
+    ),
+]
+NextCursor = Annotated[
+    str | None,
+    Meta(description="Pass as `cursor` for the next page; null on the last page."),
+]
+# msgspec cannot describe schedd.jsonbody's recursive JSONValue alias: free-form JSON is Any.
+Payload = Annotated[
+    Any,
+    Meta(
+        description=f"Any JSON value, at most the node's payload limit "
+        f"({DEFAULT_PAYLOAD_LIMIT // 1024} KiB by default) encoded. No NUL characters, "
+        "no lone surrogates, nesting at most 32 levels, integers within 64 bits."
+    ),
+]
+Count = Annotated[int, Meta(ge=0)]
+
+
+def ref(kind: type) -> dict[str, str]:
+    """A JSON Schema reference to the component of struct `kind` (named as the struct)."""
+    return {"$ref": SCHEMAS + kind.__name__}
+
+
+def one_of(*kinds: type) -> dict[str, Any]:
+    """The schema of a value (kept as plain JSON) that is exactly one of these structs."""
+    return {"oneOf": [ref(kind) for kind in kinds]}

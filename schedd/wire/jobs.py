@@ -1,0 +1,221 @@
+"""The answers of the job routes: jobs, runs, pages of them, batch results, schedule previews.
+
+A job's schedule, target and retry are kept as the JSON stored with it (jobspec.spec_to_json);
+their schemas name the structs below they match."""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from typing import Annotated, Any
+
+import msgspec
+from msgspec import UNSET, Meta, UnsetType
+
+from schedd.model import Backoff, HttpMethod, JobStatus, MisfirePolicy, OverlapPolicy, RunStatus
+from schedd.targets import KINDS as BROKER_KINDS
+from schedd.targets import TargetKind
+from schedd.wire.errors import Failure
+from schedd.wire.fields import Count, Duration, Instant, NextCursor, Payload, one_of, ref
+
+Attempt = Annotated[int, Meta(ge=1)]
+
+
+class RunAtScheduleView(msgspec.Struct, forbid_unknown_fields=True):
+    """One run at an instant (a `delay` is answered as the `run_at` it came to)."""
+
+    run_at: Instant
+
+
+class CronScheduleView(msgspec.Struct, forbid_unknown_fields=True):
+    """Runs at a cron expression's times in a zone, between optional bounds."""
+
+    cron: str
+    timezone: str
+    start_at: Instant | UnsetType = UNSET
+    end_at: Instant | UnsetType = UNSET
+
+
+class EveryScheduleView(msgspec.Struct, forbid_unknown_fields=True):
+    """Runs every interval from start_at, until an optional end."""
+
+    every: Duration
+    start_at: Instant
+    end_at: Instant | UnsetType = UNSET
+
+
+class QueueTargetView(msgspec.Struct, tag_field="type", tag="queue"):
+    """Messages on the tenant's built-in queue `name`."""
+
+    name: str
+
+
+class HttpTargetView(msgspec.Struct, tag_field="type", tag="http"):
+    """Calls of the tenant's URL."""
+
+    url: str
+    method: HttpMethod
+    headers: dict[str, str]
+    timeout: Duration
+
+
+def _broker_target_view(kind: TargetKind) -> type[msgspec.Struct]:
+    """A broker target as a job shows it: its kind's fields (model's dataclass), the optional
+    ones (None: left out) not required."""
+    hints = typing.get_type_hints(kind.struct)
+    fields = [
+        (f.name, hints[f.name])
+        if f.default is dataclasses.MISSING
+        else (f.name, _shown(hints[f.name]) | UnsetType, UNSET)
+        for f in dataclasses.fields(kind.struct)
+    ]
+    name = f"{kind.struct.__name__}View"
+    return msgspec.defstruct(name, fields, tag_field="type", tag=kind.name, module=__name__)
+
+
+def _shown(hint: Any) -> Any:
+    """An optional field's type as shown: never null (a None is left out)."""
+    shown = [arg for arg in typing.get_args(hint) if arg is not type(None)]
+    return typing.Union[tuple(shown)] if shown else hint  # noqa: UP007
+
+
+BROKER_TARGET_VIEWS = tuple(_broker_target_view(kind) for kind in BROKER_KINDS)
+
+
+class RetryView(msgspec.Struct):
+    """A job's retry policy, every field given."""
+
+    max_attempts: Attempt
+    backoff: Backoff
+    initial_delay: Duration
+    max_delay: Duration
+
+
+ScheduleJSON = Annotated[
+    dict[str, str],
+    Meta(
+        description="The normalised schedule: delay becomes run_at, instants are UTC.",
+        extra_json_schema=one_of(RunAtScheduleView, CronScheduleView, EveryScheduleView),
+    ),
+]
+TargetJSON = Annotated[
+    dict[str, Any],
+    Meta(extra_json_schema=one_of(QueueTargetView, HttpTargetView, *BROKER_TARGET_VIEWS)),
+]
+
+
+class JobView(msgspec.Struct, frozen=True, kw_only=True):
+    """A job: its identity, its spec's fields (as stored, in that order) and its state."""
+
+    job_id: Annotated[str, Meta(pattern="^job_[0-9a-f]+$")]
+    tenant_id: str
+    name: str | None
+    schedule: ScheduleJSON
+    window: Duration | None
+    target: TargetJSON
+    payload: Payload
+    retry: Annotated[dict[str, Any], Meta(extra_json_schema=ref(RetryView))]
+    misfire_policy: MisfirePolicy
+    overlap_policy: OverlapPolicy
+    status: JobStatus
+    next_run_at: Instant | None
+    version: Annotated[int, Meta(ge=1)]
+    created_at: Instant
+    updated_at: Instant
+
+    def spec_fields(self) -> dict[str, object]:
+        """The spec's fields as a job body (what jobspec's parse_job and patch_job read)."""
+        return {
+            "name": self.name,
+            "schedule": self.schedule,
+            "window": self.window,
+            "target": self.target,
+            "payload": self.payload,
+            "retry": self.retry,
+            "misfire_policy": self.misfire_policy.value,
+            "overlap_policy": self.overlap_policy.value,
+        }
+
+
+class JobList(msgspec.Struct, frozen=True, kw_only=True):
+    """A page of jobs."""
+
+    jobs: list[JobView]
+    next_cursor: NextCursor
+
+
+class AttemptView(msgspec.Struct, frozen=True, kw_only=True):
+    """One try at delivering a run."""
+
+    attempt: Attempt
+    started_at: Instant
+    finished_at: Instant | None
+    outcome: str | None
+    error: str | None
+
+
+class RunView(msgspec.Struct, frozen=True, kw_only=True):
+    """One logical run of a job, identified by (job_id, scheduled_at)."""
+
+    job_id: str
+    scheduled_at: Instant
+    fire_at: Instant
+    status: RunStatus
+    attempt: Count
+    attempts: list[AttemptView]
+    dispatched_at: Instant | None
+    finished_at: Instant | None
+    error: Annotated[
+        str | None,
+        Meta(
+            description="The failure that left the run retrying, failed or dead; null once it "
+            "is delivered or succeeded (each failed attempt keeps its own error)."
+        ),
+    ]
+
+
+class RunList(msgspec.Struct, frozen=True, kw_only=True):
+    """A page of runs, newest first."""
+
+    runs: list[RunView]
+    next_cursor: NextCursor
+
+
+class Triggered(msgspec.Struct, frozen=True, kw_only=True):
+    """The extra run a trigger added, due now."""
+
+    job_id: str
+    scheduled_at: Instant
+
+
+class Created(msgspec.Struct, frozen=True, kw_only=True):
+    """Created; an idempotent replay gives the first job_id and next_run_at null."""
+
+    job_id: str
+    next_run_at: Instant | None
+
+
+class BatchResults(msgspec.Struct, frozen=True, kw_only=True):
+    """One result per item, in order."""
+
+    # Each a Created or a Failure (msgspec types no union of two untagged structs).
+    results: list[Annotated[Any, Meta(extra_json_schema=one_of(Created, Failure))]]
+
+
+class PreviewResult(msgspec.Struct, frozen=True, kw_only=True):
+    """The next runs of a schedule."""
+
+    runs: list[Instant]
+
+
+REFERENCED = (
+    RunAtScheduleView,
+    CronScheduleView,
+    EveryScheduleView,
+    QueueTargetView,
+    HttpTargetView,
+    *BROKER_TARGET_VIEWS,
+    RetryView,
+    Created,
+    Failure,
+)
