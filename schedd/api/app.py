@@ -10,24 +10,12 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 from prometheus_client import CollectorRegistry
 
-from schedd.api import (
-    audit,
-    cluster,
-    connections,
-    deadletters,
-    health,
-    jobs,
-    membership,
-    openapi,
-    queues,
-    retention,
-    schedules,
-    stats,
-    tenants,
-)
+from schedd.api import health, jobs, stats
 from schedd.api.context import CONTEXT, ApiContext
 from schedd.api.creates import CREATE_GROUPS, CreateGroups
 from schedd.api.http import Handler, auth_middleware, errors_middleware, metrics_middleware
+from schedd.api.operation import register
+from schedd.api.operations import OPERATIONS
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,16 +63,7 @@ def build_app(
         app[health.NODE_METRICS] = node_metrics
     if metrics_access is not None:
         app[health.METRICS_ACCESS] = metrics_access
-    app.add_routes(jobs.routes)
-    for resource in (tenants, cluster, audit, schedules, health):
-        app.add_routes(resource.routes)
-    app.add_routes(membership.routes)
-    app.add_routes(queues.routes)
-    app.add_routes(deadletters.routes)
-    app.add_routes(retention.routes)
-    app.add_routes(connections.routes)
-    app.add_routes(openapi.routes)
-    app.add_routes(stats.routes)
+    register(app, OPERATIONS)
     app[stats.STATS] = stats.StatsRing()
     if ctx is not None:  # None: a route listing (tools/gen_openapi.py), never started
         app.cleanup_ctx.append(stats.sampling)

@@ -17,7 +17,6 @@ from schedd.api.http import (
 from schedd.errors import InvalidRequest
 from schedd.store import queries
 
-routes = web.RouteTableDef()
 MAX_JOB_ID_CHARS = 128
 _JOB_ID = re.compile(rf"[\x21-\x7e]{{1,{MAX_JOB_ID_CHARS}}}")
 
@@ -29,7 +28,6 @@ def _job_id(value: str | None) -> str | None:
     return value
 
 
-@routes.get("/v1/audit")
 async def audit(request: web.Request) -> web.Response:
     ctx, who = request.app[CONTEXT], principal(request)
     tenant_id = None if who.is_admin and who.tenant_id is None else who.tenant()

@@ -15,10 +15,7 @@ from schedd.store import queries
 from schedd.store.digest import state_digest
 from schedd.wire.cluster import ClusterNode
 
-routes = web.RouteTableDef()
 
-
-@routes.get("/v1/cluster")
 async def cluster(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
     principal(request).require_admin()
@@ -53,7 +50,6 @@ def _node_json(
     )
 
 
-@routes.get("/v1/admin/state")
 async def admin_state(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
     principal(request).require_admin()

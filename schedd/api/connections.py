@@ -28,7 +28,6 @@ from schedd.store.commands import BROKER_TARGET_LEVEL, CreateConnection, DeleteC
 from schedd.targets import CONNECTION_NAME, CONNECTION_SCHEMES, kind_of
 from schedd.wire.tenants import MAX_DETAIL_CHARS
 
-routes = web.RouteTableDef()
 BODY_LIMIT = 8 * 1024  # a name and a URL of at most 2,048 characters
 
 
@@ -81,7 +80,6 @@ def _addressed(request: web.Request) -> tuple[ApiContext, str, str]:
     return ctx, tenant_id, _name(request.match_info["name"])
 
 
-@routes.post("/v1/connections")
 async def create_connection(request: web.Request) -> web.Response:
     """Check the URL (scheme, host, port; the SSRF guard on every address the host resolves
     to), pin those addresses, seal the URL and propose it. 201 without the URL."""
@@ -111,14 +109,12 @@ async def create_connection(request: web.Request) -> web.Response:
     return json_response(shown.view(), status=201)
 
 
-@routes.get("/v1/connections")
 async def list_connections(request: web.Request) -> web.Response:
     ctx, tenant_id = request.app[CONTEXT], principal(request).tenant()
     found = await ctx.reads.read(lambda conn: reads.list_connections(conn, tenant_id))
     return json_response({"connections": [c.view() for c in found]})
 
 
-@routes.get("/v1/connections/{name}")
 async def get_connection(request: web.Request) -> web.Response:
     ctx, tenant_id, name = _addressed(request)
     found = await ctx.reads.read(lambda conn: reads.get_connection(conn, tenant_id, name))
@@ -127,7 +123,6 @@ async def get_connection(request: web.Request) -> web.Response:
     return json_response(found.view())
 
 
-@routes.delete("/v1/connections/{name}")
 async def delete_connection(request: web.Request) -> web.Response:
     """204; 409 while a live job uses it (apply decides, in log order); 404 if there is none."""
     ctx, tenant_id, name = _addressed(request)
@@ -136,7 +131,6 @@ async def delete_connection(request: web.Request) -> web.Response:
     return web.Response(status=204)
 
 
-@routes.post("/v1/connections/{name}/test")
 async def test_connection(request: web.Request) -> web.Response:
     """Connect as a deliverer would (the node's probe: the guard's check at connect, with the
     tenant's allowed_hosts as they are now), within the request timeout. A

@@ -39,7 +39,6 @@ MAX_REDRIVE = 500  # ids per POST /v1/deadletters:redrive
 MAX_ID_CHARS = 300  # a dead letter id is "<job_id>:<scheduled ms>"
 REDRIVE_BODY_LIMIT = 256 * 1024
 REDRIVE_CONCURRENCY = 16  # commands of one batch in flight at once
-routes = web.RouteTableDef()
 
 
 def _addressed(request: web.Request) -> tuple[ApiContext, str, str]:
@@ -47,7 +46,6 @@ def _addressed(request: web.Request) -> tuple[ApiContext, str, str]:
     return request.app[CONTEXT], principal(request).tenant(), request.match_info["id"]
 
 
-@routes.get("/v1/deadletters")
 async def list_deadletters(request: web.Request) -> web.Response:
     ctx, tenant_id = request.app[CONTEXT], principal(request).tenant()
     limit, after = query_limit(request), decode_cursor(request) or ""
@@ -57,7 +55,6 @@ async def list_deadletters(request: web.Request) -> web.Response:
     return json_response({"deadletters": items, "next_cursor": page(items, limit, lambda d: d.id)})
 
 
-@routes.get("/v1/deadletters/{id}")
 async def get_deadletter(request: web.Request) -> web.Response:
     ctx, tenant_id, dl_id = _addressed(request)
     item = await ctx.reads.read(lambda conn: queries.get_deadletter(conn, tenant_id, dl_id))
@@ -72,7 +69,6 @@ async def _redrive(ctx: ApiContext, tenant_id: str, dl_id: str) -> None:
     await propose(ctx, RedriveDeadletter(tenant_id=tenant_id, id=dl_id, partition=partition))
 
 
-@routes.post("/v1/deadletters/{id}/redrive")
 async def redrive(request: web.Request) -> web.Response:
     ctx, tenant_id, dl_id = _addressed(request)
     await _redrive(ctx, tenant_id, dl_id)
@@ -149,7 +145,6 @@ def _error(dl_id: str, exc: SchedError) -> NotRedriven:
     return NotRedriven(id=dl_id, error=ErrorDetail(code=exc.code, message=str(exc)))
 
 
-@routes.post("/v1/deadletters:redrive")
 async def redrive_many(request: web.Request) -> web.Response:
     """One redrive_deadletter command per id the tenant has (the command takes one; a new type
     would need a log level), REDRIVE_CONCURRENCY at a time, all within the request timeout;
@@ -181,7 +176,6 @@ async def redrive_many(request: web.Request) -> web.Response:
     return json_response({"results": results})
 
 
-@routes.delete("/v1/deadletters/{id}")
 async def delete(request: web.Request) -> web.Response:
     ctx, tenant_id, dl_id = _addressed(request)
     await propose(ctx, DeleteDeadletter(tenant_id=tenant_id, id=dl_id))

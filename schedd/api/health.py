@@ -20,10 +20,7 @@ from schedd.store.commands import LOG_LEVEL
 
 NODE_METRICS = web.AppKey("node_metrics", CollectorRegistry)
 
-routes = web.RouteTableDef()
 
-
-@routes.get("/healthz")
 async def healthz(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]  # now_ms, disk_low: peers read them (dispatch/clock.py)
     disk_low = ctx.storage is not None and ctx.storage.disk.problem() is not None
@@ -38,7 +35,6 @@ async def healthz(request: web.Request) -> web.Response:
     )
 
 
-@routes.get("/readyz")
 async def readyz(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
     problem = None if ctx.raft.is_ready() else "no leader, or catching up"
@@ -86,7 +82,6 @@ def _check_metrics_access(request: web.Request) -> None:
         raise Unauthorized("/metrics needs 'Authorization: Bearer <admin or metrics token>'")
 
 
-@routes.get("/metrics")
 async def metrics(request: web.Request) -> web.Response:
     _check_metrics_access(request)
     # The node's gauges read SQLite: off the event loop.

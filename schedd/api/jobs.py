@@ -69,7 +69,6 @@ BATCH_BODY_LIMIT = 32 * 1024 * 1024
 CHUNK_BYTES = MAX_COMMAND_BYTES - 64 * 1024  # a batch's items per command; room for the rest
 UPDATE_ATTEMPTS = 5  # a PATCH/resume that meets a concurrent change re-reads and retries
 _IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}")
-routes = web.RouteTableDef()
 
 
 def new_job_id(now_ms: int) -> str:
@@ -183,7 +182,6 @@ async def _create(
     return await propose_creates(ctx, tenant_id, actor, items, now)
 
 
-@routes.post("/v1/jobs")
 async def create_job(request: web.Request) -> web.Response:
     ctx, who = request.app[CONTEXT], principal(request)
     tenant_id = who.tenant()
@@ -216,7 +214,6 @@ async def create_job(request: web.Request) -> web.Response:
     return json_response(job, status=201)
 
 
-@routes.post("/v1/jobs:batch")
 async def create_jobs(request: web.Request) -> web.Response:
     ctx, who = request.app[CONTEXT], principal(request)
     tenant_id = who.tenant()
@@ -310,14 +307,12 @@ def _batch_result(item: NewItem, outcome: JobOutcome) -> Created | Failure:
     return Created(job_id=outcome.job_id, next_run_at=None)  # an idempotent replay
 
 
-@routes.get("/v1/jobs/{job_id}")
 async def get_job(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
     job = await _read_job(ctx, principal(request).tenant(), request.match_info["job_id"])
     return json_response(job)
 
 
-@routes.get("/v1/jobs")
 async def list_jobs(request: web.Request) -> web.Response:
     ctx, tenant_id = request.app[CONTEXT], principal(request).tenant()
     where = job_filter(request.query)
@@ -341,7 +336,6 @@ async def list_jobs(request: web.Request) -> web.Response:
     return json_response({"jobs": jobs, "next_cursor": cursor})
 
 
-@routes.delete("/v1/jobs/{job_id}")
 async def cancel_job(request: web.Request) -> web.Response:
     ctx, who = request.app[CONTEXT], principal(request)
     job_id = request.match_info["job_id"]
@@ -349,7 +343,6 @@ async def cancel_job(request: web.Request) -> web.Response:
     return web.Response(status=204)
 
 
-@routes.post("/v1/jobs/{job_id}/pause")
 async def pause_job(request: web.Request) -> web.Response:
     ctx, who = request.app[CONTEXT], principal(request)
     tenant_id, job_id = who.tenant(), request.match_info["job_id"]
@@ -357,7 +350,6 @@ async def pause_job(request: web.Request) -> web.Response:
     return json_response(await _read_job(ctx, tenant_id, job_id))
 
 
-@routes.post("/v1/jobs/{job_id}/resume")
 async def resume_job(request: web.Request) -> web.Response:
     ctx, who = request.app[CONTEXT], principal(request)
     tenant_id, job_id = who.tenant(), request.match_info["job_id"]
@@ -382,7 +374,6 @@ async def resume_job(request: web.Request) -> web.Response:
     raise StaleState("the job kept changing; try again")
 
 
-@routes.patch("/v1/jobs/{job_id}")
 async def update_job(request: web.Request) -> web.Response:
     ctx, who = request.app[CONTEXT], principal(request)
     tenant_id, job_id = who.tenant(), request.match_info["job_id"]
@@ -423,7 +414,6 @@ def _current_or_new_run(
     return run_at, fire_time(job_id, run_at, spec.window_ms or 0)
 
 
-@routes.post("/v1/jobs/{job_id}/trigger")
 async def trigger_job(request: web.Request) -> web.Response:
     ctx, who = request.app[CONTEXT], principal(request)
     tenant_id, job_id = who.tenant(), request.match_info["job_id"]
@@ -434,7 +424,6 @@ async def trigger_job(request: web.Request) -> web.Response:
     return json_response({"job_id": job_id, "scheduled_at": format_instant(at)}, status=202)
 
 
-@routes.get("/v1/jobs/{job_id}/runs")
 async def list_runs(request: web.Request) -> web.Response:
     ctx, tenant_id = request.app[CONTEXT], principal(request).tenant()
     job_id = request.match_info["job_id"]

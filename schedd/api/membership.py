@@ -17,12 +17,10 @@ from schedd.store import queries
 from schedd.store.commands import DeregisterNode
 
 log = logging.getLogger(__name__)
-routes = web.RouteTableDef()
 BODY_LIMIT = 4 * 1024
 HANDOVER_TIMEOUT_S = 10.0
 
 
-@routes.post("/v1/cluster/nodes")
 async def add_node(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
     principal(request).require_admin()
@@ -36,7 +34,6 @@ async def add_node(request: web.Request) -> web.Response:
     return json_response({"added": address, "members": ctx.raft.members()})
 
 
-@routes.delete("/v1/cluster/nodes/{node}")
 async def remove_node(request: web.Request) -> web.Response:
     """Remove a member named by node id or Raft address, through another member: a removed node
     hears nothing more, not even that its removal committed. The leader steps down first."""
@@ -58,7 +55,6 @@ async def remove_node(request: web.Request) -> web.Response:
     return json_response({"removed": address, "node_id": node_id, "members": ctx.raft.members()})
 
 
-@routes.post("/v1/cluster/leader/step-down")
 async def step_down(request: web.Request) -> web.Response:
     """Sent to the leader: leadership passes to a caught-up follower (maintenance, removal)."""
     ctx = request.app[CONTEXT]

@@ -11,7 +11,6 @@ from importlib import resources
 from aiohttp import web
 
 PATH = "/v1/openapi.json"
-routes = web.RouteTableDef()
 
 
 @cache
@@ -20,6 +19,5 @@ def document_bytes() -> bytes:
     return resources.files("schedd.api").joinpath("openapi.json").read_bytes()
 
 
-@routes.get(PATH)
 async def openapi(request: web.Request) -> web.Response:
     return web.Response(body=document_bytes(), content_type="application/json")

@@ -67,7 +67,6 @@ DEFAULT_VISIBILITY_MS = 30_000
 COUNT_AHEAD = 5  # a count of visible messages looks this many receives ahead (ReceiveHolds)
 RECHECK_S = 1.0  # retries and expired visibility make messages visible without a pulse
 LOCAL_CONSUMERS = "/v1/queues/consumers/local"
-routes = web.RouteTableDef()
 
 
 def _queue(request: web.Request) -> str:
@@ -172,7 +171,6 @@ def _visible(tenant_id: str, queue: str, now_ms: int, limit: int) -> Any:
     return query
 
 
-@routes.post("/v1/queues/{name}/receive")
 async def receive(request: web.Request) -> web.Response:
     ctx, tenant_id, queue = request.app[CONTEXT], principal(request).tenant(), _queue(request)
     asked = convert_body(await read_object(request, limit_bytes=BODY_LIMIT), ReceiveRequest)
@@ -261,7 +259,6 @@ async def _settle(request: web.Request, body: type[B]) -> tuple[str, str, B]:
     return tenant_id, queue, convert_body(await read_object(request, limit_bytes=BODY_LIMIT), body)
 
 
-@routes.post("/v1/queues/{name}/ack")
 async def ack(request: web.Request) -> web.Response:
     tenant_id, queue, asked = await _settle(request, AckRequest)
     command = AckMessages(tenant_id=tenant_id, queue=queue, receipts=tuple(asked.receipts))
@@ -269,7 +266,6 @@ async def ack(request: web.Request) -> web.Response:
     return json_response({"acked": result.acked})
 
 
-@routes.post("/v1/queues/{name}/nack")
 async def nack(request: web.Request) -> web.Response:
     tenant_id, queue, asked = await _settle(request, NackRequest)
     command = NackMessages(
@@ -280,7 +276,6 @@ async def nack(request: web.Request) -> web.Response:
     return json_response({"nacked": result.nacked})
 
 
-@routes.post("/v1/queues/{name}/extend")
 async def extend(request: web.Request) -> web.Response:
     tenant_id, queue, asked = await _settle(request, ExtendRequest)
     command = ExtendMessages(
@@ -293,7 +288,6 @@ async def extend(request: web.Request) -> web.Response:
     return json_response({"extended": result.extended})
 
 
-@routes.get("/v1/queues")
 async def list_queues(request: web.Request) -> web.Response:
     ctx, tenant_id = request.app[CONTEXT], principal(request).tenant()
     now = ctx.clock_ms()
@@ -315,7 +309,6 @@ def _queue_view(summary: QueueSummary) -> QueueView:
     return QueueView(**msgspec.structs.asdict(summary), consumers=[])
 
 
-@routes.get(LOCAL_CONSUMERS)
 async def local_consumers(request: web.Request) -> web.Response:
     """The consumers this node alone saw (admin, X-Tenant): what GET /v1/queues asks peers."""
     principal(request).require_admin()

@@ -21,7 +21,6 @@ from schedd.timeformat import format_instant
 from schedd.wire.fields import Count, Instant
 from schedd.wire.tenants import Retention
 
-routes = web.RouteTableDef()
 BODY_LIMIT = 4096
 
 
@@ -115,13 +114,11 @@ async def _tenant_retention(ctx: ApiContext, tenant_id: str) -> dict[str, Any]:
     }
 
 
-@routes.get("/v1/retention")
 async def get_retention(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
     return json_response(await _tenant_retention(ctx, principal(request).tenant()))
 
 
-@routes.put("/v1/retention")
 async def set_retention(request: web.Request) -> web.Response:
     """Replace the tenant's own values: kinds it does not name follow the node's again."""
     ctx, tenant_id = request.app[CONTEXT], principal(request).tenant()
@@ -130,7 +127,6 @@ async def set_retention(request: web.Request) -> web.Response:
     return json_response(await _tenant_retention(ctx, tenant_id))
 
 
-@routes.get("/v1/admin/retention")
 async def retention_status(request: web.Request) -> web.Response:
     """Rows and the oldest kept per kind, file sizes, free disk and the last prune (admin)."""
     ctx = request.app[CONTEXT]

@@ -18,10 +18,7 @@ from schedd.timeformat import format_instant, parse_instant
 PREVIEW_BODY_LIMIT = 64 * 1024
 MAX_PREVIEW = 1_000
 
-routes = web.RouteTableDef()
 
-
-@routes.post("/v1/schedules:preview")
 async def preview(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
     body = await read_object(request, limit_bytes=PREVIEW_BODY_LIMIT)

@@ -41,8 +41,6 @@ WINDOW_S = 900.0
 SAMPLES = int(WINDOW_S / INTERVAL_S)  # 180
 INTERVAL_MS = int(INTERVAL_S * 1000)
 
-routes = web.RouteTableDef()
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Counters:
@@ -216,7 +214,6 @@ def _backlog_at(partitions: int, now_ms: int) -> Callable[[sqlite3.Connection], 
     return lambda conn: due_backlog(conn, partitions, now_ms)
 
 
-@routes.get("/v1/stats")
 async def stats(request: web.Request) -> web.Response:
     principal(request).require_admin()
     scope = request.query.get("scope", "node")

@@ -35,7 +35,6 @@ DEFAULT_DISPATCH_RATE = 5_000
 TENANT_BODY_LIMIT = 64 * 1024
 MAX_LIMIT = 10**12
 
-routes = web.RouteTableDef()
 
 Name = Annotated[str, Meta(min_length=1, max_length=200, pattern=r"\S")]
 Limit = Annotated[int, Meta(ge=0, le=MAX_LIMIT)]
@@ -134,7 +133,6 @@ def _credentials(tenant_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
     return fields, {"tenant_id": tenant_id, "token": token, "signing_secret": signing_secret}
 
 
-@routes.post("/v1/tenants")
 async def create_tenant(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
     principal(request).require_admin()
@@ -152,7 +150,6 @@ async def _tenant_json(ctx: ApiContext, tenant_id: str) -> TenantView:
     return tenant.view()
 
 
-@routes.get("/v1/tenants")
 async def list_tenants(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
     principal(request).require_admin()
@@ -167,13 +164,11 @@ async def list_tenants(request: web.Request) -> web.Response:
     )
 
 
-@routes.get("/v1/tenants/{tenant_id}")
 async def get_tenant(request: web.Request) -> web.Response:
     principal(request).require_admin()
     return json_response(await _tenant_json(request.app[CONTEXT], request.match_info["tenant_id"]))
 
 
-@routes.patch("/v1/tenants/{tenant_id}")
 async def update_tenant(request: web.Request) -> web.Response:
     ctx, tenant_id = request.app[CONTEXT], request.match_info["tenant_id"]
     principal(request).require_admin()
@@ -185,7 +180,6 @@ async def update_tenant(request: web.Request) -> web.Response:
     return json_response(await _tenant_json(ctx, tenant_id))
 
 
-@routes.post("/v1/tenants/{tenant_id}/rotate")
 async def rotate_tenant(request: web.Request) -> web.Response:
     ctx, tenant_id = request.app[CONTEXT], request.match_info["tenant_id"]
     principal(request).require_admin()

@@ -57,6 +57,3 @@ class RedriveResults(msgspec.Struct, frozen=True, kw_only=True):
 
     # Each a Redriven or a NotRedriven (msgspec types no union of two untagged structs).
     results: list[Annotated[Any, Meta(extra_json_schema=one_of(Redriven, NotRedriven))]]
-
-
-REFERENCED = (Redriven, NotRedriven)

@@ -10,6 +10,11 @@ from msgspec import Meta
 SCHEMAS = "#/components/schemas/"
 DEFAULT_PAYLOAD_LIMIT = 64 * 1024  # bytes of a job's encoded payload (`[api] payload_limit`)
 UTC_INSTANT = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{3})?Z$"
+RFC3339_INPUT = (  # what timeformat.parse_instant reads
+    r"^(19[7-9][0-9]|2[0-9]{3})-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[Tt ]"
+    r"([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\.[0-9]{1,9})?)?"
+    r"([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$"
+)
 
 Instant = Annotated[
     str,
@@ -18,6 +23,15 @@ Instant = Annotated[
         description="RFC 3339 in UTC with a Z suffix; milliseconds only when non-zero.",
         examples=["2026-10-12T02:30:00Z"],
         extra_json_schema={"format": "date-time"},
+    ),
+]
+InstantInput = Annotated[
+    str,
+    Meta(
+        pattern=RFC3339_INPUT,
+        description="RFC 3339 with a UTC offset ('Z' or '+05:30'), from 1970 to 2999. A time "
+        "without an offset is refused.",
+        examples=["2026-10-12T08:00:00+05:30"],
     ),
 ]
 Duration = Annotated[
@@ -44,8 +58,14 @@ Payload = Annotated[
 Count = Annotated[int, Meta(ge=0)]
 
 
+# The structs a schema names only by reference (`ref`): their components must be published too.
+REFERENCED: list[type] = []
+
+
 def ref(kind: type) -> dict[str, str]:
     """A JSON Schema reference to the component of struct `kind` (named as the struct)."""
+    if kind not in REFERENCED:
+        REFERENCED.append(kind)
     return {"$ref": SCHEMAS + kind.__name__}
 
 

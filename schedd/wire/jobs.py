@@ -206,16 +206,3 @@ class PreviewResult(msgspec.Struct, frozen=True, kw_only=True):
     """The next runs of a schedule."""
 
     runs: list[Instant]
-
-
-REFERENCED = (
-    RunAtScheduleView,
-    CronScheduleView,
-    EveryScheduleView,
-    QueueTargetView,
-    HttpTargetView,
-    *BROKER_TARGET_VIEWS,
-    RetryView,
-    Created,
-    Failure,
-)

@@ -1,0 +1,14 @@
+"""The API's route table: every operation, the app registers and tools/gen_openapi.py
+documents, in the document's order."""
+
+from __future__ import annotations
+
+from schedd.api.operation import Operation
+from schedd.api.operations import cluster, jobs, queues, tenants
+
+OPERATIONS: tuple[Operation, ...] = (
+    *jobs.OPERATIONS,
+    *queues.OPERATIONS,
+    *tenants.OPERATIONS,
+    *cluster.OPERATIONS,
+)

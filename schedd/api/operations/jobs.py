@@ -1,0 +1,217 @@
+"""The job routes: jobs, their runs, schedule preview."""
+
+from __future__ import annotations
+
+from schedd.api import jobs, schedules
+from schedd.api.operation import Answer, Operation
+from schedd.api.operations.parameters import (
+    ANY_TOKEN,
+    CURSOR,
+    IDEMPOTENCY_KEY,
+    JOB_HOST,
+    JOB_ID,
+    JOB_NAME,
+    JOB_NEXT_RUN_AFTER,
+    JOB_NEXT_RUN_BEFORE,
+    JOB_QUEUE,
+    JOB_STATUS,
+    JOB_TARGET_TYPE,
+    LIMIT,
+    TENANT,
+)
+from schedd.wire.jobs import BatchResults, JobList, JobView, PreviewResult, RunList, Triggered
+
+
+def _job_link(operation_id: str) -> dict[str, object]:
+    return {"operationId": operation_id, "parameters": {"job_id": "$response.body#/job_id"}}
+
+
+JOB_LINKS = {
+    name: _job_link(name[0].lower() + name[1:])
+    for name in (
+        "GetJob",
+        "UpdateJob",
+        "PauseJob",
+        "ResumeJob",
+        "TriggerJob",
+        "ListRuns",
+        "CancelJob",
+    )
+}
+
+OPERATIONS = (
+    Operation(
+        method="POST",
+        path="/v1/jobs",
+        handler=jobs.create_job,
+        operation_id="createJob",
+        tag="jobs",
+        summary="Create a job",
+        description="A run_at in the past runs at once; one more than 10 years ahead is 400.",
+        access=TENANT,
+        parameters=(IDEMPOTENCY_KEY,),
+        body="JobCreate",
+        answers={
+            201: Answer(
+                "The job (or, for a replayed Idempotency-Key, the first one as it is now).",
+                body=JobView,
+                links=JOB_LINKS,
+            ),
+        },
+        errors=(413, 422, 429, 507),
+    ),
+    Operation(
+        method="GET",
+        path="/v1/jobs",
+        handler=jobs.list_jobs,
+        operation_id="listJobs",
+        tag="jobs",
+        summary="List the tenant's jobs (job_id order)",
+        description="Every filter given must match. With any filter but status, a request examines "
+        "at most 10,000 jobs after the cursor: a filtered page may hold fewer than "
+        "limit jobs (even none); follow next_cursor until it is null.",
+        access=TENANT,
+        parameters=(
+            JOB_STATUS,
+            JOB_TARGET_TYPE,
+            JOB_QUEUE,
+            JOB_HOST,
+            JOB_NAME,
+            JOB_NEXT_RUN_AFTER,
+            JOB_NEXT_RUN_BEFORE,
+            CURSOR,
+            LIMIT,
+        ),
+        answers={
+            200: Answer("A page of jobs.", body=JobList),
+        },
+    ),
+    Operation(
+        method="POST",
+        path="/v1/jobs:batch",
+        handler=jobs.create_jobs,
+        operation_id="createJobsBatch",
+        tag="jobs",
+        summary=f"Create up to {jobs.MAX_BATCH:,} jobs",
+        access=TENANT,
+        body="BatchCreate",
+        answers={
+            200: Answer(
+                "One result per item, in order: the valid items are created even if others fail.",
+                body=BatchResults,
+            ),
+        },
+        errors=(413, 507),
+    ),
+    Operation(
+        method="GET",
+        path="/v1/jobs/{job_id}",
+        handler=jobs.get_job,
+        operation_id="getJob",
+        tag="jobs",
+        summary="Get a job",
+        access=TENANT,
+        parameters=(JOB_ID,),
+        answers={
+            200: Answer("The job.", body=JobView),
+        },
+    ),
+    Operation(
+        method="PATCH",
+        path="/v1/jobs/{job_id}",
+        handler=jobs.update_job,
+        operation_id="updateJob",
+        tag="jobs",
+        summary="Change a job",
+        access=TENANT,
+        parameters=(JOB_ID,),
+        body="JobPatch",
+        answers={
+            200: Answer("The job as changed.", body=JobView),
+        },
+        errors=(409, 413, 422, 507),
+    ),
+    Operation(
+        method="DELETE",
+        path="/v1/jobs/{job_id}",
+        handler=jobs.cancel_job,
+        operation_id="cancelJob",
+        tag="jobs",
+        summary="Cancel a job's future runs",
+        access=TENANT,
+        parameters=(JOB_ID,),
+        answers={
+            204: Answer("Cancelled (again: still 204)."),
+        },
+    ),
+    Operation(
+        method="POST",
+        path="/v1/jobs/{job_id}/pause",
+        handler=jobs.pause_job,
+        operation_id="pauseJob",
+        tag="jobs",
+        summary="Pause a job",
+        access=TENANT,
+        parameters=(JOB_ID,),
+        answers={
+            200: Answer("The job.", body=JobView),
+        },
+        errors=(409,),
+    ),
+    Operation(
+        method="POST",
+        path="/v1/jobs/{job_id}/resume",
+        handler=jobs.resume_job,
+        operation_id="resumeJob",
+        tag="jobs",
+        summary="Resume a paused job",
+        access=TENANT,
+        parameters=(JOB_ID,),
+        answers={
+            200: Answer("The job, with its next run from now.", body=JobView),
+        },
+        errors=(409, 507),
+    ),
+    Operation(
+        method="POST",
+        path="/v1/jobs/{job_id}/trigger",
+        handler=jobs.trigger_job,
+        operation_id="triggerJob",
+        tag="jobs",
+        summary="Add one extra run now",
+        access=TENANT,
+        parameters=(JOB_ID,),
+        answers={
+            202: Answer("The extra run is due now.", body=Triggered),
+        },
+        errors=(409, 507),
+    ),
+    Operation(
+        method="GET",
+        path="/v1/jobs/{job_id}/runs",
+        handler=jobs.list_runs,
+        operation_id="listRuns",
+        tag="jobs",
+        summary="A job's runs, newest first",
+        access=TENANT,
+        parameters=(JOB_ID, CURSOR, LIMIT),
+        answers={
+            200: Answer("A page of runs.", body=RunList),
+        },
+    ),
+    Operation(
+        method="POST",
+        path="/v1/schedules:preview",
+        handler=schedules.preview,
+        operation_id="previewSchedule",
+        tag="jobs",
+        summary="The next runs of a schedule",
+        description="Any valid token (the admin needs no X-Tenant); the same engine as dispatch.",
+        access=ANY_TOKEN,
+        body="PreviewRequest",
+        answers={
+            200: Answer("Up to count instants after `after` (default now).", body=PreviewResult),
+        },
+        errors=(413,),
+    ),
+)

@@ -1,0 +1,189 @@
+"""The built-in queue and dead-letter routes."""
+
+from __future__ import annotations
+
+from schedd.api import deadletters, queues
+from schedd.api.deadletters import RedriveBatch
+from schedd.api.operation import Answer, Operation
+from schedd.api.operations.parameters import (
+    ADMIN,
+    CURSOR,
+    DEADLETTER_ID,
+    LIMIT,
+    QUEUE_NAME,
+    TENANT,
+    X_TENANT,
+)
+from schedd.api.queues import AckRequest, ExtendRequest, NackRequest, ReceiveRequest
+from schedd.wire.deadletters import DeadLetterList, DeadLetterView, RedriveQueued, RedriveResults
+from schedd.wire.queues import Acked, Extended, LocalConsumers, Messages, Nacked, QueueList
+
+OPERATIONS = (
+    Operation(
+        method="GET",
+        path="/v1/queues",
+        handler=queues.list_queues,
+        operation_id="listQueues",
+        tag="queues",
+        summary="The tenant's queues and their counts",
+        access=TENANT,
+        answers={
+            200: Answer(
+                "Every queue with messages or dead letters, or a consumer in the last 5 minutes.",
+                body=QueueList,
+            ),
+        },
+    ),
+    Operation(
+        method="GET",
+        path="/v1/queues/consumers/local",
+        handler=queues.local_consumers,
+        operation_id="listLocalConsumers",
+        tag="queues",
+        summary="The consumers this node alone saw receiving (what GET /v1/queues asks peers)",
+        access=ADMIN,
+        parameters=(X_TENANT,),
+        answers={
+            200: Answer("This node's memory of the X-Tenant tenant.", body=LocalConsumers),
+        },
+        errors=(400, 404),
+    ),
+    Operation(
+        method="POST",
+        path="/v1/queues/{name}/receive",
+        handler=queues.receive,
+        operation_id="receiveMessages",
+        tag="queues",
+        summary="Receive messages (long poll)",
+        access=TENANT,
+        parameters=(QUEUE_NAME,),
+        body=ReceiveRequest,
+        answers={
+            200: Answer(
+                "Up to max messages, hidden for visibility_timeout; empty when none "
+                "came within wait.",
+                body=Messages,
+            ),
+        },
+        errors=(413, 429),
+    ),
+    Operation(
+        method="POST",
+        path="/v1/queues/{name}/ack",
+        handler=queues.ack,
+        operation_id="ackMessages",
+        tag="queues",
+        summary="Acknowledge messages: their runs succeeded",
+        access=TENANT,
+        parameters=(QUEUE_NAME,),
+        body=AckRequest,
+        answers={
+            200: Answer("How many receipts matched a message still held.", body=Acked),
+        },
+        errors=(413,),
+    ),
+    Operation(
+        method="POST",
+        path="/v1/queues/{name}/nack",
+        handler=queues.nack,
+        operation_id="nackMessages",
+        tag="queues",
+        summary="Fail messages: retried per the job's policy, then dead",
+        access=TENANT,
+        parameters=(QUEUE_NAME,),
+        body=NackRequest,
+        answers={
+            200: Answer("How many receipts matched a message still held.", body=Nacked),
+        },
+        errors=(413,),
+    ),
+    Operation(
+        method="POST",
+        path="/v1/queues/{name}/extend",
+        handler=queues.extend,
+        operation_id="extendMessages",
+        tag="queues",
+        summary="Extend messages' visibility timeout",
+        access=TENANT,
+        parameters=(QUEUE_NAME,),
+        body=ExtendRequest,
+        answers={
+            200: Answer("How many receipts matched a message still held.", body=Extended),
+        },
+        errors=(413,),
+    ),
+    Operation(
+        method="GET",
+        path="/v1/deadletters",
+        handler=deadletters.list_deadletters,
+        operation_id="listDeadLetters",
+        tag="deadletters",
+        summary="List dead letters",
+        access=TENANT,
+        parameters=(CURSOR, LIMIT),
+        answers={
+            200: Answer("A page of dead letters.", body=DeadLetterList),
+        },
+    ),
+    Operation(
+        method="GET",
+        path="/v1/deadletters/{id}",
+        handler=deadletters.get_deadletter,
+        operation_id="getDeadLetter",
+        tag="deadletters",
+        summary="Get a dead letter",
+        access=TENANT,
+        parameters=(DEADLETTER_ID,),
+        answers={
+            200: Answer("The dead letter.", body=DeadLetterView),
+        },
+    ),
+    Operation(
+        method="DELETE",
+        path="/v1/deadletters/{id}",
+        handler=deadletters.delete,
+        operation_id="deleteDeadLetter",
+        tag="deadletters",
+        summary="Delete a dead letter",
+        access=TENANT,
+        parameters=(DEADLETTER_ID,),
+        answers={
+            204: Answer("Deleted."),
+        },
+    ),
+    Operation(
+        method="POST",
+        path="/v1/deadletters:redrive",
+        handler=deadletters.redrive_many,
+        operation_id="redriveDeadLetters",
+        tag="deadletters",
+        summary=f"Give up to {deadletters.MAX_REDRIVE} dead runs one more attempt each",
+        description="One redrive_deadletter command per id, not atomic. Once the cluster refuses "
+        "one, the ids not yet sent answer cluster_unavailable or storage_low; when none"
+        " was redriven, the whole request answers 503 or 507.",
+        access=TENANT,
+        body=RedriveBatch,
+        answers={
+            200: Answer(
+                "One result per id, in order: an unknown id (or another tenant's) "
+                "answers deadletter_not_found in its place, the others are redriven.",
+                body=RedriveResults,
+            ),
+        },
+        errors=(413, 507),
+    ),
+    Operation(
+        method="POST",
+        path="/v1/deadletters/{id}/redrive",
+        handler=deadletters.redrive,
+        operation_id="redriveDeadLetter",
+        tag="deadletters",
+        summary="Give a dead run one more attempt",
+        access=TENANT,
+        parameters=(DEADLETTER_ID,),
+        answers={
+            202: Answer("One new attempt is queued.", body=RedriveQueued),
+        },
+        errors=(507,),
+    ),
+)
