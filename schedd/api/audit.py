@@ -16,6 +16,7 @@ from schedd.api.http import (
 )
 from schedd.errors import InvalidRequest
 from schedd.store import queries
+from schedd.wire.cluster import AuditList
 
 MAX_JOB_ID_CHARS = 128
 _JOB_ID = re.compile(rf"[\x21-\x7e]{{1,{MAX_JOB_ID_CHARS}}}")
@@ -36,4 +37,6 @@ async def audit(request: web.Request) -> web.Response:
     records = await ctx.reads.read(
         lambda conn: queries.list_audit(conn, tenant_id, after=after, limit=limit, job_id=job_id)
     )
-    return json_response({"audit": records, "next_cursor": page(records, limit, lambda r: r.seq)})
+    return json_response(
+        AuditList(audit=records, next_cursor=page(records, limit, lambda r: r.seq))
+    )

@@ -13,7 +13,7 @@ from schedd.api.http import (
 )
 from schedd.store import queries
 from schedd.store.digest import state_digest
-from schedd.wire.cluster import ClusterNode
+from schedd.wire.cluster import AdminState, Cluster, ClusterNode
 
 
 async def cluster(request: web.Request) -> web.Response:
@@ -31,7 +31,7 @@ async def cluster(request: web.Request) -> web.Response:
         nodes.append(_node_json(status, ctx.node_id, None, status["self"], []))
     leader = status["leader"]
     members = ctx.raft.members()  # Raft addresses, as this node's journal has them
-    return json_response({"leader": names.get(leader, leader), "members": members, "nodes": nodes})
+    return json_response(Cluster(leader=names.get(leader, leader), members=members, nodes=nodes))
 
 
 def _node_json(
@@ -57,12 +57,12 @@ async def admin_state(request: web.Request) -> web.Response:
     index, digest = await ctx.reads.read(state_digest)
     names = {raft: node_id for node_id, _, raft in await ctx.reads.read(queries.list_nodes)}
     return json_response(
-        {
-            "node_id": ctx.node_id,
-            "role": status["role"],
-            "leader": names.get(status["leader"], status["leader"]),
-            "term": status["term"],
-            "applied_index": index,
-            "digest": digest,
-        }
+        AdminState(
+            node_id=ctx.node_id,
+            role=status["role"],
+            leader=names.get(status["leader"], status["leader"]),
+            term=status["term"],
+            applied_index=index,
+            digest=digest,
+        )
     )

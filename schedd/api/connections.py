@@ -26,7 +26,7 @@ from schedd.store import connections as reads
 from schedd.store import queries
 from schedd.store.commands import BROKER_TARGET_LEVEL, CreateConnection, DeleteConnection
 from schedd.targets import CONNECTION_NAME, CONNECTION_SCHEMES, kind_of
-from schedd.wire.tenants import MAX_DETAIL_CHARS
+from schedd.wire.tenants import MAX_DETAIL_CHARS, ConnectionList, ConnectionTest
 
 BODY_LIMIT = 8 * 1024  # a name and a URL of at most 2,048 characters
 
@@ -112,7 +112,7 @@ async def create_connection(request: web.Request) -> web.Response:
 async def list_connections(request: web.Request) -> web.Response:
     ctx, tenant_id = request.app[CONTEXT], principal(request).tenant()
     found = await ctx.reads.read(lambda conn: reads.list_connections(conn, tenant_id))
-    return json_response({"connections": [c.view() for c in found]})
+    return json_response(ConnectionList(connections=[c.view() for c in found]))
 
 
 async def get_connection(request: web.Request) -> web.Response:
@@ -159,7 +159,7 @@ async def test_connection(request: web.Request) -> web.Response:
                 is_ok, detail = await ctx.broker_probe(found, hosts)
     except TimeoutError:
         is_ok, detail = False, f"no answer within {ctx.request_timeout_s:g}s"
-    return json_response({"ok": bool(is_ok), "detail": scrubbed(str(detail), found)})
+    return json_response(ConnectionTest(ok=bool(is_ok), detail=scrubbed(str(detail), found)))
 
 
 def scrubbed(detail: str, connection: BrokerConnection) -> str:

@@ -32,7 +32,13 @@ from schedd.errors import (
 from schedd.model import partition_of
 from schedd.store import queries
 from schedd.store.commands import DeleteDeadletter, RedriveDeadletter
-from schedd.wire.deadletters import NotRedriven, Redriven, RedriveQueued
+from schedd.wire.deadletters import (
+    DeadLetterList,
+    NotRedriven,
+    Redriven,
+    RedriveQueued,
+    RedriveResults,
+)
 from schedd.wire.errors import ErrorDetail
 
 MAX_REDRIVE = 500  # ids per POST /v1/deadletters:redrive
@@ -52,7 +58,9 @@ async def list_deadletters(request: web.Request) -> web.Response:
     items = await ctx.reads.read(
         lambda conn: queries.list_deadletters(conn, tenant_id, after=after, limit=limit)
     )
-    return json_response({"deadletters": items, "next_cursor": page(items, limit, lambda d: d.id)})
+    return json_response(
+        DeadLetterList(deadletters=items, next_cursor=page(items, limit, lambda d: d.id))
+    )
 
 
 async def get_deadletter(request: web.Request) -> web.Response:
@@ -173,7 +181,7 @@ async def redrive_many(request: web.Request) -> web.Response:
     results = await asyncio.gather(*map(one, ids))
     if refused and not any(isinstance(r, Redriven) for r in results):
         raise refused[0]  # nothing was done: the whole request is a 503 (or 507) to retry
-    return json_response({"results": results})
+    return json_response(RedriveResults(results=results))
 
 
 async def delete(request: web.Request) -> web.Response:

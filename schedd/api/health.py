@@ -17,6 +17,7 @@ from schedd.api.http import (
 )
 from schedd.errors import Unauthorized
 from schedd.store.commands import LOG_LEVEL
+from schedd.wire.cluster import Health, Readiness
 
 NODE_METRICS = web.AppKey("node_metrics", CollectorRegistry)
 
@@ -25,13 +26,13 @@ async def healthz(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]  # now_ms, disk_low: peers read them (dispatch/clock.py)
     disk_low = ctx.storage is not None and ctx.storage.disk.problem() is not None
     return json_response(
-        {
-            "status": "ok",
-            "node_id": ctx.node_id,
-            "now_ms": ctx.clock_ms(),
-            "disk_low": disk_low,
-            "log_level": LOG_LEVEL,
-        }
+        Health(
+            status="ok",
+            node_id=ctx.node_id,
+            now_ms=ctx.clock_ms(),
+            disk_low=disk_low,
+            log_level=LOG_LEVEL,
+        )
     )
 
 
@@ -40,16 +41,16 @@ async def readyz(request: web.Request) -> web.Response:
     problem = None if ctx.raft.is_ready() else "no leader, or catching up"
     problem = problem or ctx.raft.clock_problem()
     if problem is not None:
-        body = {"status": "not ready", "node_id": ctx.node_id, "reason": problem}
+        body = Readiness(status="not ready", node_id=ctx.node_id, reason=problem)
         response = json_response(body, status=503)
         response.headers["Retry-After"] = "1"
         return response
     storage = None if ctx.storage is None else ctx.storage.problem()
     if storage is not None:  # still ready: dispatch, receives and acks go on
         return json_response(
-            {"status": "ready", "node_id": ctx.node_id, "writes": "refused", "reason": storage}
+            Readiness(status="ready", node_id=ctx.node_id, writes="refused", reason=storage)
         )
-    return json_response({"status": "ready", "node_id": ctx.node_id})
+    return json_response(Readiness(status="ready", node_id=ctx.node_id))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -61,7 +61,7 @@ from schedd.store.job_search import search_jobs
 from schedd.store.results import JobError, JobOutcome
 from schedd.timeformat import format_instant, parse_instant
 from schedd.wire.errors import Failure
-from schedd.wire.jobs import Created, JobView
+from schedd.wire.jobs import BatchResults, Created, JobList, JobView, RunList, Triggered
 
 MAX_BATCH = 1_000
 BODY_OVERHEAD = 64 * 1024  # room around the payload for the rest of a job body
@@ -241,7 +241,7 @@ async def create_jobs(request: web.Request) -> web.Response:
         outcomes = await _create_in_chunks(ctx, tenant_id, who.actor, items, now)
         for i, item, outcome in zip(positions, items, outcomes, strict=True):
             results[i] = _batch_result(item, outcome)
-    return json_response({"results": results})
+    return json_response(BatchResults(results=results))
 
 
 def _chunks(items: list[NewItem]) -> list[list[int]]:
@@ -333,7 +333,7 @@ async def list_jobs(request: web.Request) -> web.Response:
         )
         cursor = page(stored, limit, lambda j: j.job_id)
     jobs = [_opened(ctx, job) for job in stored]
-    return json_response({"jobs": jobs, "next_cursor": cursor})
+    return json_response(JobList(jobs=jobs, next_cursor=cursor))
 
 
 async def cancel_job(request: web.Request) -> web.Response:
@@ -421,7 +421,7 @@ async def trigger_job(request: web.Request) -> web.Response:
     at = trigger_time(load_schedule(job.schedule), ctx.clock_ms())
     cmd = TriggerJob(tenant_id=tenant_id, job_id=job_id, actor=who.actor, scheduled_at_ms=at)
     await propose(ctx, cmd)
-    return json_response({"job_id": job_id, "scheduled_at": format_instant(at)}, status=202)
+    return json_response(Triggered(job_id=job_id, scheduled_at=format_instant(at)), status=202)
 
 
 async def list_runs(request: web.Request) -> web.Response:
@@ -434,7 +434,7 @@ async def list_runs(request: web.Request) -> web.Response:
         lambda conn: queries.list_runs(conn, job_id, before_ms=before_ms, limit=limit)
     )
     cursor = page(runs, limit, lambda r: _ms(r.scheduled_at))
-    return json_response({"runs": runs, "next_cursor": cursor})
+    return json_response(RunList(runs=runs, next_cursor=cursor))
 
 
 def _ms(instant: str) -> int:

@@ -15,6 +15,7 @@ from schedd.errors import Conflict, NoLeader, NotFound
 from schedd.raft.membership import parse_address
 from schedd.store import queries
 from schedd.store.commands import DeregisterNode
+from schedd.wire.cluster import NodeAdded, NodeRemoved, SteppedDown
 
 log = logging.getLogger(__name__)
 BODY_LIMIT = 4 * 1024
@@ -31,7 +32,7 @@ async def add_node(request: web.Request) -> web.Response:
         raise Conflict(f"{address} is already a member")
     await ctx.raft.change_membership("add", address)
     log.warning("cluster membership: added %s", address)
-    return json_response({"added": address, "members": ctx.raft.members()})
+    return json_response(NodeAdded(added=address, members=ctx.raft.members()))
 
 
 async def remove_node(request: web.Request) -> web.Response:
@@ -52,7 +53,7 @@ async def remove_node(request: web.Request) -> web.Response:
     log.warning("cluster membership: removed %s (%s)", address, node_id or "never registered")
     if node_id is not None:
         await propose(ctx, DeregisterNode(node_id=node_id))
-    return json_response({"removed": address, "node_id": node_id, "members": ctx.raft.members()})
+    return json_response(NodeRemoved(removed=address, node_id=node_id, members=ctx.raft.members()))
 
 
 async def step_down(request: web.Request) -> web.Response:
@@ -60,7 +61,7 @@ async def step_down(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
     principal(request).require_admin()
     leader = await _hand_over(ctx)
-    return json_response({"leader": leader})
+    return json_response(SteppedDown(leader=leader))
 
 
 async def _resolve(ctx: ApiContext, name: str) -> tuple[str | None, str]:

@@ -53,7 +53,15 @@ from schedd.store.queue_reads import (
 from schedd.store.views import QueueSummary
 from schedd.timeformat import parse_instant
 from schedd.wire.queues import QUEUE_NAME as QUEUE_NAME_TEXT
-from schedd.wire.queues import QueueList, QueueView, SeenConsumer
+from schedd.wire.queues import (
+    Acked,
+    Extended,
+    LocalConsumers,
+    Nacked,
+    QueueList,
+    QueueView,
+    SeenConsumer,
+)
 
 B = TypeVar("B", bound=Body)
 
@@ -263,7 +271,7 @@ async def ack(request: web.Request) -> web.Response:
     tenant_id, queue, asked = await _settle(request, AckRequest)
     command = AckMessages(tenant_id=tenant_id, queue=queue, receipts=tuple(asked.receipts))
     result = await propose(request.app[CONTEXT], command)
-    return json_response({"acked": result.acked})
+    return json_response(Acked(acked=result.acked))
 
 
 async def nack(request: web.Request) -> web.Response:
@@ -273,7 +281,7 @@ async def nack(request: web.Request) -> web.Response:
     )
     result = await propose(request.app[CONTEXT], command)
     metrics.QUEUE_NACKS.inc(result.nacked)
-    return json_response({"nacked": result.nacked})
+    return json_response(Nacked(nacked=result.nacked))
 
 
 async def extend(request: web.Request) -> web.Response:
@@ -285,7 +293,7 @@ async def extend(request: web.Request) -> web.Response:
         visibility_ms=_ms(asked.visibility_timeout, DEFAULT_VISIBILITY_MS),
     )
     result = await propose(request.app[CONTEXT], command)
-    return json_response({"extended": result.extended})
+    return json_response(Extended(extended=result.extended))
 
 
 async def list_queues(request: web.Request) -> web.Response:
@@ -313,7 +321,7 @@ async def local_consumers(request: web.Request) -> web.Response:
     """The consumers this node alone saw (admin, X-Tenant): what GET /v1/queues asks peers."""
     principal(request).require_admin()
     ctx, tenant_id = request.app[CONTEXT], principal(request).tenant()
-    return json_response({"node_id": ctx.node_id, "consumers": _local(ctx, tenant_id)})
+    return json_response(LocalConsumers(node_id=ctx.node_id, consumers=_local(ctx, tenant_id)))
 
 
 def _local(ctx: ApiContext, tenant_id: str) -> list[SeenConsumer]:

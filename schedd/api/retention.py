@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Annotated, Any, Literal
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
 from aiohttp import web
@@ -19,9 +20,10 @@ from schedd.store.commands import SetRetention
 from schedd.store.retained import KINDS_SHOWN, ROW_COUNT_CAP, last_prune_ms, retained
 from schedd.timeformat import format_instant
 from schedd.wire.fields import Count, Instant
-from schedd.wire.tenants import Retention
+from schedd.wire.tenants import OwnRetention, Retention, TenantRetention
 
 BODY_LIMIT = 4096
+R = TypeVar("R", Retention, OwnRetention)
 
 
 class RetainedKind(msgspec.Struct, frozen=True, kw_only=True):
@@ -101,17 +103,22 @@ class RetentionStatus(msgspec.Struct, frozen=True, kw_only=True):
     reason: Annotated[str | None, Meta(description="Why writes are refused; null when accepted.")]
 
 
-async def _tenant_retention(ctx: ApiContext, tenant_id: str) -> dict[str, Any]:
+async def _tenant_retention(ctx: ApiContext, tenant_id: str) -> TenantRetention:
     tenant = await ctx.reads.read(lambda conn: queries.get_tenant(conn, tenant_id))
     if tenant is None:
         raise TenantNotFound(tenant_id)
     node = ctx.retention
-    return {
-        "tenant_id": tenant_id,
-        "retention": retention_json(node.shortened_by(tenant.retention).as_ms()),
-        "own": retention_json(tenant.retention),
-        "node": retention_json(node.as_ms()),
-    }
+    return TenantRetention(
+        tenant_id=tenant_id,
+        retention=_durations(node.shortened_by(tenant.retention).as_ms(), Retention),
+        own=_durations(tenant.retention, OwnRetention),
+        node=_durations(node.as_ms(), Retention),
+    )
+
+
+def _durations(ms: Mapping[str, int], kind: type[R]) -> R:
+    """Milliseconds per kind as a retention answer's durations."""
+    return msgspec.convert(retention_json(ms), kind)
 
 
 async def get_retention(request: web.Request) -> web.Response:

@@ -14,6 +14,7 @@ from schedd.errors import InvalidRequest
 from schedd.jsonbody import as_integer
 from schedd.schedule import occurrences, parse_schedule
 from schedd.timeformat import format_instant, parse_instant
+from schedd.wire.jobs import PreviewResult
 
 PREVIEW_BODY_LIMIT = 64 * 1024
 MAX_PREVIEW = 1_000
@@ -30,4 +31,4 @@ async def preview(request: web.Request) -> web.Response:
         raise InvalidRequest("count", f"must be an integer from 1 to {MAX_PREVIEW}")
     schedule = parse_schedule(body.get("schedule"), now_ms=min(now, after))
     runs = occurrences(schedule, after, 2**62, count)
-    return json_response({"runs": [format_instant(ms) for ms in runs]})
+    return json_response(PreviewResult(runs=[format_instant(ms) for ms in runs]))

@@ -28,7 +28,7 @@ from schedd.guard.ssrf import BlockedTarget, host_matches
 from schedd.guard.targets import TargetGuard
 from schedd.store import queries
 from schedd.store.commands import CreateTenant, RotateTenant, UpdateTenant
-from schedd.wire.tenants import TenantView
+from schedd.wire.tenants import TenantCredentials, TenantList, TenantView
 
 DEFAULT_MAX_ACTIVE_JOBS = 1_000_000
 DEFAULT_DISPATCH_RATE = 5_000
@@ -118,7 +118,7 @@ async def _check_alert_url(url: str, allowed_hosts: list[str], guard: TargetGuar
         raise BlockedTarget(exc.reason, host=exc.host, field="alert_url") from None
 
 
-def _credentials(tenant_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
+def _credentials(tenant_id: str) -> tuple[dict[str, Any], TenantCredentials]:
     """New credentials for a tenant: (command body fields, the answer that shows them once).
 
     Only the token's hash enters the log and the store."""
@@ -130,7 +130,8 @@ def _credentials(tenant_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
         "signing_secret": signing_secret,
         "actor": "admin",
     }
-    return fields, {"tenant_id": tenant_id, "token": token, "signing_secret": signing_secret}
+    shown = TenantCredentials(tenant_id=tenant_id, token=token, signing_secret=signing_secret)
+    return fields, shown
 
 
 async def create_tenant(request: web.Request) -> web.Response:
@@ -160,7 +161,7 @@ async def list_tenants(request: web.Request) -> web.Response:
     )
     items = [t.view() for t in tenants]
     return json_response(
-        {"tenants": items, "next_cursor": page(items, limit, lambda t: t.tenant_id)}
+        TenantList(tenants=items, next_cursor=page(items, limit, lambda t: t.tenant_id))
     )
 
 

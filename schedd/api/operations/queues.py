@@ -18,6 +18,31 @@ from schedd.api.queues import AckRequest, ExtendRequest, NackRequest, ReceiveReq
 from schedd.wire.deadletters import DeadLetterList, DeadLetterView, RedriveQueued, RedriveResults
 from schedd.wire.queues import Acked, Extended, LocalConsumers, Messages, Nacked, QueueList
 
+SETTLES = {
+    "ack": (queues.ack, AckRequest),
+    "nack": (queues.nack, NackRequest),
+    "extend": (queues.extend, ExtendRequest),
+}
+
+
+def _settle(verb: str, operation_id: str, summary: str, answer: type) -> Operation:
+    """An ack, nack or extend: receipts in, how many matched out."""
+    handler, body = SETTLES[verb]
+    return Operation(
+        method="POST",
+        path=f"/v1/queues/{{name}}/{verb}",
+        handler=handler,
+        operation_id=operation_id,
+        tag="queues",
+        summary=summary,
+        access=TENANT,
+        parameters=(QUEUE_NAME,),
+        body=body,
+        answers={200: Answer("How many receipts matched a message still held.", body=answer)},
+        errors=(413,),
+    )
+
+
 OPERATIONS = (
     Operation(
         method="GET",
@@ -67,51 +92,11 @@ OPERATIONS = (
         },
         errors=(413, 429),
     ),
-    Operation(
-        method="POST",
-        path="/v1/queues/{name}/ack",
-        handler=queues.ack,
-        operation_id="ackMessages",
-        tag="queues",
-        summary="Acknowledge messages: their runs succeeded",
-        access=TENANT,
-        parameters=(QUEUE_NAME,),
-        body=AckRequest,
-        answers={
-            200: Answer("How many receipts matched a message still held.", body=Acked),
-        },
-        errors=(413,),
+    _settle("ack", "ackMessages", "Acknowledge messages: their runs succeeded", Acked),
+    _settle(
+        "nack", "nackMessages", "Fail messages: retried per the job's policy, then dead", Nacked
     ),
-    Operation(
-        method="POST",
-        path="/v1/queues/{name}/nack",
-        handler=queues.nack,
-        operation_id="nackMessages",
-        tag="queues",
-        summary="Fail messages: retried per the job's policy, then dead",
-        access=TENANT,
-        parameters=(QUEUE_NAME,),
-        body=NackRequest,
-        answers={
-            200: Answer("How many receipts matched a message still held.", body=Nacked),
-        },
-        errors=(413,),
-    ),
-    Operation(
-        method="POST",
-        path="/v1/queues/{name}/extend",
-        handler=queues.extend,
-        operation_id="extendMessages",
-        tag="queues",
-        summary="Extend messages' visibility timeout",
-        access=TENANT,
-        parameters=(QUEUE_NAME,),
-        body=ExtendRequest,
-        answers={
-            200: Answer("How many receipts matched a message still held.", body=Extended),
-        },
-        errors=(413,),
-    ),
+    _settle("extend", "extendMessages", "Extend messages' visibility timeout", Extended),
     Operation(
         method="GET",
         path="/v1/deadletters",
