@@ -27,11 +27,12 @@ from schedd.store.apply import StateMachine
 from schedd.store.commands import LogCommand
 from schedd.store.db import Database, connect
 from schedd.store.dispatch_reads import DueRun
+from schedd.store.results import Claimed
 
 
-def _claimed_at_once(cmd: LogCommand) -> Future[dict[str, Any]]:
-    future: Future[dict[str, Any]] = Future()
-    future.set_result({"claimed": len(getattr(cmd, "claims", ()))})
+def _claimed_at_once(cmd: LogCommand[Claimed]) -> Future[Claimed]:
+    future: Future[Claimed] = Future()
+    future.set_result(Claimed(claimed=len(getattr(cmd, "claims", ()))))
     return future
 
 
