@@ -7,6 +7,11 @@ stored reader never calls the strict parser: if a later release tightened a patt
 would end FAILED and never be delivered again (issue 30). The readers here take what they can
 use and clamp what is out of range; they refuse (ValueError) only a value that names nothing
 deliverable (no URL, no connection, an unknown type).
+
+`load_spec` is the one reader of a job's stored spec (the dispatcher's planning, apply's claims
+and connection checks): typed where a reader decides on a value, the spec's own JSON text where
+apply copies it. Apply gives exactly what it gave before for any spec a release could store, and
+a malformed one (none was ever stored) fails with the error it failed with before.
 """
 
 from __future__ import annotations
@@ -14,11 +19,22 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Mapping
+from typing import Any
+
+import msgspec
 
 from schedd.errors import InvalidRequest
 from schedd.jsonbody import as_integer
-from schedd.model import Backoff, HttpTarget, QueueTarget, RetryPolicy, Target
-from schedd.targets import BY_NAME
+from schedd.model import (
+    Backoff,
+    HttpTarget,
+    MisfirePolicy,
+    OverlapPolicy,
+    QueueTarget,
+    RetryPolicy,
+    Target,
+)
+from schedd.targets import BY_NAME, CONNECTION_KIND_OF_TARGET
 from schedd.targets.kind import stored_optional_text, stored_text
 from schedd.timeformat import parse_duration
 
@@ -32,6 +48,129 @@ RESERVED_HEADERS = frozenset(
     {"host", "content-length", "content-type", "transfer-encoding", "connection", "idempotency-key"}
 )
 _BACKOFFS = frozenset(b.value for b in Backoff)
+# By stored value: building an enum from its value costs about 1 us (a spike plans 100,000).
+_OVERLAP = {policy.value: policy for policy in OverlapPolicy}
+_MISFIRE = {policy.value: policy for policy in MisfirePolicy}
+_ABSENT = msgspec.Raw(b"")  # a key the spec does not have (a present value is never empty)
+
+
+class TargetFields(msgspec.Struct, frozen=True):
+    """A stored target's kind and queue name exactly as stored (any JSON value: apply has
+    copied them into rows as they are since v1, so each version writes the same rows); UNSET
+    when the target has no such key."""
+
+    type: Any = msgspec.UNSET
+    name: Any = msgspec.UNSET
+
+
+def queue_name(name: Any) -> Any:
+    """A queue target's name as stored (TargetFields.name); KeyError as target["name"] raised
+    when it has none (a queue target always has one)."""
+    if name is msgspec.UNSET:
+        raise KeyError("name")
+    return name
+
+
+_TARGET_FIELDS = msgspec.json.Decoder(TargetFields)
+
+
+def load_target_fields(text: str | bytes) -> TargetFields:
+    """A stored target's kind and queue name (a dead letter's or outbox row's target text)."""
+    return _TARGET_FIELDS.decode(text)
+
+
+class SpecPlan(msgspec.Struct, frozen=True, kw_only=True):
+    """The fields of a stored spec that plan its runs, typed: a policy no release wrote reads
+    as its default, a window that does not parse as none."""
+
+    schedule: Mapping[str, str] = {}  # as schedule_to_json stored it (schedule.load_schedule)
+    window_ms: int | None = None
+    overlap_policy: OverlapPolicy = OverlapPolicy.ALLOW
+    misfire_policy: MisfirePolicy = MisfirePolicy.RUN_ONCE
+
+
+class StoredSpec(msgspec.Struct, frozen=True):
+    """A job's stored spec in one pass over its text, nothing judged: the target, payload and
+    retry as the spec's own JSON text (slices: compact_json wrote the spec, so each is exactly
+    the text compact_json gives its value, copied, never re-encoded), the planning fields as
+    stored until `plan()` types them (a claim on every replica reads none of them)."""
+
+    schedule: msgspec.Raw = msgspec.Raw(b"{}")
+    window: Any = None
+    target: msgspec.Raw = _ABSENT
+    payload: msgspec.Raw = msgspec.Raw(b"null")  # absent: null, as spec.get("payload") was
+    retry: msgspec.Raw = _ABSENT
+    misfire_policy: Any = "run_once"
+    overlap_policy: Any = "allow"
+
+    def plan(self) -> SpecPlan:
+        """The planning fields, typed (the dispatcher reads them once per spec text)."""
+        schedule = msgspec.json.decode(self.schedule)
+        window, overlap, misfire = self.window, self.overlap_policy, self.misfire_policy
+        return SpecPlan(
+            schedule=schedule if isinstance(schedule, Mapping) else {},
+            window_ms=None if window is None else _stored_window(window),
+            overlap_policy=_OVERLAP.get(overlap, OverlapPolicy.ALLOW)
+            if isinstance(overlap, str)
+            else OverlapPolicy.ALLOW,
+            misfire_policy=_MISFIRE.get(misfire, MisfirePolicy.RUN_ONCE)
+            if isinstance(misfire, str)
+            else MisfirePolicy.RUN_ONCE,
+        )
+
+    def target_fields(self) -> TargetFields:
+        """The target's kind and queue name; msgspec.ValidationError, with the text apply has
+        recorded since v1, when the spec has no target object with a type."""
+        if not self.target:
+            raise msgspec.ValidationError("Object missing required field `target`")
+        fields = _TARGET_FIELDS.decode(self.target)
+        if fields.type is msgspec.UNSET:
+            raise msgspec.ValidationError("Object missing required field `type`")
+        return fields
+
+    def connection(self) -> tuple[str, str] | None:
+        """(connection name, connection kind) of a broker target, None for any other."""
+        return None if not self.target else connection_of(msgspec.json.decode(self.target))
+
+
+_STORED_SPEC = msgspec.json.Decoder(StoredSpec)
+
+
+def load_spec(text: str | bytes) -> StoredSpec:
+    """A job's stored spec (its JSON text), read leniently: only a text that is not a JSON
+    object raises (msgspec's error, as every reader's decode did). Uncached: each reader keeps
+    the specs of its batch by text (a spike's jobs often share one)."""
+    return _STORED_SPEC.decode(text)
+
+
+def connection_of(target: object) -> tuple[str, str] | None:
+    """(connection name, connection kind) of a spec's target (any JSON value), or None for a
+    queue or HTTP one."""
+    if not isinstance(target, Mapping):
+        return None
+    kind = CONNECTION_KIND_OF_TARGET.get(str(target.get("type")))
+    name = target.get("connection")
+    if kind is None or not isinstance(name, str):
+        return None
+    return name, kind
+
+
+def _stored_window(value: object) -> int | None:
+    if isinstance(value, str):
+        return _window_text_ms(value)
+    return _window_ms(value)
+
+
+@functools.lru_cache(maxsize=256)  # a few distinct windows; a regex parse is about 1 us
+def _window_text_ms(text: str) -> int | None:
+    return _window_ms(text)
+
+
+def _window_ms(value: object) -> int | None:
+    try:
+        return parse_duration(value, field="window")
+    except (ValueError, ArithmeticError):  # InvalidRequest, or a number too large to round
+        return None
 
 
 @functools.lru_cache(maxsize=4096)  # an outbox row's text: a tenant's jobs share a few targets

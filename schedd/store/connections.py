@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from schedd.model import BrokerConnection
 from schedd.sealing import PayloadKeys
-from schedd.targets import CONNECTION_KIND_OF_TARGET
 from schedd.timeformat import format_instant
 from schedd.wire.tenants import ConnectionView
 
@@ -87,17 +85,6 @@ def broker_connection(
         pinned_addresses=tuple(json.loads(addresses)),
         created_ms=created_ms,
     )
-
-
-def broker_connection_of(target: object) -> tuple[str, str] | None:
-    """(connection name, connection kind) of a spec's target, or None for a queue or HTTP one."""
-    if not isinstance(target, Mapping):
-        return None
-    kind = CONNECTION_KIND_OF_TARGET.get(str(target.get("type")))
-    name = target.get("connection")
-    if kind is None or not isinstance(name, str):
-        return None
-    return name, kind
 
 
 def connection_problem(name: str, wanted_kind: str, kind: str | None) -> str | None:

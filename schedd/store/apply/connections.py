@@ -13,9 +13,10 @@ from typing import Any
 
 from schedd.store.command import Command, Handler, Result, ok, rejected
 from schedd.store.commands import CreateConnection, DeleteConnection
-from schedd.store.connections import broker_connection_of, connection_problem
+from schedd.store.connections import connection_problem
 from schedd.store.events import ConnectionChanged
 from schedd.store.records import audit
+from schedd.stored_spec import connection_of
 
 MAX_CONNECTIONS = 100  # per tenant; a wire constant: changing it changes what apply decides
 # A few of the jobs that use a connection (never a count: a million jobs may use one).
@@ -76,7 +77,7 @@ def check_target(tx: sqlite3.Connection, tenant_id: str, spec: Mapping[str, Any]
     """Why a job spec's broker target cannot be used now (no such connection of the tenant, or
     one of another kind), or None. Apply decides this, so a job and a delete_connection are
     ordered by the log: whichever comes first wins, on every replica alike."""
-    used = broker_connection_of(spec.get("target"))
+    used = connection_of(spec.get("target"))
     if used is None:
         return None
     name, kind = used
@@ -89,7 +90,7 @@ def check_target(tx: sqlite3.Connection, tenant_id: str, spec: Mapping[str, Any]
 
 def use(tx: sqlite3.Connection, tenant_id: str, job_id: str, spec: Mapping[str, Any]) -> None:
     """Record the connection a new live job uses, if its target is a broker's."""
-    used = broker_connection_of(spec.get("target"))
+    used = connection_of(spec.get("target"))
     if used is not None:
         tx.execute(
             "INSERT INTO connection_uses (job_id, tenant_id, name) VALUES (?, ?, ?)",

@@ -17,24 +17,16 @@ import msgspec
 from schedd.store.apply.jobs import tenant_quota
 from schedd.store.command import Command, Handler, Rejected, Result, ok
 from schedd.store.commands import AddJobs, CreateJobs, NewJobRow
-from schedd.store.connections import broker_connection_of, connection_problem
+from schedd.store.connections import connection_problem
 from schedd.store.events import DueAdded
 from schedd.store.records import actor_of
+from schedd.stored_spec import load_spec
 
 _MISMATCH = "Idempotency-Key was used before with a different body"
 _KEYS_SEEN = (
     "SELECT key, request_hash, job_id FROM idempotency "
     "WHERE tenant_id = ? AND key IN (SELECT value FROM json_each(?))"
 )
-
-
-class _Spec(msgspec.Struct):
-    """The one field of a stored spec apply reads: its target (the rest is skipped)."""
-
-    target: Any = None
-
-
-_SPEC = msgspec.json.Decoder(_Spec)
 
 
 class _Rows:
@@ -114,7 +106,7 @@ class _Connections:
     def check(self, spec: str) -> tuple[str | None, str | None]:
         """(connection name the job uses or None, why it cannot be used or None)."""
         if spec not in self._targets:
-            self._targets[spec] = broker_connection_of(_SPEC.decode(spec).target)
+            self._targets[spec] = load_spec(spec).connection()
         used = self._targets[spec]
         if used is None:
             return None, None

@@ -6,11 +6,14 @@ import json
 import sqlite3
 from typing import Any
 
+import msgspec
+
 from schedd.model import RunStatus
 from schedd.store import ledger
 from schedd.store.command import Command, Handler, Result, ok, rejected
 from schedd.store.commands import DeleteDeadletter, RedriveDeadletter
 from schedd.store.events import DeliveriesReady, MessagesReady
+from schedd.stored_spec import TargetFields, load_target_fields, queue_name
 
 _COLUMNS = "id, tenant_id, job_id, scheduled_at_ms, attempts, target, payload"
 
@@ -31,20 +34,28 @@ def redrive_deadletter(tx: sqlite3.Connection, cmd: Command[RedriveDeadletter]) 
     if row is None:
         return rejected("deadletter_not_found", f"no dead letter with id {cmd.body.id!r}")
     dl_id, tenant_id, job_id, scheduled_at, _attempts, target_json, _payload = row
-    target = json.loads(target_json)
+    target = _target_of(target_json)
     ledger.enqueue(tx, [_one_more(cmd, row, target)], is_redrive=True)
     ledger.unbury(tx, dl_id)
     again = ledger.RunChange(
         job_id=job_id, scheduled_at_ms=scheduled_at, status=RunStatus.RETRYING, finished_at_ms=None
     )
     ledger.set_runs(tx, [again])
-    if target["type"] in ledger.PULLED_KINDS:
-        return ok(MessagesReady(tenant_id, target["name"]))
+    if target.type in ledger.PULLED_KINDS:
+        return ok(MessagesReady(tenant_id, queue_name(target.name)))
     return ok(DeliveriesReady())
 
 
+def _target_of(text: str) -> TargetFields:
+    """A dead letter's target kind and queue name (KeyError as target["type"] raised)."""
+    target = load_target_fields(text)
+    if target.type is msgspec.UNSET:
+        raise KeyError("type")
+    return target
+
+
 def _one_more(
-    cmd: Command[RedriveDeadletter], row: tuple[Any, ...], target: dict[str, Any]
+    cmd: Command[RedriveDeadletter], row: tuple[Any, ...], target: TargetFields
 ) -> ledger.Delivery:
     """The dead letter's delivery again, due now, allowed one attempt more than it made."""
     dl_id, tenant_id, job_id, scheduled_at, attempts, target_json, payload = row
@@ -58,11 +69,11 @@ def _one_more(
         "max_delay": "1s",
     }
     retry = json.dumps(one_more)  # with spaces, as written since v1: stored text is unchanged
-    if target["type"] in ledger.PULLED_KINDS:
+    if target.type in ledger.PULLED_KINDS:
         return ledger.QueueDelivery(
             msg_id=dl_id,
             tenant_id=tenant_id,
-            queue=target["name"],
+            queue=queue_name(target.name),
             job_id=job_id,
             scheduled_at_ms=scheduled_at,
             attempt=attempts,  # counts receives: the next one is attempts + 1

@@ -8,7 +8,6 @@ retried proposal) finds the row gone or at a later attempt and is counted as sta
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections import Counter
 from typing import Any
@@ -19,7 +18,7 @@ from schedd.store import ledger
 from schedd.store.apply.jobs import cancel_job
 from schedd.store.command import Command, Handler, Result, ok
 from schedd.store.commands import CallbackOutcome, CancelJob, RecordCallbacks
-from schedd.stored_spec import stored_retry
+from schedd.stored_spec import load_retry
 
 
 def record_callbacks(tx: sqlite3.Connection, cmd: Command[RecordCallbacks]) -> Result:
@@ -80,7 +79,7 @@ def _record_one(
 ) -> str:
     verdict, error = outcome.verdict, outcome.error
     ledger.record_attempts(tx, [_attempt(row, outcome, Verdict.FAILED, error)])
-    policy = stored_retry(json.loads(row.retry))
+    policy = load_retry(row.retry)  # the outbox row's text: slices of valid JSON, cached
     if verdict == Verdict.RETRY and has_attempts_left(policy, row.attempt):
         ledger.schedule_retry(tx, row.seq, _retry_at(outcome))
         ledger.set_runs(tx, [_run(row, RunStatus.RETRYING, error, finished_at_ms=None)])

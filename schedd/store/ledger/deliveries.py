@@ -23,47 +23,35 @@ from schedd.store.ledger.rows import (
     RunChange,
 )
 from schedd.store.ledger.runs import set_runs
+from schedd.stored_spec import load_spec
+from schedd.stored_spec import queue_name as stored_queue_name
 
 
 class JobDelivery(msgspec.Struct, frozen=True):
-    """What a claim copies from a job's stored spec: its target's kind and queue name, and the
-    target, payload and retry policy as the spec's own JSON text (compact_json wrote the spec, so
-    a slice of it is exactly the text compact_json gives its value: no parse and re-encode)."""
+    """What a claim copies from a job's stored spec (stored_spec.load_spec): its target's kind
+    and queue name as stored, and the target, payload and retry policy as the spec's own JSON
+    text (no parse and re-encode)."""
 
-    kind: str
+    kind: Any  # the target's "type", as stored
     queue: Any  # the target's "name", as stored (UNSET when it has none)
     target: str
     payload: str
     retry: str
 
 
-class _Target(msgspec.Struct):
-    # Typed loosely, as the dict reads before them were: a spec the API could not have written
-    # fails in apply as it did before, not while decoding.
-    type: Any
-    name: Any = msgspec.UNSET
-
-
-class _Spec(msgspec.Struct):
-    target: msgspec.Raw
-    retry: msgspec.Raw
-    payload: msgspec.Raw = msgspec.Raw(b"null")  # absent: null, as spec.get("payload") was
-
-
-_SPEC = msgspec.json.Decoder(_Spec)
-_TARGET = msgspec.json.Decoder(_Target)
-
-
 def job_delivery(spec: str) -> JobDelivery:
-    """The delivery fields of a job's stored spec (JSON text), read once per claimed run."""
-    fields = _SPEC.decode(spec)
-    target = _TARGET.decode(fields.target)
+    """The delivery fields of a job's stored spec (JSON text), read once per claimed run. A spec
+    without a target or a retry policy (none was ever stored) fails as it always did."""
+    stored = load_spec(spec)
+    if stored.target and not stored.retry:  # a missing target is named first, as before
+        raise msgspec.ValidationError("Object missing required field `retry`")
+    target = stored.target_fields()
     return JobDelivery(
         target.type,
         target.name,
-        bytes(fields.target).decode(),
-        bytes(fields.payload).decode(),
-        bytes(fields.retry).decode(),
+        bytes(stored.target).decode(),
+        bytes(stored.payload).decode(),
+        bytes(stored.retry).decode(),
     )
 
 
@@ -96,9 +84,7 @@ def claimed_delivery(run: NewRun, *, partition: int, job: JobDelivery, now_ms: i
 
 
 def queue_name(job: JobDelivery) -> Any:
-    if job.queue is msgspec.UNSET:  # as target["name"] did; a queue target always has one
-        raise KeyError("name")
-    return job.queue
+    return stored_queue_name(job.queue)
 
 
 _MESSAGE = (

@@ -1,0 +1,230 @@
+"""Apply reads a stored spec through stored_spec.load_spec exactly as its readers before did
+(issue 30, point 1): for every spec a release could store, old and odd ones alike, the same
+values; for a malformed one (none was ever stored) the same error, type and text, since apply
+records that text in a command's rejection (applied_commands, inside the digest).
+
+The readers of the code before are copied here verbatim as the oracle (store/ledger/deliveries
+`job_delivery`, apply/creates' connection read, apply/deadletters' target read, apply/delivery's
+retry read at bdcc825)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import msgspec
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from schedd.store import ledger
+from schedd.store.apply import deadletters
+from schedd.store.command import compact_json
+from schedd.stored_spec import load_retry, load_spec, queue_name, stored_retry
+from schedd.targets import CONNECTION_KIND_OF_TARGET
+
+# ---------------------------------------------------------------------------- the oracle
+
+
+class _OldTarget(msgspec.Struct):
+    type: Any
+    name: Any = msgspec.UNSET
+
+
+class _OldSpec(msgspec.Struct):
+    target: msgspec.Raw
+    retry: msgspec.Raw
+    payload: msgspec.Raw = msgspec.Raw(b"null")
+
+
+class _OldCreateSpec(msgspec.Struct):
+    target: Any = None
+
+
+def old_job_delivery(spec: str) -> tuple[Any, ...]:
+    fields = msgspec.json.decode(spec, type=_OldSpec)
+    target = msgspec.json.decode(fields.target, type=_OldTarget)
+    return (
+        target.type,
+        target.name,
+        bytes(fields.target).decode(),
+        bytes(fields.payload).decode(),
+        bytes(fields.retry).decode(),
+    )
+
+
+def old_broker_connection_of(target: object) -> tuple[str, str] | None:
+    if not isinstance(target, Mapping):
+        return None
+    kind = CONNECTION_KIND_OF_TARGET.get(str(target.get("type")))
+    name = target.get("connection")
+    if kind is None or not isinstance(name, str):
+        return None
+    return name, kind
+
+
+def old_create_connection(spec: str) -> tuple[str, str] | None:
+    return old_broker_connection_of(msgspec.json.decode(spec, type=_OldCreateSpec).target)
+
+
+def old_redrive_target(target_json: str) -> tuple[Any, Any]:
+    target = json.loads(target_json)
+    kind = target["type"]
+    return kind, target["name"] if kind in ledger.PULLED_KINDS else None
+
+
+# ---------------------------------------------------------------------------- today's readers
+
+
+def new_job_delivery(spec: str) -> tuple[Any, ...]:
+    return msgspec.structs.astuple(ledger.job_delivery(spec))
+
+
+def new_redrive_target(target_json: str) -> tuple[Any, Any]:
+    target = deadletters._target_of(target_json)
+    kind = target.type
+    return kind, queue_name(target.name) if kind in ledger.PULLED_KINDS else None
+
+
+def outcome(read: Callable[[str], Any], text: str) -> Any:
+    """What a reader gives: its value, or its error as apply records it (type and text)."""
+    try:
+        return ("value", read(text))
+    except Exception as exc:
+        return ("error", type(exc).__name__, str(exc))
+
+
+def assert_alike(old: Callable[[str], Any], new: Callable[[str], Any], text: str) -> None:
+    assert outcome(new, text) == outcome(old, text)
+
+
+# ---------------------------------------------------------------------------- specs
+
+
+TEXT = st.text(st.characters(codec="utf-8"), max_size=12)
+LEAF = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+JSON = st.recursive(
+    LEAF | TEXT,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(TEXT, inner, max_size=3),
+    max_leaves=8,
+)
+DURATION = st.sampled_from(["1s", "2.5s", "250ms", "10m", "1h30m", "1d", "48h", "0s"])
+SCHEDULES = st.sampled_from(
+    [
+        {"run_at": "2026-12-02T10:00:00Z"},
+        {"cron": "*/5 * * * *", "timezone": "UTC"},
+        {"cron": "*/\u0663 * * * *", "timezone": "Europe/Berlin"},  # Unicode digits (< 12-01)
+        {"every": "10m", "start_at": "2026-06-01T12:03:00Z", "end_at": "2027-01-01T00:00:00Z"},
+    ]
+)
+# Targets as releases stored them, today's rules or looser ones (reserved headers, long URLs,
+# timeouts out of range, exchange names with a slash, odd queue names).
+TARGETS = st.one_of(
+    st.builds(lambda name: {"type": "queue", "name": name}, TEXT),
+    st.builds(
+        lambda url, headers, timeout: {
+            "type": "http",
+            "url": url,
+            "method": "POST",
+            "headers": headers,
+            "timeout": timeout,
+        },
+        st.sampled_from(["https://hooks.example/x?a=1&b=é", "http://h:8080/" + "p" * 2100]),
+        st.dictionaries(st.sampled_from(["Host", "webhook-id", "X-K", "Content-Type"]), TEXT),
+        DURATION | st.sampled_from(["10m", "5ms"]),
+    ),
+    st.builds(
+        lambda kind, connection, extra: {"type": kind, "connection": connection, **extra},
+        st.sampled_from(["redis_stream", "rabbitmq", "nats"]),
+        TEXT,
+        st.dictionaries(st.sampled_from(["stream", "exchange", "routing_key", "maxlen"]), JSON),
+    ),
+)
+RETRIES = st.fixed_dictionaries(
+    {
+        "max_attempts": st.integers(min_value=-5, max_value=2_000_000),
+        "backoff": st.sampled_from(["exponential", "fixed", "linear", "odd"]),
+        "initial_delay": DURATION,
+        "max_delay": DURATION,
+    }
+)
+SPECS = st.fixed_dictionaries(
+    {
+        "name": st.none() | TEXT,
+        "schedule": SCHEDULES,
+        "window": st.none() | DURATION,
+        "target": TARGETS,
+        "payload": JSON,
+        "retry": RETRIES,
+        "misfire_policy": st.sampled_from(["run_once", "skip", "run_all"]),
+        "overlap_policy": st.sampled_from(["allow", "skip", "delay"]),
+    }
+)
+
+
+@settings(max_examples=300)
+@given(spec=SPECS)
+def test_a_spec_a_release_stored_reads_as_before(spec: dict[str, Any]) -> None:
+    text = compact_json(spec)
+    assert_alike(old_job_delivery, new_job_delivery, text)
+    assert_alike(old_create_connection, lambda t: load_spec(t).connection(), text)
+    target_text = new_job_delivery(text)[2]  # the outbox row's and the dead letter's target
+    assert_alike(old_redrive_target, new_redrive_target, target_text)
+    retry_text = new_job_delivery(text)[4]
+    assert load_retry(retry_text) == stored_retry(json.loads(retry_text))
+
+
+@given(spec=SPECS, drop=st.sets(st.sampled_from(["payload", "window", "schedule", "name"])))
+def test_a_spec_missing_keys_reads_as_before(spec: dict[str, Any], drop: set[str]) -> None:
+    """The store's own tests write specs with keys missing (no release did)."""
+    text = compact_json({key: value for key, value in spec.items() if key not in drop})
+    assert_alike(old_job_delivery, new_job_delivery, text)
+    assert_alike(old_create_connection, lambda t: load_spec(t).connection(), text)
+
+
+MALFORMED_SPECS = [
+    "not json",
+    "[1]",
+    '"spec"',
+    "{}",
+    '{"retry": {}}',
+    '{"target": {"type": "queue", "name": "q"}}',
+    '{"target": "queue", "retry": {}}',
+    '{"target": [1], "retry": {}}',
+    '{"target": null, "retry": {}}',
+    '{"target": {}, "retry": {}}',
+    '{"target": {"name": "q"}}',
+    '{"target": [1]}',
+    '{"target": {"type": "queue"}, "retry": {}}',
+    '{"target": {"type": 5, "name": "q"}, "retry": {}}',
+    '{"target": {"type": "rabbitmq", "connection": 5}, "retry": {}}',
+    '{"target": {"type": "nats", "connection": "n"}, "retry": null, "payload": null}',
+    '{"target": {"type": "queue", "name": "q"}, "retry": {}, "target": {"type": "http"}}',
+    '{"target": {"type": "queue", "name": "q"}, "retry": {} trailing',
+    '{"target": {"type": "queue", "name": "q"}, "retry": {}, "window": "1e400s"}',
+    '{"target": {"type": "queue", "name": "q"}, "retry": {}, "overlap_policy": {"a": 1}}',
+    '{"target": {"type": "queue", "name": "q"}, "retry": {}, "schedule": [1]}',
+]
+
+
+@pytest.mark.parametrize("text", MALFORMED_SPECS)
+def test_a_malformed_spec_fails_or_reads_as_before(text: str) -> None:
+    assert_alike(old_job_delivery, new_job_delivery, text)
+    assert_alike(old_create_connection, lambda t: load_spec(t).connection(), text)
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        '{"type": "queue", "name": "q"}',
+        '{"type":"queue","name":"a.b-c_9"}',
+        '{"type": "queue"}',
+        '{"type": "queue", "name": 5}',
+        '{"type": "http", "url": "https://h.example/"}',
+        '{"type": "redis_stream", "connection": "main", "stream": "s"}',
+        '{"name": "q"}',
+    ],
+)
+def test_a_dead_letters_target_reads_as_before(target: str) -> None:
+    assert_alike(old_redrive_target, new_redrive_target, target)
