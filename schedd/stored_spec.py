@@ -36,7 +36,7 @@ from schedd.model import (
 )
 from schedd.targets import BY_NAME, CONNECTION_KIND_OF_TARGET
 from schedd.targets.kind import stored_optional_text, stored_text
-from schedd.timeformat import parse_duration
+from schedd.timeformat import format_duration, parse_duration
 
 MAX_STORED_ATTEMPTS = 1_000_000
 MAX_DELAY_MS = 86_400_000
@@ -80,13 +80,30 @@ def load_target_fields(text: str | bytes) -> TargetFields:
 
 
 class SpecPlan(msgspec.Struct, frozen=True, kw_only=True):
-    """The fields of a stored spec that plan its runs, typed: a policy no release wrote reads
-    as its default, a window that does not parse as none."""
+    """The fields of a stored spec that plan its runs, typed (`load_plan`)."""
 
     schedule: Mapping[str, str] = {}  # as schedule_to_json stored it (schedule.load_schedule)
-    window_ms: int | None = None
+    window: str | None = None  # as format_duration wrote it
     overlap_policy: OverlapPolicy = OverlapPolicy.ALLOW
     misfire_policy: MisfirePolicy = MisfirePolicy.RUN_ONCE
+
+    def window_ms(self) -> int:
+        """The window's length (0: none, or a text that does not parse)."""
+        return 0 if self.window is None else _window_text_ms(self.window) or 0
+
+
+_SPEC_PLAN = msgspec.json.Decoder(SpecPlan)
+
+
+def load_plan(text: str | bytes) -> SpecPlan:
+    """The planning fields of a stored spec (its JSON text): one typed pass as fast as an
+    untyped one; a value no release wrote (a policy it does not know, a schedule that is not
+    text) sends it through the lenient `StoredSpec.plan`, never to an error. Only a text that
+    is not a JSON object raises (msgspec's error)."""
+    try:
+        return _SPEC_PLAN.decode(text)
+    except msgspec.ValidationError:
+        return load_spec(text).plan()
 
 
 class StoredSpec(msgspec.Struct, frozen=True):
@@ -104,12 +121,16 @@ class StoredSpec(msgspec.Struct, frozen=True):
     overlap_policy: Any = "allow"
 
     def plan(self) -> SpecPlan:
-        """The planning fields, typed (the dispatcher reads them once per spec text)."""
+        """The planning fields, typed leniently: a value no release wrote reads as its default
+        (a schedule that is not an object of texts as none: its runs are not planned)."""
         schedule = msgspec.json.decode(self.schedule)
-        window, overlap, misfire = self.window, self.overlap_policy, self.misfire_policy
+        is_text = isinstance(schedule, Mapping) and all(
+            isinstance(v, str) for v in schedule.values()
+        )
+        overlap, misfire = self.overlap_policy, self.misfire_policy
         return SpecPlan(
-            schedule=schedule if isinstance(schedule, Mapping) else {},
-            window_ms=None if window is None else _stored_window(window),
+            schedule=schedule if is_text else {},
+            window=_window_text(self.window),
             overlap_policy=_OVERLAP.get(overlap, OverlapPolicy.ALLOW)
             if isinstance(overlap, str)
             else OverlapPolicy.ALLOW,
@@ -155,10 +176,13 @@ def connection_of(target: object) -> tuple[str, str] | None:
     return name, kind
 
 
-def _stored_window(value: object) -> int | None:
-    if isinstance(value, str):
-        return _window_text_ms(value)
-    return _window_ms(value)
+def _window_text(value: object) -> str | None:
+    """A stored window as text: a number of seconds (parse_duration's other form) written as
+    format_duration writes it; None for none, or for a value that is not a duration."""
+    if value is None or isinstance(value, str):
+        return value
+    ms = _window_ms(value)
+    return None if ms is None else format_duration(ms)
 
 
 @functools.lru_cache(maxsize=256)  # a few distinct windows; a regex parse is about 1 us

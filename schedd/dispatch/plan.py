@@ -10,12 +10,8 @@ import msgspec
 from schedd.model import AtSchedule, MisfirePolicy, OverlapPolicy
 from schedd.schedule import fire_time, load_schedule, next_after
 from schedd.store.dispatch_reads import DueRun, JobRow
-from schedd.timeformat import parse_duration, parse_instant
-
-# By stored value: building the two enums from their values was about 2 us a run (py-spy, a
-# 100,000-run spike on one node).
-_OVERLAP = {policy.value: policy for policy in OverlapPolicy}
-_MISFIRE = {policy.value: policy for policy in MisfirePolicy}
+from schedd.stored_spec import SpecPlan
+from schedd.timeformat import parse_instant
 
 HOLD_RETRY_MS = 1_000  # overlap "delay": a held run looks again this much later
 SKIP_OVERLAP = "skipped: the previous run was still in flight"
@@ -28,27 +24,18 @@ SKIP_MISFIRE = "skipped: missed while dispatch was down (misfire_policy skip)"
 
 
 class PlanJob(msgspec.Struct, frozen=True, kw_only=True):
-    """The stored fields of a job that plan its runs (the schedule as `jobs.spec` holds it)."""
+    """The stored fields of a job that plan its runs: its row's, and its spec's (typed once per
+    spec text by stored_spec: no policy is converted per run)."""
 
     job_id: str
     status: str
     next_run_at_ms: int | None
-    schedule: Mapping[str, str]
-    overlap_policy: str = "allow"
-    misfire_policy: str = "run_once"
-    window: str | None = None
+    spec: SpecPlan = SpecPlan()
 
     @classmethod
     def from_row(cls, job_id: str, row: JobRow) -> PlanJob:
-        plan = row.plan
         return cls(
-            job_id=job_id,
-            status=row.status,
-            next_run_at_ms=row.next_run_at_ms,
-            schedule=plan.schedule,  # read only if the run is planned
-            overlap_policy=plan.overlap_policy,
-            misfire_policy=plan.misfire_policy,
-            window=plan.window,
+            job_id=job_id, status=row.status, next_run_at_ms=row.next_run_at_ms, spec=row.plan
         )
 
 
@@ -89,16 +76,16 @@ def plan_run(
     if job.status != "active" or job.next_run_at_ms != run.scheduled_at_ms:
         return Stale()
     skip = None
-    overlap = _OVERLAP[job.overlap_policy]  # KeyError for a value no API writes, as ValueError was
+    spec = job.spec
+    overlap = spec.overlap_policy
     if overlap is not OverlapPolicy.ALLOW and run_in_flight():
         if overlap is OverlapPolicy.DELAY:
             return Hold(now_ms + HOLD_RETRY_MS)
         skip = SKIP_OVERLAP
-    misfire = _MISFIRE[job.misfire_policy]  # looked up first: a bad value fails either path
-    if _is_last_one_time_run(job.schedule, run.scheduled_at_ms):
+    if _is_last_one_time_run(spec.schedule, run.scheduled_at_ms):
         return ClaimPlan(skip=skip)
     is_late = now_ms - run.fire_at_ms > misfire_threshold_ms
-    return _claim_by_schedule(job, run, now_ms, is_late, misfire, skip)
+    return _claim_by_schedule(job, run, now_ms, is_late, spec.misfire_policy, skip)
 
 
 def _is_last_one_time_run(schedule: Mapping[str, str], scheduled_at_ms: int) -> bool:
@@ -115,7 +102,7 @@ def _claim_by_schedule(
     job: PlanJob, run: DueRun, now_ms: int, is_late: bool, policy: MisfirePolicy, skip: str | None
 ) -> ClaimPlan:
     """The claim of a scheduled run with its job's next run (a late run's by `policy`)."""
-    schedule = load_schedule(job.schedule)
+    schedule = load_schedule(job.spec.schedule)
     after = run.scheduled_at_ms
     if is_late and policy is not MisfirePolicy.RUN_ALL and not isinstance(schedule, AtSchedule):
         after = now_ms  # one catch-up run (or none, for skip), then the next future one
@@ -124,9 +111,8 @@ def _claim_by_schedule(
     next_run = next_after(schedule, after)
     if next_run is None:
         return ClaimPlan(skip=skip)
-    window_ms = 0 if job.window is None else parse_duration(job.window, field="window")
     return ClaimPlan(
         next_run_at_ms=next_run,
-        next_fire_at_ms=fire_time(job.job_id, next_run, window_ms),
+        next_fire_at_ms=fire_time(job.job_id, next_run, job.spec.window_ms()),
         skip=skip,
     )

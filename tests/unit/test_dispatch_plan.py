@@ -3,6 +3,8 @@ the job's stored fields, the run and now)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from schedd.dispatch import plan as plan_module
@@ -18,9 +20,10 @@ from schedd.dispatch.plan import (
     _claim_by_schedule,
     plan_run,
 )
-from schedd.model import MisfirePolicy
+from schedd.model import MisfirePolicy, OverlapPolicy
 from schedd.schedule import fire_time
-from schedd.store.dispatch_reads import DueRun, JobRow, PlanFields
+from schedd.store.dispatch_reads import DueRun, JobRow
+from schedd.stored_spec import SpecPlan, load_plan, load_spec
 from schedd.timeformat import parse_instant
 
 THRESHOLD_MS = 60_000
@@ -53,14 +56,17 @@ def job(
     window: str | None = None,
     status: str = "active",
 ) -> PlanJob:
+    stored = {
+        "schedule": schedule,
+        "window": window,
+        "misfire_policy": misfire,
+        "overlap_policy": overlap,
+    }
     return PlanJob(
         job_id=JOB,
         status=status,
         next_run_at_ms=scheduled_at_ms,
-        schedule=schedule,
-        overlap_policy=overlap,
-        misfire_policy=misfire,
-        window=window,
+        spec=load_plan(json.dumps(stored)),  # as the dispatcher reads a stored spec
     )
 
 
@@ -361,25 +367,56 @@ def test_a_threshold_of_zero_makes_any_delay_late() -> None:
     assert plan == next_at(at("12:05:00"), skip=SKIP_MISFIRE)
 
 
-def test_a_job_row_becomes_the_plan_input_with_the_spec_defaults() -> None:
-    row = JobRow("t1", PlanFields(schedule=EVERY_5M), "active", 3, T12)
-    assert PlanJob.from_row(JOB, row) == job(EVERY_5M)
-    row = JobRow(
-        "t1",
-        PlanFields(schedule=ONE_TIME, overlap_policy="delay", misfire_policy="skip", window="1m"),
-        "paused",
-        3,
-        None,
-    )
+def test_a_job_row_becomes_the_plan_input() -> None:
+    plan = SpecPlan(schedule=ONE_TIME, window="1m", overlap_policy=OverlapPolicy.DELAY)
+    row = JobRow("t1", plan, "paused", 3, None)
     assert PlanJob.from_row(JOB, row) == PlanJob(
-        job_id=JOB,
-        status="paused",
-        next_run_at_ms=None,
-        schedule=ONE_TIME,
-        overlap_policy="delay",
-        misfire_policy="skip",
-        window="1m",
+        job_id=JOB, status="paused", next_run_at_ms=None, spec=plan
     )
+
+
+def test_a_stored_spec_plans_with_the_defaults_for_what_it_lacks() -> None:
+    assert load_plan("{}") == SpecPlan(
+        schedule={},
+        window=None,
+        overlap_policy=OverlapPolicy.ALLOW,
+        misfire_policy=MisfirePolicy.RUN_ONCE,
+    )
+
+
+@pytest.mark.parametrize(
+    ("stored", "read"),
+    [
+        # No release wrote these: a stored value is never refused, its default is taken.
+        ({"overlap_policy": "sometimes", "misfire_policy": 5}, SpecPlan()),
+        ({"overlap_policy": {"a": 1}, "misfire_policy": ["skip"]}, SpecPlan()),
+        ({"window": "soon"}, SpecPlan(window="soon")),  # no window: see window_ms below
+        ({"window": [1]}, SpecPlan()),
+        ({"window": 1e300}, SpecPlan()),
+        ({"schedule": ["run_at"]}, SpecPlan()),
+        ({"schedule": {"run_at": 5}}, SpecPlan()),
+        # What releases wrote, with values today's API refuses (a window longer than the
+        # interval, Unicode digits in a cron step): read as written.
+        (
+            {"schedule": EVERY_10M, "window": "2h", "misfire_policy": "run_all"},
+            SpecPlan(schedule=EVERY_10M, window="2h", misfire_policy=MisfirePolicy.RUN_ALL),
+        ),
+        (
+            {"schedule": {"cron": "*/\u0663 * * * *", "timezone": "UTC"}, "window": 90},
+            SpecPlan(schedule={"cron": "*/\u0663 * * * *", "timezone": "UTC"}, window="90s"),
+        ),
+    ],
+)
+def test_a_stored_spec_is_planned_never_refused(stored: dict[str, object], read: SpecPlan) -> None:
+    text = json.dumps(stored)
+    assert load_plan(text) == load_spec(text).plan() == read
+
+
+@pytest.mark.parametrize(
+    ("window", "ms"), [(None, 0), ("4m", 240_000), ("1h30m", 5_400_000), ("soon", 0), ("1e400s", 0)]
+)
+def test_a_windows_length(window: str | None, ms: int) -> None:
+    assert SpecPlan(window=window).window_ms() == ms
 
 
 ONE_TIME_CASES = [
@@ -412,7 +449,7 @@ def test_a_one_time_run_plans_as_its_schedule_would(
         run,
         now_ms,
         now_ms - run.fire_at_ms > THRESHOLD_MS,
-        MisfirePolicy(job_.misfire_policy),
+        job_.spec.misfire_policy,
         SKIP_OVERLAP if in_flight else None,
     )
     assert plan == by_schedule

@@ -9,7 +9,6 @@ from schedd.store.db import Database
 from schedd.store.dispatch_reads import (
     JOBS_PER_READ,
     DueRun,
-    PlanFields,
     due_runs,
     has_run_in_flight,
     read_jobs,
@@ -18,6 +17,7 @@ from schedd.store.dispatch_reads import (
 from schedd.store.leases import LEASE_MARGIN_MS, Lease, held_partitions, live_nodes, read_leases
 from schedd.store.queue_reads import json_name, queue_summaries, visible_count
 from schedd.store.views import QueueSummary
+from schedd.stored_spec import SpecPlan
 from tests.conftest import NOW_MS
 
 
@@ -84,7 +84,7 @@ def test_read_jobs_past_one_chunk_of_ids(db: Database) -> None:
     last = jobs[f"j{count - 1:04}"]
     assert (last.tenant_id, last.plan, last.status, last.version) == (
         "t1",
-        PlanFields(window=f"{count - 1}s"),
+        SpecPlan(window=f"{count - 1}s"),
         "active",
         2,
     )
@@ -102,7 +102,7 @@ def test_read_jobs_decodes_each_spec_whether_or_not_it_equals_the_one_before(
     )
     jobs = read_jobs(db.conn, {f"j{i}" for i in range(len(windows))})
     assert [jobs[f"j{i}"].plan for i in range(len(windows))] == [
-        PlanFields(window=window) for window in windows
+        SpecPlan(window=window) for window in windows
     ]
 
 

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from schedd.store import ledger
 from schedd.store.apply import deadletters
 from schedd.store.command import compact_json
-from schedd.stored_spec import load_retry, load_spec, queue_name, stored_retry
+from schedd.stored_spec import load_plan, load_retry, load_spec, queue_name, stored_retry
 from schedd.targets import CONNECTION_KIND_OF_TARGET
 
 # ---------------------------------------------------------------------------- the oracle
@@ -40,6 +40,13 @@ class _OldSpec(msgspec.Struct):
 
 class _OldCreateSpec(msgspec.Struct):
     target: Any = None
+
+
+class _OldPlanFields(msgspec.Struct, frozen=True):  # store/dispatch_reads.PlanFields
+    schedule: Any = msgspec.field(default_factory=dict)
+    overlap_policy: Any = "allow"
+    misfire_policy: Any = "run_once"
+    window: Any = None
 
 
 def old_job_delivery(spec: str) -> tuple[Any, ...]:
@@ -173,6 +180,24 @@ def test_a_spec_a_release_stored_reads_as_before(spec: dict[str, Any]) -> None:
     assert_alike(old_redrive_target, new_redrive_target, target_text)
     retry_text = new_job_delivery(text)[4]
     assert load_retry(retry_text) == stored_retry(json.loads(retry_text))
+
+
+@given(spec=SPECS, drop=st.sets(st.sampled_from(["window", "schedule", "overlap_policy"])))
+def test_a_spec_a_release_stored_plans_from_the_values_it_planned_from(
+    spec: dict[str, Any], drop: set[str]
+) -> None:
+    """The dispatcher (not apply: its claims carry what it planned) plans from the same values;
+    the typed pass and the lenient one agree."""
+    text = compact_json({key: value for key, value in spec.items() if key not in drop})
+    old = msgspec.json.decode(text, type=_OldPlanFields)
+    plan = load_plan(text)
+    assert plan == load_spec(text).plan()
+    assert (plan.schedule, plan.window, plan.overlap_policy, plan.misfire_policy) == (
+        old.schedule,
+        old.window,
+        old.overlap_policy,
+        old.misfire_policy,
+    )
 
 
 @given(spec=SPECS, drop=st.sets(st.sampled_from(["payload", "window", "schedule", "name"])))
