@@ -17,6 +17,7 @@ from typing import NoReturn, TypeAlias, cast
 from schedd.errors import InvalidRequest
 
 JSONValue: TypeAlias = bool | int | float | str | list["JSONValue"] | dict[str, "JSONValue"] | None
+JSONObject: TypeAlias = dict[str, JSONValue]  # a JSON object built or read whole
 
 MAX_DEPTH = 32
 INT_MIN = -(2**63)

@@ -18,7 +18,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 import aiohttp
 from prometheus_client import Counter as MetricCounter
@@ -106,7 +106,7 @@ class Caller:
         self._clock_ms = clock_ms
         self._pending: set[int] = set()  # outbox rows called or being called, not yet recorded
         self._busy: Counter[str] = Counter()  # tenant -> calls in progress
-        self._outcomes: list[dict[str, Any]] = []
+        self._outcomes: list[CallbackOutcome] = []
         self._wake = asyncio.Event()
         self._recorded = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -246,9 +246,8 @@ class Caller:
             while self._outcomes:
                 batch = self._outcomes[:OUTCOMES_PER_COMMAND]
                 try:
-                    outcomes = tuple(CallbackOutcome(**o) for o in batch)
                     result = await self._propose(
-                        RecordCallbacks(node_id=self.node_id, outcomes=outcomes)
+                        RecordCallbacks(node_id=self.node_id, outcomes=tuple(batch))
                     )
                 except ClusterUnavailable as exc:
                     log.warning("delivery: outcomes not recorded yet count=%d: %s", len(batch), exc)
@@ -262,7 +261,7 @@ class Caller:
                     await asyncio.sleep(RECORD_RETRY_S)
                     continue
                 del self._outcomes[: len(batch)]
-                self._pending.difference_update(o["seq"] for o in batch)
+                self._pending.difference_update(o.seq for o in batch)
                 CALLS_IN_FLIGHT.set(len(self._pending))
                 self._wake.set()  # slots are free again
                 for dead in result.dead_runs:
@@ -303,22 +302,22 @@ class Caller:
 
 def _record(
     call: outbox.DueCall, outcome: Outcome, policy: RetryPolicy, started_ms: int, finished_ms: int
-) -> dict[str, Any]:
+) -> CallbackOutcome:
     """One outcome as `record_callbacks` takes it."""
     retry_at_ms = None
     if outcome.verdict is Verdict.RETRY:
         retry_at_ms = finished_ms + delay_after(policy, call, outcome)
-    return {
-        "seq": call.seq,
-        "job_id": call.job_id,  # apply checks the run too, not just the row's seq
-        "scheduled_at_ms": call.scheduled_at_ms,
-        "attempt": call.attempt,
-        "started_at_ms": started_ms,
-        "finished_at_ms": finished_ms,
-        "verdict": outcome.verdict.value,
-        "error": outcome.error,
-        "retry_at_ms": retry_at_ms,
-    }
+    return CallbackOutcome(
+        seq=call.seq,
+        job_id=call.job_id,  # apply checks the run too, not just the row's seq
+        scheduled_at_ms=call.scheduled_at_ms,
+        attempt=call.attempt,
+        started_at_ms=started_ms,
+        finished_at_ms=finished_ms,
+        verdict=outcome.verdict.value,
+        error=outcome.error,
+        retry_at_ms=retry_at_ms,
+    )
 
 
 def take_turns(calls: list[outbox.DueCall], turn: int) -> list[outbox.DueCall]:

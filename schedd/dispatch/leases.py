@@ -7,7 +7,7 @@ import logging
 import math
 import sqlite3
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Protocol
 
 from schedd.config import DispatchSettings
 from schedd.errors import ClusterUnavailable
@@ -30,7 +30,7 @@ class Propose(Protocol):
 
 def plan_moves(
     partitions: int, leases: Mapping[int, Lease], live: list[str], now_ms: int
-) -> list[dict[str, Any]]:
+) -> list[LeaseMove]:
     """Moves that give every partition a live holder and keep counts within one of each other."""
     if not live:
         return []
@@ -42,7 +42,7 @@ def plan_moves(
             held[lease.node_id].append(partition)
         else:
             orphans.append(partition)
-    moves = []
+    moves: list[LeaseMove] = []
     for partition in orphans:
         node = min(live, key=lambda n: (len(held[n]), n))
         held[node].append(partition)
@@ -59,9 +59,9 @@ def plan_moves(
     return moves
 
 
-def _move(partition: int, node: str, leases: Mapping[int, Lease]) -> dict[str, Any]:
+def _move(partition: int, node: str, leases: Mapping[int, Lease]) -> LeaseMove:
     lease = leases.get(partition)
-    return {"partition": partition, "node_id": node, "epoch": 0 if lease is None else lease.epoch}
+    return LeaseMove(partition=partition, node_id=node, epoch=0 if lease is None else lease.epoch)
 
 
 class Heartbeat(Loop):
@@ -111,8 +111,7 @@ class LeaseManager(Loop):
         moves = plan_moves(self._partitions, read_leases(self._conn), live, now_ms)
         if moves:
             try:
-                lease_moves = tuple(LeaseMove(**move) for move in moves)
-                result = self._propose(AssignLeases(ttl_ms=self._ttl_ms, moves=lease_moves))
+                result = self._propose(AssignLeases(ttl_ms=self._ttl_ms, moves=tuple(moves)))
                 log.info("leases moved count=%s planned=%d", result.moved, len(moves))
             except ClusterUnavailable as exc:
                 log.debug("lease moves not committed: %s", exc)

@@ -11,17 +11,19 @@ the proposer takes only a result whose entry equals the bytes it sent.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
+
+from schedd.jsonbody import JSONObject
 
 
 class Answer(NamedTuple):
     """What the replicated apply returns: the entry applied and its result."""
 
     entry: bytes
-    result: dict[str, Any]
+    result: JSONObject
 
 
-def result_for(blob: bytes, answer: Any) -> dict[str, Any] | None:
+def result_for(blob: bytes, answer: object) -> JSONObject | None:
     """The result in `answer` if it is the answer for `blob`, else None."""
     if not isinstance(answer, Answer) or answer.entry != blob:
         return None

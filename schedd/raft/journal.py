@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ RECORD_OVERHEAD_BYTES = 24  # a record's two length fields, index and term
 class DurableMetaStorer(MetaStorer):  # type: ignore[misc]  # pysyncobj ships no types
     """Writes the journal's .meta (term, vote, commit index) to disk before returning."""
 
-    def storeMeta(self, meta: dict[str, Any]) -> None:  # pysyncobj's name
+    def storeMeta(self, meta: Mapping[str, object]) -> None:  # pysyncobj's name
         path = self.getPath()
         with open(path + ".tmp", "wb") as out:
             out.write(dumps(meta))

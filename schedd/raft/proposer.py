@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from pysyncobj import FAIL_REASON
 
 from schedd.errors import ClusterUnavailable, CommandTooLarge, NoLeader, OutcomeUnknown, SchedError
+from schedd.jsonbody import JSONObject
 from schedd.raft import answers
 from schedd.store.command import MAX_COMMAND_BYTES, encode_batch, encode_command
 from schedd.store.commands import LogCommand, R, answer_of
@@ -59,7 +60,7 @@ class Submitter(Protocol):
 @dataclass(eq=False)
 class _Proposal:
     blob: bytes
-    future: asyncio.Future[dict[str, Any]]
+    future: asyncio.Future[JSONObject]
 
 
 class Proposer:
@@ -132,7 +133,7 @@ class Proposer:
 
     async def _send(self, group: list[_Proposal]) -> None:
         try:
-            results: list[dict[str, Any] | Exception]
+            results: list[JSONObject | Exception]
             if len(group) == 1:
                 results = [_one(await self.submit(group[0].blob))]
             else:
@@ -150,7 +151,7 @@ class Proposer:
             self._in_flight -= 1
             self._flush()
 
-    async def submit(self, blob: bytes) -> dict[str, Any]:
+    async def submit(self, blob: bytes) -> JSONObject:
         """Submit an encoded entry until it is applied here or the deadline passes."""
         if len(blob) > MAX_COMMAND_BYTES:  # a group is one command or <= MAX_BATCH_BYTES
             raise CommandTooLarge("log entry", len(blob), MAX_COMMAND_BYTES)
@@ -185,20 +186,24 @@ class Proposer:
         return await future
 
 
-def _one(result: dict[str, Any]) -> dict[str, Any] | Exception:
+def _one(result: JSONObject) -> JSONObject | Exception:
     """A single command's result; "replayed" (its kept result was gone) is no answer."""
     if result.get("status") == "replayed":
-        return OutcomeUnknown("the write was applied, but its result was not kept")
+        return _not_kept()
     return result
 
 
-def _unpack(result: dict[str, Any], count: int) -> list[dict[str, Any] | Exception]:
+def _unpack(result: JSONObject, count: int) -> list[JSONObject | Exception]:
     """Each command's result from a batch's result."""
     results = result.get("results")
     if result.get("status") == "ok" and isinstance(results, list) and len(results) == count:
-        return list(results)
+        return [r if isinstance(r, dict) else _not_kept() for r in results]
     # "replayed": a snapshot installed meanwhile already held the entry; its results are gone.
-    return [OutcomeUnknown("the write was applied, but its result was not kept")] * count
+    return [_not_kept()] * count
+
+
+def _not_kept() -> OutcomeUnknown:
+    return OutcomeUnknown("the write was applied, but its result was not kept")
 
 
 def settle_future(future: asyncio.Future[Any], outcome: Any) -> None:

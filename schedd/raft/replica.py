@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from pysyncobj import SyncObj, SyncObjConf, replicated
@@ -317,7 +317,7 @@ class Replica(SyncObj):  # type: ignore[misc]  # pysyncobj ships no types
         return bool(self._isLeader())
 
 
-def _position(message: dict[str, Any]) -> tuple[int, int]:
+def _position(message: Mapping[str, object]) -> tuple[int, int]:
     """The log position (term, index) a Raft message names (pysyncobj's field names): a
     leader's term and commit index (the committed entries' terms are at most its term), a
     candidate's last entry; (0, 0) for any other message."""
@@ -329,11 +329,11 @@ def _position(message: dict[str, Any]) -> tuple[int, int]:
     return (0, 0)
 
 
-def _last_entry(message: dict[str, Any]) -> tuple[int, int]:
+def _last_entry(message: Mapping[str, object]) -> tuple[int, int]:
     return _ints(message.get("last_log_term"), message.get("last_log_index"))
 
 
-def _ints(term: Any, index: Any) -> tuple[int, int]:
+def _ints(term: object, index: object) -> tuple[int, int]:
     if isinstance(term, int) and isinstance(index, int):
         return (term, index)
     return (0, 0)

@@ -17,6 +17,7 @@ from typing import Any, Generic, TypeVar
 import msgspec
 
 from schedd.errors import CorruptLog
+from schedd.jsonbody import JSONObject
 from schedd.store.commands import DECODERS, LogCommand
 from schedd.store.events import Event
 
@@ -107,9 +108,10 @@ def fast_canonical_json(value: Any) -> str:
     return _SORTED.encode(value).decode()
 
 
-def envelope(cmd: Wire) -> dict[str, Any]:
+def envelope(cmd: Wire) -> JSONObject:
     """The JSON object of a command."""
-    return {"v": FORMAT_VERSION, "type": cmd.type, "id": cmd.id, "ts": cmd.ts_ms, "body": cmd.body}
+    body = dict(cmd.body)
+    return {"v": FORMAT_VERSION, "type": cmd.type, "id": cmd.id, "ts": cmd.ts_ms, "body": body}
 
 
 def encode(cmd: Wire) -> bytes:
@@ -209,7 +211,7 @@ class Applied:
     events: tuple[Event, ...] = ()
     kept: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {"status": "ok", **self.fields}
 
 
@@ -221,7 +223,7 @@ class Rejected:
     code: str
     message: str
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {"status": "rejected", "code": self.code, "message": self.message}
 
 

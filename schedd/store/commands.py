@@ -15,6 +15,7 @@ from typing import Any, ClassVar, Generic, Self, TypeVar, cast
 import msgspec
 
 from schedd.errors import rejection_error
+from schedd.jsonbody import JSONValue
 from schedd.store.results import (
     Acked,
     CallbacksRecorded,
@@ -67,9 +68,9 @@ class Body(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     field takes no bool or float; a missing field without default is an error). A field whose
     default is None is absent from the body when None; unknown keys are ignored."""
 
-    def to_body(self) -> dict[str, Any]:
+    def to_body(self) -> dict[str, JSONValue]:
         """The JSON object of today's log for this value (as the log's bytes read back)."""
-        body: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(self))
+        body: dict[str, JSONValue] = msgspec.json.decode(msgspec.json.encode(self))
         return body
 
     @classmethod

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -120,7 +121,7 @@ def _policy(kind: type[MisfirePolicy | OverlapPolicy], stored: Any) -> Any:
 def job_json(
     job_id: str,
     tenant_id: str,
-    spec: dict[str, Any],
+    spec: Mapping[str, Any],
     status: str,
     next_run_at_ms: int | None,
     version: int,
@@ -128,8 +129,9 @@ def job_json(
     updated_at_ms: int,
 ) -> JobView:
     """The API's job object; `spec` is the job's spec as stored (jobspec.spec_to_json's keys:
-    every release wrote all eight; one missing, as in the store's own tests, reads as null)."""
-    full: dict[str, Any] = {**_SPEC_NULLS, **spec}
+    every release wrote all eight; one missing, as in the store's own tests, reads as null).
+    Shown as stored: the API's view of a job is its spec's JSON, free-form values and all."""
+    full: Mapping[str, Any] = {**_SPEC_NULLS, **spec}
     return JobView(
         job_id=job_id,
         tenant_id=tenant_id,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from schedd.store.command import Command
@@ -15,7 +16,7 @@ def audit(
     *,
     tenant_id: str | None,
     job_id: str | None = None,
-    detail: dict[str, Any] | None,
+    detail: Mapping[str, object] | None,  # written as JSON
 ) -> None:
     """Record who did what, when (the proposer's clock), to which job."""
     tx.execute(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypedDict
 
 import msgspec
 
@@ -50,8 +50,8 @@ def add_jobs(tx: sqlite3.Connection, cmd: Command[AddJobs]) -> Result:
     seen = _keys_seen(tx, tenant_id, (job.idempotency_key for job in jobs))
     connections = _Connections(tx, tenant_id)
     rows = _Rows()
-    existing: list[list[Any]] = []
-    errors: list[list[Any]] = []
+    existing: list[list[int | str]] = []  # [index, job_id]
+    errors: list[list[int | str]] = []  # [index, code, message]
     for i, job in enumerate(jobs):
         key = job.idempotency_key
         if key is not None and key in seen:
@@ -74,12 +74,20 @@ def add_jobs(tx: sqlite3.Connection, cmd: Command[AddJobs]) -> Result:
         _add(rows, cmd, job, used)
     _write(tx, cmd, rows)
     tx.execute("UPDATE tenants SET live_jobs = ? WHERE tenant_id = ?", (live, tenant_id))
-    fields: dict[str, Any] = {"created": len(rows.jobs)}
+    fields: AddedJSON = {"created": len(rows.jobs)}
     if existing:
         fields["existing"] = existing
     if errors:
         fields["errors"] = errors
     return ok(*rows.events, **fields)
+
+
+class AddedJSON(TypedDict, total=False):
+    """add_jobs' result as kept (results.JobsAdded reads it); the lists only when not empty."""
+
+    created: int
+    existing: list[list[int | str]]
+    errors: list[list[int | str]]
 
 
 def _keys_seen(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections import Counter
-from typing import Any
+from typing import TypedDict
 
 from schedd.model import RunStatus, Verdict, delivery_id
 from schedd.retry import has_attempts_left
@@ -19,6 +19,14 @@ from schedd.store.apply.jobs import cancel_job
 from schedd.store.command import Command, Handler, Result, ok
 from schedd.store.commands import CallbackOutcome, CancelJob, RecordCallbacks
 from schedd.stored_spec import load_retry
+
+
+class DeadRunJSON(TypedDict):
+    """A run that died, as the result keeps it (results.DeadRun reads it)."""
+
+    job_id: str
+    scheduled_at_ms: int
+    tenant_id: str
 
 
 def record_callbacks(tx: sqlite3.Connection, cmd: Command[RecordCallbacks]) -> Result:
@@ -36,7 +44,7 @@ def record_callbacks(tx: sqlite3.Connection, cmd: Command[RecordCallbacks]) -> R
         for o in outcomes
     ]
     fates: Counter[str] = Counter()
-    dead: list[dict[str, Any]] = []
+    dead: list[DeadRunJSON] = []
     successes: list[tuple[ledger.OutboxRow, CallbackOutcome]] = []
     for outcome, row in zip(outcomes, ledger.reported_rows(tx, reports), strict=True):
         if row is None:

@@ -6,7 +6,7 @@ Each keeps the due index in step with the job row and writes an audit record.
 from __future__ import annotations
 
 import sqlite3
-from typing import Any, NamedTuple
+from typing import NamedTuple, TypedDict
 
 from schedd.model import JobStatus
 from schedd.store.apply import connections
@@ -27,6 +27,19 @@ from schedd.store.records import add_due, audit, remove_scheduled_due
 JobCommand = CancelJob | UpdateJob | PauseJob | ResumeJob | TriggerJob
 
 LIVE = (JobStatus.ACTIVE.value, JobStatus.PAUSED.value)
+
+
+class ErrorJSON(TypedDict):
+    code: str
+    message: str
+
+
+class CreatedJSON(TypedDict, total=False):
+    """One job of create_jobs' result as kept (results.JobOutcome reads it)."""
+
+    job_id: str
+    created: bool
+    error: ErrorJSON
 
 
 class StoredJob(NamedTuple):
@@ -96,7 +109,7 @@ def create_jobs(tx: sqlite3.Connection, cmd: Command[CreateJobs]) -> Result:
     if isinstance(quota, Rejected):
         return quota
     limit, live = quota
-    results: list[dict[str, Any]] = []
+    results: list[CreatedJSON] = []
     events: list[DueAdded] = []
     for item in cmd.body.jobs:
         result = _create_one(tx, cmd, item, can_add=live < limit)
@@ -112,7 +125,7 @@ def create_jobs(tx: sqlite3.Connection, cmd: Command[CreateJobs]) -> Result:
 
 def _create_one(
     tx: sqlite3.Connection, cmd: Command[CreateJobs], item: NewJob, *, can_add: bool
-) -> dict[str, Any]:
+) -> CreatedJSON:
     tenant_id, key = cmd.body.tenant_id, item.idempotency_key
     if key is not None:
         seen = tx.execute(
@@ -158,7 +171,7 @@ def _create_one(
 _MISMATCH = "Idempotency-Key was used before with a different body"
 
 
-def _error(code: str, message: str) -> dict[str, str]:
+def _error(code: str, message: str) -> ErrorJSON:
     return {"code": code, "message": message}
 
 

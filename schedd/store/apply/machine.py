@@ -10,9 +10,10 @@ import logging
 import sqlite3
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from schedd import metrics
+from schedd.jsonbody import JSONObject, JSONValue
 from schedd.store.apply import (
     cluster,
     connections,
@@ -58,7 +59,7 @@ HANDLERS: Mapping[str, Handler] = {
 PRUNE_EVERY = 1_000  # indexes between deterministic clean-ups of the dedupe tables
 APPLIED_COMMANDS_TTL_MS = 3_600_000
 IDEMPOTENCY_TTL_MS = 48 * 3_600_000
-REPLAYED: dict[str, Any] = {"status": "replayed"}
+REPLAYED: JSONObject = {"status": "replayed"}
 if set(HANDLERS) != set(CATALOGUE):  # every wire type has its apply function, and only those
     raise RuntimeError(f"apply functions and catalogue differ: {set(HANDLERS) ^ set(CATALOGUE)}")
 
@@ -79,7 +80,7 @@ class StateMachine:
         # ahead of it only when a snapshot restore replaced its content.
         self._applied_here = db.applied_index
 
-    def apply(self, blob: bytes, *, index: int) -> dict[str, Any]:
+    def apply(self, blob: bytes, *, index: int) -> JSONObject:
         """Apply the entry at `index`; returns the result that the proposer receives.
 
         A `batch` entry (group commit) applies its commands in one transaction, each in a
@@ -99,9 +100,9 @@ class StateMachine:
         self._applied_here = index
         if events and self._on_events is not None:
             self._on_events(events)
-        return {"status": "ok", "results": results} if cmd.type == BATCH else results[0]
+        return _answer(cmd, results)
 
-    def _replayed(self, blob: bytes, index: int) -> dict[str, Any]:
+    def _replayed(self, blob: bytes, index: int) -> JSONObject:
         """An entry the store already holds. At a restart nobody waits for it: skip it. After
         a snapshot install, the snapshot (copied while apply went on) may hold entries past the
         index pysyncobj restarts from, and this node's proposer may be waiting for one of them:
@@ -114,11 +115,11 @@ class StateMachine:
         results = [result for result in kept if result is not None]
         if len(results) != len(commands):
             return REPLAYED  # its results were pruned: the proposer answers outcome_unknown
-        return {"status": "ok", "results": results} if cmd.type == BATCH else results[0]
+        return _answer(cmd, results)
 
     def _apply_one(
         self, tx: sqlite3.Connection, cmd: Command[LogCommand[Any]], index: int, events: list[Event]
-    ) -> dict[str, Any]:
+    ) -> JSONObject:
         """Apply one command in a savepoint; its result as stored and answered (JSON). Its
         events join `events` (a rejected or contained command reports none)."""
         seen = _kept_result(tx, cmd.id)
@@ -157,12 +158,19 @@ class StateMachine:
         return Rejected("internal", f"{cmd.type} could not be applied: {exc}")
 
 
-def _kept_result(conn: sqlite3.Connection, command_id: str) -> dict[str, Any] | None:
+def _kept_result(conn: sqlite3.Connection, command_id: str) -> JSONObject | None:
     """The result a command's first application returned (kept for an hour), if any."""
     row = conn.execute(
         "SELECT result FROM applied_commands WHERE command_id = ?", (command_id,)
     ).fetchone()
     return None if row is None else dict(json.loads(row[0]))
+
+
+def _answer(cmd: Command[Any], results: list[JSONObject]) -> JSONObject:
+    """A batch entry's answer lists its commands' results; one command's is its result."""
+    if cmd.type != BATCH:
+        return results[0]
+    return {"status": "ok", "results": cast(list[JSONValue], results)}
 
 
 def _unbatched(cmd: Command[Any], index: int) -> list[Command[Any]]:
