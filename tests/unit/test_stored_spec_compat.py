@@ -23,6 +23,7 @@ from schedd.store.apply import deadletters
 from schedd.store.command import compact_json
 from schedd.stored_spec import load_plan, load_retry, load_spec, queue_name, stored_retry
 from schedd.targets import CONNECTION_KIND_OF_TARGET
+from tests.unit.test_job_delivery import JSON, TEXT  # what a payload may hold, any text
 
 # ---------------------------------------------------------------------------- the oracle
 
@@ -109,13 +110,6 @@ def assert_alike(old: Callable[[str], Any], new: Callable[[str], Any], text: str
 # ---------------------------------------------------------------------------- specs
 
 
-TEXT = st.text(st.characters(codec="utf-8"), max_size=12)
-LEAF = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
-JSON = st.recursive(
-    LEAF | TEXT,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(TEXT, inner, max_size=3),
-    max_leaves=8,
-)
 DURATION = st.sampled_from(["1s", "2.5s", "250ms", "10m", "1h30m", "1d", "48h", "0s"])
 SCHEDULES = st.sampled_from(
     [
