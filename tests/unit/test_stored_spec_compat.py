@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -19,11 +20,24 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from schedd.store import ledger
-from schedd.store.apply import deadletters
+from schedd.store.apply import StateMachine, deadletters, delivery
 from schedd.store.command import compact_json
+from schedd.store.commands import (
+    CallbackOutcome,
+    Claim,
+    ClaimBatch,
+    ClaimRow,
+    ClaimRuns,
+    CreateConnection,
+    RecordCallbacks,
+)
+from schedd.store.db import Database
+from schedd.store.digest import state_digest
 from schedd.stored_spec import load_plan, load_retry, load_spec, queue_name, stored_retry
 from schedd.targets import CONNECTION_KIND_OF_TARGET
+from tests.conftest import NOW_MS, Applier
 from tests.unit.test_job_delivery import JSON, TEXT  # what a payload may hold, any text
+from tests.unit.test_store_dispatch import MIN, setup, spec
 
 # ---------------------------------------------------------------------------- the oracle
 
@@ -247,3 +261,92 @@ def test_a_malformed_spec_fails_or_reads_as_before(text: str) -> None:
 )
 def test_a_dead_letters_target_reads_as_before(target: str) -> None:
     assert_alike(old_redrive_target, new_redrive_target, target)
+
+
+# ---------------------------------------------------------------------------- whole logs
+
+# Jobs as releases stored them (odd values included) and as none did: claimed, called back
+# (HTTP: a retry, a failure), dead-lettered and redriven, on two stores, one with the readers
+# before patched in; both must answer alike and end with equal digests.
+LOG_SPECS: list[dict[str, Any]] = [
+    {"type": "queue", "name": "digests"},
+    {"type": "queue", "name": "odd name/é"},  # a name a later release would refuse
+    {"type": "http", "url": "https://h.example/" + "p" * 2100, "headers": {"Host": "x"}},
+    {"type": "http", "url": "https://h.example/", "timeout": "10m"},
+    {"type": "redis_stream", "connection": "main", "stream": "s", "maxlen": 0},
+    {"type": "nats", "connection": "main", "subject": "x"},  # another kind's connection: refused
+    {"type": "queue"},  # no name: no release wrote it; the claim fails as before
+]
+ODD_RETRY = {"max_attempts": 5_000_000, "backoff": "odd", "initial_delay": "2d", "max_delay": 1}
+
+
+def _old_readers(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(
+        ledger, "job_delivery", lambda spec: ledger.JobDelivery(*old_job_delivery(spec))
+    )
+    monkeypatch.setattr(delivery, "load_retry", lambda text: stored_retry(json.loads(text)))
+
+
+def _apply_the_log(apply: Applier) -> list[Any]:
+    setup(apply, job_id="j0", schedule={"run_at": "2026-12-02T10:00:00Z"})
+    main = CreateConnection(
+        tenant_id="t1", name="main", kind="redis", url="redis://r", host="r", addresses=("1.2.3.4",)
+    )
+    answers: list[Any] = [apply.typed(main)]
+    jobs = [
+        {
+            "job_id": f"j{i + 1}",
+            "partition": 3,
+            "spec": spec({"every": "1m"}, target=target, retry=ODD_RETRY, window="2h"),
+            "next_run_at_ms": NOW_MS,
+            "next_fire_at_ms": NOW_MS,
+            "idempotency_key": None,
+            "request_hash": None,
+        }
+        for i, target in enumerate(LOG_SPECS)
+    ]
+    answers.append(apply("create_jobs", {"tenant_id": "t1", "jobs": jobs}))
+    for i in range(len(LOG_SPECS) + 1):
+        row = ClaimRow(f"j{i}", NOW_MS, NOW_MS, 3, 1, 1, False, NOW_MS + MIN, NOW_MS + MIN)
+        kind = ClaimBatch if i % 2 else ClaimRuns
+        claims = (row,) if kind is ClaimBatch else (Claim(**msgspec.structs.asdict(row)),)
+        answers.append(apply.typed(kind(node_id="n1", claims=claims)))  # type: ignore[arg-type]
+    outbox = apply.machine.db.conn.execute("SELECT seq, job_id FROM outbox ORDER BY seq")
+    for seq, job_id in outbox.fetchall():
+        for attempt, verdict in ((1, "retry"), (2, "failed")):
+            outcome = CallbackOutcome(
+                seq=seq,
+                job_id=job_id,
+                scheduled_at_ms=NOW_MS,
+                attempt=attempt,
+                started_at_ms=NOW_MS,
+                finished_at_ms=NOW_MS + 1,
+                verdict=verdict,
+                error="boom",
+                retry_at_ms=NOW_MS + 2,
+            )
+            answers.append(apply.typed(RecordCallbacks(node_id="n1", outcomes=(outcome,))))
+    for (dl_id,) in apply.machine.db.conn.execute("SELECT id FROM deadletters ORDER BY id"):
+        answers.append(apply("redrive_deadletter", {"tenant_id": "t1", "id": dl_id}))
+    return answers
+
+
+def test_a_log_of_old_and_odd_specs_applies_as_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    results = []
+    for name in ("before", "today"):
+        db = Database(tmp_path / f"{name}.db")
+        try:
+            with monkeypatch.context() as patch:
+                if name == "before":
+                    _old_readers(patch)
+                answers = _apply_the_log(Applier(StateMachine(db)))
+            results.append((answers, state_digest(db.conn)))
+        finally:
+            db.close()
+    (before, digest_before), (today, digest_today) = results
+    assert today == before
+    assert digest_today == digest_before
+    assert any(a.get("code") == "internal" for a in today)  # the job without a queue name
+    assert any(a.get("dead") for a in today)  # an HTTP run died and was redriven
