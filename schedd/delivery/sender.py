@@ -12,14 +12,16 @@ claim, apply, ledger or loop code changes (docs/delivery.md "Adding a target kin
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
+
+import msgspec
 
 from schedd.delivery.outcome import Outcome
 from schedd.model import RetryPolicy
 from schedd.store.outbox import DueCall
 from schedd.store.queries import Tenant
+from schedd.stored_spec import load_target_fields
 
 
 @runtime_checkable
@@ -61,10 +63,9 @@ class Sender(Protocol):
 def target_kind(target: str) -> str:
     """The kind of an outbox row's target JSON text ("http", ...); "" if it names none."""
     try:
-        value = json.loads(target)
-    except ValueError:
+        kind = load_target_fields(target).type
+    except msgspec.DecodeError:  # not JSON, or not an object
         return ""
-    kind = value.get("type") if isinstance(value, dict) else None
     return kind if isinstance(kind, str) else ""
 
 
