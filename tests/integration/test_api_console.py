@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import time
 import urllib.parse
 from collections.abc import Awaitable, Callable
@@ -28,7 +29,7 @@ from tests.integration.api_helpers import (
     state,
 )
 from tests.integration.test_api_commands import LocalReplica
-from tests.servers import ADMIN_TOKEN, NodeProcess, http
+from tests.servers import ADMIN_TOKEN, NodeProcess, http, wait_for
 
 NO_RETRY = {"max_attempts": 1, "backoff": "fixed", "initial_delay": "1s", "max_delay": "1s"}
 
@@ -226,7 +227,19 @@ def dead_letters(node: NodeProcess, tenant: Tenant, count: int) -> list[str]:
     _, page, _ = http("GET", f"{node.url}/v1/deadletters", token=tenant.token)
     ids = [item["id"] for item in page["deadletters"]]
     assert len(ids) == count, page
+    # The jobs' completions (deferred by their claim, log level 5) are written by the leader's
+    # pruner once their batch closed: wait for them, or a later test's "changes nothing" sees
+    # that background write.
+    wait_for(lambda: _no_pending_completions(node), 30.0, "the deferred completions written")
     return ids
+
+
+def _no_pending_completions(node: NodeProcess) -> bool:
+    conn = sqlite3.connect(f"file:{node.data_dir / 'state.db'}?mode=ro", uri=True)
+    try:
+        return conn.execute("SELECT COUNT(*) FROM completions").fetchone() == (0,)
+    finally:
+        conn.close()
 
 
 def test_redrive_answers_each_id_in_order_and_redrives_only_the_callers(
