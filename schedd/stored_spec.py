@@ -167,13 +167,17 @@ def load_spec(text: str | bytes) -> StoredSpec:
 def connection_of(target: object) -> tuple[str, str] | None:
     """(connection name, connection kind) of a spec's target (any JSON value), or None for a
     queue or HTTP one."""
-    if not isinstance(target, Mapping):
-        return None
-    kind = CONNECTION_KIND_OF_TARGET.get(str(target.get("type")))
-    name = target.get("connection")
+    kind = CONNECTION_KIND_OF_TARGET.get(target_type(target) or "")
+    name = target.get("connection") if isinstance(target, Mapping) else None
     if kind is None or not isinstance(name, str):
         return None
     return name, kind
+
+
+def target_type(target: object) -> str | None:
+    """The kind a spec's target (any JSON value) names, if it names one as text."""
+    kind = target.get("type") if isinstance(target, Mapping) else None
+    return kind if isinstance(kind, str) else None
 
 
 def _window_text(value: object) -> str | None:

@@ -34,6 +34,7 @@ from schedd.store.results import (
     TenantSaved,
     Triggered,
 )
+from schedd.stored_spec import target_type
 from schedd.targets import BY_NAME, CONNECTION_KIND_OF_TARGET
 
 JSONObject = Mapping[str, Any]  # kept as the proposer built it (a job spec, tenant changes)
@@ -264,9 +265,7 @@ class UpdateJob(LogCommand[Done], frozen=True, kw_only=True, omit_defaults=True)
 
 def spec_level(spec: JSONObject) -> int:
     """The log level a job spec needs: its broker target kind's (`TargetKind.log_level`), else 1."""
-    target = spec.get("target")
-    kind = target.get("type") if isinstance(target, Mapping) else None
-    found = BY_NAME.get(kind) if isinstance(kind, str) else None
+    found = BY_NAME.get(target_type(spec.get("target")) or "")
     return 1 if found is None else found.log_level
 
 
