@@ -180,18 +180,3 @@ def delivery_id(job_id: str, scheduled_at_ms: int) -> str:
 def idempotency_key(job_id: str, scheduled_at_ms: int) -> str:
     """What a run's consumer or endpoint dedupes on: `job_id:scheduled_at` (RFC 3339)."""
     return f"{job_id}:{format_instant(scheduled_at_ms)}"
-
-
-def queue_message(
-    job_id: str, scheduled_at_ms: int, attempt: int, payload: Any, receipt: str
-) -> dict[str, Any]:
-    """A queue message as a receive answers it (API.md's message object)."""
-    key = idempotency_key(job_id, scheduled_at_ms)
-    return {
-        "receipt": receipt,
-        "job_id": job_id,
-        "scheduled_at": key[len(job_id) + 1 :],  # "job_id:scheduled_at": formatted once
-        "attempt": attempt,
-        "idempotency_key": key,
-        "payload": payload,
-    }

@@ -57,6 +57,8 @@ from schedd.wire.queues import (
     Acked,
     Extended,
     LocalConsumers,
+    Message,
+    Messages,
     Nacked,
     QueueList,
     QueueView,
@@ -222,19 +224,12 @@ async def _poll(
                 messages = await _received(ctx, command)
                 holds.took(key, asked, len(messages))
             metrics.RECEIVES.labels("messages" if messages else "empty").inc()
-            received_ms = ctx.clock_ms()
-            alike: Counter[tuple[int, str]] = Counter()  # a spike's messages share a few
-            for message in messages:
-                message["payload"] = ctx.payload_keys.open(message["payload"])
-                alike[(message["attempt"], message["scheduled_at"])] += 1
-            for (attempt, scheduled_at), count in alike.items():
-                scheduled_ms = parse_instant(scheduled_at, field="scheduled_at")
-                metrics.record_delivery("queue", attempt, scheduled_ms, received_ms, count)
             if messages:
-                return json_response({"messages": messages})
+                _record_deliveries(messages, ctx.clock_ms())
+                return json_response(Messages(messages=_opened(ctx, messages)))
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            return json_response({"messages": []})
+            return json_response(Messages(messages=[]))
         await ctx.queue_signal.wait(tenant_id, queue, min(remaining, RECHECK_S))
 
 
@@ -243,22 +238,39 @@ def _every_node_applies(ctx: ApiContext, level: int) -> bool:
     return ctx.storage is None or not ctx.storage.peers.lagging(level)
 
 
-async def _received(ctx: ApiContext, command: ReceiveMessages) -> list[dict[str, Any]]:
+async def _received(ctx: ApiContext, command: ReceiveMessages) -> list[Message]:
     """The receive's messages: the per-run ones its result gives whole, or names (level 7),
     then the batch runs it took (level 6); what is named is read from this node's store."""
     result = await propose(ctx, command)
-    messages: list[dict[str, Any]] = result.messages
-    taken, held = result.taken or [], result.held or []
+    messages, taken, held = result.messages, result.taken or [], result.held or []
     if not taken and not held:
         return messages
     nonces = command.receipts[len(messages) :]
     runs_nonces, batch_nonces = nonces[: len(taken)], nonces[len(taken) :]
 
-    def read(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    def read(conn: sqlite3.Connection) -> list[Message]:
         named = taken_messages(conn, taken, runs_nonces)
         return named + held_messages(conn, held, batch_nonces) if held else named
 
     return messages + await ctx.reads.read(read)
+
+
+def _opened(ctx: ApiContext, messages: list[Message]) -> list[Message]:
+    """The messages with their payloads as the job gave them (a sealed or marked one opened)."""
+    opened = []
+    for message in messages:
+        payload = ctx.payload_keys.open(message.payload)
+        same = payload is message.payload
+        opened.append(message if same else msgspec.structs.replace(message, payload=payload))
+    return opened
+
+
+def _record_deliveries(messages: list[Message], received_ms: int) -> None:
+    """The delivery metrics of received messages (a spike's share a few attempts and times)."""
+    alike = Counter((m.attempt, m.scheduled_at) for m in messages)
+    for (attempt, scheduled_at), count in alike.items():
+        scheduled_ms = parse_instant(scheduled_at, field="scheduled_at")
+        metrics.record_delivery("queue", attempt, scheduled_ms, received_ms, count)
 
 
 async def _settle(request: web.Request, body: type[B]) -> tuple[str, str, B]:

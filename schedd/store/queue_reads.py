@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
-from typing import Any
 
-from schedd.model import queue_message
+from schedd.model import idempotency_key
 from schedd.store.command import stored_json
 from schedd.store.ledger import batches
 from schedd.store.views import QueueSummary
+from schedd.wire.queues import Message
 
 
 def visible_count(
@@ -33,7 +33,7 @@ def visible_count(
 
 def taken_messages(
     conn: sqlite3.Connection, taken: Sequence[str], nonces: Sequence[str]
-) -> list[dict[str, Any]]:
+) -> list[Message]:
     """The per-run messages a receive took (its result's `taken`: msg_ids, log level 7), each
     under the receipt of its nonce, read from this node's store. A message whose receipt is no
     longer that one (acked, or handed out again after its visibility timeout) gives none: its
@@ -49,7 +49,7 @@ def taken_messages(
     ).fetchall()
     found = {row[0]: row for row in rows}
     return [
-        queue_message(job_id, scheduled_at_ms, attempt, stored_json(payload), receipt)
+        received(job_id, scheduled_at_ms, attempt, payload, receipt)
         for receipt, job_id, scheduled_at_ms, attempt, payload in (
             found[r] for r in receipts if r in found
         )
@@ -58,7 +58,7 @@ def taken_messages(
 
 def held_messages(
     conn: sqlite3.Connection, held: list[list[int]], nonces: Sequence[str]
-) -> list[dict[str, Any]]:
+) -> list[Message]:
     """The messages of the batch runs a receive took (its result's `held`: [batch_id, slot,
     ...] lists, log level 6), each under the receipt of its nonce, read from this node's
     store: a held run stays in its batch row until acked or redelivered, and a batch's runs
@@ -71,9 +71,23 @@ def held_messages(
             if stored is not None:
                 run = stored[slot]
                 receipt = batches.receipt(nonce, batch_id, slot)
-                payload = stored_json(run.payload)
-                messages.append(queue_message(run.job_id, run.scheduled_at_ms, 1, payload, receipt))
+                messages.append(received(run.job_id, run.scheduled_at_ms, 1, run.payload, receipt))
     return messages
+
+
+def received(
+    job_id: str, scheduled_at_ms: int, attempt: int, payload: str, receipt: str
+) -> Message:
+    """A message as a receive answers it, from its run and its stored payload text."""
+    key = idempotency_key(job_id, scheduled_at_ms)
+    return Message(
+        receipt=receipt,
+        job_id=job_id,
+        scheduled_at=key[len(job_id) + 1 :],  # "job_id:scheduled_at": formatted once
+        attempt=attempt,
+        idempotency_key=key,
+        payload=stored_json(payload),
+    )
 
 
 def queue_summaries(conn: sqlite3.Connection, tenant_id: str, now_ms: int) -> list[QueueSummary]:

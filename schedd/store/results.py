@@ -12,9 +12,9 @@ field added since reads as that default, not as an error.
 
 from __future__ import annotations
 
-from typing import Any
-
 import msgspec
+
+from schedd.wire.queues import Message
 
 
 class Done(msgspec.Struct, frozen=True, kw_only=True):
@@ -77,7 +77,7 @@ class Received(Done, frozen=True, kw_only=True):
     reads what is named by reference from its own store (queue_reads.taken_messages and
     held_messages)."""
 
-    messages: list[Any] = []
+    messages: list[Message] = []
     taken: list[str] | None = None
     held: list[list[int]] | None = None
 

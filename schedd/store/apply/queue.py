@@ -6,11 +6,10 @@ failed, and the job's retry policy decides when the message is visible again or 
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from typing import Any, NamedTuple
 
-from schedd.model import RunStatus, queue_message
+from schedd.model import RunStatus, idempotency_key
 from schedd.retry import has_attempts_left, retry_delay_ms
 from schedd.store import ledger
 from schedd.store.command import (
@@ -26,7 +25,7 @@ from schedd.store.command import (
 from schedd.store.commands import AckMessages, ExtendMessages, NackMessages, ReceiveMessages
 from schedd.store.events import MessagesReady
 from schedd.store.ledger import batches
-from schedd.stored_spec import stored_retry
+from schedd.stored_spec import load_retry
 
 
 class Message(NamedTuple):
@@ -68,9 +67,9 @@ def receive_messages(tx: sqlite3.Connection, cmd: Command[ReceiveMessages]) -> R
     nonces = b.receipts
     receipts = [f"{nonce}.{m.msg_id}" for nonce, m in zip(nonces, messages, strict=False)]
     _hand_out(tx, cmd, messages, receipts)
-    delivered: list[dict[str, Any]] = []
+    delivered: list[dict[str, object]] = []  # the whole form (before level 6 and 7)
     payloads: list[str] = []
-    fields: dict[str, Any] = {"messages": delivered}
+    fields: dict[str, object] = {"messages": delivered}
     if b.runs_by_reference:
         fields["taken"] = [m.msg_id for m in messages]
     else:
@@ -95,10 +94,18 @@ def receive_messages(tx: sqlite3.Connection, cmd: Command[ReceiveMessages]) -> R
 
 def _message(
     job_id: str, scheduled_at_ms: int, attempt: int, payload: str, receipt: str
-) -> dict[str, Any]:
-    """A delivery as kept (its payload's floats as canonical_json writes them)."""
-    kept_payload = stored_json_as_canonical(payload)
-    return queue_message(job_id, scheduled_at_ms, attempt, kept_payload, receipt)
+) -> dict[str, object]:
+    """A delivery as kept (API.md's message object, its payload's floats as canonical_json
+    writes them): the whole form, which levels 6 and 7 name by reference instead."""
+    key = idempotency_key(job_id, scheduled_at_ms)
+    return {
+        "receipt": receipt,
+        "job_id": job_id,
+        "scheduled_at": key[len(job_id) + 1 :],  # "job_id:scheduled_at": formatted once
+        "attempt": attempt,
+        "idempotency_key": key,
+        "payload": stored_json_as_canonical(payload),
+    }
 
 
 def _references(held: list[tuple[batches.Batch, int]]) -> list[list[int]]:
@@ -294,7 +301,7 @@ def _fail_attempt(
     ledger.finish_attempts(
         tx, [_current_attempt(message)], finished_at_ms=now, outcome=outcome, error=error
     )
-    policy = stored_retry(json.loads(message.retry))
+    policy = load_retry(message.retry)
     if has_attempts_left(policy, message.attempt):
         delay = retry_delay_ms(policy, message.attempt, message.msg_id)
         ledger.schedule_retry(tx, message.msg_id, now + delay)
