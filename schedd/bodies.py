@@ -38,8 +38,9 @@ _JSON_TYPES = {
 
 class Body(msgspec.Struct, forbid_unknown_fields=True):
     """A request body: unknown fields refused (400). `field_messages` keeps a field's sentence (the
-    one the API answered before msgspec); `unknown_field` may list what is allowed, with
-    `{fields}` standing for the struct's field names."""
+    one the API answered before msgspec; `{value!r}` stands for what the body gave);
+    `unknown_field` may list what is allowed, with `{fields}` standing for the struct's field
+    names."""
 
     field_messages: ClassVar[Mapping[str, str]] = {}
     unknown_field: ClassVar[str] = UNKNOWN_FIELD
@@ -68,8 +69,14 @@ class DurationMs(int, Checked):
     def check(cls, value: object) -> Self:
         ms = parse_duration(value, field="", minimum_ms=cls.minimum_ms)
         if ms > cls.maximum_ms:  # a subclass's own bound (parse_duration refuses its own)
-            raise InvalidRequest("", f"must be at most {cls.maximum_ms // 1000}s")
+            raise InvalidRequest("", f"must be at most {cls.maximum_ms // 1000}s, got {value!r}")
         return cls(ms)
+
+
+def ms_or(value: DurationMs | msgspec.UnsetType, default_ms: int) -> int:
+    """A duration a body gave, else its default (a default in the struct would be published
+    as a number of milliseconds, not as the duration text a client sends)."""
+    return default_ms if value is msgspec.UNSET else int(value)
 
 
 def convert_body(body: object, kind: type[T], *, field: str = "") -> T:
@@ -82,7 +89,7 @@ def convert_body(body: object, kind: type[T], *, field: str = "") -> T:
     try:  # of 100 receipts 10 of its 11 us, so the copy is made for a refused body alone
         return msgspec.convert(_integral(body), kind, dec_hook=_check)
     except msgspec.ValidationError as exc:
-        raise _invalid(str(exc), kind, field) from None
+        raise _invalid(str(exc), kind, field, body) from None
 
 
 def _integral(value: object) -> object:
@@ -106,7 +113,7 @@ def _check(kind: type, value: Any) -> Any:
     raise NotImplementedError(f"no decoder for {kind!r}")
 
 
-def _invalid(text: str, kind: type, prefix: str) -> InvalidRequest:
+def _invalid(text: str, kind: type, prefix: str, body: object) -> InvalidRequest:
     found = _AT.fullmatch(text)
     reason, path = (found["reason"], found["path"] or "") if found else (text, "")
     if unknown := _UNKNOWN.fullmatch(reason):
@@ -116,11 +123,18 @@ def _invalid(text: str, kind: type, prefix: str) -> InvalidRequest:
     else:  # a field's own sentence is about the whole field (allowed_hosts, not an item)
         top = re.split(r"[.\[]", path.lstrip("."), maxsplit=1)[0]
         if message := _messages(kind).get(top):
-            path, reason = top, message
+            path, reason = top, _with_value(message, body, top)
         else:
             reason = _plain(reason)
     name = path.lstrip(".")
     return InvalidRequest(".".join(part for part in (prefix, name) if part) or "body", reason)
+
+
+def _with_value(message: str, body: object, key: str) -> str:
+    """A field's sentence with the value the body gave where it says `{value!r}`."""
+    if "{value!r}" not in message:
+        return message  # it may hold other braces: a pattern's {1,128}
+    return message.replace("{value!r}", repr(body.get(key) if isinstance(body, dict) else None))
 
 
 def _messages(kind: type) -> Mapping[str, str]:

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Annotated, Any, ClassVar, TypeVar
 from urllib.parse import urlsplit
 
+from msgspec import UNSET, Meta, UnsetType
+
+from schedd.bodies import Body, DurationMs, convert_body, ms_or
 from schedd.errors import InvalidRequest, PayloadTooLarge
-from schedd.jsonbody import as_integer, dumps
+from schedd.jsonbody import dumps
 from schedd.model import (
     AtSchedule,
     Backoff,
@@ -183,30 +186,49 @@ def parse_target(value: object) -> Target:
 _TARGET_TYPES = ", ".join(repr(t) for t in TARGET_TYPES)
 
 
+DEFAULT_RETRY = RetryPolicy()
+
+
+class InitialDelay(DurationMs):
+    """Default 1s."""
+
+    maximum_ms = MAX_DELAY_MS
+
+
+class MaxDelay(DurationMs):
+    """Default 5m; at least initial_delay."""
+
+    maximum_ms = MAX_DELAY_MS
+
+
+class RetryInput(Body):
+    """How a job's failed attempts are retried; a field not given takes its default."""
+
+    max_attempts: Annotated[int, Meta(ge=1, le=MAX_ATTEMPTS)] = DEFAULT_RETRY.max_attempts
+    backoff: Annotated[
+        Backoff | None, Meta(description=f"Default {DEFAULT_RETRY.backoff.value}.")
+    ] = None
+    initial_delay: InitialDelay | UnsetType = UNSET
+    max_delay: MaxDelay | UnsetType = UNSET
+
+    field_messages: ClassVar[Mapping[str, str]] = {
+        "max_attempts": f"must be an integer 1-{MAX_ATTEMPTS}, got {{value!r}}",
+        "backoff": f"must be one of {', '.join(repr(b.value) for b in Backoff)}, got {{value!r}}",
+    }
+
+
 def parse_retry(value: object) -> RetryPolicy:
     """Validate a retry object; missing fields take the defaults (3, exponential, 1s, 5m)."""
     if value is None:
-        return RetryPolicy()
-    if not isinstance(value, Mapping):
-        raise InvalidRequest("retry", "must be an object")
-    reject_unknown(value, {"max_attempts", "backoff", "initial_delay", "max_delay"}, "retry.")
-    policy = RetryPolicy()
-    given = value.get("max_attempts", policy.max_attempts)
-    attempts = as_integer(given, 1, MAX_ATTEMPTS)
-    if attempts is None:
-        raise InvalidRequest(
-            "retry.max_attempts", f"must be an integer 1-{MAX_ATTEMPTS}, got {given!r}"
-        )
-    initial = _bounded_duration(
-        value.get("initial_delay", "1s"), "retry.initial_delay", 0, MAX_DELAY_MS
-    )
-    maximum = _bounded_duration(value.get("max_delay", "5m"), "retry.max_delay", 0, MAX_DELAY_MS)
+        return DEFAULT_RETRY
+    asked = convert_body(value, RetryInput, field="retry")
+    initial = ms_or(asked.initial_delay, DEFAULT_RETRY.initial_delay_ms)
+    maximum = ms_or(asked.max_delay, DEFAULT_RETRY.max_delay_ms)
     if maximum < initial:
         raise InvalidRequest("retry.max_delay", "must be at least retry.initial_delay")
-    return replace(
-        policy,
-        max_attempts=attempts,
-        backoff=_enum(Backoff, value.get("backoff"), "retry.backoff"),
+    return RetryPolicy(
+        max_attempts=asked.max_attempts,
+        backoff=asked.backoff or DEFAULT_RETRY.backoff,
         initial_delay_ms=initial,
         max_delay_ms=maximum,
     )

@@ -22,8 +22,8 @@ from schedd.api import jobs, schedules
 from schedd.api.operation import JSON, RETRY_AFTER, Answer, Operation, Parameter
 from schedd.api.operations import OPERATIONS
 from schedd.bodies import DurationMs
-from schedd.jobspec import HTTP_METHODS, MAX_WINDOW_MS
-from schedd.model import Backoff, MisfirePolicy, OverlapPolicy
+from schedd.jobspec import HTTP_METHODS, MAX_WINDOW_MS, RetryInput
+from schedd.model import MisfirePolicy, OverlapPolicy
 from schedd.schedule import MAX_AHEAD_MS, MIN_EVERY_MS
 from schedd.targets import CONNECTION_NAME
 from schedd.targets import KINDS as TARGET_KINDS
@@ -245,18 +245,6 @@ def broker_targets() -> list[Schema]:
     ]
 
 
-def retry_input() -> Schema:
-    return closed(
-        {
-            "max_attempts": {"type": "integer", "minimum": 1, "maximum": 100, "default": 3},
-            "backoff": {"enum": values(Backoff), "default": "exponential"},
-            "initial_delay": duration(0, 86400, "Default 1s."),
-            "max_delay": duration(0, 86400, "Default 5m; at least initial_delay."),
-        },
-        [],
-    )
-
-
 def job_fields(*, creating: bool) -> dict[str, Schema]:
     window = duration(0, MAX_WINDOW_MS / 1000, "Runs fire at an offset in [0, window).")
     fields: dict[str, Schema] = {
@@ -299,7 +287,6 @@ def job_schemas() -> dict[str, Schema]:
     return {
         "ScheduleInput": schedule_input(),
         "TargetInput": target_input(),
-        "RetryInput": retry_input(),
         "JobCreate": closed(
             job_fields(creating=True), ["schedule", "target"], examples=[JOB_EXAMPLE]
         ),
@@ -468,7 +455,7 @@ def table_types() -> list[Any]:
 
 def route_table() -> tuple[Schema, Schema, Schema]:
     """The document's paths, and the schema and parameter components they name."""
-    schema_of, components = struct_schemas(table_types())
+    schema_of, components = struct_schemas([*table_types(), RetryInput])  # in the job bodies
     paths: dict[str, Schema] = {}
     parameters: dict[str, Schema] = {}
     for op in OPERATIONS:
