@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, ClassVar, TypeVar
+from typing import Annotated, Any, ClassVar
 from urllib.parse import urlsplit
 
 from msgspec import UNSET, Meta, UnsetType
@@ -36,7 +36,7 @@ from schedd.targets import BY_NAME, TARGET_TYPES
 from schedd.targets import target_to_json as broker_target_to_json
 from schedd.targets.kind import reject_unknown
 from schedd.timeformat import format_duration, parse_duration
-from schedd.wire.fields import DEFAULT_PAYLOAD_LIMIT
+from schedd.wire.fields import DEFAULT_PAYLOAD_LIMIT, SCHEMAS, Payload, ref
 
 JOB_FIELDS = frozenset(
     {"name", "schedule", "window", "target", "payload", "retry", "misfire_policy", "overlap_policy"}
@@ -48,7 +48,6 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _CONTROL_OR_SPACE = re.compile(r"[\x00-\x20\x7f]")
 MAX_WINDOW_MS = 86_400_000
 MAX_ATTEMPTS = 100  # what a tenant may ask for; a redrive may store one more
-E = TypeVar("E", MisfirePolicy, OverlapPolicy, Backoff)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -69,6 +68,55 @@ class JobSpec:
         return not isinstance(self.schedule, AtSchedule)
 
 
+PRINTABLE = r"^[^\u0000-\u001f\u007f]*$"  # published; checked whole by _parse_name
+SCHEDULE_INPUT = {"$ref": SCHEMAS + "ScheduleInput"}  # tools/gen_openapi.py writes these two
+TARGET_INPUT = {"$ref": SCHEMAS + "TargetInput"}
+
+
+class Window(DurationMs):
+    """Runs fire at an offset in [0, window)."""
+
+    maximum_ms = MAX_WINDOW_MS
+
+
+def _policy_message(kind: type[MisfirePolicy | OverlapPolicy]) -> str:
+    return f"must be one of {', '.join(repr(m.value) for m in kind)}, got {{value!r}}"
+
+
+class JobCreate(Body, kw_only=True):
+    """A job: when it runs (schedule), where each run goes (target), what it carries
+    (payload) and how a failed attempt is retried. The schedule, the target, the payload and
+    the retry object are checked by their own validators (schedule.parse_schedule,
+    parse_target, the payload limit, RetryInput)."""
+
+    name: Annotated[str, Meta(max_length=200, extra_json_schema={"pattern": PRINTABLE})] | None = (
+        None
+    )
+    schedule: Annotated[Any, Meta(extra_json_schema=SCHEDULE_INPUT)]
+    window: Window | None = None
+    target: Annotated[Any, Meta(extra_json_schema=TARGET_INPUT)]
+    payload: Payload = None
+    retry: Annotated[
+        Any, Meta(extra_json_schema={"anyOf": [ref(RetryInput), {"type": "null"}]})
+    ] = None
+    misfire_policy: Annotated[
+        MisfirePolicy | None, Meta(description=f"Default {MisfirePolicy.RUN_ONCE.value}.")
+    ] = None
+    overlap_policy: Annotated[
+        OverlapPolicy | None,
+        Meta(
+            description=f"Default {OverlapPolicy.ALLOW.value}. Recurring schedules only: a "
+            "one-time job accepts only allow."
+        ),
+    ] = None
+
+    field_messages: ClassVar[Mapping[str, str]] = {
+        "name": "must be a string of at most 200 printable characters",
+        "misfire_policy": _policy_message(MisfirePolicy),
+        "overlap_policy": _policy_message(OverlapPolicy),
+    }
+
+
 def parse_job(
     body: Mapping[str, Any],
     *,
@@ -77,23 +125,17 @@ def parse_job(
     is_new_schedule: bool = True,
 ) -> JobSpec:
     """Validate a job body (POST /v1/jobs); every error names the field and the bad value."""
-    if not isinstance(body, Mapping):
-        raise InvalidRequest("body", "must be a JSON object")
-    reject_unknown(body, JOB_FIELDS, prefix="")
-    if "schedule" not in body:
-        raise InvalidRequest("schedule", "is required")
-    if "target" not in body:
-        raise InvalidRequest("target", "is required")
-    schedule = parse_schedule(body["schedule"], now_ms=now_ms, needs_a_run_left=is_new_schedule)
+    asked = convert_body(body, JobCreate)
+    schedule = parse_schedule(asked.schedule, now_ms=now_ms, needs_a_run_left=is_new_schedule)
     spec = JobSpec(
-        name=_parse_name(body.get("name")),
+        name=_parse_name(asked.name),
         schedule=schedule,
-        window_ms=_parse_window(body.get("window")),
-        target=parse_target(body["target"]),
-        payload=_check_payload(body.get("payload"), payload_limit),
-        retry=parse_retry(body.get("retry")),
-        misfire_policy=_enum(MisfirePolicy, body.get("misfire_policy"), "misfire_policy"),
-        overlap_policy=_enum(OverlapPolicy, body.get("overlap_policy"), "overlap_policy"),
+        window_ms=int(asked.window) or None if asked.window is not None else None,
+        target=parse_target(asked.target),
+        payload=_check_payload(asked.payload, payload_limit),
+        retry=parse_retry(asked.retry),
+        misfire_policy=asked.misfire_policy or MisfirePolicy.RUN_ONCE,
+        overlap_policy=asked.overlap_policy or OverlapPolicy.ALLOW,
     )
     if not spec.is_recurring and spec.overlap_policy is not OverlapPolicy.ALLOW:
         raise InvalidRequest("overlap_policy", "applies to recurring schedules only")
@@ -111,8 +153,7 @@ def patch_job(
     """Apply a PATCH body to a job's canonical JSON and validate the result as a whole."""
     if not isinstance(changes, Mapping):
         raise InvalidRequest("body", "must be a JSON object")
-    reject_unknown(changes, JOB_FIELDS, prefix="")
-    merged = {**current, **changes}
+    merged = {**current, **changes}  # a stored spec has no unknown field: parse_job refuses them
     # An unchanged schedule is not judged again: a paused job whose schedule has ended can
     # still get a new payload or target (and then a new schedule, before it is resumed).
     return parse_job(
@@ -217,6 +258,9 @@ class RetryInput(Body):
     }
 
 
+RETRY_INPUT = {"anyOf": [ref(RetryInput), {"type": "null"}]}
+
+
 def parse_retry(value: object) -> RetryPolicy:
     """Validate a retry object; missing fields take the defaults (3, exponential, 1s, 5m)."""
     if value is None:
@@ -254,38 +298,11 @@ def _check_window_fits(spec: JobSpec) -> None:
         )
 
 
-def _parse_window(value: object) -> int | None:
-    if value is None:
-        return None
-    window = _bounded_duration(value, "window", 0, MAX_WINDOW_MS)
-    return window or None
-
-
 def _bounded_duration(value: object, field: str, low_ms: int, high_ms: int) -> int:
     ms = parse_duration(value, field=field, minimum_ms=low_ms)
     if ms > high_ms:
         raise InvalidRequest(field, f"must be at most {format_duration(high_ms)}, got {value!r}")
     return ms
-
-
-_DEFAULTS: dict[type[Any], Any] = {
-    MisfirePolicy: MisfirePolicy.RUN_ONCE,
-    OverlapPolicy: OverlapPolicy.ALLOW,
-    Backoff: Backoff.EXPONENTIAL,
-}
-
-
-def _enum(kind: type[E], value: object, field: str) -> E:
-    if value is None:
-        default: E = _DEFAULTS[kind]
-        return default
-    try:
-        if not isinstance(value, str):
-            raise ValueError(value)
-        return kind(value)
-    except ValueError:
-        choices = ", ".join(repr(m.value) for m in kind)
-        raise InvalidRequest(field, f"must be one of {choices}, got {value!r}") from None
 
 
 def _check_payload(payload: object, limit: int) -> JSONValue:

@@ -21,9 +21,9 @@ from schedd import __version__
 from schedd.api import jobs, schedules
 from schedd.api.operation import JSON, RETRY_AFTER, Answer, Operation, Parameter
 from schedd.api.operations import OPERATIONS
+from schedd.api.operations.parameters import PRINTABLE_KEY
 from schedd.bodies import DurationMs
-from schedd.jobspec import HTTP_METHODS, MAX_WINDOW_MS, RetryInput
-from schedd.model import MisfirePolicy, OverlapPolicy
+from schedd.jobspec import HTTP_METHODS
 from schedd.schedule import MAX_AHEAD_MS, MIN_EVERY_MS
 from schedd.targets import CONNECTION_NAME
 from schedd.targets import KINDS as TARGET_KINDS
@@ -245,66 +245,27 @@ def broker_targets() -> list[Schema]:
     ]
 
 
-def job_fields(*, creating: bool) -> dict[str, Schema]:
-    window = duration(0, MAX_WINDOW_MS / 1000, "Runs fire at an offset in [0, window).")
-    fields: dict[str, Schema] = {
-        "name": {"type": ["string", "null"], "maxLength": 200, "pattern": PRINTABLE},
-        "schedule": ref("ScheduleInput"),
-        "window": nullable(window),
-        "target": ref("TargetInput"),
-        "payload": ref("Payload"),
-        "retry": nullable(ref("RetryInput")),
-        "misfire_policy": {"enum": [*values(MisfirePolicy), None], "default": "run_once"},
-        "overlap_policy": {
-            "enum": [*values(OverlapPolicy), None],
-            "default": "allow",
-            "description": "Recurring schedules only: a one-time job accepts only allow.",
-        },
+def job_schemas(create: Schema) -> dict[str, Schema]:
+    """The job bodies' own parts, and the PATCH and batch bodies as JobCreate's fields."""
+    fields = create["properties"]
+    patched = fields | {"name": fields["name"] | {"description": "null clears the name."}}
+    key = {
+        "type": "string",
+        "pattern": PRINTABLE_KEY,
+        "description": "This item's Idempotency-Key.",
     }
-    if not creating:
-        fields["name"]["description"] = "null clears the name."
-    return fields
-
-
-JOB_EXAMPLE = {
-    "name": "weekly-digest",
-    "schedule": {"cron": "0 8 * * MON", "timezone": "Asia/Kolkata"},
-    "window": "5m",
-    "target": {"type": "queue", "name": "digest-jobs"},
-    "payload": {"user_id": 42, "week": "2026-W41"},
-    "retry": {"max_attempts": 5, "backoff": "exponential", "initial_delay": "1s"},
-}
-
-
-def job_schemas() -> dict[str, Schema]:
-    batch_item = job_fields(creating=True) | {
-        "idempotency_key": {
-            "type": "string",
-            "pattern": r"^[\x21-\x7e]{1,255}$",
-            "description": "This item's Idempotency-Key.",
-        }
-    }
+    item = closed(fields | {"idempotency_key": key}, ["schedule", "target"])
     return {
         "ScheduleInput": schedule_input(),
         "TargetInput": target_input(),
-        "JobCreate": closed(
-            job_fields(creating=True), ["schedule", "target"], examples=[JOB_EXAMPLE]
-        ),
         "JobPatch": closed(
-            job_fields(creating=False),
+            patched,
             [],
             description="Only the fields given change; a new schedule or window recomputes "
             "next_run_at. The result is validated as a whole.",
         ),
         "BatchCreate": closed(
-            {
-                "jobs": {
-                    "type": "array",
-                    "minItems": 1,
-                    "maxItems": jobs.MAX_BATCH,
-                    "items": closed(batch_item, ["schedule", "target"]),
-                }
-            },
+            {"jobs": {"type": "array", "minItems": 1, "maxItems": jobs.MAX_BATCH, "items": item}},
             ["jobs"],
         ),
     }
@@ -455,7 +416,7 @@ def table_types() -> list[Any]:
 
 def route_table() -> tuple[Schema, Schema, Schema]:
     """The document's paths, and the schema and parameter components they name."""
-    schema_of, components = struct_schemas([*table_types(), RetryInput])  # in the job bodies
+    schema_of, components = struct_schemas(table_types())
     paths: dict[str, Schema] = {}
     parameters: dict[str, Schema] = {}
     for op in OPERATIONS:
@@ -486,7 +447,7 @@ request changes nothing. 429, 503 and 507 carry `Retry-After`.
 
 def document() -> Schema:
     paths, schemas, parameters = route_table()
-    schemas = input_schemas() | job_schemas() | preview_schemas() | schemas
+    schemas = input_schemas() | job_schemas(schemas["JobCreate"]) | preview_schemas() | schemas
     return {
         "openapi": "3.1.0",
         "info": {

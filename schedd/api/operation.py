@@ -66,9 +66,9 @@ class Operation:
     description: str | None = None
     access: Access
     parameters: tuple[Parameter, ...] = ()
-    # The request body's struct, or the name of a schema tools/gen_openapi.py writes (the job
-    # bodies, until jobspec reads them as structs).
-    body: type | str | None = None
+    # The request body's struct (or an Annotated one, with examples), or the name of a schema
+    # tools/gen_openapi.py writes (the batch and preview bodies, until they are structs).
+    body: Any = None
     answers: Mapping[int, Answer]
     errors: tuple[int, ...] = ()
     extra: Mapping[str, Any] = field(default_factory=dict)  # further OpenAPI operation keys

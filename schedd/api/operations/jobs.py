@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
+from msgspec import Meta
+
 from schedd.api import jobs, schedules
 from schedd.api.operation import Answer, Operation
 from schedd.api.operations.parameters import (
@@ -19,6 +23,7 @@ from schedd.api.operations.parameters import (
     LIMIT,
     TENANT,
 )
+from schedd.jobspec import JobCreate
 from schedd.wire.jobs import BatchResults, JobList, JobView, PreviewResult, RunList, Triggered
 
 
@@ -39,6 +44,15 @@ JOB_LINKS = {
     )
 }
 
+JOB_EXAMPLE = {
+    "name": "weekly-digest",
+    "schedule": {"cron": "0 8 * * MON", "timezone": "Asia/Kolkata"},
+    "window": "5m",
+    "target": {"type": "queue", "name": "digest-jobs"},
+    "payload": {"user_id": 42, "week": "2026-W41"},
+    "retry": {"max_attempts": 5, "backoff": "exponential", "initial_delay": "1s"},
+}
+
 OPERATIONS = (
     Operation(
         method="POST",
@@ -50,7 +64,7 @@ OPERATIONS = (
         description="A run_at in the past runs at once; one more than 10 years ahead is 400.",
         access=TENANT,
         parameters=(IDEMPOTENCY_KEY,),
-        body="JobCreate",
+        body=Annotated[JobCreate, Meta(examples=[JOB_EXAMPLE])],
         answers={
             201: Answer(
                 "The job (or, for a replayed Idempotency-Key, the first one as it is now).",
