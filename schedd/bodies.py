@@ -10,11 +10,13 @@ validator, called by msgspec from this one place, and its own schema.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from typing import Any, ClassVar, Self, TypeVar
 
 import msgspec
+import msgspec.inspect
 
 from schedd.errors import InvalidRequest
 from schedd.timeformat import MAX_DURATION_MS, parse_duration
@@ -83,13 +85,50 @@ def convert_body(body: object, kind: type[T], *, field: str = "") -> T:
     """`body` (decoded by jsonbody) as the struct `kind`, or InvalidRequest naming the field,
     prefixed with `field` when given (`body.runs`)."""
     try:
-        return msgspec.convert(body, kind, dec_hook=_check)
+        converted = msgspec.convert(body, kind, dec_hook=_check)
     except msgspec.ValidationError:
-        pass  # perhaps only a whole float where an int goes: copying every body cost an ack
-    try:  # of 100 receipts 10 of its 11 us, so the copy is made for a refused body alone
+        # Perhaps only a whole float where an int goes: copying every body cost an ack of 100
+        # receipts 10 of its 11 us, so the copy is made for a refused body alone.
+        converted = _converted_again(body, kind, field)
+    _check_whole_patterns(converted, kind, field, body)
+    return converted
+
+
+def _converted_again(body: object, kind: type[T], prefix: str) -> T:
+    try:
         return msgspec.convert(_integral(body), kind, dec_hook=_check)
     except msgspec.ValidationError as exc:
-        raise _invalid(str(exc), kind, field, body) from None
+        raise _invalid(str(exc), kind, prefix, body) from None
+
+
+def _check_whole_patterns(converted: object, kind: type, prefix: str, body: object) -> None:
+    """msgspec searches a pattern, and Python's `$` also matches before a final newline: a
+    top-level field's pattern that ends in `$` must match the whole value."""
+    for name, whole in _whole_patterns(kind):
+        value = getattr(converted, name)
+        if isinstance(value, str) and not whole.search(value):
+            text = f"Expected `str` matching regex {whole.pattern[:-2] + '$'!r} - at `$.{name}`"
+            raise _invalid(text, kind, prefix, body)
+
+
+@functools.cache
+def _whole_patterns(kind: type) -> tuple[tuple[str, re.Pattern[str]], ...]:
+    """The str fields of a struct whose pattern ends in `$`, that pattern ending in `\\Z`."""
+    if not (isinstance(kind, type) and issubclass(kind, msgspec.Struct)):
+        return ()
+    found = []
+    for field in msgspec.inspect.type_info(kind).fields:  # type: ignore[attr-defined]
+        for member in _members(field.type):
+            pattern = member.pattern if isinstance(member, msgspec.inspect.StrType) else None
+            if pattern is not None and pattern.endswith("$"):
+                found.append((field.name, re.compile(pattern[:-1] + r"\Z")))
+    return tuple(found)
+
+
+def _members(kind: msgspec.inspect.Type) -> list[msgspec.inspect.Type]:
+    """A field type's alternatives (a union's), each without its metadata."""
+    kinds = kind.types if isinstance(kind, msgspec.inspect.UnionType) else (kind,)
+    return [k.type if isinstance(k, msgspec.inspect.Metadata) else k for k in kinds]
 
 
 def _integral(value: object) -> object:

@@ -99,3 +99,32 @@ def test_a_connection_error_never_repeats_the_url() -> None:
     field, reason = refusal({"name": "x", "url": f"redis://u:{secret}@h x"}, ConnectionInput)
     assert field == "url" and secret not in reason
     assert refusal({"name": "a b", "url": "redis://h"}, ConnectionInput)[0] == "name"
+
+
+class Named(Body):
+    code: Annotated[str, Meta(pattern="^[a-z]{1,8}$")]
+    label: Annotated[str, Meta(pattern="^[a-z]+$", description="documented")] | None = None
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"code": "abc\n"}, "code"),
+        ({"code": "abc", "label": "x\n"}, "label"),
+    ],
+)
+def test_a_pattern_ending_in_dollar_matches_the_whole_value(
+    body: dict[str, Any], field: str
+) -> None:
+    """msgspec searches a pattern and Python's `$` matches before a final newline: convert_body
+    holds a top-level field to the whole value."""
+    with pytest.raises(InvalidRequest) as caught:
+        convert_body(body, Named)
+    assert caught.value.field == field
+    assert "must be a string matching regex" in caught.value.reason
+
+
+def test_a_connection_name_ending_in_a_newline_is_refused_by_its_struct() -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        convert_body({"name": "a\n", "url": "redis://h:6379"}, ConnectionInput)
+    assert (caught.value.field, caught.value.reason) == ("name", "must match [A-Za-z0-9_.-]{1,64}")

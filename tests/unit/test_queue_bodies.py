@@ -67,12 +67,14 @@ def test_the_defaults_and_durations() -> None:
 
 
 def test_a_consumer_name_ending_in_a_newline_stays_refused() -> None:
-    """msgspec searches a pattern, and `$` matches before a final newline: the handler matches
-    the name whole."""
-    asked = convert_body({"consumer": "worker-1\n"}, ReceiveRequest)  # the struct lets it by
+    """msgspec searches a pattern, and `$` matches before a final newline: convert_body matches
+    the name whole (bodies._check_whole_patterns), and so does the handler."""
+    with pytest.raises(InvalidRequest, match="must match") as caught:
+        convert_body({"consumer": "worker-1\n"}, ReceiveRequest)
+    assert caught.value.field == "consumer"
     request = cast(web.Request, SimpleNamespace(remote="127.0.0.1"))
     with pytest.raises(InvalidRequest, match="consumer"):
-        _consumer(asked.consumer, request)
+        _consumer("worker-1\n", request)
     assert _consumer(None, request) == "127.0.0.1"
     assert _consumer("worker-1", request) == "worker-1"
 
