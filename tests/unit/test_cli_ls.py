@@ -9,6 +9,31 @@ from typing import Any
 from click.testing import CliRunner
 
 from schedd.cli.ctl import jobs
+from schedd.cli.ctl.answers import Answer, read_answer
+from schedd.wire.jobs import JobList
+
+CREATED = "2026-12-01T08:00:00Z"
+
+
+def job(job_id: str) -> dict[str, Any]:
+    """A job object as GET /v1/jobs lists it."""
+    return {
+        "job_id": job_id,
+        "tenant_id": "ten_1",
+        "name": None,
+        "schedule": {"every": "5m", "start_at": CREATED},
+        "window": None,
+        "target": {"type": "queue", "name": "emails"},
+        "payload": None,
+        "retry": {"max_attempts": 3, "backoff": "exponential", "initial_delay": "1s"},
+        "misfire_policy": "run_once",
+        "overlap_policy": "allow",
+        "status": "active",
+        "next_run_at": CREATED,
+        "version": 1,
+        "created_at": CREATED,
+        "updated_at": CREATED,
+    }
 
 
 class PagedClient:
@@ -18,10 +43,15 @@ class PagedClient:
         self.pages = pages
         self.calls: list[dict[str, Any]] = []
 
-    def list_jobs(self, **call: Any) -> dict[str, Any]:
+    def list_jobs(self, **call: Any) -> Answer[JobList]:
         self.calls.append(call)
         ids, cursor = self.pages[call["cursor"]]
-        return {"jobs": [{"job_id": i} for i in ids[: call["limit"]]], "next_cursor": cursor}
+        page = {"jobs": [job(f"job_{i}") for i in ids[: call["limit"]]], "next_cursor": cursor}
+        return read_answer(page, JobList, request="GET /v1/jobs")
+
+
+def ids(page: dict[str, Any]) -> tuple[list[str], str | None]:
+    return [job["job_id"].removeprefix("job_") for job in page["jobs"]], page["next_cursor"]
 
 
 def ls(client: PagedClient, *args: str) -> Any:
@@ -35,7 +65,8 @@ def test_ls_asks_again_until_its_page_is_full_and_passes_the_filters() -> None:
         {None: ([], "c1"), "c1": (["a"], "c2"), "c2": (["b", "c"], "c3"), "c3": (["d"], None)}
     )
     page = ls(client, "--limit", "2", "--name", "Nightly", "--target-type", "http")
-    assert page == {"jobs": [{"job_id": "a"}, {"job_id": "b"}], "next_cursor": "c3"}
+    assert ids(page) == (["a", "b"], "c3")
+    assert page["jobs"][0] == job("job_a")  # --json prints the jobs as the API sent them
     assert [(c["cursor"], c["limit"]) for c in client.calls] == [(None, 2), ("c1", 2), ("c2", 1)]
     assert client.calls[0]["filters"] == {
         "target_type": "http",
@@ -49,13 +80,13 @@ def test_ls_asks_again_until_its_page_is_full_and_passes_the_filters() -> None:
 
 def test_ls_stops_at_the_last_page_with_fewer_jobs() -> None:
     client = PagedClient({None: ([], "c1"), "c1": (["a"], None)})
-    assert ls(client, "--host", "hooks.example") == {"jobs": [{"job_id": "a"}], "next_cursor": None}
+    assert ids(ls(client, "--host", "hooks.example")) == (["a"], None)
 
 
 def test_ls_all_follows_every_cursor() -> None:
     client = PagedClient({None: ([], "c1"), "c1": (["a"], "c2"), "c2": (["b"], None)})
     page = ls(client, "--all", "--queue", "emails")
-    assert page == {"jobs": [{"job_id": "a"}, {"job_id": "b"}], "next_cursor": None}
+    assert ids(page) == (["a", "b"], None)
 
 
 def test_ls_refuses_a_bad_instant_before_any_request() -> None:

@@ -21,8 +21,17 @@ ANSWERS: dict[tuple[str, str], Any] = {
     ("GET", "/v1/cluster"): {
         "leader": "n1",
         "nodes": [
-            {"node_id": "n1", "role": "leader", "api": "http://127.0.0.1:8701", "raft": "x:1"}
+            {
+                "node_id": "n1",
+                "role": "leader",
+                "api": "http://127.0.0.1:8701",
+                "raft": "x:1",
+                "healthy": True,
+                "partitions": [0],
+                "applied_index": 7,
+            }
         ],
+        "members": ["x:1"],
     },
     ("POST", "/v1/cluster/leader/step-down"): {"leader": "n2"},
 }

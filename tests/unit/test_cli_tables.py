@@ -7,18 +7,23 @@ long cron text; `status` piped cut a role to `foll…`. Point 8: an unreachable 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
 from schedd.cli.ctl import admin, jobs, queues, render, status
+from schedd.cli.ctl.answers import Answer, read_answer
+from schedd.wire.cluster import Cluster
+from schedd.wire.jobs import JobList, JobView, RunList
+from schedd.wire.tenants import TenantList
 
 JOB_ID = "job_4e475890124e4120a0987da4"
 LONG_CRON = "0,5,10,15,20,25,30,35,40,45,50,55 8-18 1-7,15-21 JAN,MAR,MAY,JUL,SEP,NOV MON-FRI"
 JOB = {
     "job_id": JOB_ID,
+    "tenant_id": "ten_1",
     "name": "weekly",
     "status": "active",
     "schedule": {"cron": LONG_CRON, "timezone": "America/Argentina/ComodRivadavia"},
@@ -48,19 +53,29 @@ SHORT = JOB | {
 }
 
 
+CREATED = "2026-11-30T07:59:17.570Z"
+T = TypeVar("T")
+
+
 class FakeClient:
     """What the commands ask the API, answered from fixed objects."""
 
     token = "adm_x"
     timeout_s = 1.0
 
-    def list_jobs(self, **_: Any) -> dict[str, Any]:
-        return {"jobs": [JOB, SHORT], "next_cursor": None}
+    def answer(self, kind: type[T], method: str, path: str, *_: Any, **__: Any) -> Answer[T]:
+        return read_answer(self.request(method, path), kind, request=f"{method} {path}")
 
-    def get_job(self, job_id: str) -> dict[str, Any]:
-        return SHORT if job_id == SHORT["job_id"] else JOB
+    def list_jobs(self, **_: Any) -> Answer[JobList]:
+        return read_answer({"jobs": [JOB, SHORT], "next_cursor": None}, JobList, request="ls")
 
-    def cluster(self) -> dict[str, Any]:
+    def get_job(self, job_id: str) -> Answer[JobView]:
+        return read_answer(SHORT if job_id == SHORT["job_id"] else JOB, JobView, request="get")
+
+    def cluster(self) -> Answer[Cluster]:
+        return read_answer(self._cluster(), Cluster, request="GET /v1/cluster")
+
+    def _cluster(self) -> dict[str, Any]:
         nodes = [
             {"node_id": "n1", "role": "leader", "healthy": True, "api": "http://127.0.0.1:8701"},
             {"node_id": "n2", "role": "follower", "healthy": True, "api": "http://127.0.0.1:8702"},
@@ -69,9 +84,10 @@ class FakeClient:
         for node in nodes:
             node["partitions"] = [0, 1]
             node["applied_index"] = 40
-        return {"leader": "n1", "nodes": nodes}
+            node["raft"] = f"127.0.0.1:970{node['node_id'][1]}"
+        return {"leader": "n1", "members": [node["raft"] for node in nodes], "nodes": nodes}
 
-    def list_tenants(self, **_: Any) -> dict[str, Any]:
+    def list_tenants(self, **_: Any) -> Answer[TenantList]:
         tenant = {
             "tenant_id": "ten_0123456789abcdef01234567",
             "name": "a-tenant-with-a-rather-long-name",
@@ -79,11 +95,19 @@ class FakeClient:
             "max_active_jobs": 10000,
             "dispatch_rate": 50,
             "allowed_hosts": ["hooks.example.com", "*.internal.example.org"],
+            "alert_url": None,
+            "retention": {},
+            "created_at": CREATED,
+            "updated_at": CREATED,
         }
-        return {"tenants": [tenant], "next_cursor": None}
+        page = {"tenants": [tenant], "next_cursor": None}
+        return read_answer(page, TenantList, request="GET /v1/tenants")
 
-    def list_runs(self, job_id: str, **_: Any) -> dict[str, Any]:
+    def list_runs(self, job_id: str, **_: Any) -> Answer[RunList]:
         run = {
+            "job_id": job_id,
+            "attempts": [],
+            "dispatched_at": "2026-12-01T08:00:00Z",
             "scheduled_at": "2026-12-01T08:00:00Z",
             "fire_at": "2026-12-01T08:00:00Z",
             "status": "retrying",
@@ -91,12 +115,16 @@ class FakeClient:
             "finished_at": None,
             "error": "POST https://example.com/hook answered HTTP 503 after 10.0s: " + "x" * 60,
         }
-        return {"runs": [run], "next_cursor": None}
+        page = {"runs": [run], "next_cursor": None}
+        return read_answer(page, RunList, request="GET /v1/jobs/ID/runs")
 
     def request(self, method: str, path: str, **_: Any) -> dict[str, Any]:
         if path == "/v1/deadletters":
             item = {
                 "id": f"{JOB_ID}:1796028778162",
+                "job_id": JOB_ID,
+                "scheduled_at": "2026-12-01T08:00:00Z",
+                "created_at": CREATED,
                 "attempts": 3,
                 "target": {"type": "queue", "name": "reports"},
                 "error": "exit code 3\nTraceback ...",
@@ -152,17 +180,17 @@ def test_ls_piped_prints_plain_aligned_columns_without_wrapping() -> None:
     ]
 
 
-def _unreachable_n3(api: str, client: Any) -> dict[str, Any]:
+def _unreachable_n3(api: str, client: Any) -> status.NodeFigures | None:
     if api.endswith(":8703"):
-        return {}
+        return None
     connections = {"up": 2, "down": 1} if api.endswith(":8702") else {"up": 0, "down": 0}
-    return {
-        "term": 7,
-        "applied_index": 40,
-        "backlog": 0,
-        "claim_lag_p99_s": 0.25,
-        "broker_connections": connections,
-    }
+    return status.NodeFigures(
+        term=7,
+        applied_index=40,
+        backlog=0,
+        claim_lag_p99_s=0.25,
+        broker_connections=connections,
+    )
 
 
 def test_status_piped_names_an_unreachable_node_and_keeps_roles_whole(

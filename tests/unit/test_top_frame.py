@@ -2,7 +2,22 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from schedd.cli.ctl.top import Sample, frame
+from schedd.wire.cluster import Cluster, ClusterNode
+
+
+def node(node_id: str, role: Literal["leader", "follower"]) -> ClusterNode:
+    return ClusterNode(
+        node_id=node_id,
+        api=None,
+        raft="x:1",
+        role=role,
+        healthy=True,
+        partitions=[],
+        applied_index=None,
+    )
 
 
 def sample(at_s: float, values: dict[tuple[str, tuple[tuple[str, str], ...]], float]) -> Sample:
@@ -18,10 +33,11 @@ def connections(kind: str, state: str) -> tuple[str, tuple[tuple[str, str], ...]
 
 
 def test_callbacks_are_shown_per_target_kind_with_broker_connections() -> None:
-    cluster = {
-        "leader": "n1",
-        "nodes": [{"node_id": "n1", "healthy": True}, {"node_id": "n2", "healthy": True}],
-    }
+    cluster = Cluster(
+        leader="n1",
+        members=["x:1", "x:2"],
+        nodes=[node("n1", "leader"), node("n2", "follower")],
+    )
     before = {
         "n1": sample(0, {callbacks("http", "succeeded"): 10, callbacks("nats", "retry"): 0}),
         "n2": sample(0, {callbacks("redis_stream", "succeeded"): 100}),

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import click
 
 from schedd.cli.ctl import render
-from schedd.cli.ctl.client import Client, all_pages
+from schedd.cli.ctl.answers import Answer, all_pages
+from schedd.cli.ctl.client import Client
 from schedd.cli.ctl.render import json_option, page_options
 from schedd.cli.ctl.status import status
+from schedd.jsonbody import JSONValue
+from schedd.wire.tenants import TenantList
 
 
 @click.group()
@@ -55,7 +56,7 @@ def create_tenant(
     as_json: bool,
 ) -> None:
     """Create tenant NAME and print its token and signing secret (shown only once)."""
-    body: dict[str, Any] = {"name": name}
+    body: dict[str, JSONValue] = {"name": name}
     if max_active_jobs is not None:
         body["max_active_jobs"] = max_active_jobs
     if dispatch_rate is not None:
@@ -80,9 +81,8 @@ def list_tenants(
 ) -> None:
     """List tenants with their quotas and active job counts."""
 
-    def fetch(after: str | None) -> dict[str, Any]:
-        page: dict[str, Any] = client.list_tenants(cursor=after, limit=limit)
-        return page
+    def fetch(after: str | None) -> Answer[TenantList]:
+        return client.list_tenants(cursor=after, limit=limit)
 
     page = all_pages(fetch, "tenants", cursor) if is_all else fetch(cursor)
     render.show_tenants(page, as_json=as_json)

@@ -13,13 +13,14 @@ import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from email.message import Message
 from http.client import BadStatusLine, HTTPException
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple, TypeVar
 
 from schedd import __version__
+from schedd.cli.ctl.answers import Answer, parse_json, read_answer
 from schedd.errors import (
     BY_CODE,
     BY_STATUS,
@@ -30,14 +31,24 @@ from schedd.errors import (
     Unauthorized,
     error_of_answer,
 )
-from schedd.model import JSONValue
+from schedd.jsonbody import JSONValue
+from schedd.wire.cluster import Cluster
+from schedd.wire.jobs import JobList, JobView, RunList, Triggered
+from schedd.wire.tenants import TenantCredentials, TenantList
 
 DEFAULT_URL = "http://127.0.0.1:8701"
 DEFAULT_TIMEOUT_S = 10.0
 Query = Mapping[str, str | int | None]
-Page = Callable[[str | None], dict[str, Any]]
+T = TypeVar("T")
 
 _UNAVAILABLE = frozenset({502, 503, 504})
+
+
+class Reply(NamedTuple):
+    """A node's answer: its body, and who answered what (for messages)."""
+
+    body: bytes
+    source: str
 
 
 class _Unreachable(ClusterUnavailable):
@@ -96,6 +107,35 @@ class Client:
         is_safe: bool | None = None,
     ) -> Any:
         """Send one request and return its decoded JSON (None for 204); raise SchedError."""
+        reply = self._exchange(method, path, body, query, headers, is_safe)
+        return None if not reply.body else parse_json(reply.body, source=reply.source)
+
+    def answer(
+        self,
+        kind: type[T],
+        method: str,
+        path: str,
+        body: JSONValue = None,
+        *,
+        query: Query | None = None,
+        headers: Mapping[str, str] | None = None,
+        is_safe: bool | None = None,
+    ) -> Answer[T]:
+        """Send one request whose answer is a `kind` object; raise SchedError (an answer that
+        is not one is an UnreadableAnswer)."""
+        raw = self.request(method, path, body, query=query, headers=headers, is_safe=is_safe)
+        return read_answer(raw, kind, request=f"{method} {path}")
+
+    def _exchange(
+        self,
+        method: str,
+        path: str,
+        body: JSONValue,
+        query: Query | None,
+        headers: Mapping[str, str] | None,
+        is_safe: bool | None,
+    ) -> Reply:
+        """The first node's reply that answers; fail over only when that is safe."""
         path += _query_string(query or {})
         data = None if body is None else json.dumps(body, ensure_ascii=False).encode()
         safe = method == "GET" if is_safe is None else is_safe
@@ -116,7 +156,7 @@ class Client:
             raise ClusterUnavailable(failures[0])
         raise ClusterUnavailable("no schedd node answered: " + "; ".join(failures))
 
-    def _send(self, method: str, url: str, data: bytes | None, extra: Mapping[str, str]) -> Any:
+    def _send(self, method: str, url: str, data: bytes | None, extra: Mapping[str, str]) -> Reply:
         request = urllib.request.Request(url, data=data, method=method, headers=self._headers())
         for key, value in extra.items():
             request.add_header(key, value)
@@ -126,7 +166,7 @@ class Client:
             with urllib.request.urlopen(
                 request, timeout=self.timeout_s, context=context
             ) as response:
-                return _decode(response.read(), base, response.status)
+                return Reply(response.read(), f"{base} answered HTTP {response.status}")
         except urllib.error.HTTPError as exc:
             error = _http_error(exc.code, exc.read(), exc.headers, base)
             if isinstance(error, Unauthorized):
@@ -168,76 +208,54 @@ class Client:
 
     # ------------------------------------------------------------ jobs
 
-    def create_job(self, body: dict[str, Any], *, idempotency_key: str | None) -> Any:
+    def create_job(
+        self, body: Mapping[str, JSONValue], *, idempotency_key: str | None
+    ) -> Answer[JobView]:
         """POST /v1/jobs; with an Idempotency-Key it is safe to repeat on another node."""
         headers = {} if idempotency_key is None else {"Idempotency-Key": idempotency_key}
         safe = idempotency_key is not None
-        return self.request("POST", "/v1/jobs", body, headers=headers, is_safe=safe)
+        return self.answer(JobView, "POST", "/v1/jobs", dict(body), headers=headers, is_safe=safe)
 
-    def get_job(self, job_id: str) -> Any:
-        return self.request("GET", _job(job_id))
+    def get_job(self, job_id: str) -> Answer[JobView]:
+        return self.answer(JobView, "GET", _job(job_id))
 
     def list_jobs(
         self, *, status: str | None, cursor: str | None, limit: int, filters: Query | None = None
-    ) -> Any:
+    ) -> Answer[JobList]:
         """A page of jobs; `filters` are more GET /v1/jobs parameters (target_type, host...)."""
         query = {**(filters or {}), "status": status, "cursor": cursor, "limit": limit}
-        return self.request("GET", "/v1/jobs", query=query)
+        return self.answer(JobList, "GET", "/v1/jobs", query=query)
 
-    def update_job(self, job_id: str, changes: dict[str, Any]) -> Any:
-        return self.request("PATCH", _job(job_id), changes)
+    def update_job(self, job_id: str, changes: Mapping[str, JSONValue]) -> Answer[JobView]:
+        return self.answer(JobView, "PATCH", _job(job_id), dict(changes))
 
     def cancel_job(self, job_id: str) -> None:
         self.request("DELETE", _job(job_id))
 
-    def pause_job(self, job_id: str) -> Any:
-        return self.request("POST", _job(job_id) + "/pause")
+    def pause_job(self, job_id: str) -> Answer[JobView]:
+        return self.answer(JobView, "POST", _job(job_id) + "/pause")
 
-    def resume_job(self, job_id: str) -> Any:
-        return self.request("POST", _job(job_id) + "/resume")
+    def resume_job(self, job_id: str) -> Answer[JobView]:
+        return self.answer(JobView, "POST", _job(job_id) + "/resume")
 
-    def trigger_job(self, job_id: str) -> Any:
-        return self.request("POST", _job(job_id) + "/trigger")
+    def trigger_job(self, job_id: str) -> Answer[Triggered]:
+        return self.answer(Triggered, "POST", _job(job_id) + "/trigger")
 
-    def list_runs(self, job_id: str, *, cursor: str | None, limit: int) -> Any:
+    def list_runs(self, job_id: str, *, cursor: str | None, limit: int) -> Answer[RunList]:
         query = {"cursor": cursor, "limit": limit}
-        return self.request("GET", _job(job_id) + "/runs", query=query)
+        return self.answer(RunList, "GET", _job(job_id) + "/runs", query=query)
 
     # ------------------------------------------------------------ tenants and cluster
 
-    def create_tenant(self, body: dict[str, Any]) -> Any:
-        return self.request("POST", "/v1/tenants", body)
+    def create_tenant(self, body: Mapping[str, JSONValue]) -> Answer[TenantCredentials]:
+        return self.answer(TenantCredentials, "POST", "/v1/tenants", dict(body))
 
-    def list_tenants(self, *, cursor: str | None, limit: int) -> Any:
-        return self.request("GET", "/v1/tenants", query={"cursor": cursor, "limit": limit})
+    def list_tenants(self, *, cursor: str | None, limit: int) -> Answer[TenantList]:
+        query = {"cursor": cursor, "limit": limit}
+        return self.answer(TenantList, "GET", "/v1/tenants", query=query)
 
-    def cluster(self) -> Any:
-        return self.request("GET", "/v1/cluster")
-
-
-def all_pages(fetch: Page, key: str, cursor: str | None = None) -> dict[str, Any]:
-    """Follow `next_cursor` to the last page: {key: [every item], "next_cursor": None}."""
-    items: list[Any] = []
-    while True:
-        page = fetch(cursor)
-        items.extend(page[key])
-        cursor = page.get("next_cursor")
-        if not cursor:
-            return {key: items, "next_cursor": None}
-
-
-def filled_page(
-    fetch: Callable[[str | None, int], dict[str, Any]], key: str, cursor: str | None, limit: int
-) -> dict[str, Any]:
-    """Follow `next_cursor` until `limit` items or the last page: a filtered page of the API
-    may hold fewer than its limit (even none) and still have a next_cursor."""
-    items: list[Any] = []
-    while True:
-        page = fetch(cursor, limit - len(items))
-        items.extend(page[key])
-        cursor = page.get("next_cursor")
-        if not cursor or len(items) >= limit:
-            return {key: items, "next_cursor": cursor}
+    def cluster(self) -> Answer[Cluster]:
+        return self.answer(Cluster, "GET", "/v1/cluster")
 
 
 @functools.cache
@@ -304,15 +322,6 @@ def _reason(reason: object) -> str:
     if isinstance(reason, OSError) and reason.strerror:
         return reason.strerror.lower()
     return str(reason) or type(reason).__name__
-
-
-def _decode(raw: bytes, base: str, status: int) -> Any:
-    if not raw:
-        return None
-    try:
-        return json.loads(raw)
-    except ValueError:
-        raise SchedError(f"{base} answered HTTP {status} with a body that is not JSON") from None
 
 
 def _http_error(status: int, raw: bytes, headers: Message, base: str) -> SchedError:

@@ -4,15 +4,16 @@
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import click
 
 from schedd.addresses import reachable_api_url
 from schedd.cli.ctl import render
+from schedd.cli.ctl.answers import Answer
 from schedd.cli.ctl.client import Client
 from schedd.cli.ctl.render import json_option
 from schedd.errors import ClusterUnavailable, NotFound
+from schedd.wire.cluster import ClusterNode, NodeAdded, NodeRemoved, SteppedDown
 
 HANDOVER_TIMEOUT_S = 15.0
 
@@ -35,11 +36,12 @@ It catches up from the leader; `schedctl status` shows its lag. Add the next one
 @click.pass_obj
 def add_node(client: Client, raft_address: str, as_json: bool) -> None:
     """Add the node listening for Raft on RAFT_ADDRESS (host:port) to the cluster."""
-    result = client.request("POST", "/v1/cluster/nodes", {"raft": raft_address})
+    answer = client.answer(NodeAdded, "POST", "/v1/cluster/nodes", {"raft": raft_address})
     if as_json:
-        render.print_json(result)
+        render.print_json(answer.raw)
         return
-    click.echo(f"added {result['added']}; members now: {', '.join(result['members'])}")
+    added = answer.view
+    click.echo(f"added {added.added}; members now: {', '.join(added.members)}")
     click.echo("it catches up from the leader now: watch its lag with `schedctl status`")
 
 
@@ -55,18 +57,20 @@ from the other nodes' [raft] peers (their journals already know the change).""",
 @click.pass_obj
 def remove_node(client: Client, node: str, as_json: bool) -> None:
     """Remove NODE from the cluster, through one of the other members."""
-    view = client.request("GET", "/v1/cluster")
-    target = next((n for n in view["nodes"] if node in (n["node_id"], n["raft"])), None)
-    others = [n for n in view["nodes"] if n is not target and n["api"]]
-    if target is not None and target["role"] == "leader":
+    nodes = client.cluster().view.nodes
+    target = next((n for n in nodes if node in (n.node_id, n.raft)), None)
+    others = [n for n in nodes if n is not target and n.api]
+    if target is not None and target.role == "leader":
         _hand_over(client, target, others)
     through = _client_for(client, others) if others else client
-    result = through.request("DELETE", f"/v1/cluster/nodes/{node}")
+    answer = through.answer(NodeRemoved, "DELETE", f"/v1/cluster/nodes/{node}")
     if as_json:
-        render.print_json(result)
+        render.print_json(answer.raw)
         return
-    name = result["node_id"] or result["removed"]
-    click.echo(f"removed {name} ({result['removed']}); members now: {', '.join(result['members'])}")
+    removed = answer.view
+    name = removed.node_id or removed.removed
+    members = ", ".join(removed.members)
+    click.echo(f"removed {name} ({removed.removed}); members now: {members}")
     click.echo(f"stop {name} now, and drop it from the other nodes' [raft] peers")
 
 
@@ -75,20 +79,24 @@ def remove_node(client: Client, node: str, as_json: bool) -> None:
 @click.pass_obj
 def step_down(client: Client, as_json: bool) -> None:
     """Ask the leader to hand leadership to a caught-up follower (before maintenance)."""
-    view = client.request("GET", "/v1/cluster")
-    leader = next((n for n in view["nodes"] if n["role"] == "leader" and n["api"]), None)
+    nodes = client.cluster().view.nodes
+    leader = next((n for n in nodes if n.role == "leader" and n.api), None)
     if leader is None:
         raise ClusterUnavailable("no leader known: nothing to step down")
-    result = _client_for(client, [leader]).request("POST", "/v1/cluster/leader/step-down")
+    answer = _step_down(_client_for(client, [leader]))
     if as_json:
-        render.print_json(result)
+        render.print_json(answer.raw)
     else:
-        click.echo(f"{leader['node_id']} stepped down; the leader is now {result['leader']}")
+        click.echo(f"{leader.node_id} stepped down; the leader is now {answer.view.leader}")
 
 
-def _client_for(client: Client, nodes: list[dict[str, Any]]) -> Client:
+def _step_down(leader: Client) -> Answer[SteppedDown]:
+    return leader.answer(SteppedDown, "POST", "/v1/cluster/leader/step-down")
+
+
+def _client_for(client: Client, nodes: list[ClusterNode]) -> Client:
     """The same credentials, aimed at these nodes' APIs."""
-    urls = ",".join(reachable_api_url(n["api"], n["raft"]) for n in nodes)
+    urls = ",".join(reachable_api_url(n.api or "", n.raft) for n in nodes)
     return Client(
         urls,
         token=client.token,
@@ -98,15 +106,15 @@ def _client_for(client: Client, nodes: list[dict[str, Any]]) -> Client:
     )
 
 
-def _hand_over(client: Client, leader: dict[str, Any], others: list[dict[str, Any]]) -> None:
+def _hand_over(client: Client, leader: ClusterNode, others: list[ClusterNode]) -> None:
     """Make the leader step down and wait until another node leads."""
-    _client_for(client, [leader]).request("POST", "/v1/cluster/leader/step-down")
+    _step_down(_client_for(client, [leader]))
     if not others:
         raise NotFound("no other member with an API to send the removal to")
     deadline = time.monotonic() + HANDOVER_TIMEOUT_S
     while time.monotonic() < deadline:
-        view = _client_for(client, others).request("GET", "/v1/cluster")
-        if view["leader"] not in (None, leader["node_id"], leader["raft"]):
+        now_leader = _client_for(client, others).cluster().view.leader
+        if now_leader not in (None, leader.node_id, leader.raft):
             return
         time.sleep(0.3)
     raise ClusterUnavailable(f"no other node took over within {HANDOVER_TIMEOUT_S:g}s")

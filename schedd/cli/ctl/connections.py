@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import sys
 import urllib.parse
-from typing import Any
 
 import click
 
@@ -18,7 +17,9 @@ from schedd.cli.ctl import render
 from schedd.cli.ctl.client import Client
 from schedd.cli.ctl.render import json_option
 from schedd.errors import InvalidRequest, SchedError
+from schedd.jsonbody import JSONValue
 from schedd.targets import KINDS, CliFlag
+from schedd.wire.tenants import ConnectionList, ConnectionTest, ConnectionView
 
 URL_ENV = "SCHEDCTL_CONNECTION_URL"
 CONNECTION_JSON = '{"name", "kind", "host", "created_at"}'
@@ -58,9 +59,12 @@ def add_connection(client: Client, name: str, url: str | None, as_json: bool) ->
     nats:// or tls://, credentials included). The URL is never shown again. To keep it out of
     your shell history, give - to read it from stdin, or leave it out to read it from the
     SCHEDCTL_CONNECTION_URL environment variable."""
-    body = {"name": name, "url": _url(url)}
-    answer: dict[str, Any] = client.request("POST", "/v1/connections", body)
-    _show([answer], as_json=as_json, single=True)
+    body: JSONValue = {"name": name, "url": _url(url)}
+    answer = client.answer(ConnectionView, "POST", "/v1/connections", body)
+    if as_json:
+        render.print_json(answer.raw)
+    else:
+        _show([answer.view])
 
 
 def _url(given: str | None) -> str:
@@ -90,21 +94,17 @@ Examples:
 @click.pass_obj
 def list_connections(client: Client, as_json: bool) -> None:
     """List the tenant's connections: name, kind and host (never their URLs)."""
-    answer: dict[str, Any] = client.request("GET", "/v1/connections")
+    answer = client.answer(ConnectionList, "GET", "/v1/connections")
     if as_json:
-        render.print_json(answer)
-        return
-    if not answer["connections"]:
+        render.print_json(answer.raw)
+    elif answer.view.connections:
+        _show(answer.view.connections)
+    else:
         render.note("no connections")
-        return
-    _show(answer["connections"], as_json=False)
 
 
-def _show(items: list[dict[str, Any]], *, as_json: bool, single: bool = False) -> None:
-    if as_json:
-        render.print_json(items[0] if single else {"connections": items})
-        return
-    rows = [(c["name"], c["kind"], c["host"], c["created_at"]) for c in items]
+def _show(items: list[ConnectionView]) -> None:
+    rows = [(c.name, c.kind, c.host, c.created_at) for c in items]
     render.print_table(("NAME", "KIND", "HOST", "CREATED (UTC)"), rows)
 
 
@@ -131,13 +131,14 @@ def remove_connection(client: Client, name: str, as_json: bool) -> None:
 @click.pass_obj
 def test_connection(client: Client, name: str, as_json: bool) -> None:
     """Connect to NAME's broker from a node, as a delivery would; exit 1 if that fails."""
-    answer: dict[str, Any] = client.request("POST", connection_path(name) + "/test")
+    answer = client.answer(ConnectionTest, "POST", connection_path(name) + "/test")
+    result = answer.view
     if as_json:
-        render.print_json(answer)
-    elif answer["ok"]:
-        click.echo(f"ok: {answer['detail']}")
-    if not answer["ok"]:
-        raise ConnectionFailed(f"connection {name!r} failed: {answer['detail']}")
+        render.print_json(answer.raw)
+    elif result.ok:
+        click.echo(f"ok: {result.detail}")
+    if not result.ok:
+        raise ConnectionFailed(f"connection {name!r} failed: {result.detail}")
 
 
 # ---------------------------------------------------------------------------- schedctl add
@@ -170,7 +171,7 @@ BROKER_FLAG_NAMES = tuple(
 )
 
 
-def broker_target(**given: Any) -> dict[str, Any] | None:
+def broker_target(**given: str | int | None) -> dict[str, JSONValue] | None:
     """The API's target object for a broker kind's flag (--redis-stream, ...; None: none given),
     `given` the values of BROKER_FLAG_NAMES."""
     for kind in KINDS:
@@ -181,8 +182,8 @@ def broker_target(**given: Any) -> dict[str, Any] | None:
         value = given[param_of(kind.flag.flag)]
         if value is None:
             continue
-        connection, *parts = _split(value, kind.flag, len(kind.flag.fields))
-        target = {
+        connection, *parts = _split(str(value), kind.flag, len(kind.flag.fields))
+        target: dict[str, JSONValue] = {
             "type": kind.name,
             "connection": connection,
             **dict(zip(kind.flag.fields, parts, strict=True)),

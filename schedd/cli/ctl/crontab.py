@@ -22,13 +22,16 @@ from rich.progress import Progress
 from rich.text import Text
 
 from schedd.cli.ctl import render
-from schedd.cli.ctl.client import Client, all_pages
+from schedd.cli.ctl.answers import Answer, all_pages
+from schedd.cli.ctl.client import Client
 from schedd.cli.ctl.render import json_option
 from schedd.cron import parse_cron
 from schedd.errors import InvalidRequest
 from schedd.jobspec import QUEUE_NAME
+from schedd.jsonbody import JSONValue
 from schedd.schedule import zone_hint
 from schedd.timeformat import parse_instant
+from schedd.wire.jobs import JobList, JobView
 
 _ENV_LINE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*)")
 _UNESCAPED_PERCENT = re.compile(r"(?<!\\)%")
@@ -54,7 +57,7 @@ class Entry:
         text = json.dumps([queue, self.timezone, self.cron, self.command])
         return "crontab-" + hashlib.sha256(text.encode()).hexdigest()[:40]
 
-    def body(self, queue: str) -> dict[str, Any]:
+    def body(self, queue: str) -> dict[str, JSONValue]:
         return {
             "name": f"crontab: {self.command}"[:200],
             "schedule": {"cron": self.cron, "timezone": self.timezone},
@@ -62,6 +65,21 @@ class Entry:
             "payload": {"command": self.command},
             "misfire_policy": "skip",  # cron does not catch up runs missed while it was down
         }
+
+
+@dataclass(frozen=True, slots=True)
+class Imported:
+    """A line that has its job: made now, or found made before."""
+
+    line: int
+    cron: str
+    timezone: str
+    command: str
+    job_id: str
+
+    @classmethod
+    def of(cls, entry: Entry, job_id: str) -> Imported:
+        return cls(entry.line, entry.cron, entry.timezone, entry.command, job_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,18 +173,18 @@ def _existing(client: Client, queue: str) -> dict[str, str]:
     found: dict[str, str] = {}
     for status in ("active", "paused"):
 
-        def fetch(cursor: str | None, status: str = status) -> Any:
+        def fetch(cursor: str | None, status: str = status) -> Answer[JobList]:
             return client.list_jobs(status=status, cursor=cursor, limit=1000)
 
-        for job in all_pages(fetch, "jobs")["jobs"]:
-            schedule, target, payload = job["schedule"], job["target"], job.get("payload")
+        for job in all_pages(fetch, "jobs").view.jobs:
+            schedule, target, payload = job.schedule, job.target, job.payload
             if target.get("name") != queue or not isinstance(payload, dict):
                 continue
             if "cron" in schedule and isinstance(payload.get("command"), str):
                 entry = Entry(
                     0, schedule["cron"], schedule.get("timezone", "UTC"), payload["command"]
                 )
-                found[entry.key(queue)] = job["job_id"]
+                found[entry.key(queue)] = job.job_id
     return found
 
 
@@ -205,8 +223,8 @@ def import_crontab(
             "--tz", f"{timezone!r} is not a known IANA time zone{zone_hint(timezone)}"
         )
     crontab = parse_crontab(source.read(), timezone=timezone)
-    created: list[dict[str, Any]] = []
-    existing: list[dict[str, Any]] = []
+    created: list[Imported] = []
+    existing: list[Imported] = []
     if not dry_run and crontab.entries:
         created, existing = _create(client, crontab.entries, queue, show=not as_json)
     work_command = f"schedctl work {queue} --shell"
@@ -215,8 +233,8 @@ def import_crontab(
             {
                 "dry_run": dry_run,
                 "would_create": [asdict(e) for e in crontab.entries] if dry_run else [],
-                "created": created,
-                "existing": existing,
+                "created": [asdict(row) for row in created],
+                "existing": [asdict(row) for row in existing],
                 "skipped": [asdict(s) for s in crontab.skipped],
                 "warnings": crontab.warnings,
                 "work_command": work_command,
@@ -230,10 +248,10 @@ def import_crontab(
 
 def _create(
     client: Client, entries: list[Entry], queue: str, *, show: bool
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+) -> tuple[list[Imported], list[Imported]]:
     known = _existing(client, queue)
-    created: list[dict[str, Any]] = []
-    existing: list[dict[str, Any]] = []
+    created: list[Imported] = []
+    existing: list[Imported] = []
     with Progress(
         console=render.console(stderr=True),
         transient=True,
@@ -242,32 +260,26 @@ def _create(
         task = progress.add_task("importing", total=len(entries))
         for entry in entries:
             key = entry.key(queue)
-            row = {
-                "line": entry.line,
-                "cron": entry.cron,
-                "timezone": entry.timezone,
-                "command": entry.command,
-            }
             if key in known:
-                existing.append(row | {"job_id": known[key]})
+                existing.append(Imported.of(entry, known[key]))
             else:
                 started = time.time()
-                job = client.create_job(entry.body(queue), idempotency_key=key)
+                job = client.create_job(entry.body(queue), idempotency_key=key).view
                 # A replay of the key answers with the job made before: not created now.
                 is_new = _created_at_s(job) >= started - 1.0
-                (created if is_new else existing).append(row | {"job_id": job["job_id"]})
+                (created if is_new else existing).append(Imported.of(entry, job.job_id))
             progress.advance(task)
     return created, existing
 
 
-def _created_at_s(job: dict[str, Any]) -> float:
-    return parse_instant(job["created_at"], field="created_at") / 1000
+def _created_at_s(job: JobView) -> float:
+    return parse_instant(job.created_at, field="created_at") / 1000
 
 
 def _show(
     crontab: Crontab,
-    created: list[dict[str, Any]],
-    existing: list[dict[str, Any]],
+    created: list[Imported],
+    existing: list[Imported],
     *,
     dry_run: bool,
     work_command: str,
@@ -276,8 +288,8 @@ def _show(
     if not crontab.entries and not crontab.skipped:
         render.note("no crontab lines read: the input was empty (or only comments)")
         return
-    results = {row["line"]: ("created", "green") for row in created}
-    results |= {row["line"]: ("exists already", "dim") for row in existing}
+    results = {row.line: ("created", "green") for row in created}
+    results |= {row.line: ("exists already", "dim") for row in existing}
     rows: list[tuple[int, str, str, str, Text]] = []
     for entry in crontab.entries:
         result, style = ("would create", "cyan") if dry_run else results.get(entry.line, ("", ""))

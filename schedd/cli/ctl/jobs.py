@@ -17,7 +17,8 @@ from typing import Any
 import click
 
 from schedd.cli.ctl import render
-from schedd.cli.ctl.client import Client, all_pages, filled_page
+from schedd.cli.ctl.answers import Answer, all_pages, filled_page
+from schedd.cli.ctl.client import Client
 from schedd.cli.ctl.connections import (
     BROKER_FLAG_NAMES,
     BROKER_FLAGS,
@@ -28,10 +29,12 @@ from schedd.cli.ctl.connections import (
 from schedd.cli.ctl.render import json_option, page_options
 from schedd.errors import InvalidRequest
 from schedd.jobspec import HTTP_METHODS, parse_job
-from schedd.model import Backoff, JobStatus, JSONValue, MisfirePolicy, OverlapPolicy
+from schedd.jsonbody import JSONValue
+from schedd.model import Backoff, JobStatus, MisfirePolicy, OverlapPolicy
 from schedd.schedule import parse_schedule
 from schedd.targets import KINDS, TARGET_TYPES
 from schedd.timeformat import parse_instant
+from schedd.wire.jobs import JobList, RunList
 
 NO_PAYLOAD_LIMIT = 2**62  # the server knows its own limit; the client checks the rest
 JOB_JSON = "the API's job object"
@@ -158,8 +161,8 @@ def target_from(
     method: str | None,
     headers: tuple[str, ...],
     http_timeout: str | None,
-    **brokers: Any,
-) -> dict[str, Any]:
+    **brokers: str | int | None,
+) -> dict[str, JSONValue]:
     """The API's target object for exactly one of --queue, --http or a broker's flag."""
     kinds = (queue, url, *(brokers[param_of(flag)] for flag in BROKER_FLAGS))
     if sum(kind is not None for kind in kinds) != 1:
@@ -171,7 +174,11 @@ def target_from(
         return {"type": "queue", "name": queue}
     if broker is not None:
         return broker
-    target: dict[str, Any] = {"type": "http", "url": url, "method": (method or "POST").upper()}
+    target: dict[str, JSONValue] = {
+        "type": "http",
+        "url": url,
+        "method": (method or "POST").upper(),
+    }
     if headers:
         target["headers"] = dict(_header(text) for text in headers)
     if http_timeout is not None:
@@ -199,9 +206,10 @@ def read_payload(source: str) -> JSONValue:
     else:
         text = source
     try:
-        return json.loads(text, parse_constant=_no_constant)
+        value: JSONValue = json.loads(text, parse_constant=_no_constant)
     except ValueError as exc:
         raise InvalidRequest("--payload", f"is not valid JSON: {exc}") from None
+    return value
 
 
 def _no_constant(name: str) -> None:
@@ -306,7 +314,7 @@ Examples:
 def add(
     client: Client,
     schedule: dict[str, str],
-    target: dict[str, Any],
+    target: dict[str, JSONValue],
     payload: str | None,
     max_attempts: int | None,
     backoff: str | None,
@@ -318,17 +326,17 @@ def add(
     as_json: bool,
 ) -> None:
     """Create a job: one schedule (--at, --in, --cron or --every) and one target."""
-    retry = {"max_attempts": max_attempts, "backoff": backoff}
-    fields = {
+    retry: dict[str, JSONValue] = {"max_attempts": max_attempts, "backoff": backoff}
+    fields: dict[str, JSONValue] = {
         "name": name,
-        "schedule": schedule,
+        "schedule": dict(schedule),
         "window": window,
         "target": target,
         "retry": {key: value for key, value in retry.items() if value is not None} or None,
         "misfire_policy": misfire,
         "overlap_policy": overlap,
     }
-    body: dict[str, Any] = {key: value for key, value in fields.items() if value is not None}
+    body: dict[str, JSONValue] = {k: v for k, v in fields.items() if v is not None}
     if payload is not None:
         body["payload"] = read_payload(payload)
     _check_locally(lambda: parse_job(body, now_ms=_now_ms(), payload_limit=NO_PAYLOAD_LIMIT))
@@ -405,11 +413,8 @@ def list_jobs(
 ) -> None:
     """List jobs in id order, a page at a time (or --all), optionally filtered."""
 
-    def fetch(after: str | None, count: int = limit) -> dict[str, Any]:
-        page: dict[str, Any] = client.list_jobs(
-            status=status, cursor=after, limit=count, filters=filters
-        )
-        return page
+    def fetch(after: str | None, count: int = limit) -> Answer[JobList]:
+        return client.list_jobs(status=status, cursor=after, limit=count, filters=filters)
 
     page = all_pages(fetch, "jobs", cursor) if is_all else filled_page(fetch, "jobs", cursor, limit)
     render.show_jobs(page, as_json=as_json)
@@ -439,7 +444,7 @@ Examples:
 def reschedule(client: Client, job_id: str, schedule: dict[str, str], as_json: bool) -> None:
     """Give JOB_ID a new schedule; its next run is computed again."""
     _check_locally(lambda: parse_schedule(schedule, now_ms=_now_ms()))
-    render.show_job(client.update_job(job_id, {"schedule": schedule}), as_json=as_json)
+    render.show_job(client.update_job(job_id, {"schedule": dict(schedule)}), as_json=as_json)
 
 
 @click.command(epilog="\b\nExamples:\n  schedctl pause job_0123abcd")
@@ -484,9 +489,8 @@ def runs(
 ) -> None:
     """List the runs of JOB_ID, newest first."""
 
-    def fetch(after: str | None) -> dict[str, Any]:
-        page: dict[str, Any] = client.list_runs(job_id, cursor=after, limit=limit)
-        return page
+    def fetch(after: str | None) -> Answer[RunList]:
+        return client.list_runs(job_id, cursor=after, limit=limit)
 
     page = all_pages(fetch, "runs", cursor) if is_all else fetch(cursor)
     render.show_runs(page, as_json=as_json)

@@ -7,18 +7,40 @@ from __future__ import annotations
 
 import urllib.parse
 from collections.abc import Iterable, Iterator
-from typing import Any
+from dataclasses import dataclass, field
 
 import click
+import msgspec
 from rich.text import Text
 
 from schedd.cli.ctl import render
-from schedd.cli.ctl.client import Client, all_pages
+from schedd.cli.ctl.answers import Answer, all_pages, raw_items
+from schedd.cli.ctl.client import Client
 from schedd.cli.ctl.render import json_option, page_options
 from schedd.errors import InvalidRequest, SchedError
 from schedd.jsonbody import JSONValue
+from schedd.wire.deadletters import DeadLetterList, DeadLetterView
+from schedd.wire.errors import ErrorDetail
+from schedd.wire.fields import Count
+from schedd.wire.queues import ConsumerView, QueueView
 
 DEADLETTER_JSON = "the API's dead letter object"
+
+
+class QueueCounts(QueueView, kw_only=True):
+    """A queue as GET /v1/queues lists it, an older node's answer too (without delayed,
+    oldest_age_s and consumers, added on 2026-11-30 and 12-02)."""
+
+    delayed: Count = 0
+    oldest_age_s: float | None = None
+    consumers: list[ConsumerView] = msgspec.field(default_factory=list)
+
+
+class Queues(msgspec.Struct, frozen=True, kw_only=True):
+    """GET /v1/queues's answer, an older node's too (no `partial` before 2026-12-02)."""
+
+    queues: list[QueueCounts]
+    partial: bool = False
 
 
 def deadletter_path(dl_id: str) -> str:
@@ -47,23 +69,23 @@ Examples:
 def list_queues(client: Client, as_json: bool) -> None:
     """List queues with their ready, in-flight, delayed (retry backoff) and dead counts, the
     age of their oldest message and the consumers seen in the last 5 minutes."""
-    answer: dict[str, Any] = client.request("GET", "/v1/queues")
+    answer = client.answer(Queues, "GET", "/v1/queues")
     if as_json:
-        render.print_json(answer)
+        render.print_json(answer.raw)
         return
-    if answer.get("partial"):
+    if answer.view.partial:
         render.note("a node did not answer: consumers it saw are missing")
-    if not answer["queues"]:
+    if not answer.view.queues:
         render.note("no queues")
         return
     rows = [
         (
-            queue["name"],
-            *(str(count) for count in _counts(queue)),
-            _age(queue.get("oldest_age_s")),
-            _consumers(queue.get("consumers", [])),
+            queue.name,
+            *(str(count) for count in (queue.ready, queue.in_flight, queue.delayed, queue.dead)),
+            _age(queue.oldest_age_s),
+            _consumers(queue.consumers),
         )
-        for queue in answer["queues"]
+        for queue in answer.view.queues
     ]
     headers = ("QUEUE", "READY", "IN FLIGHT", "DELAYED", "DEAD", "OLDEST", "CONSUMERS")
     render.print_table(headers, rows)
@@ -89,31 +111,34 @@ def list_deadletters(
 ) -> None:
     """List dead letters in id order, a page at a time (or --all)."""
 
-    def fetch(after: str | None) -> dict[str, Any]:
-        query = {"cursor": after, "limit": limit}
-        page: dict[str, Any] = client.request("GET", "/v1/deadletters", query=query)
-        return page
+    def fetch(after: str | None) -> Answer[DeadLetterList]:
+        return _deadletters(client, after, limit)
 
     page = all_pages(fetch, "deadletters", cursor) if is_all else fetch(cursor)
     if as_json:
-        render.print_json(page)
+        render.print_json(page.raw)
         return
     # The id starts with the job id and ends with the run's time; `show` gives every field.
     rows = [
         (
-            item["id"],
-            str(item["attempts"]),
-            render.describe_target(item["target"]),
-            _first_line(item.get("error")),
+            item.id,
+            str(item.attempts),
+            render.describe_target(item.target),
+            _first_line(item.error),
         )
-        for item in page["deadletters"]
+        for item in page.view.deadletters
     ]
     if rows:
         render.print_table(("ID", "TRIES", "TARGET", "ERROR"), rows)
     else:
         render.note("no dead letters")
-    if page.get("next_cursor"):
-        render.note(f"more dead letters: add --cursor {page['next_cursor']}, or --all")
+    if page.view.next_cursor:
+        render.note(f"more dead letters: add --cursor {page.view.next_cursor}, or --all")
+
+
+def _deadletters(client: Client, cursor: str | None, limit: int) -> Answer[DeadLetterList]:
+    query = {"cursor": cursor, "limit": limit}
+    return client.answer(DeadLetterList, "GET", "/v1/deadletters", query=query)
 
 
 @deadletters.command(
@@ -125,18 +150,19 @@ def list_deadletters(
 @click.pass_obj
 def show_deadletter(client: Client, deadletter_id: str, as_json: bool) -> None:
     """Show dead letter ID with its whole last error."""
-    item: dict[str, Any] = client.request("GET", deadletter_path(deadletter_id))
+    answer = client.answer(DeadLetterView, "GET", deadletter_path(deadletter_id))
     if as_json:
-        render.print_json(item)
+        render.print_json(answer.raw)
         return
+    item = answer.view
     rows = [
-        ("id", item["id"]),
-        ("job_id", item["job_id"]),
-        ("scheduled", item["scheduled_at"]),
-        ("attempts", str(item["attempts"])),
-        ("target", render.describe_target(item["target"])),
-        ("dead since", item["created_at"]),
-        ("error", item.get("error") or "-"),
+        ("id", item.id),
+        ("job_id", item.job_id),
+        ("scheduled", item.scheduled_at),
+        ("attempts", str(item.attempts)),
+        ("target", render.describe_target(item.target)),
+        ("dead since", item.created_at),
+        ("error", item.error or "-"),
     ]
     render.print_fields(rows)
 
@@ -175,13 +201,14 @@ def redrive(client: Client, deadletter_ids: tuple[str, ...], is_all: bool, as_js
             render.console().print(Text(f"{deadletter_id}: redriven, one new attempt queued"))
         return
     ids = _all_deadletter_ids(client) if is_all else deadletter_ids
-    results, stopped_by = _redrive_batches(client, ids)
-    failed = [r for r in results if "error" in r]
+    redrives = _redrive_batches(client, ids)
+    results, stopped_by = redrives.results, redrives.stopped_by
+    failed = [(r.id, r.error) for r in results if r.error is not None]
     if as_json:
-        render.print_json({"results": results})
+        render.print_json({"results": redrives.raw})
     else:
-        for result in failed:
-            render.note(f"{result['id']}: not redriven: {result['error']['message']}")
+        for dl_id, error in failed:
+            render.note(f"{dl_id}: not redriven: {error.message}")
         render.note(f"redriven: {len(results) - len(failed)}, not redriven: {len(failed)}")
     counts = f"{len(failed)} of {len(results)} dead letters were not redriven"
     if stopped_by is not None:  # exits as that error would have (3 for a 503, 507, timeout)
@@ -191,6 +218,7 @@ def redrive(client: Client, deadletter_ids: tuple[str, ...], is_all: bool, as_js
 
 
 REDRIVE_BATCH = 500  # the API's limit per POST /v1/deadletters:redrive
+REDRIVE_PATH = "/v1/deadletters:redrive"
 
 
 class NotAllRedriven(SchedError):
@@ -207,36 +235,65 @@ def _all_deadletter_ids(client: Client) -> Iterator[str]:
     any: a run that fails again at once is a new dead letter, not redriven twice)."""
     cursor: str | None = None
     while True:
-        query = {"cursor": cursor, "limit": REDRIVE_BATCH}
-        page: dict[str, Any] = client.request("GET", "/v1/deadletters", query=query)
-        yield from (item["id"] for item in page["deadletters"])
-        cursor = page.get("next_cursor")
+        page = _deadletters(client, cursor, REDRIVE_BATCH).view
+        yield from (item.id for item in page.deadletters)
+        cursor = page.next_cursor
         if not cursor:
             return
 
 
-def _redrive_batches(
-    client: Client, ids: Iterable[str]
-) -> tuple[list[dict[str, Any]], SchedError | None]:
-    """POST the ids REDRIVE_BATCH at a time: every id's result, in order (progress on stderr),
-    and the error that stopped the run, if any. A batch refused as a whole (503, 507, a
-    timeout, ...) stops it: that batch's ids answer the error, the later ones are not sent."""
-    results: list[dict[str, Any]] = []
+@dataclass
+class Redrives:
+    """Every id's result in order: as the nodes answered (`raw`) and read; and the error that
+    stopped the run, if any."""
+
+    raw: list[JSONValue] = field(default_factory=list)
+    results: list[RedriveResult] = field(default_factory=list)
+    stopped_by: SchedError | None = None
+
+    def add(self, failed: list[RedriveResult]) -> None:
+        self.raw += [msgspec.to_builtins(result) for result in failed]
+        self.results += failed
+
+
+def _redrive_batches(client: Client, ids: Iterable[str]) -> Redrives:
+    """POST the ids REDRIVE_BATCH at a time (progress on stderr). A batch refused as a whole
+    (503, 507, a timeout, ...) stops the run: that batch's ids answer the error, the later
+    ones are not sent."""
+    done = Redrives()
     unique = list(dict.fromkeys(ids))
     for start in range(0, len(unique), REDRIVE_BATCH):
         batch: list[JSONValue] = list(unique[start : start + REDRIVE_BATCH])
         try:
-            answer = client.request("POST", "/v1/deadletters:redrive", body={"ids": batch})
+            answer = client.answer(RedriveResults, "POST", REDRIVE_PATH, {"ids": batch})
         except SchedError as exc:
-            error = {"code": exc.code, "message": str(exc)}
-            unsent = {"code": exc.code, "message": f"not sent: an earlier batch failed: {exc}"}
-            results += [{"id": dl_id, "error": error} for dl_id in batch]
-            results += [{"id": dl_id, "error": unsent} for dl_id in unique[start + len(batch) :]]
-            return results, exc
-        results.extend(answer["results"])
+            unsent = f"not sent: an earlier batch failed: {exc}"
+            done.add([_failed(str(dl_id), exc, str(exc)) for dl_id in batch])
+            done.add([_failed(dl_id, exc, unsent) for dl_id in unique[start + len(batch) :]])
+            done.stopped_by = exc
+            return done
+        done.raw += raw_items(answer, "results")
+        done.results += answer.view.results
         if len(batch) == REDRIVE_BATCH:
-            render.note(f"... {len(results)} sent")
-    return results, None
+            render.note(f"... {len(done.results)} sent")
+    return done
+
+
+class RedriveResult(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One id's result in POST /v1/deadletters:redrive's answer: wire's Redriven or
+    NotRedriven, read as one struct (msgspec decodes no union of two untagged structs)."""
+
+    id: str
+    redriven: bool = False
+    error: ErrorDetail | None = None
+
+
+class RedriveResults(msgspec.Struct, frozen=True, kw_only=True):
+    results: list[RedriveResult]
+
+
+def _failed(dl_id: str, exc: SchedError, message: str) -> RedriveResult:
+    return RedriveResult(id=dl_id, error=ErrorDetail(code=exc.code, message=message))
 
 
 @deadletters.command(
@@ -262,10 +319,6 @@ def _first_line(text: str | None, limit: int = 80) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
-def _counts(queue: dict[str, Any]) -> tuple[int, int, int, int]:
-    return (queue["ready"], queue["in_flight"], queue.get("delayed", 0), queue["dead"])
-
-
 def _age(seconds: float | None) -> str:
     """'-' without a message; else the age in its two largest units: 45s, 12m5s, 3h20m, 2d4h."""
     if seconds is None:
@@ -277,9 +330,9 @@ def _age(seconds: float | None) -> str:
     return f"{whole // 60}m{whole % 60}s" if whole >= 60 else f"{whole}s"
 
 
-def _consumers(seen: list[dict[str, Any]], shown: int = 3) -> str:
+def _consumers(seen: list[ConsumerView], shown: int = 3) -> str:
     """The distinct consumer names, the first few of them."""
-    names = list(dict.fromkeys(item["consumer"] for item in seen))
+    names = list(dict.fromkeys(item.consumer for item in seen))
     more = f" +{len(names) - shown} more" if len(names) > shown else ""
     return (", ".join(names[:shown]) + more) or "-"
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import click
@@ -20,7 +20,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from schedd.cli.ctl.answers import Answer
+from schedd.jsonbody import JSONValue
 from schedd.targets import BY_NAME
+from schedd.wire.jobs import JobList, JobView, RunList, Triggered
+from schedd.wire.tenants import TenantCredentials, TenantList
 
 F = TypeVar("F", bound=Callable[..., Any])
 Cell = str | Text
@@ -69,7 +73,7 @@ def page_options(command: F) -> F:
     return command
 
 
-def print_json(data: Any) -> None:
+def print_json(data: object) -> None:
     """One line of JSON on stdout: the stable contract for scripts."""
     click.echo(json.dumps(data, ensure_ascii=False))
 
@@ -79,104 +83,104 @@ def note(message: str) -> None:
     console(stderr=True).print(Text(message, style="yellow"))
 
 
-def show_job(job: dict[str, Any], *, as_json: bool) -> None:
+def show_job(job: Answer[JobView], *, as_json: bool) -> None:
     if as_json:
-        print_json(job)
+        print_json(job.raw)
         return
-    rows = [
-        ("job_id", job["job_id"]),
-        ("name", job.get("name") or "-"),
-        ("status", _status(job["status"])),
-        ("schedule", describe_schedule(job["schedule"])),
-        ("next run", _next_run(job)),
-        ("window", job.get("window") or "-"),
-        ("target", describe_target(job["target"])),
-        ("payload", _payload(job.get("payload"))),
-        ("retry", _retry(job["retry"])),
-        ("misfire", job["misfire_policy"]),
-        ("overlap", job["overlap_policy"]),
-        ("version", str(job["version"])),
-        ("created", job["created_at"]),
-        ("updated", job["updated_at"]),
+    view = job.view
+    rows: list[tuple[str, Cell]] = [
+        ("job_id", view.job_id),
+        ("name", view.name or "-"),
+        ("status", _status(view.status)),
+        ("schedule", describe_schedule(view.schedule)),
+        ("next run", _next_run(view)),
+        ("window", view.window or "-"),
+        ("target", describe_target(view.target)),
+        ("payload", _payload(view.payload)),
+        ("retry", _retry(view.retry)),
+        ("misfire", view.misfire_policy.value),
+        ("overlap", view.overlap_policy.value),
+        ("version", str(view.version)),
+        ("created", view.created_at),
+        ("updated", view.updated_at),
     ]
     print_fields(rows)
 
 
-def show_jobs(page: dict[str, Any], *, as_json: bool) -> None:
+def show_jobs(page: Answer[JobList], *, as_json: bool) -> None:
     if as_json:
-        print_json(page)
+        print_json(page.raw)
         return
     headers = ("JOB ID", "NAME", "STATUS", "SCHEDULE", "TARGET", "NEXT RUN (UTC)")
     rows = [
         (
-            job["job_id"],
-            job.get("name") or "-",
-            _status(job["status"]),
-            describe_schedule(job["schedule"]),
-            describe_target(job["target"]),
-            job.get("next_run_at") or "-",
+            job.job_id,
+            job.name or "-",
+            _status(job.status),
+            describe_schedule(job.schedule),
+            describe_target(job.target),
+            job.next_run_at or "-",
         )
-        for job in page["jobs"]
+        for job in page.view.jobs
     ]
-    _print_page(headers, rows, page, "jobs")
+    print_page(headers, rows, page.view.next_cursor, "jobs")
 
 
-def show_runs(page: dict[str, Any], *, as_json: bool) -> None:
+def show_runs(page: Answer[RunList], *, as_json: bool) -> None:
     if as_json:
-        print_json(page)
+        print_json(page.raw)
         return
     headers = ("SCHEDULED (UTC)", "FIRES AT", "STATUS", "ATTEMPT", "FINISHED", "ERROR")
     rows = [
         (
-            run["scheduled_at"],
-            run["fire_at"],
-            _status(run["status"]),
-            str(run["attempt"]),
-            run.get("finished_at") or "-",
-            run.get("error") or "",
+            run.scheduled_at,
+            run.fire_at,
+            _status(run.status),
+            str(run.attempt),
+            run.finished_at or "-",
+            run.error or "",
         )
-        for run in page["runs"]
+        for run in page.view.runs
     ]
-    _print_page(headers, rows, page, "runs")
+    print_page(headers, rows, page.view.next_cursor, "runs")
 
 
-def show_tenants(page: dict[str, Any], *, as_json: bool) -> None:
+def show_tenants(page: Answer[TenantList], *, as_json: bool) -> None:
     if as_json:
-        print_json(page)
+        print_json(page.raw)
         return
     headers = ("TENANT ID", "NAME", "ACTIVE JOBS", "MAX ACTIVE", "RATE/S", "ALLOWED HOSTS")
     rows = [
         (
-            tenant["tenant_id"],
-            tenant["name"],
-            str(tenant["active_jobs"]),
-            str(tenant["max_active_jobs"]),
-            str(tenant["dispatch_rate"]),
-            ", ".join(tenant["allowed_hosts"]) or "-",
+            tenant.tenant_id,
+            tenant.name,
+            str(tenant.active_jobs),
+            str(tenant.max_active_jobs),
+            str(tenant.dispatch_rate),
+            ", ".join(tenant.allowed_hosts) or "-",
         )
-        for tenant in page["tenants"]
+        for tenant in page.view.tenants
     ]
-    _print_page(headers, rows, page, "tenants")
+    print_page(headers, rows, page.view.next_cursor, "tenants")
 
 
-def show_credentials(answer: dict[str, Any], *, as_json: bool) -> None:
+def show_credentials(answer: Answer[TenantCredentials], *, as_json: bool) -> None:
     note("the token and signing secret are shown only this once: store them now")
     if as_json:
-        print_json(answer)
+        print_json(answer.raw)
         return
-    print_fields([(key, str(value)) for key, value in answer.items()])
+    print_fields([(key, str(value)) for key, value in answer.raw.items()])
 
 
-def show_trigger(answer: dict[str, Any], *, as_json: bool) -> None:
+def show_trigger(answer: Answer[Triggered], *, as_json: bool) -> None:
     if as_json:
-        print_json(answer)
+        print_json(answer.raw)
         return
-    console().print(
-        Text(f"{answer['job_id']}: one extra run scheduled at {answer['scheduled_at']}")
-    )
+    run = answer.view
+    console().print(Text(f"{run.job_id}: one extra run scheduled at {run.scheduled_at}"))
 
 
-def describe_schedule(schedule: dict[str, Any]) -> str:
+def describe_schedule(schedule: Mapping[str, str]) -> str:
     """One line for a schedule object: `at ...`, `cron '...' ZONE`, `every 5m from ...`."""
     if "run_at" in schedule:
         return f"at {schedule['run_at']}"
@@ -193,7 +197,7 @@ def describe_schedule(schedule: dict[str, Any]) -> str:
     return text
 
 
-def describe_target(target: dict[str, Any]) -> str:
+def describe_target(target: Mapping[str, JSONValue]) -> str:
     """One line for a target object: `queue NAME`, `METHOD URL`, or the broker kind, the
     connection and where in the broker (`nats CONN SUBJECT`)."""
     kind = target.get("type")
@@ -204,7 +208,7 @@ def describe_target(target: dict[str, Any]) -> str:
     return f"{target.get('method', 'POST')} {target.get('url')}"
 
 
-def _retry(retry: dict[str, Any]) -> str:
+def _retry(retry: Mapping[str, JSONValue]) -> str:
     return (
         f"{retry['max_attempts']} attempts, {retry['backoff']} "
         f"from {retry['initial_delay']} up to {retry['max_delay']}"
@@ -220,10 +224,10 @@ def _status(status: str) -> Text:
     return Text(status, style=_STATUS_STYLES.get(status, ""))
 
 
-def _next_run(job: dict[str, Any]) -> str:
-    if job.get("next_run_at"):
-        return str(job["next_run_at"])
-    return "paused" if job["status"] == "paused" else "none left"
+def _next_run(job: JobView) -> str:
+    if job.next_run_at:
+        return job.next_run_at
+    return "paused" if job.status == "paused" else "none left"
 
 
 def print_table(headers: Sequence[str], rows: Iterable[Sequence[Cell]]) -> None:
@@ -276,12 +280,13 @@ def print_fields(rows: Iterable[tuple[str, Cell]]) -> None:
     console().print(table)
 
 
-def _print_page(
-    headers: Sequence[str], rows: Sequence[Sequence[Cell]], page: dict[str, Any], key: str
+def print_page(
+    headers: Sequence[str], rows: Sequence[Sequence[Cell]], cursor: str | None, key: str
 ) -> None:
+    """A page of `key` as a table (or a note that there are none), then how to get the next."""
     if rows:
         print_table(headers, rows)
     else:
         note(f"no {key}")
-    if page.get("next_cursor"):
-        note(f"more {key}: add --cursor {page['next_cursor']} for the next page, or --all")
+    if cursor:
+        note(f"more {key}: add --cursor {cursor} for the next page, or --all")

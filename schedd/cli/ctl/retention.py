@@ -3,15 +3,18 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import click
+import msgspec
 
 from schedd.cli.ctl import render
+from schedd.cli.ctl.answers import Answer
 from schedd.cli.ctl.client import Client
 from schedd.cli.ctl.render import json_option
+from schedd.jsonbody import JSONValue
 from schedd.retention import KINDS, parse_tenant_retention
 from schedd.storage import format_size
+from schedd.wire.retention_status import RetentionStatus
+from schedd.wire.tenants import TenantRetention
 
 
 @click.group()
@@ -30,37 +33,31 @@ Examples:
 @click.pass_obj
 def gc_status(client: Client, as_json: bool) -> None:
     """Rows and the oldest kept per kind, file sizes, free disk and the last prune."""
-    answer: dict[str, Any] = client.request("GET", "/v1/admin/retention")
+    answer = client.answer(RetentionStatus, "GET", "/v1/admin/retention")
     if as_json:
-        render.print_json(answer)
+        render.print_json(answer.raw)
         return
-    keep = answer["retention"]
+    state = answer.view
+    keep = msgspec.structs.asdict(state.retention)
     kept = {"runs": keep["runs"], "jobs": keep["runs"]} | {k: keep[k] for k in KINDS}
     rows = [
         (
-            kind["kind"],
-            f"{'>= ' if kind['rows_capped'] else ''}{kind['rows']:,}",
-            kind["oldest"] or "-",
-            kept[kind["kind"]],
+            kind.kind,
+            f"{'>= ' if kind.rows_capped else ''}{kind.rows:,}",
+            kind.oldest or "-",
+            kept.get(kind.kind, "-"),
         )
-        for kind in answer["kinds"]
+        for kind in state.kinds
     ]
     render.print_table(("KIND", "ROWS", "OLDEST KEPT (UTC)", "RETENTION"), rows)
     click.echo()
-    fields = [("node", answer["node_id"]), ("last prune", answer["last_prune"] or "never")]
-    files = answer.get("files") or {}
-    fields += [(name, format_size(size)) for name, size in files.items()]
-    disk = answer.get("disk")
-    if disk is not None:
-        fields.append(
-            (
-                "free disk",
-                f"{format_size(disk['free_bytes'])} (min {format_size(disk['min_free_bytes'])})",
-            )
-        )
-        fields.append(
-            ("writes", answer["writes"] + (f": {answer['reason']}" if answer["reason"] else ""))
-        )
+    fields = [("node", state.node_id), ("last prune", state.last_prune or "never")]
+    sizes = msgspec.structs.asdict(state.files)
+    fields += [(name, format_size(size)) for name, size in sizes.items()]
+    disk = state.disk
+    free = f"{format_size(disk.free_bytes)} (min {format_size(disk.min_free_bytes)})"
+    fields.append(("free disk", free))
+    fields.append(("writes", state.writes + (f": {state.reason}" if state.reason else "")))
     render.print_fields(fields)
 
 
@@ -77,7 +74,7 @@ def retention(ctx: click.Context) -> None:
 @click.pass_obj
 def show_retention(client: Client, as_json: bool = False) -> None:
     """The retention in force per kind, the tenant's own values and the node's."""
-    _print_retention(client.request("GET", "/v1/retention"), as_json=as_json)
+    _print_retention(client.answer(TenantRetention, "GET", "/v1/retention"), as_json=as_json)
 
 
 @retention.command(
@@ -93,24 +90,25 @@ Examples:
 def set_retention(client: Client, values: tuple[str, ...], as_json: bool) -> None:
     """Replace this tenant's own retention. KIND is runs, deadletters or messages (the audit
     trail is the operator's); a value longer than the node's has no effect."""
-    body: dict[str, Any] = {}
+    body: dict[str, JSONValue] = {}
     for value in values:
         kind, sep, duration = value.partition("=")
         if not sep or not duration:
             raise click.BadParameter(f"{value!r} is not KIND=DURATION", param_hint="VALUES")
         body[kind] = duration
     parse_tenant_retention(body, field="")  # bad input exits 2 here, naming the KIND
-    _print_retention(client.request("PUT", "/v1/retention", body), as_json=as_json)
+    answer = client.answer(TenantRetention, "PUT", "/v1/retention", body)
+    _print_retention(answer, as_json=as_json)
 
 
-def _print_retention(answer: dict[str, Any], *, as_json: bool) -> None:
+def _print_retention(answer: Answer[TenantRetention], *, as_json: bool) -> None:
     if as_json:
-        render.print_json(answer)
+        render.print_json(answer.raw)
         return
-    rows = [
-        (kind, answer["retention"][kind], answer["own"].get(kind, "-"), answer["node"][kind])
-        for kind in KINDS
-    ]
+    kept = msgspec.structs.asdict(answer.view.retention)
+    own = msgspec.to_builtins(answer.view.own)  # only the kinds the tenant set
+    node = msgspec.structs.asdict(answer.view.node)
+    rows = [(kind, kept[kind], own.get(kind, "-"), node[kind]) for kind in KINDS]
     render.print_table(("KIND", "KEPT FOR", "TENANT'S OWN", "NODE'S"), rows)
 
 

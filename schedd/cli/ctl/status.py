@@ -8,29 +8,91 @@ is no leader or a node is unhealthy or unreachable, so scripts and monitors can 
 from __future__ import annotations
 
 import sys
-from typing import Any
+from dataclasses import dataclass, replace
 
 import click
 from rich.text import Text
 
 from schedd.cli.ctl import render
+from schedd.cli.ctl.answers import Answer
 from schedd.cli.ctl.client import Client
 from schedd.cli.ctl.render import json_option
 from schedd.cli.ctl.top import scrape, window_p99
+from schedd.jsonbody import JSONValue
+from schedd.wire.cluster import Cluster, ClusterNode
 
 
-def node_metrics(api: str, client: Client) -> dict[str, Any]:
-    """The figures `status` shows from one node's /metrics (empty if it cannot be read)."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeFigures:
+    """What `status` shows from one node's own /metrics."""
+
+    term: int
+    applied_index: int
+    backlog: int
+    claim_lag_p99_s: float | None
+    broker_connections: dict[str, int]  # tenants' broker connections, "up" and "down"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeStatus:
+    """A member as GET /v1/cluster names it, with its own figures (None: unreachable)."""
+
+    node: ClusterNode
+    raw: JSONValue
+    figures: NodeFigures | None
+    applied_index: int | None
+    lag: int | None = None
+
+    @property
+    def is_reachable(self) -> bool:
+        return self.figures is not None
+
+    def as_json(self) -> dict[str, JSONValue]:
+        """The member's object with `status`'s figures (null where unreachable)."""
+        figures = self.figures
+        shown: dict[str, JSONValue] = {
+            "partitions": len(self.node.partitions),
+            "reachable": self.is_reachable,
+            "term": None if figures is None else figures.term,
+            "backlog": None if figures is None else figures.backlog,
+            "claim_lag_p99_s": None if figures is None else figures.claim_lag_p99_s,
+            "broker_connections": None if figures is None else dict(figures.broker_connections),
+            "applied_index": self.applied_index,
+            "lag": self.lag,
+        }
+        return (self.raw if isinstance(self.raw, dict) else {}) | shown
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterStatus:
+    """GET /v1/cluster's answer and each member's status."""
+
+    cluster: Answer[Cluster]
+    nodes: list[NodeStatus]
+
+    @property
+    def is_ok(self) -> bool:
+        """A leader, and every node healthy and reachable."""
+        healthy = all(node.node.healthy and node.is_reachable for node in self.nodes)
+        return bool(self.cluster.view.leader) and healthy
+
+    def as_json(self) -> dict[str, JSONValue]:
+        nodes: list[JSONValue] = [node.as_json() for node in self.nodes]
+        return self.cluster.raw | {"nodes": nodes, "ok": self.is_ok}
+
+
+def node_metrics(api: str, client: Client) -> NodeFigures | None:
+    """The figures `status` shows from one node's /metrics (None if it cannot be read)."""
     sample = scrape(api, client.timeout_s, client.token, client.tls_for(api))
     if sample is None:
-        return {}
-    return {
-        "term": int(sample.get("schedd_raft_term")),
-        "applied_index": int(sample.get("schedd_raft_applied_index")),
-        "backlog": int(sample.get("schedd_due_backlog")),
+        return None
+    return NodeFigures(
+        term=int(sample.get("schedd_raft_term")),
+        applied_index=int(sample.get("schedd_raft_applied_index")),
+        backlog=int(sample.get("schedd_due_backlog")),
         # Since the node started: the window from an empty "before" to now.
-        "claim_lag_p99_s": window_p99({}, {api: sample}, "schedd_claim_lag_seconds"),
-        "broker_connections": {
+        claim_lag_p99_s=window_p99({}, {api: sample}, "schedd_claim_lag_seconds"),
+        broker_connections={
             state: int(
                 sum(
                     value
@@ -40,32 +102,31 @@ def node_metrics(api: str, client: Client) -> dict[str, Any]:
             )
             for state in ("up", "down")
         },
-    }
-
-
-def gather(client: Client) -> dict[str, Any]:
-    """GET /v1/cluster, each node's own metrics, and whether all is well."""
-    cluster: dict[str, Any] = client.cluster()
-    leader_index = 0
-    for node in cluster["nodes"]:
-        node["partitions"] = len(node.get("partitions") or [])
-        seen = node_metrics(node["api"], client) if node.get("api") else {}
-        node["reachable"] = bool(seen)
-        shown = ("term", "backlog", "claim_lag_p99_s", "broker_connections")
-        node.update({key: seen.get(key) for key in shown})
-        if seen.get("applied_index") is not None:
-            node["applied_index"] = seen["applied_index"]
-        elif not node.get("applied_index"):
-            node["applied_index"] = None  # a new leader knows nothing of it yet: not "0"
-        if node["role"] == "leader":
-            leader_index = node.get("applied_index") or 0
-    for node in cluster["nodes"]:
-        index = node.get("applied_index")
-        node["lag"] = None if index is None or not leader_index else max(0, leader_index - index)
-    cluster["ok"] = bool(cluster.get("leader")) and all(
-        node["healthy"] and node["reachable"] for node in cluster["nodes"]
     )
-    return cluster
+
+
+def gather(client: Client) -> ClusterStatus:
+    """GET /v1/cluster, each node's own metrics, and whether all is well."""
+    cluster = client.cluster()
+    raw_nodes = cluster.raw.get("nodes")
+    raws = raw_nodes if isinstance(raw_nodes, list) else []
+    nodes = [
+        _node_status(node, raw, client) for node, raw in zip(cluster.view.nodes, raws, strict=True)
+    ]
+    leader = next((n.applied_index or 0 for n in nodes if n.node.role == "leader"), 0)
+    return ClusterStatus(cluster, [replace(n, lag=_lag(n.applied_index, leader)) for n in nodes])
+
+
+def _lag(index: int | None, leader_index: int) -> int | None:
+    return None if index is None or not leader_index else max(0, leader_index - index)
+
+
+def _node_status(node: ClusterNode, raw: JSONValue, client: Client) -> NodeStatus:
+    figures = node_metrics(node.api, client) if node.api else None
+    # The node's own applied index; else the leader's view of it (0: a new leader knows
+    # nothing of it yet, shown as unknown).
+    index = figures.applied_index if figures is not None else node.applied_index or None
+    return NodeStatus(node=node, raw=raw, figures=figures, applied_index=index)
 
 
 @click.command(
@@ -87,10 +148,10 @@ def status(client: Client, as_json: bool) -> None:
     """Show the cluster: each node's role, health, applied index, lag and backlog."""
     cluster = gather(client)
     if as_json:
-        render.print_json(cluster)
+        render.print_json(cluster.as_json())
     else:
         show(cluster)
-    if not cluster["ok"]:
+    if not cluster.is_ok:
         sys.exit(1)
 
 
@@ -109,30 +170,32 @@ HEADERS = (
 )
 
 
-def show(cluster: dict[str, Any]) -> None:
+def show(cluster: ClusterStatus) -> None:
     """The nodes as a table (a node `status` could not reach is `unreachable`), then the leader."""
-    render.print_table(HEADERS, [_row(node) for node in cluster["nodes"]])
-    leader = cluster.get("leader")
+    render.print_table(HEADERS, [_row(node) for node in cluster.nodes])
+    leader = cluster.cluster.view.leader
     render.console().print(
         Text(f"leader: {leader}" if leader else "leader: none", style="" if leader else "red")
     )
 
 
-def _row(node: dict[str, Any]) -> tuple[render.Cell, ...]:
-    role = node["role"] if node["reachable"] else "unreachable"
-    healthy = node["healthy"] and node["reachable"]
+def _row(status: NodeStatus) -> tuple[render.Cell, ...]:
+    node, figures = status.node, status.figures
+    role = node.role if figures is not None else "unreachable"
+    healthy = node.healthy and figures is not None
+    p99 = None if figures is None else figures.claim_lag_p99_s
     return (
-        node["node_id"],
+        node.node_id,
         Text(role, style="bold" if role == "leader" else ("red" if role == "unreachable" else "")),
         Text("yes", style="green") if healthy else Text("no", style="red"),
-        _cell(node.get("term")),
-        _cell(node.get("applied_index")),
-        _cell(node.get("lag")),
-        str(node["partitions"]),
-        _cell(node.get("backlog")),
-        "-" if node.get("claim_lag_p99_s") is None else f"<= {node['claim_lag_p99_s']:g}s",
-        _brokers(node.get("broker_connections")),
-        node.get("api") or "-",
+        _cell(None if figures is None else figures.term),
+        _cell(status.applied_index),
+        _cell(status.lag),
+        str(len(node.partitions)),
+        _cell(None if figures is None else figures.backlog),
+        "-" if p99 is None else f"<= {p99:g}s",
+        _brokers(None if figures is None else figures.broker_connections),
+        node.api or "-",
     )
 
 

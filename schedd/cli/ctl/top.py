@@ -15,7 +15,6 @@ import urllib.error
 import urllib.request
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
 
 import click
 from rich.console import Console, Group
@@ -25,6 +24,9 @@ from rich.text import Text
 
 from schedd.cli.ctl.client import Client
 from schedd.cli.ctl.render import json_option, print_fields, print_json, print_table, rich_table
+from schedd.jsonbody import JSONValue
+from schedd.wire.cluster import Cluster
+from schedd.wire.tenants import TenantView
 
 Labels = tuple[tuple[str, str], ...]
 
@@ -114,39 +116,35 @@ class Frame:
     summary: list[tuple[str, str]]
     tables: list[tuple[str, tuple[str, ...], list[tuple[str, ...]]]]
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, JSONValue]:
         """Summary keys and every table as a list of objects keyed by column (for `--json`)."""
-        answer: dict[str, Any] = {key.replace(" ", "_"): value for key, value in self.summary}
+        answer: dict[str, JSONValue] = {key.replace(" ", "_"): value for key, value in self.summary}
         for name, headers, rows in self.tables:
             keys = [h.lower().replace(" ", "_").replace("/", "_per_") for h in headers]
-            answer[name] = [dict(zip(keys, row, strict=True)) for row in rows]
+            answer[name] = [dict[str, JSONValue](zip(keys, row, strict=True)) for row in rows]
         return answer
 
 
 def frame(
-    cluster: dict[str, Any],
+    cluster: Cluster,
     before: dict[str, Sample],
     after: dict[str, Sample],
-    tenants: list[dict[str, Any]],
+    tenants: list[TenantView],
 ) -> Frame:
-    leader = cluster.get("leader")
+    leader = cluster.leader
     leader_sample = next(
-        (
-            after[n["node_id"]]
-            for n in cluster["nodes"]
-            if n["node_id"] == leader and n["node_id"] in after
-        ),
+        (after[n.node_id] for n in cluster.nodes if n.node_id == leader and n.node_id in after),
         None,
     )
 
     def gauge(name: str) -> str:
         return f"{int(leader_sample.get(name)):,}" if leader_sample else "-"
 
-    healthy = sum(1 for n in cluster["nodes"] if n["healthy"] and n["node_id"] in after)
+    healthy = sum(1 for n in cluster.nodes if n.healthy and n.node_id in after)
     p99 = window_p99(before, after, "schedd_claim_lag_seconds")
     summary = [
         ("leader", leader or "none"),
-        ("nodes healthy", f"{healthy}/{len(cluster['nodes'])}"),
+        ("nodes healthy", f"{healthy}/{len(cluster.nodes)}"),
         ("runs claimed/s", f"{rate(before, after, 'schedd_claims_total', result='claimed'):,.0f}"),
         ("claim lag p99", "-" if p99 is None else f"<= {p99:g}s"),
         ("backlog", gauge("schedd_due_backlog")),
@@ -181,7 +179,7 @@ def frame(
         for name, states in deepest
     ]
     top_tenants: list[tuple[str, ...]] = [
-        (t["name"], f"{t['active_jobs']:,}", f"{t['dispatch_rate']:,}/s") for t in tenants[:5]
+        (t.name, f"{t.active_jobs:,}", f"{t.dispatch_rate:,}/s") for t in tenants[:5]
     ]
     return Frame(
         summary,
@@ -213,9 +211,9 @@ def print_frame(shown: Frame) -> None:
         print_table(headers, rows)
 
 
-def _tenants(client: Client) -> list[dict[str, Any]]:
+def _tenants(client: Client) -> list[TenantView]:
     answer = client.list_tenants(cursor=None, limit=1000)
-    return sorted(answer["tenants"], key=lambda t: -t["active_jobs"])
+    return sorted(answer.view.tenants, key=lambda t: -t.active_jobs)
 
 
 @click.command(
@@ -240,10 +238,10 @@ def top(client: Client, interval: float, is_once: bool, as_json: bool) -> None:
     """A live view: runs/s, lag, backlog, callbacks, queues and top tenants (admin token)."""
     if as_json and not is_once:
         raise click.UsageError("--json prints one frame: add --once")
-    before = _scrape_all(client.cluster(), client)
+    before = _scrape_all(client.cluster().view, client)
     if is_once:
         time.sleep(interval)
-        cluster = client.cluster()
+        cluster = client.cluster().view
         shown = frame(cluster, before, _scrape_all(cluster, client), _tenants(client))
         if as_json:
             print_json(shown.as_json())
@@ -254,7 +252,7 @@ def top(client: Client, interval: float, is_once: bool, as_json: bool) -> None:
         try:
             while True:
                 time.sleep(interval)
-                cluster = client.cluster()
+                cluster = client.cluster().view
                 after = _scrape_all(cluster, client)
                 print_frame(frame(cluster, before, after, _tenants(client)))
                 click.echo()
@@ -268,7 +266,7 @@ def top(client: Client, interval: float, is_once: bool, as_json: bool) -> None:
         try:
             while True:
                 time.sleep(interval)
-                cluster = client.cluster()
+                cluster = client.cluster().view
                 after = _scrape_all(cluster, client)
                 live.update(
                     live_view(frame(cluster, before, after, _tenants(client))), refresh=True
@@ -278,11 +276,11 @@ def top(client: Client, interval: float, is_once: bool, as_json: bool) -> None:
             return
 
 
-def _scrape_all(cluster: dict[str, Any], client: Client) -> dict[str, Sample]:
+def _scrape_all(cluster: Cluster, client: Client) -> dict[str, Sample]:
     samples = {}
-    for node in cluster["nodes"]:
-        api = node.get("api")
+    for node in cluster.nodes:
+        api = node.api
         sample = scrape(api, client.timeout_s, client.token, client.tls_for(api)) if api else None
         if sample is not None:
-            samples[node["node_id"]] = sample
+            samples[node.node_id] = sample
     return samples

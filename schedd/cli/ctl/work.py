@@ -26,10 +26,13 @@ from typing import IO, Any, TypeVar
 import click
 
 from schedd.cli.ctl import render
+from schedd.cli.ctl.answers import read_answer
 from schedd.cli.ctl.client import Client, parse_urls
 from schedd.cli.ctl.render import json_option
 from schedd.errors import ClusterUnavailable, InvalidRequest, QuotaExceeded, SchedError
+from schedd.jsonbody import JSONValue
 from schedd.timeformat import format_duration, parse_duration
+from schedd.wire.queues import Message, Messages
 
 QUEUE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 MAX_WAIT_MS = 20_000  # the server's longest long poll
@@ -64,7 +67,7 @@ class Settings:
 class Task:
     """One received message and the command running for it."""
 
-    message: dict[str, Any]
+    message: Message
     started_s: float = field(default_factory=time.monotonic)
     exit_code: int | None = None
     abort_reason: str | None = None  # set when the command must be killed: timeout or shutdown
@@ -72,11 +75,11 @@ class Task:
 
     @property
     def receipt(self) -> str:
-        return str(self.message["receipt"])
+        return self.message.receipt
 
     @property
     def facts(self) -> str:
-        return f"job={self.message['job_id']} attempt={self.message['attempt']}"
+        return f"job={self.message.job_id} attempt={self.message.attempt}"
 
 
 class Log:
@@ -212,24 +215,25 @@ class Worker:
                 self._cond.wait(0.5)
             return 0 if self._stopping.is_set() else self._s.concurrency - len(self._tasks)
 
-    def _receive(self, count: int) -> list[dict[str, Any]]:
-        body = {
+    def _receive(self, count: int) -> list[Message]:
+        body: JSONValue = {
             "max": count,
             "wait": f"{self._s.wait_ms}ms",
             "visibility_timeout": f"{self._s.visibility_timeout_ms}ms",
         }
         extra_s = self._s.wait_ms / 1000
-        answer = self._nodes.request("POST", self._path + "/receive", body, extra_timeout_s=extra_s)
-        return list(answer["messages"])
+        path = self._path + "/receive"
+        answer = self._nodes.request("POST", path, body, extra_timeout_s=extra_s)
+        return read_answer(answer, Messages, request=f"POST {path}").view.messages
 
-    def _start(self, message: dict[str, Any]) -> None:
+    def _start(self, message: Message) -> None:
         task = Task(message=message)
         with self._cond:
             self._tasks.add(task)
         threading.Thread(target=self._run, args=(task,), name=task.receipt, daemon=True).start()
 
     def _run(self, task: Task) -> None:
-        self._log.line(f"started {task.facts} scheduled_at={task.message['scheduled_at']}")
+        self._log.line(f"started {task.facts} scheduled_at={task.message.scheduled_at}")
         try:
             error = self._execute(task)
         except Exception as exc:  # the top of a runner thread: the message is still nacked
@@ -250,7 +254,7 @@ class Worker:
         except OSError as exc:
             return f"cannot start {argv[0]!r}: {exc.strerror or exc}"
         assert process.stdin is not None and process.stderr is not None
-        payload = (json.dumps(task.message["payload"], ensure_ascii=False) + "\n").encode()
+        payload = (json.dumps(task.message.payload, ensure_ascii=False) + "\n").encode()
         threading.Thread(target=_feed, args=(process.stdin, payload), daemon=True).start()
         relay = threading.Thread(target=self._relay, args=(task, process.stderr), daemon=True)
         relay.start()
@@ -263,7 +267,7 @@ class Worker:
         """The command line for this message, or why there is none (a nack error)."""
         if not self._s.is_shell:
             return self._s.argv
-        payload = task.message["payload"]
+        payload = task.message.payload
         command = payload.get("command") if isinstance(payload, dict) else None
         if not isinstance(command, str) or not command.strip():
             return "--shell: the payload has no 'command' string"
@@ -274,10 +278,10 @@ class Worker:
         env = {
             **os.environ,
             "SCHEDD_QUEUE": self._s.queue,
-            "SCHEDD_JOB_ID": str(message["job_id"]),
-            "SCHEDD_SCHEDULED_AT": str(message["scheduled_at"]),
-            "SCHEDD_ATTEMPT": str(message["attempt"]),
-            "SCHEDD_IDEMPOTENCY_KEY": str(message["idempotency_key"]),
+            "SCHEDD_JOB_ID": message.job_id,
+            "SCHEDD_SCHEDULED_AT": message.scheduled_at,
+            "SCHEDD_ATTEMPT": str(message.attempt),
+            "SCHEDD_IDEMPOTENCY_KEY": message.idempotency_key,
         }
         return subprocess.Popen(
             argv,
@@ -320,7 +324,7 @@ class Worker:
         """Ack (error None) or nack, retried across nodes; "acked", "nacked", "expired" or
         "unsettled" (then the message comes back after its visibility timeout)."""
         action, done = ("ack", "acked") if error is None else ("nack", "nacked")
-        body: dict[str, Any] = {"receipts": [task.receipt]}
+        body: dict[str, JSONValue] = {"receipts": [task.receipt]}
         if error is not None:
             body["error"] = error[:4000]
         for delay_s in (*SETTLE_BACKOFF_S, None):
@@ -335,7 +339,7 @@ class Worker:
             except SchedError as exc:
                 self._log.line(f"cannot {action} {task.facts}: {exc}")
                 return "unsettled"
-            return done if answer.get(done) else "expired"
+            return done if isinstance(answer, dict) and answer.get(done) else "expired"
         return "unsettled"
 
     def _report(self, task: Task, outcome: str, error: str | None) -> None:
@@ -343,21 +347,27 @@ class Worker:
         shown = _exit_text(task.exit_code)
         self._log.line(f"finished {task.facts} exit={shown} duration={duration_s:.2f}s {outcome}")
         if self._s.as_json:
-            result = {key: task.message[key] for key in ("job_id", "scheduled_at", "attempt")}
+            message = task.message
+            result: dict[str, JSONValue] = {
+                "job_id": message.job_id,
+                "scheduled_at": message.scheduled_at,
+                "attempt": message.attempt,
+            }
             result |= {"exit_code": task.exit_code, "duration_s": round(duration_s, 3)}
             render.print_json(result | {"outcome": outcome, "error": error})
 
     def _extend_loop(self) -> None:
-        body: dict[str, Any] = {"visibility_timeout": f"{self._s.visibility_timeout_ms}ms"}
+        timeout = f"{self._s.visibility_timeout_ms}ms"
         while not self._done.wait(self._s.visibility_timeout_ms / 3000):
             with self._cond:
-                body["receipts"] = [task.receipt for task in self._tasks]
-            if not body["receipts"]:
+                receipts: list[JSONValue] = [task.receipt for task in self._tasks]
+            if not receipts:
                 continue
+            body: JSONValue = {"visibility_timeout": timeout, "receipts": receipts}
             try:
                 self._nodes.request("POST", self._path + "/extend", body)
             except SchedError as exc:
-                self._log.line(f"cannot extend {len(body['receipts'])} message(s): {exc}")
+                self._log.line(f"cannot extend {len(receipts)} message(s): {exc}")
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         name = signal.Signals(signum).name
