@@ -139,3 +139,22 @@ def test_an_older_nodes_queues_without_the_fields_added_since_still_list(
     assert code == 0 and out.splitlines()[1].split() == ["reports", "2", "1", "0", "0", "-", "-"]
     code, out, _ = schedctl(url, "queues", "ls", "--json", capsys=capsys)
     assert code == 0 and json.loads(out) == older
+
+
+def test_an_older_nodes_tenants_without_their_retention_still_list(
+    answers: dict[str, tuple[int, bytes]], url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tenant = {
+        "tenant_id": "ten_1",
+        "name": "acme",
+        "max_active_jobs": 100,
+        "dispatch_rate": 5,
+        "allowed_hosts": [],
+        "alert_url": None,
+        "active_jobs": 2,
+        "created_at": STAMP,
+        "updated_at": STAMP,
+    }
+    answers["/v1/tenants?limit=100"] = ok({"tenants": [tenant], "next_cursor": None})
+    code, out, _ = schedctl(url, "tenants", "ls", capsys=capsys)
+    assert code == 0 and out.splitlines()[1].split() == ["ten_1", "acme", "2", "100", "5", "-"]

@@ -15,9 +15,8 @@ from rich.console import Console
 
 from schedd.cli.ctl import admin, jobs, queues, render, status
 from schedd.cli.ctl.answers import Answer, read_answer
-from schedd.wire.cluster import Cluster
+from schedd.cli.ctl.older_nodes import ClusterAnswer, Tenants
 from schedd.wire.jobs import JobList, JobView, RunList
-from schedd.wire.tenants import TenantList
 
 JOB_ID = "job_4e475890124e4120a0987da4"
 LONG_CRON = "0,5,10,15,20,25,30,35,40,45,50,55 8-18 1-7,15-21 JAN,MAR,MAY,JUL,SEP,NOV MON-FRI"
@@ -72,8 +71,8 @@ class FakeClient:
     def get_job(self, job_id: str) -> Answer[JobView]:
         return read_answer(SHORT if job_id == SHORT["job_id"] else JOB, JobView, request="get")
 
-    def cluster(self) -> Answer[Cluster]:
-        return read_answer(self._cluster(), Cluster, request="GET /v1/cluster")
+    def cluster(self) -> Answer[ClusterAnswer]:
+        return read_answer(self._cluster(), ClusterAnswer, request="GET /v1/cluster")
 
     def _cluster(self) -> dict[str, Any]:
         nodes = [
@@ -87,7 +86,7 @@ class FakeClient:
             node["raft"] = f"127.0.0.1:970{node['node_id'][1]}"
         return {"leader": "n1", "members": [node["raft"] for node in nodes], "nodes": nodes}
 
-    def list_tenants(self, **_: Any) -> Answer[TenantList]:
+    def list_tenants(self, **_: Any) -> Answer[Tenants]:
         tenant = {
             "tenant_id": "ten_0123456789abcdef01234567",
             "name": "a-tenant-with-a-rather-long-name",
@@ -101,7 +100,7 @@ class FakeClient:
             "updated_at": CREATED,
         }
         page = {"tenants": [tenant], "next_cursor": None}
-        return read_answer(page, TenantList, request="GET /v1/tenants")
+        return read_answer(page, Tenants, request="GET /v1/tenants")
 
     def list_runs(self, job_id: str, **_: Any) -> Answer[RunList]:
         run = {

@@ -7,10 +7,10 @@ import click
 from schedd.cli.ctl import render
 from schedd.cli.ctl.answers import Answer, all_pages
 from schedd.cli.ctl.client import Client
+from schedd.cli.ctl.older_nodes import Tenants
 from schedd.cli.ctl.render import json_option, page_options
 from schedd.cli.ctl.status import status
 from schedd.jsonbody import JSONValue
-from schedd.wire.tenants import TenantList
 
 
 @click.group()
@@ -81,7 +81,7 @@ def list_tenants(
 ) -> None:
     """List tenants with their quotas and active job counts."""
 
-    def fetch(after: str | None) -> Answer[TenantList]:
+    def fetch(after: str | None) -> Answer[Tenants]:
         return client.list_tenants(cursor=after, limit=limit)
 
     page = all_pages(fetch, "tenants", cursor) if is_all else fetch(cursor)

@@ -16,16 +16,17 @@ from schedd.errors import SchedError
 from schedd.jsonbody import JSONValue
 
 T = TypeVar("T")
+Shown = TypeVar("Shown", covariant=True)  # an Answer of a struct is one of its base's too
 P = TypeVar("P", bound=msgspec.Struct)
 JSONObject = dict[str, JSONValue]
 
 
 @dataclass(frozen=True, slots=True)
-class Answer(Generic[T]):
+class Answer(Generic[Shown]):
     """One answer: `raw` as sent, `view` decoded (unknown fields ignored)."""
 
     raw: JSONObject
-    view: T
+    view: Shown
 
 
 class UnreadableAnswer(SchedError):

@@ -19,8 +19,11 @@ from http.client import BadStatusLine, HTTPException
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
+import msgspec
+
 from schedd import __version__
 from schedd.cli.ctl.answers import Answer, parse_json, read_answer
+from schedd.cli.ctl.older_nodes import ClusterAnswer, Tenants
 from schedd.errors import (
     BY_CODE,
     BY_STATUS,
@@ -32,13 +35,13 @@ from schedd.errors import (
     error_of_answer,
 )
 from schedd.jsonbody import JSONValue
-from schedd.wire.cluster import Cluster
 from schedd.wire.jobs import JobList, JobView, RunList, Triggered
-from schedd.wire.tenants import TenantCredentials, TenantList
+from schedd.wire.tenants import TenantCredentials
 
 DEFAULT_URL = "http://127.0.0.1:8701"
 DEFAULT_TIMEOUT_S = 10.0
 Query = Mapping[str, str | int | None]
+Body = JSONValue | msgspec.Struct  # a request body: JSON, or a wire struct of the contract
 T = TypeVar("T")
 
 _UNAVAILABLE = frozenset({502, 503, 504})
@@ -100,7 +103,7 @@ class Client:
         self,
         method: str,
         path: str,
-        body: JSONValue = None,
+        body: Body = None,
         *,
         query: Query | None = None,
         headers: Mapping[str, str] | None = None,
@@ -115,7 +118,7 @@ class Client:
         kind: type[T],
         method: str,
         path: str,
-        body: JSONValue = None,
+        body: Body = None,
         *,
         query: Query | None = None,
         headers: Mapping[str, str] | None = None,
@@ -130,14 +133,14 @@ class Client:
         self,
         method: str,
         path: str,
-        body: JSONValue,
+        body: Body,
         query: Query | None,
         headers: Mapping[str, str] | None,
         is_safe: bool | None,
     ) -> Reply:
         """The first node's reply that answers; fail over only when that is safe."""
         path += _query_string(query or {})
-        data = None if body is None else json.dumps(body, ensure_ascii=False).encode()
+        data = _encoded(body)
         safe = method == "GET" if is_safe is None else is_safe
         failures: list[str] = []
         for url in parse_urls(self.url):
@@ -250,12 +253,12 @@ class Client:
     def create_tenant(self, body: Mapping[str, JSONValue]) -> Answer[TenantCredentials]:
         return self.answer(TenantCredentials, "POST", "/v1/tenants", dict(body))
 
-    def list_tenants(self, *, cursor: str | None, limit: int) -> Answer[TenantList]:
+    def list_tenants(self, *, cursor: str | None, limit: int) -> Answer[Tenants]:
         query = {"cursor": cursor, "limit": limit}
-        return self.answer(TenantList, "GET", "/v1/tenants", query=query)
+        return self.answer(Tenants, "GET", "/v1/tenants", query=query)
 
-    def cluster(self) -> Answer[Cluster]:
-        return self.answer(Cluster, "GET", "/v1/cluster")
+    def cluster(self) -> Answer[ClusterAnswer]:
+        return self.answer(ClusterAnswer, "GET", "/v1/cluster")
 
 
 @functools.cache
@@ -276,6 +279,14 @@ def _tls_failure(base: str, exc: ssl.SSLError) -> str:
     if exc.reason == "WRONG_VERSION_NUMBER":
         return f"TLS handshake with {base} failed: it does not speak TLS (use an http:// URL?)"
     return f"TLS handshake with {base} failed: {(exc.reason or str(exc)).lower()}"
+
+
+def _encoded(body: Body) -> bytes | None:
+    if body is None:
+        return None
+    if isinstance(body, msgspec.Struct):
+        return msgspec.json.encode(body)
+    return json.dumps(body, ensure_ascii=False).encode()
 
 
 def _query_string(query: Query) -> str:

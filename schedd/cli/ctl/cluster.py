@@ -13,7 +13,7 @@ from schedd.cli.ctl.answers import Answer
 from schedd.cli.ctl.client import Client
 from schedd.cli.ctl.render import json_option
 from schedd.errors import ClusterUnavailable, NotFound
-from schedd.wire.cluster import ClusterNode, NodeAdded, NodeRemoved, SteppedDown
+from schedd.wire.cluster import ClusterNode, NodeAdded, NodeRemoved, NodeToAdd, SteppedDown
 
 HANDOVER_TIMEOUT_S = 15.0
 
@@ -36,7 +36,7 @@ It catches up from the leader; `schedctl status` shows its lag. Add the next one
 @click.pass_obj
 def add_node(client: Client, raft_address: str, as_json: bool) -> None:
     """Add the node listening for Raft on RAFT_ADDRESS (host:port) to the cluster."""
-    answer = client.answer(NodeAdded, "POST", "/v1/cluster/nodes", {"raft": raft_address})
+    answer = client.answer(NodeAdded, "POST", "/v1/cluster/nodes", NodeToAdd(raft_address))
     if as_json:
         render.print_json(answer.raw)
         return

@@ -16,31 +16,15 @@ from rich.text import Text
 from schedd.cli.ctl import render
 from schedd.cli.ctl.answers import Answer, all_pages, raw_items
 from schedd.cli.ctl.client import Client
+from schedd.cli.ctl.older_nodes import Queues
 from schedd.cli.ctl.render import json_option, page_options
 from schedd.errors import InvalidRequest, SchedError
 from schedd.jsonbody import JSONValue
 from schedd.wire.deadletters import DeadLetterList, DeadLetterView
 from schedd.wire.errors import ErrorDetail
-from schedd.wire.fields import Count
-from schedd.wire.queues import ConsumerView, QueueView
+from schedd.wire.queues import ConsumerView
 
 DEADLETTER_JSON = "the API's dead letter object"
-
-
-class QueueCounts(QueueView, kw_only=True):
-    """A queue as GET /v1/queues lists it, an older node's answer too (without delayed,
-    oldest_age_s and consumers, added on 2026-11-30 and 12-02)."""
-
-    delayed: Count = 0
-    oldest_age_s: float | None = None
-    consumers: list[ConsumerView] = msgspec.field(default_factory=list)
-
-
-class Queues(msgspec.Struct, frozen=True, kw_only=True):
-    """GET /v1/queues's answer, an older node's too (no `partial` before 2026-12-02)."""
-
-    queues: list[QueueCounts]
-    partial: bool = False
 
 
 def deadletter_path(dl_id: str) -> str:

@@ -21,10 +21,11 @@ from rich.table import Table
 from rich.text import Text
 
 from schedd.cli.ctl.answers import Answer
+from schedd.cli.ctl.older_nodes import Tenants
 from schedd.jsonbody import JSONValue
 from schedd.targets import BY_NAME
 from schedd.wire.jobs import JobList, JobView, RunList, Triggered
-from schedd.wire.tenants import TenantCredentials, TenantList
+from schedd.wire.tenants import TenantCredentials
 
 F = TypeVar("F", bound=Callable[..., Any])
 Cell = str | Text
@@ -145,7 +146,7 @@ def show_runs(page: Answer[RunList], *, as_json: bool) -> None:
     print_page(headers, rows, page.view.next_cursor, "runs")
 
 
-def show_tenants(page: Answer[TenantList], *, as_json: bool) -> None:
+def show_tenants(page: Answer[Tenants], *, as_json: bool) -> None:
     if as_json:
         print_json(page.raw)
         return

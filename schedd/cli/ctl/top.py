@@ -14,6 +14,7 @@ import time
 import urllib.error
 import urllib.request
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import click
@@ -23,6 +24,7 @@ from rich.table import Table
 from rich.text import Text
 
 from schedd.cli.ctl.client import Client
+from schedd.cli.ctl.older_nodes import TenantRow
 from schedd.cli.ctl.render import json_option, print_fields, print_json, print_table, rich_table
 from schedd.jsonbody import JSONValue
 from schedd.wire.cluster import Cluster
@@ -129,7 +131,7 @@ def frame(
     cluster: Cluster,
     before: dict[str, Sample],
     after: dict[str, Sample],
-    tenants: list[TenantView],
+    tenants: Sequence[TenantView],
 ) -> Frame:
     leader = cluster.leader
     leader_sample = next(
@@ -211,7 +213,7 @@ def print_frame(shown: Frame) -> None:
         print_table(headers, rows)
 
 
-def _tenants(client: Client) -> list[TenantView]:
+def _tenants(client: Client) -> list[TenantRow]:
     answer = client.list_tenants(cursor=None, limit=1000)
     return sorted(answer.view.tenants, key=lambda t: -t.active_jobs)
 
