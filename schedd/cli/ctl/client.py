@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from email.message import Message
 from http.client import BadStatusLine, HTTPException
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypedDict, TypeVar, Unpack
 
 import msgspec
 
@@ -45,6 +45,14 @@ Body = JSONValue | msgspec.Struct  # a request body: JSON, or a wire struct of t
 T = TypeVar("T")
 
 _UNAVAILABLE = frozenset({502, 503, 504})
+
+
+class RequestOptions(TypedDict, total=False):
+    """What a request may add to its method, path and body."""
+
+    query: Query | None
+    headers: Mapping[str, str] | None
+    is_safe: bool | None  # may go to another node after a failure (default: GET only)
 
 
 class Reply(NamedTuple):
@@ -119,14 +127,11 @@ class Client:
         method: str,
         path: str,
         body: Body = None,
-        *,
-        query: Query | None = None,
-        headers: Mapping[str, str] | None = None,
-        is_safe: bool | None = None,
+        **options: Unpack[RequestOptions],
     ) -> Answer[T]:
         """Send one request whose answer is a `kind` object; raise SchedError (an answer that
         is not one is an UnreadableAnswer)."""
-        raw = self.request(method, path, body, query=query, headers=headers, is_safe=is_safe)
+        raw = self.request(method, path, body, **options)
         return read_answer(raw, kind, request=f"{method} {path}")
 
     def _exchange(
