@@ -9,7 +9,9 @@ from msgspec import UNSET, Meta, UnsetType
 
 from schedd.wire.fields import Count, Instant, NextCursor
 
-Role = Literal["leader", "follower", "candidate", "starting"]
+ROLES = ("leader", "follower", "candidate", "starting")
+Role = Literal["leader", "follower", "candidate", "starting"]  # what a node says it is
+RoleText = Annotated[str, Meta(extra_json_schema={"enum": list(ROLES)})]  # read as any text
 Members = list[str]
 
 
@@ -20,7 +22,7 @@ class ClusterNode(msgspec.Struct, frozen=True, kw_only=True):
     node_id: str
     api: str | None  # None: not registered yet
     raft: str
-    role: Literal["leader", "follower"]
+    role: Annotated[str, Meta(extra_json_schema={"enum": ["leader", "follower"]})]
     healthy: bool
     partitions: list[Count]
     applied_index: int | None
@@ -65,7 +67,7 @@ class AdminState(msgspec.Struct, frozen=True, kw_only=True):
     """This node's Raft state and the digest of its replicated tables."""
 
     node_id: str
-    role: Role
+    role: RoleText
     leader: str | None
     term: Count
     applied_index: Count

@@ -3,6 +3,7 @@ references to components a field's own (untyped) value must match."""
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Annotated, Any
 
 from msgspec import Meta
@@ -16,13 +17,14 @@ RFC3339_INPUT = (  # what timeformat.parse_instant reads
     r"([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$"
 )
 
+# An answer's constraints are documented, not enforced when it is decoded: a client (schedctl)
+# must read a newer server's answers, whose ids, times or states an older release did not know.
 Instant = Annotated[
     str,
     Meta(
-        pattern=UTC_INSTANT,
         description="RFC 3339 in UTC with a Z suffix; milliseconds only when non-zero.",
         examples=["2026-10-12T02:30:00Z"],
-        extra_json_schema={"format": "date-time"},
+        extra_json_schema={"format": "date-time", "pattern": UTC_INSTANT},
     ),
 ]
 InstantInput = Annotated[
@@ -72,3 +74,8 @@ def ref(kind: type) -> dict[str, str]:
 def one_of(*kinds: type) -> dict[str, Any]:
     """The schema of a value (kept as plain JSON) that is exactly one of these structs."""
     return {"oneOf": [ref(kind) for kind in kinds]}
+
+
+def one_of_values(kind: type[StrEnum]) -> Meta:
+    """An answer's text field documented as one of an enum's values, read as any text."""
+    return Meta(extra_json_schema={"enum": [member.value for member in kind]})

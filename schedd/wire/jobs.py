@@ -16,7 +16,16 @@ from schedd.model import Backoff, HttpMethod, JobStatus, MisfirePolicy, OverlapP
 from schedd.targets import KINDS as BROKER_KINDS
 from schedd.targets import TargetKind
 from schedd.wire.errors import Failure
-from schedd.wire.fields import Count, Duration, Instant, NextCursor, Payload, one_of, ref
+from schedd.wire.fields import (
+    Count,
+    Duration,
+    Instant,
+    NextCursor,
+    Payload,
+    one_of,
+    one_of_values,
+    ref,
+)
 
 Attempt = Annotated[int, Meta(ge=1)]
 
@@ -107,7 +116,7 @@ TargetJSON = Annotated[
 class JobView(msgspec.Struct, frozen=True, kw_only=True):
     """A job: its identity, its spec's fields (as stored, in that order) and its state."""
 
-    job_id: Annotated[str, Meta(pattern="^job_[0-9a-f]+$")]
+    job_id: Annotated[str, Meta(extra_json_schema={"pattern": "^job_[0-9a-f]+$"})]
     tenant_id: str
     name: str | None
     schedule: ScheduleJSON
@@ -115,9 +124,9 @@ class JobView(msgspec.Struct, frozen=True, kw_only=True):
     target: TargetJSON
     payload: Payload
     retry: Annotated[dict[str, Any], Meta(extra_json_schema=ref(RetryView))]
-    misfire_policy: MisfirePolicy
-    overlap_policy: OverlapPolicy
-    status: JobStatus
+    misfire_policy: Annotated[str, one_of_values(MisfirePolicy)]
+    overlap_policy: Annotated[str, one_of_values(OverlapPolicy)]
+    status: Annotated[str, one_of_values(JobStatus)]
     next_run_at: Instant | None
     version: Annotated[int, Meta(ge=1)]
     created_at: Instant
@@ -132,8 +141,8 @@ class JobView(msgspec.Struct, frozen=True, kw_only=True):
             "target": self.target,
             "payload": self.payload,
             "retry": self.retry,
-            "misfire_policy": self.misfire_policy.value,
-            "overlap_policy": self.overlap_policy.value,
+            "misfire_policy": self.misfire_policy,
+            "overlap_policy": self.overlap_policy,
         }
 
 
@@ -160,7 +169,7 @@ class RunView(msgspec.Struct, frozen=True, kw_only=True):
     job_id: str
     scheduled_at: Instant
     fire_at: Instant
-    status: RunStatus
+    status: Annotated[str, one_of_values(RunStatus)]
     attempt: Count
     attempts: list[AttemptView]
     dispatched_at: Instant | None

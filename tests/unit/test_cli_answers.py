@@ -120,6 +120,23 @@ def test_json_prints_a_newer_servers_fields_and_the_table_ignores_them(
     assert code == 0 and "cron '0 3 * * *' UTC" in out and "ops" not in out
 
 
+def test_a_newer_servers_values_an_older_client_does_not_know_still_show(
+    answers: dict[str, tuple[int, bytes]], url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A later release may add a job status, a policy, an id form or a time precision: the
+    answer's constraints are documented, not enforced when schedctl reads it."""
+    later = JOB | {
+        "job_id": "job_v2-XYZ",
+        "status": "archived",
+        "misfire_policy": "run_latest",
+        "next_run_at": "2026-12-01T08:00:00.000123Z",
+    }
+    answers["/v1/jobs/job_v2-XYZ"] = ok(later)
+    code, out, err = schedctl(url, "get", "job_v2-XYZ", capsys=capsys)
+    assert code == 0, err
+    assert "archived" in out and "run_latest" in out and "08:00:00.000123Z" in out
+
+
 def test_all_pages_keep_every_field_of_every_item(
     answers: dict[str, tuple[int, bytes]], url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
