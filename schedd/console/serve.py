@@ -5,6 +5,7 @@ memory by name, so no request path can reach anything else (no listing, no trave
 from __future__ import annotations
 
 import hashlib
+import json
 import mimetypes
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -13,6 +14,8 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 
 from aiohttp import web
+
+from schedd.targets import TARGET_TYPES
 
 PREFIX = "/ui"
 CSP = (
@@ -50,10 +53,23 @@ class StaticFile:
 
 @cache
 def shipped() -> dict[str, StaticFile]:
-    """Every file under static/, by its path relative to it ("index.html", "pages/jobs.js")."""
+    """Every file under static/, by its path relative to it ("index.html", "pages/jobs.js"),
+    and the modules made from the code (`generated`)."""
     files: dict[str, StaticFile] = {}
     _walk(resources.files(__package__ or "schedd.console") / "static", "", files)
+    for name, text in generated().items():
+        body = text.encode()
+        files[name] = StaticFile(body, _content_type(name), _etag(body))
     return files
+
+
+def generated() -> dict[str, str]:
+    """The console's modules written from the code, not shipped: the target kinds from the
+    registry (schedd.targets), so a new kind appears in the jobs filter without an edit here."""
+    kinds = json.dumps(list(TARGET_TYPES))
+    return {
+        "kinds.js": f"// Made by schedd/console/serve.py.\nexport const TARGET_TYPES = {kinds};\n"
+    }
 
 
 def _walk(folder: Traversable, prefix: str, files: dict[str, StaticFile]) -> None:

@@ -1,6 +1,6 @@
 """The registry of broker target kinds (schedd/targets): each entry agrees with its struct, its
-deliverer's module and the log, and the places that cannot iterate it (the console's static
-jobs.js) still list every kind."""
+deliverer's module and the log, and the console's jobs filter lists every kind (from the
+module the node writes from the registry)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from schedd.console.serve import shipped
 from schedd.delivery.brokers import BrokerDeliverer
 from schedd.jobspec import parse_target, target_to_json
 from schedd.store.commands import BROKER_TARGET_LEVEL, LOG_LEVEL, spec_level
@@ -80,8 +81,11 @@ def test_a_job_of_the_kind_needs_the_log_level_its_deliverers_came_in(
     assert spec_level({"target": {"type": "http", "url": "https://x.example"}}) == 1
 
 
-def test_the_consoles_target_filter_lists_every_kind() -> None:
-    """jobs.js is a static file: it cannot import the registry, so its list is checked here."""
-    found = re.search(r"const TARGETS = \[(.*?)\];", JOBS_JS.read_text())
-    assert found is not None
-    assert json.loads(f"[{found.group(1)}]") == ["", *TARGET_TYPES]
+def test_the_consoles_target_filter_lists_every_kind_from_the_registry() -> None:
+    """jobs.js takes its kinds from kinds.js, which the node writes from the registry."""
+    assert 'import { TARGET_TYPES } from "../kinds.js";' in JOBS_JS.read_text()
+    assert 'const TARGETS = ["", ...TARGET_TYPES];' in JOBS_JS.read_text()
+    served = shipped()["kinds.js"]
+    assert served.content_type == "text/javascript"
+    found = re.search(r"export const TARGET_TYPES = (\[.*?\]);", served.body.decode())
+    assert found is not None and json.loads(found.group(1)) == list(TARGET_TYPES)

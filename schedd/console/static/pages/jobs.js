@@ -5,11 +5,12 @@
 import { get, query } from "../api.js";
 import { h, link, notice, table, when } from "../dom.js";
 import { scheduleText, targetText } from "../format.js";
+import { TARGET_TYPES } from "../kinds.js";
 
 const PAGE = 50;
 const SEARCH_MS = 3000; // how long a filtered page keeps asking before it shows what it found
 const STATUSES = ["", "active", "paused", "cancelled", "completed"];
-const TARGETS = ["", "queue", "http", "redis_stream", "rabbitmq", "nats"];
+const TARGETS = ["", ...TARGET_TYPES]; // kinds.js: made by the node from its target kinds
 // The filters the API's GET /v1/jobs takes, as they ride in the hash.
 const FILTERS = ["status", "target_type", "queue", "host", "name", "next_run_after", "next_run_before"];
 
