@@ -19,7 +19,7 @@ import msgspec
 import msgspec.inspect
 
 from schedd.errors import InvalidRequest
-from schedd.timeformat import MAX_DURATION_MS, parse_duration
+from schedd.timeformat import MAX_DURATION_MS, format_duration, parse_duration
 
 T = TypeVar("T")
 
@@ -71,7 +71,9 @@ class DurationMs(int, Checked):
     def check(cls, value: object) -> Self:
         ms = parse_duration(value, field="", minimum_ms=cls.minimum_ms)
         if ms > cls.maximum_ms:  # a subclass's own bound (parse_duration refuses its own)
-            raise InvalidRequest("", f"must be at most {cls.maximum_ms // 1000}s, got {value!r}")
+            raise InvalidRequest(
+                "", f"must be at most {format_duration(cls.maximum_ms)}, got {value!r}"
+            )
         return cls(ms)
 
 

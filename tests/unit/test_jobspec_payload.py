@@ -35,3 +35,22 @@ def test_a_window_longer_than_the_every_interval_is_refused_naming_both() -> Non
     assert parse_job(EVERY | {"window": "1m"}, now_ms=NOW_MS).window_ms == 60_000
     cron = BODY | {"schedule": {"cron": "* * * * *", "timezone": "UTC"}}
     assert parse_job(cron | {"window": "2m"}, now_ms=NOW_MS).window_ms == 120_000
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"window": "2d"}, "window: must be at most 1d, got '2d'"),
+        ({"retry": {"max_delay": "25h"}}, "retry.max_delay: must be at most 1d, got '25h'"),
+        (
+            {"retry": {"initial_delay": 90_000}},
+            "retry.initial_delay: must be at most 1d, got 90000",
+        ),
+    ],
+)
+def test_a_duration_over_its_bound_names_the_bound_in_its_shortest_unit(
+    extra: dict[str, object], message: str
+) -> None:
+    with pytest.raises(InvalidRequest) as raised:
+        parse_job(BODY | extra, now_ms=NOW_MS)
+    assert str(raised.value) == message

@@ -29,7 +29,7 @@ from schedd.errors import InvalidRequest
         (ReceiveRequest, {"max": 0}, "max", "must be an integer from 1 to 100"),
         (ReceiveRequest, {"max": "5"}, "max", "must be an integer from 1 to 100"),
         (ReceiveRequest, {"wait": "21s"}, "wait", "must be at most 20s"),
-        (ReceiveRequest, {"visibility_timeout": "13h"}, "visibility_timeout", "at most 43200s"),
+        (ReceiveRequest, {"visibility_timeout": "13h"}, "visibility_timeout", "at most 12h"),
         (ReceiveRequest, {"visibility_timeout": "500ms"}, "visibility_timeout", "at least 1s"),
         (ReceiveRequest, {"consumer": "a b"}, "consumer", "must match"),
         (ReceiveRequest, {"batch": 5}, "batch", "is not a known field"),
