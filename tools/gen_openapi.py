@@ -23,10 +23,8 @@ from schedd.api.operation import JSON, RETRY_AFTER, Answer, Operation, Parameter
 from schedd.api.operations import OPERATIONS
 from schedd.api.operations.parameters import PRINTABLE_KEY
 from schedd.bodies import DurationMs
-from schedd.jobspec import HTTP_METHODS
 from schedd.schedule import MAX_AHEAD_MS, MIN_EVERY_MS
-from schedd.targets import CONNECTION_NAME
-from schedd.targets import KINDS as TARGET_KINDS
+from schedd.targetspec import TargetUnion
 from schedd.wire import fields
 from schedd.wire import queues as wire_queues
 from schedd.wire.errors import Failure
@@ -122,7 +120,10 @@ CRON_TEXT = r"^\s*(@[A-Za-z]+|\S+(\s+\S+){4})\s*$"
 ZONE_NAME = r"^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+){0,2}$"  # as schedule.check_timezone
 QUEUE_NAME = f"^{wire_queues.QUEUE_NAME}$"
 PRINTABLE = r"^[^\u0000-\u001f\u007f]*$"
-CONNECTION_NAME_TEXT = f"^{CONNECTION_NAME.pattern}$"
+# Components that are a union of structs rather than one struct: the schema of each is msgspec's.
+UNIONS: dict[str, Any] = {
+    "TargetInput": TargetUnion,
+}
 
 
 def input_schemas() -> dict[str, Schema]:
@@ -191,61 +192,7 @@ def schedule_input() -> Schema:
     }
 
 
-def target_input() -> Schema:
-    queue = closed(
-        {"type": {"const": "queue"}, "name": {"type": "string", "pattern": QUEUE_NAME}},
-        ["type", "name"],
-        title="queue",
-    )
-    http = closed(
-        {
-            "type": {"const": "http"},
-            "url": {
-                "type": "string",
-                "maxLength": 2048,
-                "pattern": r"^[Hh][Tt][Tt][Pp][Ss]?://[^\u0000-\u0020\u007f]+$",
-                "description": "http(s) URL with a host and no credentials. The SSRF guard "
-                "refuses private, loopback and link-local addresses and hosts outside the "
-                "tenant's allowed_hosts (422).",
-            },
-            "method": {"enum": list(HTTP_METHODS), "default": "POST"},
-            "headers": {
-                "type": "object",
-                "maxProperties": 32,
-                "propertyNames": {"pattern": r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$"},
-                "additionalProperties": {"type": "string", "maxLength": 4096, "pattern": PRINTABLE},
-                "description": "Sent as given. Host, Content-Length, Content-Type, "
-                "Transfer-Encoding, Connection, Idempotency-Key and webhook-* are refused.",
-            },
-            "timeout": duration(1, 60, "Per attempt; default 10s."),
-        },
-        ["type", "url"],
-        title="http",
-    )
-    return {"oneOf": [queue, http, *broker_targets()]}
-
-
-def broker_targets() -> list[Schema]:
-    """The broker targets (request bodies, targets.KINDS); each names one of the tenant's
-    connections."""
-    connection = {
-        "type": "string",
-        "pattern": CONNECTION_NAME_TEXT,
-        "description": "A connection of the tenant (POST /v1/connections) of this target's "
-        f"kind ({', '.join(kind.connection for kind in TARGET_KINDS)}); else 400 naming "
-        "target.connection.",
-    }
-    return [
-        closed(
-            {"type": {"const": kind.name}, "connection": connection, **kind.schema},
-            ["type", "connection", *kind.required],
-            title=kind.name,
-        )
-        for kind in TARGET_KINDS
-    ]
-
-
-def job_schemas(create: Schema) -> dict[str, Schema]:
+def job_schemas(create: Schema, target: Schema) -> dict[str, Schema]:
     """The job bodies' own parts, and the PATCH and batch bodies as JobCreate's fields."""
     fields = create["properties"]
     patched = fields | {"name": fields["name"] | {"description": "null clears the name."}}
@@ -257,7 +204,7 @@ def job_schemas(create: Schema) -> dict[str, Schema]:
     item = closed(fields | {"idempotency_key": key}, ["schedule", "target"])
     return {
         "ScheduleInput": schedule_input(),
-        "TargetInput": target_input(),
+        "TargetInput": target,
         "JobPatch": closed(
             patched,
             [],
@@ -405,7 +352,7 @@ def parameter(given: Parameter, schema_of: SchemaOf) -> Schema:
 
 def table_types() -> list[Any]:
     """Every struct and parameter type the route table names, Failure (errors) first."""
-    kinds: list[Any] = [Failure]
+    kinds: list[Any] = [Failure, *UNIONS.values()]
     for op in OPERATIONS:
         bodies = [a.body for a in op.answers.values()]
         answers = [k for b in bodies for k in (b if isinstance(b, tuple) else (b,))]
@@ -417,6 +364,7 @@ def table_types() -> list[Any]:
 def route_table() -> tuple[Schema, Schema, Schema]:
     """The document's paths, and the schema and parameter components they name."""
     schema_of, components = struct_schemas(table_types())
+    components |= {name: schema_of(kind) for name, kind in UNIONS.items()}
     paths: dict[str, Schema] = {}
     parameters: dict[str, Schema] = {}
     for op in OPERATIONS:
@@ -447,7 +395,8 @@ request changes nothing. 429, 503 and 507 carry `Retry-After`.
 
 def document() -> Schema:
     paths, schemas, parameters = route_table()
-    schemas = input_schemas() | job_schemas(schemas["JobCreate"]) | preview_schemas() | schemas
+    jobs = job_schemas(schemas["JobCreate"], schemas.pop("TargetInput"))
+    schemas = input_schemas() | jobs | preview_schemas() | schemas
     return {
         "openapi": "3.1.0",
         "info": {

@@ -9,10 +9,10 @@ import re
 from collections.abc import Mapping
 
 from schedd.errors import InvalidRequest
-from schedd.jobspec import QUEUE_NAME
 from schedd.model import JobStatus
 from schedd.store.job_search import JobFilter
 from schedd.targets import TARGET_TYPES
+from schedd.targetspec import QUEUE_NAME
 from schedd.timeformat import parse_instant
 
 MAX_NAME_CHARS = 200  # a job's name is at most this long (jobspec.py)

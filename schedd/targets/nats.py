@@ -6,18 +6,14 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, ClassVar
 
+from msgspec import Meta
+
+from schedd.bodies import excerpt
 from schedd.errors import InvalidRequest
 from schedd.model import BrokerTarget
-from schedd.targets.kind import (
-    CliFlag,
-    TargetKind,
-    connection_name,
-    excerpt,
-    reject_unknown,
-    stored_text,
-)
+from schedd.targets.kind import BrokerInput, CliFlag, TargetKind, stored_text
 
 _TOKEN = re.compile(r"[\x21-\x7e\x80-\U0010ffff]+")  # printable, no whitespace
 _SCHEMA_TOKEN = r"[^\s.*>\u0000-\u001f\u007f]+"
@@ -30,21 +26,36 @@ class NatsTarget(BrokerTarget):
     subject: str
 
 
-def parse(value: Mapping[str, Any]) -> NatsTarget:
-    reject_unknown(value, {"type", "connection", "subject"}, prefix="target.")
-    connection = connection_name(value)
-    subject = value.get("subject")
-    if (
-        not isinstance(subject, str)
-        or len(subject.encode()) > 255
-        or not all(_is_subject_token(token) for token in subject.split("."))
-    ):
-        raise InvalidRequest(
-            "target.subject",
-            "must be dot-separated non-empty tokens of printable characters without spaces "
-            f"or the wildcards * and >, at most 255 bytes, got {excerpt(subject)}",
-        )
-    return NatsTarget(connection=connection, subject=subject)
+Subject = Annotated[
+    str,
+    Meta(
+        max_length=255,
+        pattern=f"^{_SCHEMA_TOKEN}(\\.{_SCHEMA_TOKEN})*$",
+        description="A JetStream subject: dot-separated tokens, no wildcards (* >) or "
+        "whitespace, at most 255 bytes.",
+    ),
+]
+_SUBJECT = (
+    "must be dot-separated non-empty tokens of printable characters without spaces "
+    "or the wildcards * and >, at most 255 bytes, got {value!r}"
+)
+
+
+class NatsInput(BrokerInput, tag="nats", kw_only=True):
+    """A nats target: runs published to a JetStream subject through a connection."""
+
+    subject: Subject
+
+    field_messages: ClassVar[Mapping[str, str]] = {
+        **BrokerInput.field_messages,
+        "subject": _SUBJECT,
+    }
+
+    def target(self) -> NatsTarget:
+        subject = self.subject
+        if len(subject.encode()) > 255 or not all(map(_is_subject_token, subject.split("."))):
+            raise InvalidRequest("target.subject", _SUBJECT.replace("{value!r}", excerpt(subject)))
+        return NatsTarget(connection=self.connection, subject=subject)
 
 
 def _is_subject_token(token: str) -> bool:
@@ -73,7 +84,7 @@ KIND = TargetKind(
     log_level=3,
     connection="nats",
     schemes={"nats": 4222, "tls": 4222},
-    parse=parse,
+    input=NatsInput,
     load=load,
     describe=describe,
     flag=CliFlag(
@@ -83,14 +94,4 @@ KIND = TargetKind(
         fields=("subject",),
     ),
     delivery="schedd.delivery.nats",
-    schema={
-        "subject": {
-            "type": "string",
-            "maxLength": 255,
-            "pattern": f"^{_SCHEMA_TOKEN}(\\.{_SCHEMA_TOKEN})*$",
-            "description": "A JetStream subject: dot-separated tokens, no wildcards (* >) "
-            "or whitespace, at most 255 bytes.",
-        },
-    },
-    required=("subject",),
 )

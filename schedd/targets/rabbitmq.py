@@ -3,24 +3,22 @@ deliverer: schedd/delivery/rabbitmq.py)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, ClassVar
 
+from msgspec import Meta
+
+from schedd.bodies import excerpt
 from schedd.errors import InvalidRequest
 from schedd.model import BrokerTarget
 from schedd.targets.kind import (
+    BrokerInput,
     CliFlag,
     TargetKind,
-    connection_name,
-    excerpt,
-    reject_unknown,
     stored_optional_text,
     stored_text,
 )
-
-_EXCHANGE = re.compile(r"[A-Za-z0-9_.:-]{0,255}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -31,27 +29,48 @@ class RabbitMqTarget(BrokerTarget):
     routing_key: str
 
 
-def parse(value: Mapping[str, Any]) -> RabbitMqTarget:
-    reject_unknown(value, {"type", "connection", "exchange", "routing_key"}, prefix="target.")
-    connection = connection_name(value)
-    exchange = value.get("exchange", "")
-    if not isinstance(exchange, str) or not _EXCHANGE.fullmatch(exchange):
-        raise InvalidRequest(
-            "target.exchange",
-            f"must be 0-255 of [A-Za-z0-9_.:-] ('' is the default exchange), "
-            f"got {excerpt(exchange)}",
-        )
-    key = value.get("routing_key")
-    if not isinstance(key, str) or len(key.encode()) > 255 or not key.isprintable():
-        raise InvalidRequest(
-            "target.routing_key",
-            f"must be at most 255 bytes of printable characters, got {excerpt(key)}",
-        )
-    if not exchange and not key:
-        raise InvalidRequest(
-            "target.routing_key", "must name a queue when the exchange is the default one ('')"
-        )
-    return RabbitMqTarget(connection=connection, exchange=exchange, routing_key=key)
+Exchange = Annotated[
+    str,
+    Meta(
+        pattern=r"^[A-Za-z0-9_.:-]{0,255}$",
+        description="'' is the default exchange (routing_key then names a queue).",
+    ),
+]
+RoutingKey = Annotated[
+    str,
+    Meta(
+        max_length=255,
+        pattern=r"^[^\u0000-\u001f\u007f]*$",
+        description="At most 255 bytes (UTF-8) of printable characters.",
+    ),
+]
+_ROUTING_KEY = "must be at most 255 bytes of printable characters, got {value!r}"
+
+
+class RabbitMqInput(BrokerInput, tag="rabbitmq", kw_only=True):
+    """A rabbitmq target: runs published to an exchange with a routing key through a
+    connection."""
+
+    exchange: Exchange = ""
+    routing_key: RoutingKey
+
+    field_messages: ClassVar[Mapping[str, str]] = {
+        **BrokerInput.field_messages,
+        "exchange": "must be 0-255 of [A-Za-z0-9_.:-] ('' is the default exchange), got {value!r}",
+        "routing_key": _ROUTING_KEY,
+    }
+
+    def target(self) -> RabbitMqTarget:
+        key = self.routing_key
+        if len(key.encode()) > 255 or not key.isprintable():
+            raise InvalidRequest(
+                "target.routing_key", _ROUTING_KEY.replace("{value!r}", excerpt(key))
+            )
+        if not self.exchange and not key:
+            raise InvalidRequest(
+                "target.routing_key", "must name a queue when the exchange is the default one ('')"
+            )
+        return RabbitMqTarget(connection=self.connection, exchange=self.exchange, routing_key=key)
 
 
 def load(value: Mapping[str, object]) -> RabbitMqTarget:
@@ -75,7 +94,7 @@ KIND = TargetKind(
     log_level=3,
     connection="rabbitmq",
     schemes={"amqp": 5672, "amqps": 5671},
-    parse=parse,
+    input=RabbitMqInput,
     load=load,
     describe=describe,
     flag=CliFlag(
@@ -86,19 +105,4 @@ KIND = TargetKind(
         fields=("exchange", "routing_key"),
     ),
     delivery="schedd.delivery.rabbitmq",
-    schema={
-        "exchange": {
-            "type": "string",
-            "pattern": r"^[A-Za-z0-9_.:-]{0,255}$",
-            "default": "",
-            "description": "'' is the default exchange (routing_key then names a queue).",
-        },
-        "routing_key": {
-            "type": "string",
-            "maxLength": 255,
-            "pattern": r"^[^\u0000-\u001f\u007f]*$",
-            "description": "At most 255 bytes (UTF-8) of printable characters.",
-        },
-    },
-    required=("routing_key",),
 )

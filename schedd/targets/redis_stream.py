@@ -3,27 +3,20 @@ schedd/delivery/redis_stream.py)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, ClassVar
 
+from msgspec import Meta
+
+from schedd.bodies import excerpt
 from schedd.errors import InvalidRequest
 from schedd.jsonbody import as_integer
 from schedd.model import BrokerTarget
-from schedd.targets.kind import (
-    CliFlag,
-    CliOption,
-    TargetKind,
-    connection_name,
-    excerpt,
-    reject_unknown,
-    stored_text,
-)
+from schedd.targets.kind import BrokerInput, CliFlag, CliOption, TargetKind, stored_text
 
 MAX_STREAM_BYTES = 256
 MAX_MAXLEN = 1_000_000_000
-_CONTROL_OR_SPACE = re.compile(r"[\x00-\x20\x7f]")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -34,32 +27,43 @@ class RedisStreamTarget(BrokerTarget):
     maxlen: int | None = None  # approximate MAXLEN trimming when given
 
 
-def parse(value: Mapping[str, Any]) -> RedisStreamTarget:
-    reject_unknown(value, {"type", "connection", "stream", "maxlen"}, prefix="target.")
-    connection = connection_name(value)
-    stream = value.get("stream")
-    if (
-        not isinstance(stream, str)
-        or not stream
-        or len(stream.encode()) > MAX_STREAM_BYTES
-        or _CONTROL_OR_SPACE.search(stream)
-        or any(c.isspace() for c in stream)
-    ):
-        raise InvalidRequest(
-            "target.stream",
-            f"must be 1-{MAX_STREAM_BYTES} bytes without spaces or control characters, "
-            f"got {excerpt(stream)}",
-        )
-    maxlen = value.get("maxlen")
-    if maxlen is not None and as_integer(maxlen, 1, MAX_MAXLEN) is None:
-        raise InvalidRequest(
-            "target.maxlen", f"must be an integer 1-{MAX_MAXLEN:,}, got {excerpt(maxlen)}"
-        )
-    return RedisStreamTarget(
-        connection=connection,
-        stream=stream,
-        maxlen=None if maxlen is None else as_integer(maxlen, 1, MAX_MAXLEN),
-    )
+Stream = Annotated[
+    str,
+    Meta(
+        min_length=1,
+        max_length=MAX_STREAM_BYTES,
+        pattern=r"^[^\s\u0000-\u001f\u007f]+$",
+        description=f"At most {MAX_STREAM_BYTES} bytes (UTF-8), no whitespace or control "
+        "characters.",
+    ),
+]
+MaxLen = Annotated[
+    Annotated[int, Meta(ge=1, le=MAX_MAXLEN)] | None,
+    Meta(description="XADD MAXLEN ~ (approximate trimming); none when absent or null."),
+]
+_STREAM = (
+    f"must be 1-{MAX_STREAM_BYTES} bytes without spaces or control characters, got {{value!r}}"
+)
+
+
+class RedisStreamInput(BrokerInput, tag="redis_stream", kw_only=True):
+    """A redis_stream target: runs added with XADD to a stream through a connection."""
+
+    stream: Stream
+    maxlen: MaxLen = None
+
+    field_messages: ClassVar[Mapping[str, str]] = {
+        **BrokerInput.field_messages,
+        "stream": _STREAM,
+        "maxlen": f"must be an integer 1-{MAX_MAXLEN:,}, got {{value!r}}",
+    }
+
+    def target(self) -> RedisStreamTarget:
+        if len(self.stream.encode()) > MAX_STREAM_BYTES:
+            raise InvalidRequest(
+                "target.stream", _STREAM.replace("{value!r}", excerpt(self.stream))
+            )
+        return RedisStreamTarget(connection=self.connection, stream=self.stream, maxlen=self.maxlen)
 
 
 def load(value: Mapping[str, object]) -> RedisStreamTarget:
@@ -81,7 +85,7 @@ KIND = TargetKind(
     log_level=3,
     connection="redis",
     schemes={"redis": 6379, "rediss": 6379},
-    parse=parse,
+    input=RedisStreamInput,
     load=load,
     describe=describe,
     flag=CliFlag(
@@ -101,19 +105,4 @@ KIND = TargetKind(
         ),
     ),
     delivery="schedd.delivery.redis_stream",
-    schema={
-        "stream": {
-            "type": "string",
-            "minLength": 1,
-            "maxLength": MAX_STREAM_BYTES,
-            "pattern": r"^[^\s\u0000-\u001f\u007f]+$",
-            "description": f"At most {MAX_STREAM_BYTES} bytes (UTF-8), no whitespace or "
-            "control characters.",
-        },
-        "maxlen": {
-            "anyOf": [{"type": "integer", "minimum": 1, "maximum": MAX_MAXLEN}, {"type": "null"}],
-            "description": "XADD MAXLEN ~ (approximate trimming); none when absent or null.",
-        },
-    },
-    required=("stream",),
 )

@@ -116,6 +116,12 @@ NATS = {"type": "nats", "connection": "n", "subject": "a.b"}
         (NATS | {"stream": "s"}, "target.stream"),  # a field of another kind
         ({"type": "kafka", "connection": "k"}, "target.type"),
         ({"type": ["nats"]}, "target.type"),
+        # A pattern ending in $ matches the whole value: a final newline is refused.
+        (REDIS | {"connection": "r\n"}, "target.connection"),
+        (REDIS | {"stream": "s\n"}, "target.stream"),
+        (RABBIT | {"exchange": "x\n"}, "target.exchange"),
+        (NATS | {"subject": "a.b\n"}, "target.subject"),
+        ({"type": "queue", "name": "q\n"}, "target.name"),
     ],
 )
 def test_bad_broker_targets_are_refused_naming_the_field(body: dict[str, Any], field: str) -> None:
@@ -123,6 +129,17 @@ def test_bad_broker_targets_are_refused_naming_the_field(body: dict[str, Any], f
         parse_target(body)
     assert caught.value.field == field
     assert str(caught.value).startswith(f"{field}: ")
+
+
+def test_a_broker_target_keeps_its_sentences_and_clips_a_long_value() -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        parse_target(REDIS | {"connection": "c" * 200})
+    assert str(caught.value) == (
+        "target.connection: must name a connection: [A-Za-z0-9_.-]{1,64}, got '" + "c" * 76 + "..."
+    )
+    with pytest.raises(InvalidRequest) as caught:
+        parse_target(REDIS | {"stream": "é" * 129})  # 129 characters, 258 bytes: msgspec lets it by
+    assert str(caught.value).startswith("target.stream: must be 1-256 bytes without spaces")
 
 
 def test_a_job_body_takes_a_broker_target() -> None:
@@ -266,3 +283,23 @@ def test_a_slow_lookup_is_bounded_by_the_check_time() -> None:
     guard = TargetGuard((), never, check_timeout_s=0.05)
     with pytest.raises(UnresolvedHost, match=r"no answer within 0\.05s"):
         asyncio.run(pin_addresses(guard, parse_connection_url("redis://slow.example")))
+
+
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        ({"window": "2d"}, "window"),
+        ({"schedule": {"every": "x"}}, "schedule.every"),
+        ({}, "target.stream"),
+        ({"retry": {"max_attempts": 0}}, "target.stream"),  # the target, then the retry object
+    ],
+)
+def test_a_job_body_names_its_fields_in_the_order_of_its_checks(
+    extra: dict[str, Any], field: str
+) -> None:
+    """msgspec converts the target with the job, first in the body's key order; the error
+    named is still the first of the job's fields, its schedule, its target, then retry's."""
+    body = {"target": REDIS | {"stream": "a b"}, "schedule": {"delay": "1m"}} | extra
+    with pytest.raises(InvalidRequest) as caught:
+        parse_job(body, now_ms=NOW_MS)
+    assert caught.value.field == field

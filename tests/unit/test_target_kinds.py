@@ -47,8 +47,8 @@ def test_names_connections_and_schemes_are_each_one_kinds() -> None:
 def test_an_entry_agrees_with_its_struct(kind: TargetKind) -> None:
     fields = [field.name for field in dataclasses.fields(kind.struct)]
     assert fields[0] == "connection"
-    assert list(kind.schema) == fields[1:], "the schema lists the struct's fields, in order"
-    assert set(kind.required) <= set(kind.schema)
+    assert list(kind.input.__struct_fields__) == fields, "the body's fields, in the same order"
+    assert kind.input.__struct_config__.tag == kind.name, "a body is tagged by its type"
     assert set(kind.flag.fields) | {option.field for option in kind.flag.options} <= set(fields)
 
 
