@@ -66,11 +66,10 @@ class ConnectionInput(Body):
     }
 
 
-def _name(value: str, field: str = "name") -> str:
-    """`value` if it is a connection's name. Also for a body's name, after its pattern: msgspec
-    searches a pattern, where `$` also matches before a final newline."""
+def _name(value: str) -> str:
+    """`value` if it is a connection's name (a path's: a body's is checked by its struct)."""
     if not CONNECTION_NAME.fullmatch(value):
-        raise InvalidRequest(field, f"{NAME_MESSAGE}, got {value[:80]!r}")
+        raise InvalidRequest("name", f"{NAME_MESSAGE}, got {value[:80]!r}")
     return value
 
 
@@ -86,7 +85,7 @@ async def create_connection(request: web.Request) -> web.Response:
     ctx, who = request.app[CONTEXT], principal(request)
     tenant_id = who.tenant()
     body = convert_body(await read_object(request, limit_bytes=BODY_LIMIT), ConnectionInput)
-    name, url = _name(body.name), body.url
+    name, url = body.name, body.url
     parsed = parse_connection_url(url)
     check_level(ctx.storage, CreateConnection.LEVEL)  # before any lookup
     tenant = await ctx.reads.read(lambda conn: queries.get_tenant(conn, tenant_id))

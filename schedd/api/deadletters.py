@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
-from typing import Annotated, ClassVar
 
 from aiohttp import web
-from msgspec import Meta
 
 from schedd.api.context import CONTEXT, ApiContext
 from schedd.api.http import (
@@ -20,7 +17,7 @@ from schedd.api.http import (
     query_limit,
     read_object,
 )
-from schedd.bodies import Body, convert_body
+from schedd.bodies import convert_body
 from schedd.errors import (
     ClusterUnavailable,
     DeadletterNotFound,
@@ -35,14 +32,13 @@ from schedd.store.commands import DeleteDeadletter, RedriveDeadletter
 from schedd.wire.deadletters import (
     DeadLetterList,
     NotRedriven,
+    RedriveBatch,
     Redriven,
     RedriveQueued,
     RedriveResults,
 )
 from schedd.wire.errors import ErrorDetail
 
-MAX_REDRIVE = 500  # ids per POST /v1/deadletters:redrive
-MAX_ID_CHARS = 300  # a dead letter id is "<job_id>:<scheduled ms>"
 REDRIVE_BODY_LIMIT = 256 * 1024
 REDRIVE_CONCURRENCY = 16  # commands of one batch in flight at once
 
@@ -81,24 +77,6 @@ async def redrive(request: web.Request) -> web.Response:
     ctx, tenant_id, dl_id = _addressed(request)
     await _redrive(ctx, tenant_id, dl_id)
     return json_response(RedriveQueued(id=dl_id, status="redriven"), status=202)
-
-
-IDS_MESSAGE = f"must be the only field: a list of 1-{MAX_REDRIVE} dead letter ids"
-
-
-class RedriveBatch(Body):
-    ids: Annotated[
-        list[Annotated[str, Meta(min_length=1, max_length=MAX_ID_CHARS)]],
-        Meta(
-            min_length=1,
-            max_length=MAX_REDRIVE,
-            extra_json_schema={"uniqueItems": True},  # checked after: `_redrive_ids`
-        ),
-    ]
-
-    field_messages: ClassVar[Mapping[str, str]] = {"ids": IDS_MESSAGE}
-    unknown_field: ClassVar[str] = IDS_MESSAGE
-    unknown_field_at: ClassVar[str | None] = "ids"
 
 
 def _redrive_ids(body: object) -> list[str]:

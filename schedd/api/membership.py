@@ -10,12 +10,13 @@ import time
 from aiohttp import web
 
 from schedd.api.context import CONTEXT, ApiContext
-from schedd.api.http import json_response, principal, propose, read_object, require
+from schedd.api.http import json_response, principal, propose, read_object
+from schedd.bodies import convert_body
 from schedd.errors import Conflict, NoLeader, NotFound
 from schedd.raft.membership import parse_address
 from schedd.store import queries
 from schedd.store.commands import DeregisterNode
-from schedd.wire.cluster import NodeAdded, NodeRemoved, SteppedDown
+from schedd.wire.cluster import NodeAdded, NodeRemoved, NodeToAdd, SteppedDown
 
 log = logging.getLogger(__name__)
 BODY_LIMIT = 4 * 1024
@@ -25,9 +26,8 @@ HANDOVER_TIMEOUT_S = 10.0
 async def add_node(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
     principal(request).require_admin()
-    body = await read_object(request, limit_bytes=BODY_LIMIT)
-    require(body, {"raft"})
-    address = parse_address(body.get("raft"))
+    asked = convert_body(await read_object(request, limit_bytes=BODY_LIMIT), NodeToAdd)
+    address = parse_address(asked.raft)
     if address in ctx.raft.members():
         raise Conflict(f"{address} is already a member")
     await ctx.raft.change_membership("add", address)

@@ -18,22 +18,19 @@ import secrets
 import sqlite3
 import time
 from collections import Counter
-from collections.abc import Mapping
-from typing import Annotated, Any, ClassVar, TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 from aiohttp import web
-from msgspec import UNSET, Meta, UnsetType
 
 from schedd import metrics
 from schedd.api.consumers import (
-    CONSUMER_NAME,
     UNKNOWN,
     consumer_json,
 )
 from schedd.api.context import CONTEXT, ApiContext
 from schedd.api.http import json_response, principal, propose, read_object
-from schedd.bodies import Body, DurationMs, convert_body
+from schedd.bodies import Body, convert_body, ms_or
 from schedd.errors import InvalidRequest
 from schedd.jsonbody import JSONValue
 from schedd.store.commands import (
@@ -52,28 +49,28 @@ from schedd.store.queue_reads import (
 )
 from schedd.store.views import QueueSummary
 from schedd.timeformat import parse_instant
-from schedd.wire.queues import QUEUE_NAME as QUEUE_NAME_TEXT
 from schedd.wire.queues import (
+    DEFAULT_VISIBILITY_MS,
     Acked,
+    AckRequest,
     Extended,
+    ExtendRequest,
     LocalConsumers,
     Message,
     Messages,
     Nacked,
+    NackRequest,
     QueueList,
     QueueView,
+    ReceiveRequest,
     SeenConsumer,
 )
+from schedd.wire.queues import QUEUE_NAME as QUEUE_NAME_TEXT
 
 B = TypeVar("B", bound=Body)
 
 QUEUE_NAME = re.compile(QUEUE_NAME_TEXT)
 BODY_LIMIT = 256 * 1024
-MAX_RECEIVE = 100
-MAX_WAIT_MS = 20_000
-MAX_VISIBILITY_MS = 12 * 3_600_000
-MAX_RECEIPTS = 1_000
-DEFAULT_VISIBILITY_MS = 30_000
 COUNT_AHEAD = 5  # a count of visible messages looks this many receives ahead (ReceiveHolds)
 RECHECK_S = 1.0  # retries and expired visibility make messages visible without a pulse
 LOCAL_CONSUMERS = "/v1/queues/consumers/local"
@@ -86,85 +83,10 @@ def _queue(request: web.Request) -> str:
     return name
 
 
-Receipts = Annotated[
-    list[Annotated[str, Meta(min_length=1, max_length=100)]],
-    Meta(min_length=1, max_length=MAX_RECEIPTS),
-]
-RECEIPTS_MESSAGE = f"must be a list of 1-{MAX_RECEIPTS} receipt strings"
-
-
-class Visibility(DurationMs):
-    """How long the messages stay hidden; default 30s."""
-
-    minimum_ms = 1_000
-    maximum_ms = MAX_VISIBILITY_MS
-
-
-class Wait(DurationMs):
-    """Long-poll up to this long; default 0s."""
-
-    maximum_ms = MAX_WAIT_MS
-
-
-class ReceiveRequest(Body):
-    max: Annotated[int, Meta(ge=1, le=MAX_RECEIVE)] = 10
-    wait: Wait | UnsetType = UNSET  # 0
-    visibility_timeout: Visibility | UnsetType = UNSET  # DEFAULT_VISIBILITY_MS
-    consumer: (
-        Annotated[
-            str,
-            Meta(
-                pattern=f"^{CONSUMER_NAME.pattern}$",
-                description="Who receives, as GET /v1/queues shows it for 5 minutes; default: "
-                "the client's address.",
-            ),
-        ]
-        | None
-    ) = None
-
-    field_messages: ClassVar[Mapping[str, str]] = {
-        "max": f"must be an integer from 1 to {MAX_RECEIVE}",
-        "consumer": f"must match {CONSUMER_NAME.pattern}",
-    }
-
-
-class AckRequest(Body):
-    receipts: Receipts
-
-    field_messages: ClassVar[Mapping[str, str]] = {"receipts": RECEIPTS_MESSAGE}
-
-
-class NackRequest(Body):
-    receipts: Receipts
-    error: Annotated[str, Meta(description="Kept (first 4,000 characters).")] = ""
-
-    field_messages: ClassVar[Mapping[str, str]] = {
-        "receipts": RECEIPTS_MESSAGE,
-        "error": "must be a string",
-    }
-
-
-class ExtendRequest(Body):
-    receipts: Receipts
-    visibility_timeout: Visibility | UnsetType = UNSET  # DEFAULT_VISIBILITY_MS
-
-    field_messages: ClassVar[Mapping[str, str]] = {"receipts": RECEIPTS_MESSAGE}
-
-
-def _ms(value: DurationMs | UnsetType, default_ms: int) -> int:
-    """A duration a body gave, else its default (a default in the struct would be published
-    as a number of milliseconds, not as the duration text a client sends)."""
-    return default_ms if value is UNSET else int(value)
-
-
 def _consumer(name: str | None, request: web.Request) -> str:
-    """The receive's consumer: the name it gives, else the client's address. The struct's
-    pattern is searched, so a name ending in a newline passes it: matched whole here."""
-    if name is None:
-        return (request.remote or UNKNOWN)[:128]
-    if not CONSUMER_NAME.fullmatch(name):
-        raise InvalidRequest("consumer", ReceiveRequest.field_messages["consumer"])
-    return name
+    """The receive's consumer: the name it gives (matched whole by convert_body), else the
+    client's address."""
+    return (request.remote or UNKNOWN)[:128] if name is None else name
 
 
 def _nonces(count: int) -> tuple[str, ...]:
@@ -184,8 +106,8 @@ def _visible(tenant_id: str, queue: str, now_ms: int, limit: int) -> Any:
 async def receive(request: web.Request) -> web.Response:
     ctx, tenant_id, queue = request.app[CONTEXT], principal(request).tenant(), _queue(request)
     asked = convert_body(await read_object(request, limit_bytes=BODY_LIMIT), ReceiveRequest)
-    count, wait_ms = asked.max, _ms(asked.wait, 0)
-    visibility_ms = _ms(asked.visibility_timeout, DEFAULT_VISIBILITY_MS)
+    count, wait_ms = asked.max, ms_or(asked.wait, 0)
+    visibility_ms = ms_or(asked.visibility_timeout, DEFAULT_VISIBILITY_MS)
     consumer = _consumer(asked.consumer, request)
     if wait_ms == 0:
         ctx.consumers.saw(tenant_id, queue, consumer, ctx.clock_ms())
@@ -302,7 +224,7 @@ async def extend(request: web.Request) -> web.Response:
         tenant_id=tenant_id,
         queue=queue,
         receipts=tuple(asked.receipts),
-        visibility_ms=_ms(asked.visibility_timeout, DEFAULT_VISIBILITY_MS),
+        visibility_ms=ms_or(asked.visibility_timeout, DEFAULT_VISIBILITY_MS),
     )
     result = await propose(request.app[CONTEXT], command)
     return json_response(Extended(extended=result.extended))

@@ -5,12 +5,11 @@ from __future__ import annotations
 import base64
 import secrets
 import uuid
-from collections.abc import Mapping
-from typing import Annotated, Any, ClassVar
+from typing import Any
 
 import msgspec
 from aiohttp import web
-from msgspec import UNSET, Meta, UnsetType
+from msgspec import UNSET
 
 from schedd.api.context import CONTEXT, ApiContext, token_hash
 from schedd.api.http import (
@@ -22,73 +21,21 @@ from schedd.api.http import (
     query_limit,
     read_object,
 )
-from schedd.bodies import Body, convert_body
+from schedd.bodies import convert_body
 from schedd.errors import InvalidRequest, TenantNotFound
 from schedd.guard.ssrf import BlockedTarget, host_matches
 from schedd.guard.targets import TargetGuard
 from schedd.store import queries
 from schedd.store.commands import CreateTenant, RotateTenant, UpdateTenant
-from schedd.wire.tenants import TenantCredentials, TenantList, TenantView
+from schedd.wire.tenants import (
+    TenantCreate,
+    TenantCredentials,
+    TenantList,
+    TenantPatch,
+    TenantView,
+)
 
-DEFAULT_MAX_ACTIVE_JOBS = 1_000_000
-DEFAULT_DISPATCH_RATE = 5_000
 TENANT_BODY_LIMIT = 64 * 1024
-MAX_LIMIT = 10**12
-
-
-Name = Annotated[str, Meta(min_length=1, max_length=200, pattern=r"\S")]
-Limit = Annotated[int, Meta(ge=0, le=MAX_LIMIT)]
-DispatchRate = Annotated[Limit, Meta(description="Runs per second on each node; 0 = no limit.")]
-AllowedHosts = Annotated[
-    list[Annotated[str, Meta(min_length=1, max_length=253)]],
-    Meta(
-        max_length=100,
-        description="Host patterns (api.x or *.x) HTTP targets must match; empty = any.",
-    ),
-]
-# The scheme and host are the SSRF guard's to refuse (422, `_check_alert_url`): the pattern is
-# published, not checked here, so that a refused URL keeps the guard's status and reason.
-AlertUrl = Annotated[
-    Annotated[
-        str,
-        Meta(
-            min_length=1,
-            max_length=2048,
-            extra_json_schema={"pattern": r"^[Hh][Tt][Tt][Pp][Ss]?://[^/?#]"},
-        ),
-    ]
-    | None,
-    Meta(description="Where run.dead alerts are POSTed (signed); checked by the SSRF guard (422)."),
-]
-TENANT_MESSAGES = {
-    "name": "must be a non-empty string of at most 200 characters",
-    "max_active_jobs": f"must be a non-negative integer, at most {MAX_LIMIT:,}",
-    "dispatch_rate": f"must be a non-negative integer, at most {MAX_LIMIT:,}",
-    "allowed_hosts": "must be a list of at most 100 host patterns",
-    "alert_url": "must be an http(s) URL or null",
-}
-
-
-class TenantCreate(Body):
-    name: Name
-    max_active_jobs: Limit = DEFAULT_MAX_ACTIVE_JOBS
-    dispatch_rate: DispatchRate = DEFAULT_DISPATCH_RATE
-    allowed_hosts: AllowedHosts = msgspec.field(default_factory=list)
-    alert_url: AlertUrl | UnsetType = UNSET
-
-    field_messages: ClassVar[Mapping[str, str]] = TENANT_MESSAGES
-
-
-class TenantPatch(Body):
-    """Changes only the fields it names."""
-
-    name: Name | UnsetType = UNSET
-    max_active_jobs: Limit | UnsetType = UNSET
-    dispatch_rate: DispatchRate | UnsetType = UNSET
-    allowed_hosts: AllowedHosts | UnsetType = UNSET
-    alert_url: AlertUrl | UnsetType = UNSET
-
-    field_messages: ClassVar[Mapping[str, str]] = TENANT_MESSAGES
 
 
 async def _tenant_fields(

@@ -1,12 +1,14 @@
-"""The answers of the cluster, node and audit routes."""
+"""The answers of the cluster, node and audit routes, and the body of adding a node."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
+from schedd.bodies import Body
 from schedd.wire.fields import Count, Instant, NextCursor
 
 ROLES = ("leader", "follower", "candidate", "starting")
@@ -42,10 +44,15 @@ class Cluster(msgspec.Struct, frozen=True, kw_only=True):
     nodes: list[ClusterNode]
 
 
-class NodeToAdd(msgspec.Struct, forbid_unknown_fields=True):
+class NodeToAdd(Body):
     raft: Annotated[
         str, Meta(description="The new node's Raft address, host:port (IPv6 in brackets).")
     ]
+
+    # raft.membership.parse_address's sentence (it checks the address: host, port 1-65535).
+    field_messages: ClassVar[Mapping[str, str]] = {
+        "raft": "must be a Raft address like '10.0.0.4:9701', got {value!r}",
+    }
 
 
 class NodeAdded(msgspec.Struct, frozen=True, kw_only=True):

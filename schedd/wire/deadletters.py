@@ -1,12 +1,14 @@
-"""The answers of the dead-letter routes."""
+"""The answers of the dead-letter routes, and the body of a redrive of several."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 from msgspec import Meta
 
+from schedd.bodies import Body
 from schedd.wire.errors import ErrorDetail
 from schedd.wire.fields import Count, Instant, NextCursor, one_of
 from schedd.wire.jobs import TargetJSON
@@ -57,3 +59,23 @@ class RedriveResults(msgspec.Struct, frozen=True, kw_only=True):
 
     # Each a Redriven or a NotRedriven (msgspec types no union of two untagged structs).
     results: list[Annotated[Any, Meta(extra_json_schema=one_of(Redriven, NotRedriven))]]
+
+
+MAX_REDRIVE = 500  # ids per POST /v1/deadletters:redrive
+MAX_ID_CHARS = 300  # a dead letter id is "<job_id>:<scheduled ms>"
+IDS_MESSAGE = f"must be the only field: a list of 1-{MAX_REDRIVE} dead letter ids"
+
+
+class RedriveBatch(Body):
+    ids: Annotated[
+        list[Annotated[str, Meta(min_length=1, max_length=MAX_ID_CHARS)]],
+        Meta(
+            min_length=1,
+            max_length=MAX_REDRIVE,
+            extra_json_schema={"uniqueItems": True},  # checked after: api/deadletters.py
+        ),
+    ]
+
+    field_messages: ClassVar[Mapping[str, str]] = {"ids": IDS_MESSAGE}
+    unknown_field: ClassVar[str] = IDS_MESSAGE
+    unknown_field_at: ClassVar[str | None] = "ids"

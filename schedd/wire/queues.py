@@ -1,19 +1,90 @@
-"""The answers of the built-in queue routes: received messages, settle counts, queue counts
-and the consumers seen receiving."""
+"""The bodies of the built-in queue routes (receive, ack, nack, extend) and their answers:
+received messages, settle counts, queue counts and the consumers seen receiving."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Mapping
+from typing import Annotated, ClassVar
 
 import msgspec
-from msgspec import Meta
+from msgspec import UNSET, Meta, UnsetType
 
+from schedd.bodies import Body, DurationMs
 from schedd.wire.fields import Count, Instant, Payload
 
 QUEUE_NAME = r"[A-Za-z0-9_.-]{1,128}"
 CONSUMER_NAME = r"[A-Za-z0-9_.:@-]{1,128}"
 
 QueueName = Annotated[str, Meta(pattern=f"^{QUEUE_NAME}$")]
+MAX_RECEIVE = 100
+MAX_WAIT_MS = 20_000
+MAX_VISIBILITY_MS = 12 * 3_600_000
+MAX_RECEIPTS = 1_000
+DEFAULT_VISIBILITY_MS = 30_000
+
+Receipts = Annotated[
+    list[Annotated[str, Meta(min_length=1, max_length=100)]],
+    Meta(min_length=1, max_length=MAX_RECEIPTS),
+]
+RECEIPTS_MESSAGE = f"must be a list of 1-{MAX_RECEIPTS} receipt strings"
+
+
+class Visibility(DurationMs):
+    """How long the messages stay hidden; default 30s."""
+
+    minimum_ms = 1_000
+    maximum_ms = MAX_VISIBILITY_MS
+
+
+class Wait(DurationMs):
+    """Long-poll up to this long; default 0s."""
+
+    maximum_ms = MAX_WAIT_MS
+
+
+class ReceiveRequest(Body):
+    max: Annotated[int, Meta(ge=1, le=MAX_RECEIVE)] = 10
+    wait: Wait | UnsetType = UNSET  # 0
+    visibility_timeout: Visibility | UnsetType = UNSET  # DEFAULT_VISIBILITY_MS
+    consumer: (
+        Annotated[
+            str,
+            Meta(
+                pattern=f"^{CONSUMER_NAME}$",
+                description="Who receives, as GET /v1/queues shows it for 5 minutes; default: "
+                "the client's address.",
+            ),
+        ]
+        | None
+    ) = None
+
+    field_messages: ClassVar[Mapping[str, str]] = {
+        "max": f"must be an integer from 1 to {MAX_RECEIVE}",
+        "consumer": f"must match {CONSUMER_NAME}",
+    }
+
+
+class AckRequest(Body):
+    receipts: Receipts
+
+    field_messages: ClassVar[Mapping[str, str]] = {"receipts": RECEIPTS_MESSAGE}
+
+
+class NackRequest(Body):
+    receipts: Receipts
+    error: Annotated[str, Meta(description="Kept (first 4,000 characters).")] = ""
+
+    field_messages: ClassVar[Mapping[str, str]] = {
+        "receipts": RECEIPTS_MESSAGE,
+        "error": "must be a string",
+    }
+
+
+class ExtendRequest(Body):
+    receipts: Receipts
+    visibility_timeout: Visibility | UnsetType = UNSET  # DEFAULT_VISIBILITY_MS
+
+    field_messages: ClassVar[Mapping[str, str]] = {"receipts": RECEIPTS_MESSAGE}
 
 
 class Message(msgspec.Struct, frozen=True, kw_only=True):

@@ -1,17 +1,78 @@
-"""The answers of the tenant, connection and retention routes."""
+"""The bodies of creating and changing a tenant, and the answers of the tenant, connection and
+retention routes."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Mapping
+from typing import Annotated, ClassVar
 
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
+from schedd.bodies import Body
 from schedd.targets import CONNECTION_NAME, CONNECTION_SCHEMES
 from schedd.wire.fields import Count, Duration, Instant, NextCursor, ref
 
 MAX_DETAIL_CHARS = 512  # a connection test's detail
 CONNECTION_KINDS = sorted(set(CONNECTION_SCHEMES.values()))
+DEFAULT_MAX_ACTIVE_JOBS = 1_000_000
+DEFAULT_DISPATCH_RATE = 5_000
+MAX_LIMIT = 10**12
+
+
+Name = Annotated[str, Meta(min_length=1, max_length=200, pattern=r"\S")]
+Limit = Annotated[int, Meta(ge=0, le=MAX_LIMIT)]
+DispatchRate = Annotated[Limit, Meta(description="Runs per second on each node; 0 = no limit.")]
+AllowedHosts = Annotated[
+    list[Annotated[str, Meta(min_length=1, max_length=253)]],
+    Meta(
+        max_length=100,
+        description="Host patterns (api.x or *.x) HTTP targets must match; empty = any.",
+    ),
+]
+# The scheme and host are the SSRF guard's to refuse (422, `_check_alert_url`): the pattern is
+# published, not checked here, so that a refused URL keeps the guard's status and reason.
+AlertUrl = Annotated[
+    Annotated[
+        str,
+        Meta(
+            min_length=1,
+            max_length=2048,
+            extra_json_schema={"pattern": r"^[Hh][Tt][Tt][Pp][Ss]?://[^/?#]"},
+        ),
+    ]
+    | None,
+    Meta(description="Where run.dead alerts are POSTed (signed); checked by the SSRF guard (422)."),
+]
+TENANT_MESSAGES = {
+    "name": "must be a non-empty string of at most 200 characters",
+    "max_active_jobs": f"must be a non-negative integer, at most {MAX_LIMIT:,}",
+    "dispatch_rate": f"must be a non-negative integer, at most {MAX_LIMIT:,}",
+    "allowed_hosts": "must be a list of at most 100 host patterns",
+    "alert_url": "must be an http(s) URL or null",
+}
+
+
+class TenantCreate(Body):
+    name: Name
+    max_active_jobs: Limit = DEFAULT_MAX_ACTIVE_JOBS
+    dispatch_rate: DispatchRate = DEFAULT_DISPATCH_RATE
+    allowed_hosts: AllowedHosts = msgspec.field(default_factory=list)
+    alert_url: AlertUrl | UnsetType = UNSET
+
+    field_messages: ClassVar[Mapping[str, str]] = TENANT_MESSAGES
+
+
+class TenantPatch(Body):
+    """Changes only the fields it names."""
+
+    name: Name | UnsetType = UNSET
+    max_active_jobs: Limit | UnsetType = UNSET
+    dispatch_rate: DispatchRate | UnsetType = UNSET
+    allowed_hosts: AllowedHosts | UnsetType = UNSET
+    alert_url: AlertUrl | UnsetType = UNSET
+
+    field_messages: ClassVar[Mapping[str, str]] = TENANT_MESSAGES
 
 
 class OwnRetention(msgspec.Struct, frozen=True, kw_only=True):

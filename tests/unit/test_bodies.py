@@ -10,10 +10,11 @@ import pytest
 from msgspec import UNSET, Meta, UnsetType
 
 from schedd.api.connections import ConnectionInput
-from schedd.api.tenants import TenantCreate, TenantPatch
 from schedd.bodies import Body, convert_body
 from schedd.errors import InvalidRequest
 from schedd.retention import RetentionUpdate, parse_tenant_retention
+from schedd.wire.cluster import NodeToAdd
+from schedd.wire.tenants import TenantCreate, TenantPatch
 
 
 class Inner(Body):
@@ -128,3 +129,18 @@ def test_a_connection_name_ending_in_a_newline_is_refused_by_its_struct() -> Non
     with pytest.raises(InvalidRequest) as caught:
         convert_body({"name": "a\n", "url": "redis://h:6379"}, ConnectionInput)
     assert (caught.value.field, caught.value.reason) == ("name", "must match [A-Za-z0-9_.-]{1,64}")
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "reason"),
+    [
+        ({"raft": 9701}, "raft", "must be a Raft address like '10.0.0.4:9701', got 9701"),
+        ({"raft": "10.0.0.9:9701", "extra": 1}, "extra", "is not a known field"),
+        ({}, "raft", "is required"),
+    ],
+)
+def test_a_node_to_add_names_its_field(body: dict[str, Any], field: str, reason: str) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        convert_body(body, NodeToAdd)
+    assert (caught.value.field, caught.value.reason) == (field, reason)
+    assert convert_body({"raft": "10.0.0.9:9701"}, NodeToAdd).raft == "10.0.0.9:9701"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from schedd.api import deadletters, queues
-from schedd.api.deadletters import RedriveBatch
 from schedd.api.operation import Answer, Operation
 from schedd.api.operations.parameters import (
     ADMIN,
@@ -14,9 +13,26 @@ from schedd.api.operations.parameters import (
     TENANT,
     X_TENANT,
 )
-from schedd.api.queues import AckRequest, ExtendRequest, NackRequest, ReceiveRequest
-from schedd.wire.deadletters import DeadLetterList, DeadLetterView, RedriveQueued, RedriveResults
-from schedd.wire.queues import Acked, Extended, LocalConsumers, Messages, Nacked, QueueList
+from schedd.wire.deadletters import (
+    MAX_REDRIVE,
+    DeadLetterList,
+    DeadLetterView,
+    RedriveBatch,
+    RedriveQueued,
+    RedriveResults,
+)
+from schedd.wire.queues import (
+    Acked,
+    AckRequest,
+    Extended,
+    ExtendRequest,
+    LocalConsumers,
+    Messages,
+    Nacked,
+    NackRequest,
+    QueueList,
+    ReceiveRequest,
+)
 
 SETTLES = {
     "ack": (queues.ack, AckRequest),
@@ -142,7 +158,7 @@ OPERATIONS = (
         handler=deadletters.redrive_many,
         operation_id="redriveDeadLetters",
         tag="deadletters",
-        summary=f"Give up to {deadletters.MAX_REDRIVE} dead runs one more attempt each",
+        summary=f"Give up to {MAX_REDRIVE} dead runs one more attempt each",
         description="One redrive_deadletter command per id, not atomic. Once the cluster refuses "
         "one, the ids not yet sent answer cluster_unavailable or storage_low; when none"
         " was redriven, the whole request answers 503 or 507.",

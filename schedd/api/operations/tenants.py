@@ -13,14 +13,15 @@ from schedd.api.operations.parameters import (
     TENANT,
     TENANT_ID,
 )
-from schedd.api.tenants import TenantCreate, TenantPatch
 from schedd.retention import RetentionUpdate
 from schedd.wire.tenants import (
     ConnectionList,
     ConnectionTest,
     ConnectionView,
+    TenantCreate,
     TenantCredentials,
     TenantList,
+    TenantPatch,
     TenantRetention,
     TenantView,
 )
