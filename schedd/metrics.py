@@ -15,13 +15,13 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol, get_args
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from schedd.model import ClaimRefusal
+from schedd.model import ClaimRefusal, RaftRole, RaftView
 from schedd.targets import TARGET_TYPES
 
 log = logging.getLogger(__name__)
@@ -131,7 +131,7 @@ def exposition(node_registry: CollectorRegistry | None) -> bytes:
 QUEUE_LABELS = 50  # queue names are tenant-chosen: export the deepest ones, fold the rest
 OTHER_QUEUES = "(other)"  # not a valid queue name, so it never collides with a real one
 QUEUE_STATES = ("ready", "in_flight", "delayed", "dead")
-RAFT_ROLES = ("leader", "follower", "candidate", "starting")
+RAFT_ROLES: tuple[RaftRole, ...] = get_args(RaftRole)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -223,25 +223,25 @@ def clock_metrics(trusted: bool, offset_ms: float | None) -> list[Metric]:
     return gauges
 
 
-def raft_metrics(status: Mapping[str, Any], commit_index: int) -> list[Metric]:
+def raft_metrics(status: RaftView, commit_index: int) -> list[Metric]:
     roles = GaugeMetricFamily(
         "schedd_raft_role", "This node's Raft role (1 for the current one)", labels=["role"]
     )
     for role in RAFT_ROLES:
-        roles.add_metric([role], 1 if status.get("role") == role else 0)
+        roles.add_metric([role], 1 if status.role == role else 0)
     return [
         roles,
-        _gauge("schedd_raft_term", "Current Raft term", int(status.get("term") or 0)),
+        _gauge("schedd_raft_term", "Current Raft term", status.term),
         _gauge("schedd_raft_commit_index", "Highest log index known committed", commit_index),
         _gauge(
             "schedd_raft_applied_index",
             "Highest log index applied to SQLite",
-            int(status.get("applied_index") or 0),
+            status.applied_index,
         ),
         _gauge(
             "schedd_raft_leader_known",
             "1 when this node knows a leader",
-            1 if status.get("leader") else 0,
+            1 if status.leader else 0,
         ),
     ]
 
@@ -280,7 +280,7 @@ class NodeCollector(Collector):
         partitions: int,
         connect: Callable[[], sqlite3.Connection],
         read_store: StoreReader,
-        status: Callable[[], Mapping[str, Any]],
+        status: Callable[[], RaftView],
         commit_index: Callable[[], int],
         snapshot_path: Path,
         clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),

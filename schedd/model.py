@@ -6,9 +6,10 @@ Plain data only: no I/O, no parsing of request bodies (jobspec.py), no time arit
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from schedd.timeformat import format_instant
 
@@ -180,3 +181,20 @@ def delivery_id(job_id: str, scheduled_at_ms: int) -> str:
 def idempotency_key(job_id: str, scheduled_at_ms: int) -> str:
     """What a run's consumer or endpoint dedupes on: `job_id:scheduled_at` (RFC 3339)."""
     return f"{job_id}:{format_instant(scheduled_at_ms)}"
+
+
+RaftRole = Literal["leader", "follower", "candidate", "starting"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RaftView:
+    """What this node knows of the Raft group (/v1/cluster, /v1/admin/state, membership)."""
+
+    address: str  # this node's Raft address
+    role: RaftRole
+    leader: str | None  # the leader's Raft address, None when none is known
+    term: int
+    applied_index: int  # the last index this node applied to its store
+    connected: Mapping[str, bool] = field(default_factory=dict)  # peer Raft address -> linked
+    # What the leader knows each follower holds (empty on a follower): peer -> its match index.
+    match_index: Mapping[str, int] = field(default_factory=dict)

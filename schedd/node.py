@@ -13,14 +13,20 @@ import time
 from collections.abc import Awaitable
 from contextlib import AsyncExitStack, ExitStack
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 from pysyncobj import SyncObjConf
 
 from schedd.api.app import Beside, build_app, start_metrics_site
-from schedd.api.context import ApiContext, BrokerProbe, CommitView, QueueSignal, TokenCache
+from schedd.api.context import (
+    ApiContext,
+    BrokerProbe,
+    CommitView,
+    QueueSignal,
+    TokenCache,
+)
 from schedd.api.health import MetricsAccess
 from schedd.api.limits import ServerLimits
 from schedd.config import MIN_SECRET_CHARS, NodeConfig, parse_listen
@@ -35,7 +41,7 @@ from schedd.dispatch.service import DispatchService
 from schedd.errors import ClusterUnavailable, ConfigError, SchedError
 from schedd.guard.targets import TargetGuard
 from schedd.metrics import NodeCollector
-from schedd.model import BrokerConnection
+from schedd.model import BrokerConnection, RaftView
 from schedd.peers import PeerReports
 from schedd.raft.membership import change_membership
 from schedd.raft.proposer import Proposer, ThreadProposer
@@ -463,35 +469,30 @@ class Node:
         """Why this node's clock is not trusted to fire runs, or None (dispatch/clock.py)."""
         return None if self.clock.is_trusted() else self.clock.reason
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> RaftView:
         """This node's view of the Raft group (for /v1/cluster and /v1/admin/state)."""
         replica = self.replica
+        address, applied = self.config.raft_listen, self.db.applied_index
         if replica is None:
-            return {
-                "self": self.config.raft_listen,
-                "role": "starting",
-                "leader": None,
-                "term": 0,
-                "applied_index": self.db.applied_index,
-                "connected": {},
-                "match_index": {},
-            }
+            return RaftView(
+                address=address, role="starting", leader=None, term=0, applied_index=applied
+            )
         raw = replica.getStatus()
         leader = replica.leader_address()
         prefix_conn, prefix_match = "partner_node_status_server_", "match_idx_server_"
-        return {
-            "self": self.config.raft_listen,
-            "role": "leader" if replica.is_leader() else ("follower" if leader else "candidate"),
-            "leader": leader,
-            "term": raw.get("raft_term", 0),
-            "applied_index": self.db.applied_index,
-            "connected": {
+        return RaftView(
+            address=address,
+            role="leader" if replica.is_leader() else ("follower" if leader else "candidate"),
+            leader=leader,
+            term=raw.get("raft_term", 0),
+            applied_index=applied,
+            connected={
                 k[len(prefix_conn) :]: v == 2 for k, v in raw.items() if k.startswith(prefix_conn)
             },
-            "match_index": {
+            match_index={
                 k[len(prefix_match) :]: v for k, v in raw.items() if k.startswith(prefix_match)
             },
-        }
+        )
 
     async def stop(self) -> None:
         """Stop serving, stop Raft (finishing the apply in progress), close SQLite: what start()
@@ -538,13 +539,13 @@ async def serve(config: NodeConfig, *, stop_event: asyncio.Event) -> None:
         stopping = asyncio.create_task(stop_event.wait())
         await asyncio.wait({ready, stopping}, return_when=asyncio.FIRST_COMPLETED)
         if ready.done():
-            status = node.status()
+            role = node.status().role
             log.info(
                 "ready node=%s api=%s raft=%s role=%s seconds=%.2f",
                 config.node_id,
                 config.api_url,
                 config.raft_listen,
-                status["role"],
+                role,
                 time.monotonic() - started,
             )
         await stopping

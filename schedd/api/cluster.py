@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from aiohttp import web
 
@@ -11,6 +11,7 @@ from schedd.api.http import (
     json_response,
     principal,
 )
+from schedd.model import RaftView
 from schedd.store import queries
 from schedd.store.digest import state_digest
 from schedd.wire.cluster import AdminState, Cluster, ClusterNode
@@ -27,26 +28,30 @@ async def cluster(request: web.Request) -> web.Response:
         _node_json(status, node_id, api, raft, leases.get(node_id, []))
         for node_id, api, raft in registered
     ]
-    if status["self"] not in names:  # not registered yet: show this node anyway
-        nodes.append(_node_json(status, ctx.node_id, None, status["self"], []))
-    leader = status["leader"]
+    if status.address not in names:  # not registered yet: show this node anyway
+        nodes.append(_node_json(status, ctx.node_id, None, status.address, []))
     members = ctx.raft.members()  # Raft addresses, as this node's journal has them
-    return json_response(Cluster(leader=names.get(leader, leader), members=members, nodes=nodes))
+    return json_response(Cluster(leader=_named(names, status.leader), members=members, nodes=nodes))
+
+
+def _named(names: Mapping[str, str], raft: str | None) -> str | None:
+    """A member's node id when registered, else its Raft address (None: no leader known)."""
+    return raft if raft is None else names.get(raft, raft)
 
 
 def _node_json(
-    status: dict[str, Any], node_id: str, api: str | None, raft: str, partitions: list[int]
+    status: RaftView, node_id: str, api: str | None, raft: str, partitions: list[int]
 ) -> ClusterNode:
-    """The member from this node's Raft status (free-form: the raft layer's own dict)."""
-    is_self = raft == status["self"]
+    """The member from this node's view of the Raft group."""
+    is_self = raft == status.address
     return ClusterNode(
         node_id=node_id,
         api=api,
         raft=raft,
-        role="leader" if raft == status["leader"] else "follower",
-        healthy=is_self or bool(status["connected"].get(raft)),
+        role="leader" if raft == status.leader else "follower",
+        healthy=is_self or bool(status.connected.get(raft)),
         partitions=partitions,
-        applied_index=status["applied_index"] if is_self else status["match_index"].get(raft),
+        applied_index=status.applied_index if is_self else status.match_index.get(raft),
     )
 
 
@@ -59,9 +64,9 @@ async def admin_state(request: web.Request) -> web.Response:
     return json_response(
         AdminState(
             node_id=ctx.node_id,
-            role=status["role"],
-            leader=names.get(status["leader"], status["leader"]),
-            term=status["term"],
+            role=status.role,
+            leader=_named(names, status.leader),
+            term=status.term,
             applied_index=index,
             digest=digest,
         )

@@ -13,7 +13,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple, Protocol
+from typing import Literal, NamedTuple, Protocol
 
 from aiohttp import web
 
@@ -29,7 +29,7 @@ from schedd.errors import (
     Unauthorized,
 )
 from schedd.guard.targets import TargetGuard
-from schedd.model import BrokerConnection
+from schedd.model import BrokerConnection, RaftView
 from schedd.retention import Retention
 from schedd.sealing import PayloadKeys
 from schedd.storage import StorageGuard
@@ -64,7 +64,7 @@ class CommitView(NamedTuple):
 class RaftStatus(Protocol):
     """The node's view of the Raft group."""
 
-    def status(self) -> dict[str, Any]: ...
+    def status(self) -> RaftView: ...
 
     def is_ready(self) -> bool: ...
 

@@ -42,9 +42,9 @@ async def remove_node(request: web.Request) -> web.Response:
     principal(request).require_admin()
     node_id, address = await _resolve(ctx, request.match_info["node"])
     status = ctx.raft.status()
-    if address == status["self"]:
+    if address == status.address:
         raise Conflict(f"{address} is this node: send the removal to another member")
-    if address == status["leader"]:
+    if address == status.leader:
         raise Conflict(
             f"{address} leads the cluster: POST /v1/cluster/leader/step-down to it first "
             "(schedctl cluster remove-node does)"
@@ -78,15 +78,15 @@ async def _resolve(ctx: ApiContext, name: str) -> tuple[str | None, str]:
 async def _hand_over(ctx: ApiContext) -> str:
     """Ask this node, the leader, to hand leadership over; the new leader's Raft address."""
     status = ctx.raft.status()
-    if status["leader"] != status["self"]:
-        raise Conflict(f"this node does not lead; the leader is {status['leader']}")
+    if status.leader != status.address:
+        raise Conflict(f"this node does not lead; the leader is {status.leader}")
     if len(ctx.raft.members()) < 2:
         raise Conflict("this node is the only member: nobody to hand leadership to")
     deadline = time.monotonic() + HANDOVER_TIMEOUT_S
     while time.monotonic() < deadline:
         ctx.raft.step_down()  # refused while no follower has caught up: asked again
         await asyncio.sleep(0.5)
-        leader = ctx.raft.status()["leader"]
-        if leader is not None and leader != status["self"]:
+        leader = ctx.raft.status().leader
+        if leader is not None and leader != status.address:
             return str(leader)
     raise NoLeader(f"no follower took over within {HANDOVER_TIMEOUT_S:g}s; nothing changed")

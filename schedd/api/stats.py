@@ -385,10 +385,10 @@ def node_state(ctx: ApiContext, partitions: int) -> NodeState:
     """This node's Raft and readiness figures now (the console's nodes table)."""
     status = ctx.raft.status()
     view = ctx.raft.commit_view()
-    applied = int(status.get("applied_index") or 0)
+    applied = status.applied_index
     return NodeState(
-        role=status.get("role"),
-        term=int(status.get("term") or 0),
+        role=status.role,
+        term=status.term,
         applied_index=applied,
         commit_index=None if view is None else view.commit_index,
         lag=None if view is None else max(view.commit_index - applied, 0),

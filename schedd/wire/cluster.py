@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -9,11 +10,13 @@ import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
 from schedd.bodies import Body
+from schedd.model import RaftRole
 from schedd.wire.fields import Count, Instant, NextCursor
 
-ROLES = ("leader", "follower", "candidate", "starting")
-Role = Literal["leader", "follower", "candidate", "starting"]  # what a node says it is
-RoleText = Annotated[str, Meta(extra_json_schema={"enum": list(ROLES)})]  # read as any text
+Role = RaftRole  # what a node says it is
+RoleText = Annotated[  # an answer's role: documented, read as any text (a newer node's too)
+    str, Meta(extra_json_schema={"enum": list(typing.get_args(RaftRole))})
+]
 Members = list[str]
 
 

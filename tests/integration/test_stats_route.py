@@ -17,6 +17,7 @@ from schedd.api.app import build_app
 from schedd.api.context import ApiContext, CommitView, Proposing, RaftStatus, token_hash
 from schedd.api.limits import ServerLimits
 from schedd.api.stats import STATS, Counters
+from schedd.model import RaftView
 from schedd.store.db import Database, ReadPool
 from tests.integration.test_console_static import ADMIN, serve
 
@@ -25,8 +26,10 @@ PeerScenario = Callable[[TestClient[Any, Any], Counter[str]], Awaitable[None]]
 
 
 class FakeRaft:
-    def status(self) -> dict[str, Any]:
-        return {"role": "leader", "term": 4, "applied_index": 40}
+    def status(self) -> RaftView:
+        return RaftView(
+            address=SELF_RAFT, role="leader", leader=SELF_RAFT, term=4, applied_index=40
+        )
 
     def commit_view(self) -> CommitView:
         return CommitView(commit_index=42, applied_index=40, is_leader=True)

@@ -6,6 +6,7 @@ import msgspec
 
 from schedd.api.cluster import _node_json
 from schedd.api.stats import NODE_FIELDS, NodeState, NodeStats, Sample
+from schedd.model import RaftView
 from schedd.wire.deadletters import NotRedriven, Redriven
 from schedd.wire.errors import ErrorDetail, Failure
 from schedd.wire.jobs import Created
@@ -26,13 +27,7 @@ def test_an_error_body_and_the_batch_items_encode_as_their_dicts_did() -> None:
 
 
 def test_a_cluster_member_encodes_as_its_dict_did() -> None:
-    status = {
-        "self": "h:2",
-        "leader": "h:1",
-        "connected": {},
-        "applied_index": 7,
-        "match_index": {},
-    }
+    status = RaftView(address="h:2", role="follower", leader="h:1", term=1, applied_index=7)
     as_dict = {
         "node_id": "n2",
         "api": "http://h:8",

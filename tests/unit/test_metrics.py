@@ -15,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from schedd import metrics
 from schedd.api.http import metrics_middleware
+from schedd.model import RaftView
 from schedd.store import gauges as store_gauges
 from schedd.store.db import Database, connect
 from tests.conftest import NOW_MS, Applier
@@ -117,7 +118,7 @@ def scrape(collector: metrics.NodeCollector) -> dict[str, list[Any]]:
     return {family.name: family.samples for family in text_string_to_metric_families(text)}
 
 
-def collector(path: Path | str, status: dict[str, Any]) -> metrics.NodeCollector:
+def collector(path: Path | str, status: RaftView) -> metrics.NodeCollector:
     return metrics.NodeCollector(
         node_id="n1",
         partitions=4,
@@ -132,7 +133,9 @@ def collector(path: Path | str, status: dict[str, Any]) -> metrics.NodeCollector
 
 def test_collector_exports_raft_role_and_store_gauges(db: Database) -> None:
     fill_store(db)
-    status = {"role": "leader", "leader": "127.0.0.1:1", "term": 3, "applied_index": 11}
+    status = RaftView(
+        address="127.0.0.1:1", role="leader", leader="127.0.0.1:1", term=3, applied_index=11
+    )
     families = scrape(collector(db.path, status))
     roles = {s.labels["role"]: s.value for s in families["schedd_raft_role"]}
     assert roles == {"leader": 1, "follower": 0, "candidate": 0, "starting": 0}
@@ -151,7 +154,8 @@ def test_collector_exports_raft_role_and_store_gauges(db: Database) -> None:
 
 def test_collector_leaves_store_gauges_out_when_the_store_cannot_be_read(tmp_path: Path) -> None:
     missing = tmp_path / "nothing-here" / "state.db"
-    families = scrape(collector(missing, {"role": "candidate", "leader": None}))
+    status = RaftView(address="a:1", role="candidate", leader=None, term=0, applied_index=0)
+    families = scrape(collector(missing, status))
     assert families["schedd_raft_leader_known"][0].value == 0
     assert "schedd_due_backlog" not in families
 
