@@ -15,7 +15,7 @@ from msgspec import UNSET, Meta, UnsetType
 
 from schedd.bodies import Body, DurationMs, convert_body, ms_or
 from schedd.errors import InvalidRequest, PayloadTooLarge
-from schedd.jsonbody import dumps
+from schedd.jsonbody import JSONObject, dumps
 from schedd.model import (
     AtSchedule,
     Backoff,
@@ -189,7 +189,7 @@ def patch_job(
     )
 
 
-def spec_to_json(spec: JobSpec) -> dict[str, Any]:
+def spec_to_json(spec: JobSpec) -> JSONObject:
     """The canonical JSON of a JobSpec (the API's job fields, instants in UTC)."""
     return {
         "name": spec.name,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Union
+from typing import TYPE_CHECKING, Annotated, ClassVar, Union
 from urllib.parse import urlsplit
 
 import msgspec
@@ -15,6 +15,7 @@ from msgspec import UNSET, Meta, UnsetType
 
 from schedd.bodies import Body, DurationMs, check_whole_patterns, convert_body, ms_or
 from schedd.errors import InvalidRequest
+from schedd.jsonbody import JSONObject
 from schedd.model import HttpMethod, HttpTarget, QueueTarget, Target
 from schedd.stored_spec import RESERVED_HEADERS
 from schedd.targets import KINDS, TARGET_TYPES
@@ -31,7 +32,7 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _CONTROL_OR_SPACE = re.compile(r"[\x00-\x20\x7f]")
 
 
-def target_to_json(target: Target) -> dict[str, Any]:
+def target_to_json(target: Target) -> JSONObject:
     """The API form of a target."""
     if isinstance(target, QueueTarget):
         return {"type": "queue", "name": target.name}

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from typing import Any
 
 import msgspec
 from aiohttp import web
@@ -18,6 +17,7 @@ from schedd.api.context import ApiContext
 from schedd.api.http import propose
 from schedd.errors import NoLeader, OutcomeUnknown, SchedError
 from schedd.jobspec import JobSpec
+from schedd.jsonbody import JSONObject
 from schedd.raft.proposer import settle_future
 from schedd.store.command import MAX_COMMAND_BYTES
 from schedd.store.commands import AddJobs, CreateJobs, NewJob, NewJobRow
@@ -40,7 +40,7 @@ class NewItem:
     job_id: str
     partition: int
     spec: JobSpec
-    stored: dict[str, Any]  # jobspec.spec_to_json, payload sealed: create_jobs carries it
+    stored: JSONObject  # jobspec.spec_to_json, payload sealed: create_jobs carries it
     spec_text: str  # compact_json(stored): add_jobs carries it, the store keeps it
     next_run_at_ms: int | None
     next_fire_at_ms: int | None

@@ -45,7 +45,7 @@ from schedd.errors import (
 from schedd.guard.dns import lookups_for
 from schedd.guard.ssrf import BlockedTarget
 from schedd.jobspec import JobSpec, parse_job, patch_job, spec_to_json
-from schedd.jsonbody import JSONValue
+from schedd.jsonbody import JSONObject, JSONValue
 from schedd.model import HttpTarget, JobStatus, not_live_message, partition_of
 from schedd.schedule import fire_time, first_run_at, load_schedule, trigger_time
 from schedd.store import queries
@@ -148,7 +148,7 @@ async def _guard_targets(
     ]
 
 
-def _stored_spec(ctx: ApiContext, spec: JobSpec) -> dict[str, Any]:
+def _stored_spec(ctx: ApiContext, spec: JobSpec) -> JSONObject:
     """A spec as the log and the store keep it: its payload sealed if keys are configured."""
     stored = spec_to_json(spec)
     stored["payload"] = ctx.payload_keys.seal(stored.get("payload"))

@@ -14,8 +14,8 @@ schedctl flag and schema: `TargetKind` in kind.py), one entry in `KINDS`, and it
 from __future__ import annotations
 
 from dataclasses import fields
-from typing import Any
 
+from schedd.jsonbody import JSONObject
 from schedd.model import BrokerTarget
 from schedd.targets import nats, rabbitmq, redis_stream
 from schedd.targets.kind import CONNECTION_NAME, CliFlag, CliOption, TargetKind
@@ -54,10 +54,10 @@ def kind_of(target: BrokerTarget) -> TargetKind:
     return _BY_STRUCT[type(target)]
 
 
-def target_to_json(target: BrokerTarget) -> dict[str, Any]:
+def target_to_json(target: BrokerTarget) -> JSONObject:
     """The API form of a broker target: its type, then its fields in their order (the store's
     canonical JSON); a field that is None (a Redis stream's maxlen) is left out."""
-    found: dict[str, Any] = {"type": kind_of(target).name}
+    found: JSONObject = {"type": kind_of(target).name}
     for field in fields(target):
         value = getattr(target, field.name)
         if value is not None:
