@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Literal, TypeVar
 
 import msgspec
 from aiohttp import web
-from msgspec import Meta
+from msgspec import UNSET, Meta, UnsetType
 
 from schedd.api.context import CONTEXT, ApiContext
 from schedd.api.http import json_response, principal, propose, read_object
@@ -91,16 +91,23 @@ class RetentionStatus(msgspec.Struct, frozen=True, kw_only=True):
             "them, paced); null before the first."
         ),
     ]
-    files: FileSizes
-    disk: DiskState
-    writes: Annotated[
-        Literal["accepted", "refused"],
-        Meta(
-            description="refused while this node is low on disk, or a majority of the nodes "
-            "are: writes that add data answer 507 storage_low."
-        ),
-    ]
-    reason: Annotated[str | None, Meta(description="Why writes are refused; null when accepted.")]
+    # These four are absent on a node without a storage guard (no data directory to watch).
+    files: FileSizes | UnsetType = UNSET
+    disk: DiskState | UnsetType = UNSET
+    writes: (
+        Annotated[
+            Literal["accepted", "refused"],
+            Meta(
+                description="refused while this node is low on disk, or a majority of the nodes "
+                "are: writes that add data answer 507 storage_low."
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
+    reason: (
+        Annotated[str | None, Meta(description="Why writes are refused; null when accepted.")]
+        | UnsetType
+    ) = UNSET
 
 
 async def _tenant_retention(ctx: ApiContext, tenant_id: str) -> TenantRetention:
@@ -140,25 +147,28 @@ async def retention_status(request: web.Request) -> web.Response:
     principal(request).require_admin()
     kinds = await ctx.reads.read(retained)
     last = await ctx.reads.read(last_prune_ms)
-    answer: dict[str, Any] = {
-        "node_id": ctx.node_id,
-        "retention": retention_json(ctx.retention.as_ms()),
-        "kinds": [
-            {
-                "kind": k.kind,
-                "rows": k.rows,
-                "rows_capped": k.is_capped,
-                "oldest": None if k.oldest_ms is None else format_instant(k.oldest_ms),
-            }
+    status = RetentionStatus(
+        node_id=ctx.node_id,
+        retention=_durations(ctx.retention.as_ms(), Retention),
+        kinds=[
+            RetainedKind(
+                kind=k.kind,
+                rows=k.rows,
+                rows_capped=k.is_capped,
+                oldest=None if k.oldest_ms is None else format_instant(k.oldest_ms),
+            )
             for k in kinds
         ],
-        "last_prune": None if last is None else format_instant(last),
-    }
+        last_prune=None if last is None else format_instant(last),
+    )
     if ctx.storage is not None:
         reading = ctx.storage.disk.reading()
         problem = ctx.storage.problem()
-        answer["files"] = file_sizes(ctx.storage.disk.directory)
-        answer["disk"] = dataclasses.asdict(reading) | {"low": reading.is_low}
-        answer["writes"] = "accepted" if problem is None else "refused"
-        answer["reason"] = problem
-    return json_response(answer)
+        status = msgspec.structs.replace(
+            status,
+            files=FileSizes(**file_sizes(ctx.storage.disk.directory)),
+            disk=DiskState(**dataclasses.asdict(reading), low=reading.is_low),
+            writes="accepted" if problem is None else "refused",
+            reason=problem,
+        )
+    return json_response(status)

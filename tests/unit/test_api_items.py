@@ -5,11 +5,14 @@ from __future__ import annotations
 import msgspec
 
 from schedd.api.cluster import _node_json
+from schedd.api.retention import DiskState, FileSizes, RetainedKind, RetentionStatus, _durations
 from schedd.api.stats import NODE_FIELDS, NodeState, NodeStats, Sample
 from schedd.model import RaftView
+from schedd.retention import DEFAULTS_MS, retention_json
 from schedd.wire.deadletters import NotRedriven, Redriven
 from schedd.wire.errors import ErrorDetail, Failure
 from schedd.wire.jobs import Created
+from schedd.wire.tenants import Retention
 
 
 def same(struct: msgspec.Struct, as_dict: dict[str, object]) -> bool:
@@ -87,3 +90,30 @@ def test_a_nodes_stats_encode_as_their_dicts_did() -> None:
     }
     assert same(stats, as_dict)
     assert list(NODE_FIELDS) == list(NodeState.__struct_fields__)
+
+
+def test_the_retention_status_encodes_as_its_dict_did_with_and_without_a_storage_guard() -> None:
+    ms = dict(DEFAULTS_MS)
+    kinds = [{"kind": "runs", "rows": 3, "rows_capped": False, "oldest": "2026-12-02T17:00:00Z"}]
+    as_dict = {"node_id": "n1", "retention": retention_json(ms), "kinds": kinds, "last_prune": None}
+    status = RetentionStatus(
+        node_id="n1",
+        retention=_durations(ms, Retention),
+        kinds=[msgspec.convert(kind, RetainedKind) for kind in kinds],
+        last_prune=None,
+    )
+    assert same(status, as_dict), "files, disk, writes and reason absent: no storage guard"
+    storage = {
+        "files": {"database": 1, "journal": 2, "snapshot": 3},
+        "disk": {"free_bytes": 1, "total_bytes": 2, "min_free_bytes": 0, "low": False},
+        "writes": "accepted",
+        "reason": None,
+    }
+    guarded = msgspec.structs.replace(
+        status,
+        files=FileSizes(database=1, journal=2, snapshot=3),
+        disk=DiskState(free_bytes=1, total_bytes=2, min_free_bytes=0, low=False),
+        writes="accepted",
+        reason=None,
+    )
+    assert same(guarded, as_dict | storage)
