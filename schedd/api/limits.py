@@ -12,7 +12,7 @@ import ipaddress
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import TypedDict
 
 from schedd.config import ApiLimits
 from schedd.errors import QuotaExceeded, ServerBusy
@@ -32,11 +32,18 @@ class ServerLimits(ApiLimits):
         """These limits with the node's `[api]` settings."""
         return cls(**{f.name: getattr(settings, f.name) for f in fields(ApiLimits)})
 
-    def runner_options(self) -> dict[str, Any]:
+    def runner_options(self) -> RunnerOptions:
         """aiohttp server settings. aiohttp closes a connection that has not sent a complete
         request line and headers `keepalive_timeout` after it opened or after its last answer
         (aiohttp >= 3.10): that is the header timeout, and the idle keep-alive time too."""
         return {"keepalive_timeout": self.header_timeout_s, "lingering_time": LINGERING_S}
+
+
+class RunnerOptions(TypedDict):
+    """The aiohttp AppRunner settings ServerLimits gives (node.py passes them on)."""
+
+    keepalive_timeout: float
+    lingering_time: float
 
 
 class BodyGate:

@@ -29,6 +29,7 @@ from schedd.api.context import CONTEXT, ApiContext
 from schedd.api.fanout import PeerAnswer
 from schedd.api.http import json_response, principal
 from schedd.errors import InvalidRequest
+from schedd.jsonbody import JSONObject, JSONValue
 from schedd.store.gauges import BACKLOG_CAP, due_backlog
 from schedd.store.leases import held_partitions
 from schedd.timeformat import format_instant, parse_instant
@@ -225,7 +226,8 @@ async def stats(request: web.Request) -> web.Response:
         return json_response(own)
     answers = await ctx.ask_peers("/v1/stats?scope=node")  # never cluster: no fan-out again
     nodes = [_peer_stats(answer) for answer in answers]
-    nodes.append({"node_id": ctx.node_id, "node": own.node, "samples": own.samples})
+    own_json = msgspec.to_builtins(own)  # as its peers' answers read: plain JSON
+    nodes.append({key: own_json[key] for key in ("node_id", "node", "samples")})
     return json_response(
         {
             "nodes": sorted(nodes, key=lambda n: str(n["node_id"])),
@@ -312,7 +314,7 @@ async def _node_stats(ctx: ApiContext, ring: StatsRing) -> NodeStats:
     )
 
 
-def _peer_stats(answer: PeerAnswer) -> dict[str, Any]:
+def _peer_stats(answer: PeerAnswer) -> JSONObject:
     """A peer's entry: its node figures and samples, or why there are none. Its answer's bytes
     are untrusted (a buggy, hostile or older node): only known fields of the right type are
     passed on (a node figure of another type as null), and a sample that is not one is left
@@ -345,7 +347,7 @@ MAX_TARGET_KINDS = 16
 MAX_NUMBER = 2**53  # what the console's JavaScript holds exactly
 
 
-def _peer_sample(sample: Any) -> dict[str, Any] | None:
+def _peer_sample(sample: JSONValue) -> JSONObject | None:
     if not isinstance(sample, dict):
         return None
     try:

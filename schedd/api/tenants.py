@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import secrets
 import uuid
-from typing import Any
 
 import msgspec
 from aiohttp import web
@@ -25,6 +24,7 @@ from schedd.bodies import convert_body
 from schedd.errors import InvalidRequest, TenantNotFound
 from schedd.guard.ssrf import BlockedTarget, host_matches
 from schedd.guard.targets import TargetGuard
+from schedd.jsonbody import JSONObject
 from schedd.store import queries
 from schedd.store.commands import CreateTenant, RotateTenant, UpdateTenant
 from schedd.wire.tenants import (
@@ -40,15 +40,14 @@ TENANT_BODY_LIMIT = 64 * 1024
 
 async def _tenant_fields(
     settings: TenantCreate | TenantPatch, guard: TargetGuard, stored_hosts: list[str]
-) -> dict[str, Any]:
+) -> JSONObject:
     """The settings a create or PATCH body names, its alert_url checked against the tenant's
     allowed_hosts (those it sets, else `stored_hosts`: a PATCH that does not change them holds
     its alert_url to the tenant's)."""
-    fields = {k: v for k, v in msgspec.structs.asdict(settings).items() if v is not UNSET}
-    if fields.get("alert_url") is not None:
-        hosts = fields.get("allowed_hosts", stored_hosts)
-        await _check_alert_url(fields["alert_url"], hosts, guard)
-    return fields
+    if isinstance(settings.alert_url, str):
+        hosts = settings.allowed_hosts
+        await _check_alert_url(settings.alert_url, stored_hosts if hosts is UNSET else hosts, guard)
+    return {k: v for k, v in msgspec.structs.asdict(settings).items() if v is not UNSET}
 
 
 async def _check_alert_url(url: str, allowed_hosts: list[str], guard: TargetGuard) -> None:
@@ -65,7 +64,7 @@ async def _check_alert_url(url: str, allowed_hosts: list[str], guard: TargetGuar
         raise BlockedTarget(exc.reason, host=exc.host, field="alert_url") from None
 
 
-def _credentials(tenant_id: str) -> tuple[dict[str, Any], TenantCredentials]:
+def _credentials(tenant_id: str) -> tuple[dict[str, str], TenantCredentials]:
     """New credentials for a tenant: (command body fields, the answer that shows them once).
 
     Only the token's hash enters the log and the store."""
@@ -87,7 +86,7 @@ async def create_tenant(request: web.Request) -> web.Response:
     body = convert_body(await read_object(request, limit_bytes=TENANT_BODY_LIMIT), TenantCreate)
     fields = await _tenant_fields(body, ctx.guard, stored_hosts=[])
     credentials, shown_once = _credentials("tnt_" + uuid.uuid4().hex[:16])
-    await propose(ctx, CreateTenant.from_body(credentials | fields))
+    await propose(ctx, CreateTenant.from_body({**credentials, **fields}))
     return json_response(shown_once, status=201)
 
 
@@ -133,6 +132,6 @@ async def rotate_tenant(request: web.Request) -> web.Response:
     principal(request).require_admin()
     credentials, shown_once = _credentials(tenant_id)
     # The old signing secret keeps signing callbacks (beside the new one) for the overlap.
-    cmd = RotateTenant.from_body(credentials | {"overlap_ms": ctx.secret_overlap_ms})
+    cmd = RotateTenant.from_body({**credentials, "overlap_ms": ctx.secret_overlap_ms})
     await propose(ctx, cmd)
     return json_response(shown_once)
