@@ -13,8 +13,7 @@ from prometheus_client.registry import Collector
 
 from schedd.storage import DiskWatch, file_sizes
 from schedd.store.ledger import batches
-
-ROW_COUNT_CAP = 100_000  # counting walks an index (~1 us a row): past this, "at least"
+from schedd.wire.retention_status import KINDS_SHOWN, ROW_COUNT_CAP
 
 # Per kind: (rows, oldest kept). Oldest is the time its retention counts from, found with one
 # index seek per tenant (or per tenant and queue); rows count a covering index up to the cap.
@@ -49,7 +48,6 @@ _OLDEST_PER_TENANT = {
     "deadletters": "SELECT MIN(created_at_ms) FROM deadletters INDEXED BY deadletters_by_age "
     "WHERE tenant_id = ?",
 }
-KINDS_SHOWN = ("runs", "jobs", "deadletters", "messages", "audit")
 log = logging.getLogger(__name__)
 
 

@@ -1,19 +1,18 @@
 """The answer of GET /v1/admin/retention: what one node keeps under its retention, its data
-files and its disk (schedctl gc status reads it). Written for the CLI, which may not import
-schedd.api: api/retention.py's structs of the same names are to be replaced by these."""
+files and its disk (api/retention.py encodes it, schedctl gc status reads it)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 import msgspec
-from msgspec import Meta
+from msgspec import UNSET, Meta, UnsetType
 
 from schedd.wire.fields import Count, Instant
 from schedd.wire.tenants import Retention
 
 KINDS_SHOWN = ("runs", "jobs", "deadletters", "messages", "audit")  # store.retained's order
-ROW_COUNT_CAP = 100_000  # store.retained's: counting stops there
+ROW_COUNT_CAP = 100_000  # counting walks an index (~1 us a row): past this, "at least"
 
 
 class RetainedKind(msgspec.Struct, frozen=True, kw_only=True):
@@ -26,7 +25,7 @@ class RetainedKind(msgspec.Struct, frozen=True, kw_only=True):
             extra_json_schema={"enum": list(KINDS_SHOWN)},
         ),
     ]
-    rows: Annotated[int, Meta(ge=0, le=ROW_COUNT_CAP)]
+    rows: Annotated[int, Meta(extra_json_schema={"minimum": 0, "maximum": ROW_COUNT_CAP})]
     rows_capped: Annotated[
         bool, Meta(description=f"rows is a lower bound: counting stops at {ROW_COUNT_CAP:,}.")
     ]
@@ -69,7 +68,9 @@ class RetentionStatus(msgspec.Struct, frozen=True, kw_only=True):
         list[RetainedKind],
         Meta(
             description="What the store holds, one entry per kind in this order: "
-            f"{', '.join(KINDS_SHOWN)}.",  # no length bounds: a later kind must not break a client
+            f"{', '.join(KINDS_SHOWN)}.",
+            # documented, not enforced when read: a later kind must not break a client
+            extra_json_schema={"minItems": len(KINDS_SHOWN), "maxItems": len(KINDS_SHOWN)},
         ),
     ]
     last_prune: Annotated[
@@ -79,13 +80,21 @@ class RetentionStatus(msgspec.Struct, frozen=True, kw_only=True):
             "them, paced); null before the first."
         ),
     ]
-    files: FileSizes
-    disk: DiskState
-    writes: Annotated[
-        Literal["accepted", "refused"],
-        Meta(
-            description="refused while this node is low on disk, or a majority of the nodes "
-            "are: writes that add data answer 507 storage_low."
-        ),
-    ]
-    reason: Annotated[str | None, Meta(description="Why writes are refused; null when accepted.")]
+    # These four are absent on a node without a storage guard (no data directory to watch).
+    files: FileSizes | UnsetType = UNSET
+    disk: DiskState | UnsetType = UNSET
+    writes: (
+        Annotated[
+            str,
+            Meta(
+                description="refused while this node is low on disk, or a majority of the nodes "
+                "are: writes that add data answer 507 storage_low.",
+                extra_json_schema={"enum": ["accepted", "refused"]},
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
+    reason: (
+        Annotated[str | None, Meta(description="Why writes are refused; null when accepted.")]
+        | UnsetType
+    ) = UNSET

@@ -30,6 +30,7 @@ from schedd.wire.cluster import (
     Readiness,
     SteppedDown,
 )
+from schedd.wire.retention_status import RetentionStatus
 
 TEXT = {"text/plain": {"type": "string"}}
 STATS_SCOPE = Parameter(
@@ -137,7 +138,7 @@ OPERATIONS = (
             200: Answer(
                 "This node's [retention], its store per kind, its data files and disk, "
                 "and whether writes are accepted.",
-                body=retention.RetentionStatus,
+                body=RetentionStatus,
             ),
         },
     ),

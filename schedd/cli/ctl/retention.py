@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import click
 import msgspec
+from msgspec import UnsetType
 
 from schedd.cli.ctl import render
 from schedd.cli.ctl.answers import Answer
@@ -52,12 +53,16 @@ def gc_status(client: Client, as_json: bool) -> None:
     render.print_table(("KIND", "ROWS", "OLDEST KEPT (UTC)", "RETENTION"), rows)
     click.echo()
     fields = [("node", state.node_id), ("last prune", state.last_prune or "never")]
-    sizes = msgspec.structs.asdict(state.files)
-    fields += [(name, format_size(size)) for name, size in sizes.items()]
-    disk = state.disk
-    free = f"{format_size(disk.free_bytes)} (min {format_size(disk.min_free_bytes)})"
-    fields.append(("free disk", free))
-    fields.append(("writes", state.writes + (f": {state.reason}" if state.reason else "")))
+    if not isinstance(state.files, UnsetType):  # absent: a node without a storage guard
+        sizes = msgspec.structs.asdict(state.files)
+        fields += [(name, format_size(size)) for name, size in sizes.items()]
+    if not isinstance(state.disk, UnsetType):
+        disk = state.disk
+        free = f"{format_size(disk.free_bytes)} (min {format_size(disk.min_free_bytes)})"
+        fields.append(("free disk", free))
+    if not isinstance(state.writes, UnsetType):
+        reason = state.reason if isinstance(state.reason, str) else None
+        fields.append(("writes", state.writes + (f": {reason}" if reason else "")))
     render.print_fields(fields)
 
 
