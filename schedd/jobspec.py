@@ -108,6 +108,36 @@ class JobCreate(Body, kw_only=True):
     }
 
 
+MAX_BATCH = 1_000  # jobs of one POST /v1/jobs:batch
+BATCH_MESSAGE = f"must be the only field: a list of 1-{MAX_BATCH} job bodies"
+
+
+class BatchItem(JobCreate, kw_only=True):
+    """A job of a batch, with its own Idempotency-Key."""
+
+    idempotency_key: (
+        Annotated[
+            str,
+            Meta(pattern=r"^[\x21-\x7e]{1,255}$", description="This item's Idempotency-Key."),
+        ]
+        | None
+    ) = None
+
+
+class BatchCreate(Body):
+    """Jobs created in one request: each item is checked on its own, so the valid ones are
+    created even if others fail."""
+
+    jobs: Annotated[
+        list[Annotated[Any, Meta(extra_json_schema=ref(BatchItem))]],
+        Meta(min_length=1, max_length=MAX_BATCH),
+    ]
+
+    field_messages: ClassVar[Mapping[str, str]] = {"jobs": BATCH_MESSAGE}
+    unknown_field: ClassVar[str] = BATCH_MESSAGE
+    unknown_field_at: ClassVar[str | None] = "jobs"
+
+
 class OnePassJobCreate(JobCreate, kw_only=True):
     """JobCreate with its target and retry object converted in the same msgspec pass (a
     target's own struct converted alone costs a create about 1 us more). A body it refuses is

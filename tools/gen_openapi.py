@@ -18,10 +18,9 @@ from typing import Any
 import msgspec
 
 from schedd import __version__
-from schedd.api import jobs, schedules
+from schedd.api import schedules
 from schedd.api.operation import JSON, RETRY_AFTER, Answer, Operation, Parameter
 from schedd.api.operations import OPERATIONS
-from schedd.api.operations.parameters import PRINTABLE_KEY
 from schedd.bodies import DurationMs
 from schedd.schedule import MAX_AHEAD_MS, MIN_EVERY_MS
 from schedd.targetspec import TargetUnion
@@ -193,15 +192,9 @@ def schedule_input() -> Schema:
 
 
 def job_schemas(create: Schema, target: Schema) -> dict[str, Schema]:
-    """The job bodies' own parts, and the PATCH and batch bodies as JobCreate's fields."""
+    """The job bodies' own parts, and the PATCH body as JobCreate's fields."""
     fields = create["properties"]
     patched = fields | {"name": fields["name"] | {"description": "null clears the name."}}
-    key = {
-        "type": "string",
-        "pattern": PRINTABLE_KEY,
-        "description": "This item's Idempotency-Key.",
-    }
-    item = closed(fields | {"idempotency_key": key}, ["schedule", "target"])
     return {
         "ScheduleInput": schedule_input(),
         "TargetInput": target,
@@ -210,10 +203,6 @@ def job_schemas(create: Schema, target: Schema) -> dict[str, Schema]:
             [],
             description="Only the fields given change; a new schedule or window recomputes "
             "next_run_at. The result is validated as a whole.",
-        ),
-        "BatchCreate": closed(
-            {"jobs": {"type": "array", "minItems": 1, "maxItems": jobs.MAX_BATCH, "items": item}},
-            ["jobs"],
         ),
     }
 

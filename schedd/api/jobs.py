@@ -32,6 +32,7 @@ from schedd.api.http import (
     read_object,
 )
 from schedd.api.job_filters import job_filter
+from schedd.bodies import convert_body
 from schedd.errors import (
     ClusterUnavailable,
     Conflict,
@@ -44,7 +45,8 @@ from schedd.errors import (
 )
 from schedd.guard.dns import lookups_for
 from schedd.guard.ssrf import BlockedTarget
-from schedd.jobspec import JobSpec, parse_job, patch_job, spec_to_json
+from schedd.jobspec import MAX_BATCH as MAX_BATCH  # the route table's
+from schedd.jobspec import BatchCreate, JobSpec, parse_job, patch_job, spec_to_json
 from schedd.jsonbody import JSONObject, JSONValue
 from schedd.model import HttpTarget, JobStatus, not_live_message, partition_of
 from schedd.schedule import fire_time, first_run_at, load_schedule, trigger_time
@@ -63,7 +65,6 @@ from schedd.timeformat import format_instant, parse_instant
 from schedd.wire.errors import Failure
 from schedd.wire.jobs import BatchResults, Created, JobList, JobView, RunList, Triggered
 
-MAX_BATCH = 1_000
 BODY_OVERHEAD = 64 * 1024  # room around the payload for the rest of a job body
 BATCH_BODY_LIMIT = 32 * 1024 * 1024
 CHUNK_BYTES = MAX_COMMAND_BYTES - 64 * 1024  # a batch's items per command; room for the rest
@@ -217,10 +218,7 @@ async def create_job(request: web.Request) -> web.Response:
 async def create_jobs(request: web.Request) -> web.Response:
     ctx, who = request.app[CONTEXT], principal(request)
     tenant_id = who.tenant()
-    body = await read_object(request, limit_bytes=BATCH_BODY_LIMIT)
-    jobs = body.get("jobs")
-    if set(body) != {"jobs"} or not isinstance(jobs, list) or not 1 <= len(jobs) <= MAX_BATCH:
-        raise InvalidRequest("jobs", f"must be the only field: a list of 1-{MAX_BATCH} job bodies")
+    jobs = convert_body(await read_object(request, limit_bytes=BATCH_BODY_LIMIT), BatchCreate).jobs
     now = ctx.clock_ms()
     results: list[Created | Failure | None] = [None] * len(jobs)
     items, positions = [], []

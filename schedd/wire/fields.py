@@ -71,7 +71,7 @@ def ref(kind: type) -> dict[str, str]:
     return {"$ref": SCHEMAS + kind.__name__}
 
 
-def one_of(*kinds: type) -> dict[str, Any]:
+def one_of(*kinds: type) -> dict[str, list[dict[str, str]]]:
     """The schema of a value (kept as plain JSON) that is exactly one of these structs."""
     return {"oneOf": [ref(kind) for kind in kinds]}
 

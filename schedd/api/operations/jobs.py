@@ -23,7 +23,7 @@ from schedd.api.operations.parameters import (
     LIMIT,
     TENANT,
 )
-from schedd.jobspec import JobCreate
+from schedd.jobspec import BatchCreate, JobCreate
 from schedd.wire.jobs import BatchResults, JobList, JobView, PreviewResult, RunList, Triggered
 
 
@@ -108,7 +108,7 @@ OPERATIONS = (
         tag="jobs",
         summary=f"Create up to {jobs.MAX_BATCH:,} jobs",
         access=TENANT,
-        body="BatchCreate",
+        body=BatchCreate,
         answers={
             200: Answer(
                 "One result per item, in order: the valid items are created even if others fail.",
