@@ -22,11 +22,11 @@ from schedd.api import schedules
 from schedd.api.operation import JSON, RETRY_AFTER, Answer, Operation, Parameter
 from schedd.api.operations import OPERATIONS
 from schedd.bodies import DurationMs
-from schedd.schedule import MAX_AHEAD_MS, MIN_EVERY_MS
 from schedd.targetspec import TargetUnion
 from schedd.wire import fields
 from schedd.wire import queues as wire_queues
 from schedd.wire.errors import Failure
+from schedd.wire.schedules import SCHEDULE_INPUT
 
 ROOT = Path(__file__).resolve().parent.parent
 OUTPUTS = (ROOT / "schedd" / "api" / "openapi.json", ROOT / "docs" / "openapi.json")
@@ -115,8 +115,6 @@ def _tidied(schema: Schema) -> Schema:
 
 SECONDS_TEXT = r"^\s*[0-9]{1,15}(\.[0-9]{1,9})?\s*$"  # timeformat: surrounding spaces allowed
 UNITS_TEXT = r"^([0-9]{1,15}(\.[0-9]{1,9})?(ms|s|m|h|d))+$"
-CRON_TEXT = r"^\s*(@[A-Za-z]+|\S+(\s+\S+){4})\s*$"
-ZONE_NAME = r"^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+){0,2}$"  # as schedule.check_timezone
 QUEUE_NAME = f"^{wire_queues.QUEUE_NAME}$"
 PRINTABLE = r"^[^\u0000-\u001f\u007f]*$"
 # Components that are a union of structs rather than one struct: the schema of each is msgspec's.
@@ -143,60 +141,12 @@ def input_schemas() -> dict[str, Schema]:
 # --------------------------------------------------------------------------- job bodies
 
 
-def schedule_input() -> Schema:
-    bound = nullable(ref("InstantInput"))
-    ahead_s = MAX_AHEAD_MS // 1000
-    return {
-        "description": "Exactly one of run_at, delay, cron or every.",
-        "oneOf": [
-            closed({"run_at": ref("InstantInput")}, ["run_at"], title="run_at"),
-            closed(
-                {"delay": duration(0, ahead_s, "From the server's now.")}, ["delay"], title="delay"
-            ),
-            closed(
-                {
-                    "cron": {
-                        "type": "string",
-                        "minLength": 1,
-                        "maxLength": 1000,
-                        "pattern": CRON_TEXT,
-                        "description": "5 fields (minute hour day-of-month month day-of-week) "
-                        "or a macro like @daily; names like MON and JAN are allowed.",
-                        "examples": ["0 8 * * MON"],
-                    },
-                    "timezone": {
-                        "type": "string",
-                        "minLength": 1,
-                        "maxLength": 64,
-                        "pattern": ZONE_NAME,
-                        "description": "IANA zone name; default UTC.",
-                        "examples": ["Asia/Kolkata"],
-                    },
-                    "start_at": bound,
-                    "end_at": bound,
-                },
-                ["cron"],
-                title="cron",
-            ),
-            closed(
-                {
-                    "every": duration(MIN_EVERY_MS / 1000, 100 * 365 * 86400, "The interval."),
-                    "start_at": bound,
-                    "end_at": bound,
-                },
-                ["every"],
-                title="every",
-            ),
-        ],
-    }
-
-
 def job_schemas(create: Schema, target: Schema) -> dict[str, Schema]:
     """The job bodies' own parts, and the PATCH body as JobCreate's fields."""
     fields = create["properties"]
     patched = fields | {"name": fields["name"] | {"description": "null clears the name."}}
     return {
-        "ScheduleInput": schedule_input(),
+        "ScheduleInput": SCHEDULE_INPUT,
         "TargetInput": target,
         "JobPatch": closed(
             patched,
