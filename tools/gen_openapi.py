@@ -1,8 +1,10 @@
 """Build schedd's OpenAPI 3.1 document: schedd/api/openapi.json (served) and docs/openapi.json.
 
 The paths are the API's route table (schedd/api/operations: the routes the app registers) and
-every schema but the job bodies' comes from msgspec structs (msgspec.json.schema_components),
-so a changed route, limit or field shows up as a stale document. Run
+the schemas come from msgspec structs (msgspec.json.schema_components), but for DurationText,
+JobPatch (JobCreate's fields, none required) and PreviewRequest (written here: a preview
+without a schedule answers invalid_schedule, from schedule.parse_schedule), so a changed route,
+limit or field shows up as a stale document. Run
 `.venv/bin/python tools/gen_openapi.py` after changing one; `--check` exits 1 when the checked-in
 files differ (tests/integration/test_openapi.py checks the same).
 """
@@ -24,7 +26,6 @@ from schedd.api.operations import OPERATIONS
 from schedd.bodies import DurationMs
 from schedd.targetspec import TargetUnion
 from schedd.wire import fields
-from schedd.wire import queues as wire_queues
 from schedd.wire.errors import Failure
 from schedd.wire.schedules import SCHEDULE_INPUT
 
@@ -56,10 +57,6 @@ def obj(properties: dict[str, Schema], required: list[str] | None = None, **extr
 def closed(properties: dict[str, Schema], required: list[str], **extra: Any) -> Schema:
     """A request body object that refuses unknown fields (the handlers answer 400)."""
     return obj(properties, required, additionalProperties=False, **extra)
-
-
-def values(enum: Any) -> list[str]:
-    return [member.value for member in enum]
 
 
 def duration(low_s: float, high_s: float, what: str) -> Schema:
@@ -115,8 +112,6 @@ def _tidied(schema: Schema) -> Schema:
 
 SECONDS_TEXT = r"^\s*[0-9]{1,15}(\.[0-9]{1,9})?\s*$"  # timeformat: surrounding spaces allowed
 UNITS_TEXT = r"^([0-9]{1,15}(\.[0-9]{1,9})?(ms|s|m|h|d))+$"
-QUEUE_NAME = f"^{wire_queues.QUEUE_NAME}$"
-PRINTABLE = r"^[^\u0000-\u001f\u007f]*$"
 # Components that are a union of structs rather than one struct: the schema of each is msgspec's.
 UNIONS: dict[str, Any] = {
     "TargetInput": TargetUnion,
@@ -124,7 +119,8 @@ UNIONS: dict[str, Any] = {
 
 
 def input_schemas() -> dict[str, Schema]:
-    """What the job bodies (written below until they are structs) refer to."""
+    """The field types the body structs refer to by name (a duration's text is two patterns:
+    no one msgspec type)."""
     return {
         "InstantInput": _tidied(msgspec.json.schema(fields.InstantInput)),
         "DurationText": {
