@@ -170,17 +170,16 @@ def _parse_url(value: str) -> str:
     return value
 
 
-def _parse_headers(value: Mapping[str, str]) -> dict[str, str]:
+def _parse_headers(value: dict[str, str]) -> dict[str, str]:
+    """The headers msgspec read (a dict of its own, names and values strings), checked."""
     if len(value) > 32:
         raise InvalidRequest("target.headers", _HEADERS)
-    headers: dict[str, str] = {}
     for name, text in value.items():
-        lowered = str(name).lower()
-        if not _HEADER_NAME.fullmatch(str(name)) or lowered in RESERVED_HEADERS:
+        lowered = name.lower()
+        if not _HEADER_NAME.fullmatch(name) or lowered in RESERVED_HEADERS:
             raise InvalidRequest("target.headers", f"header name {name!r} is not allowed")
         if lowered.startswith("webhook-"):
             raise InvalidRequest("target.headers", f"{name!r}: webhook-* headers are set by schedd")
         if len(text) > 4096 or _CONTROL.search(text):
             raise InvalidRequest("target.headers", f"value of {name!r} must be printable text")
-        headers[str(name)] = text
-    return headers
+    return value
