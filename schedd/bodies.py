@@ -53,11 +53,31 @@ class Body(msgspec.Struct, forbid_unknown_fields=True):
 
 class Checked:
     """A field type msgspec cannot express (a duration's text, ...): `check` turns the JSON
-    value into the type or raises InvalidRequest (the field is named by `convert_body`)."""
+    value into the type or raises InvalidRequest (the field is named by `convert_body`);
+    `json_schema` is what OpenAPI says of it (tools/gen_openapi.py)."""
 
     @classmethod
     def check(cls, value: object) -> Self:
         raise NotImplementedError
+
+    @classmethod
+    def json_schema(cls) -> dict[str, object]:
+        raise NotImplementedError
+
+
+# OpenAPI's DurationText component: the text timeformat.parse_duration reads (a number of
+# seconds, surrounding spaces allowed; or units), that DurationMs's schema refers to.
+DURATION_TEXT: Mapping[str, object] = {
+    "anyOf": [
+        {"type": "string", "pattern": r"^\s*[0-9]{1,15}(\.[0-9]{1,9})?\s*$"},
+        {
+            "type": "string",
+            "maxLength": 64,
+            "pattern": r"^([0-9]{1,15}(\.[0-9]{1,9})?(ms|s|m|h|d))+$",
+        },
+    ],
+    "examples": ["90s", "10m", "1h30m"],
+}
 
 
 class DurationMs(int, Checked):
@@ -75,6 +95,20 @@ class DurationMs(int, Checked):
                 "", f"must be at most {format_duration(cls.maximum_ms)}, got {value!r}"
             )
         return cls(ms)
+
+    @classmethod
+    def json_schema(cls) -> dict[str, object]:
+        """Its docstring, then the duration's forms and bounds in seconds."""
+        low, high = cls.minimum_ms // 1000, cls.maximum_ms // 1000
+        return {
+            "description": f"{(cls.__doc__ or '').strip()} A duration: "
+            '"250ms", "90s", "10m", "2h", "1d", "1h30m" or a number of seconds; from '
+            f"{low:,} s to {high:,} s.",
+            "anyOf": [
+                {"$ref": "#/components/schemas/DurationText"},
+                {"type": "number", "minimum": low, "maximum": high},
+            ],
+        }
 
 
 def ms_or(value: DurationMs | msgspec.UnsetType, default_ms: int) -> int:

@@ -23,7 +23,7 @@ from schedd import __version__
 from schedd.api import schedules
 from schedd.api.operation import JSON, RETRY_AFTER, Answer, Operation, Parameter
 from schedd.api.operations import OPERATIONS
-from schedd.bodies import DurationMs
+from schedd.bodies import DURATION_TEXT, Checked
 from schedd.targetspec import TargetUnion
 from schedd.wire import fields
 from schedd.wire.errors import Failure
@@ -59,22 +59,6 @@ def closed(properties: dict[str, Schema], required: list[str], **extra: Any) -> 
     return obj(properties, required, additionalProperties=False, **extra)
 
 
-def duration(low_s: float, high_s: float, what: str) -> Schema:
-    """A duration field: text like "90s" or a number of seconds, within [low_s, high_s]."""
-    return {
-        "description": f'{what} A duration: "250ms", "90s", "10m", "2h", "1d", "1h30m" '
-        f"or a number of seconds; from {_seconds(low_s)} to {_seconds(high_s)}.",
-        "anyOf": [
-            ref("DurationText"),
-            {"type": "number", "minimum": low_s, "maximum": high_s},
-        ],
-    }
-
-
-def _seconds(value: float) -> str:
-    return f"{int(value):,} s" if value == int(value) else f"{value:g} s"
-
-
 def struct_schemas(kinds: list[Any]) -> tuple[SchemaOf, dict[str, Schema]]:
     """The schemas of `kinds` (structs, annotated types) and the components they name: a
     struct's component is named as the struct. What a field's own type cannot say (a duration's
@@ -92,10 +76,9 @@ def struct_schemas(kinds: list[Any]) -> tuple[SchemaOf, dict[str, Schema]]:
 
 
 def _checked_schema(kind: type) -> Schema:
-    """The schema of a field type msgspec cannot check itself (bodies.Checked)."""
-    if isinstance(kind, type) and issubclass(kind, DurationMs):
-        what = (kind.__doc__ or "").strip()
-        return duration(kind.minimum_ms // 1000, kind.maximum_ms // 1000, what)
+    """The schema of a field type msgspec cannot check itself (bodies.Checked): its own."""
+    if isinstance(kind, type) and issubclass(kind, Checked):
+        return kind.json_schema()
     raise NotImplementedError(f"no schema for {kind!r}")
 
 
@@ -110,8 +93,6 @@ def _tidied(schema: Schema) -> Schema:
 
 # --------------------------------------------------------------------------- shared schemas
 
-SECONDS_TEXT = r"^\s*[0-9]{1,15}(\.[0-9]{1,9})?\s*$"  # timeformat: surrounding spaces allowed
-UNITS_TEXT = r"^([0-9]{1,15}(\.[0-9]{1,9})?(ms|s|m|h|d))+$"
 # Components that are a union of structs rather than one struct: the schema of each is msgspec's.
 UNIONS: dict[str, Any] = {
     "TargetInput": TargetUnion,
@@ -123,13 +104,7 @@ def input_schemas() -> dict[str, Schema]:
     no one msgspec type)."""
     return {
         "InstantInput": _tidied(msgspec.json.schema(fields.InstantInput)),
-        "DurationText": {
-            "anyOf": [
-                {"type": "string", "pattern": SECONDS_TEXT},
-                {"type": "string", "maxLength": 64, "pattern": UNITS_TEXT},
-            ],
-            "examples": ["90s", "10m", "1h30m"],
-        },
+        "DurationText": dict(DURATION_TEXT),
         "Payload": _tidied(msgspec.json.schema(fields.Payload)),
     }
 
