@@ -1,5 +1,6 @@
 // A small SVG line chart drawn with DOM calls (no library): series of [time ms, value] points
-// over a fixed window; null values leave gaps.
+// over a fixed window; null values leave gaps. Series are told apart by the Okabe-Ito palette
+// (console.css .s0-.s7, safe for colour-blind readers) and, past its 8 colours, by dashes.
 
 const NS = "http://www.w3.org/2000/svg";
 const WIDTH = 480;
@@ -13,6 +14,18 @@ function svg(tag, attrs = {}, text) {
   return node;
 }
 
+const COLOURS = 8;
+const DASHES = ["", "6 3", "2 2", "8 3 2 3"];
+
+// How series number i is drawn: a colour class, and a dash pattern once the colours run out.
+export function seriesStyle(i) {
+  const dash = DASHES[Math.floor(i / COLOURS) % DASHES.length];
+  return { className: `s${i % COLOURS}`, dash };
+}
+
+// A series keeps the style it asks for (`style`, so a kind is always drawn alike), else its position.
+const styleOf = (s, i) => seriesStyle(s.style ?? i);
+
 function niceMax(value) {
   if (!(value > 0)) return 1;
   const power = 10 ** Math.floor(Math.log10(value));
@@ -24,7 +37,7 @@ function label(value) {
   return Number.isInteger(value) ? String(value) : value.toFixed(value < 0.1 ? 3 : 2);
 }
 
-// series: [{name, points: [[ms, value|null], ...]}]; returns an <svg> with one path each.
+// series: [{name, points: [[ms, value|null], ...], style?}]; returns an <svg> with one path each.
 export function lineChart({ title, series, fromMs, toMs, unit = "" }) {
   const root = svg("svg", { viewBox: `0 0 ${WIDTH} ${HEIGHT}`, class: "chart", role: "img", "aria-label": title });
   const values = series.flatMap((s) => s.points.map((p) => p[1]).filter((v) => v !== null));
@@ -41,12 +54,14 @@ export function lineChart({ title, series, fromMs, toMs, unit = "" }) {
     root.append(svg("text", { x: x(ms), y: HEIGHT - 6, class: "axis", "text-anchor": ms === fromMs ? "start" : "end" }, text));
   }
   series.forEach((s, i) => {
+    const { className, dash } = styleOf(s, i);
+    const dashed = dash ? { "stroke-dasharray": dash } : {};
     // A point with no drawn neighbour (the first sample, or one between gaps) is a dot: a
     // path of one point draws nothing.
     let d = "";
     let run = [];
     const endRun = () => {
-      if (run.length === 1) root.append(svg("circle", { cx: run[0][0], cy: run[0][1], r: 2.5, class: `dot s${i}`, "data-series": s.name }));
+      if (run.length === 1) root.append(svg("circle", { cx: run[0][0], cy: run[0][1], r: 2.5, class: `dot ${className}`, "data-series": s.name }));
       run = [];
     };
     for (const [ms, value] of s.points) {
@@ -59,7 +74,7 @@ export function lineChart({ title, series, fromMs, toMs, unit = "" }) {
       run.push(point);
     }
     endRun();
-    root.append(svg("path", { d: d || "M0,0", class: `line s${i}`, "data-series": s.name }));
+    root.append(svg("path", { d: d || "M0,0", class: `line ${className}`, "data-series": s.name, ...dashed }));
   });
   return root;
 }
@@ -69,7 +84,8 @@ export function legend(series) {
   list.className = "legend";
   series.forEach((s, i) => {
     const item = document.createElement("li");
-    item.className = `s${i}`;
+    const { className, dash } = styleOf(s, i);
+    item.className = dash ? `${className} dashed` : className;
     item.textContent = s.name;
     list.append(item);
   });

@@ -95,6 +95,16 @@ export function combined(reports, intervalS, pick, combine) {
     });
 }
 
+// The target kinds in the order they take the chart's colours, so a kind is always drawn in
+// the same one whichever others have delivered; a kind not listed follows, by name.
+const KINDS = ["queue", "http", "redis_stream", "rabbitmq", "nats"];
+
+export function kindStyles(kinds) {
+  const others = kinds.filter((k) => !KINDS.includes(k)).sort();
+  const order = [...KINDS, ...others];
+  return [...kinds].sort((a, b) => order.indexOf(a) - order.indexOf(b)).map((kind) => ({ kind, style: order.indexOf(kind) }));
+}
+
 const sum = (values) => values.reduce((a, b) => a + b, 0);
 const worst = (values) => Math.max(...values);
 
@@ -109,7 +119,7 @@ function chartsOf(reports, cluster, intervalS) {
   const leader = reports.find((r) => r.node_id === cluster.leader) ?? reports[0];
   const panels = [
     ["Claims / s", "claims", [{ name: "claims/s, all nodes", points: series((s) => s.claims_per_s, sum) }], ""],
-    ["Runs delivered / s by target kind", "deliveries", kinds.map((k) => ({ name: k, points: series((s) => s.deliveries_per_s?.[k] ?? 0, sum) })), ""],
+    ["Runs delivered / s by target kind", "deliveries", kindStyles(kinds).map(({ kind, style }) => ({ name: kind, style, points: series((s) => s.deliveries_per_s?.[kind] ?? 0, sum) })), ""],
     [
       "Claim lag (worst node)",
       "lag",
