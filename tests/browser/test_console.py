@@ -369,3 +369,81 @@ def test_the_overview_adds_up_nodes_by_tick_and_leaves_out_a_tick_not_all_have(
     series = console.page.evaluate(COMBINE)
     # n1's sample at 15 s has no n2 or n3 beside it yet: left out, not drawn as a drop to 100
     assert series == [[0, 250], [5, 250], [10, 250]], series
+
+
+def test_a_job_whose_only_run_died_shows_the_last_result_and_what_version_means(
+    console: Console,
+) -> None:
+    tenant = new_tenant(console.node, f"died-{uuid.uuid4().hex[:6]}")
+    (closed_port,) = free_ports(1)  # nothing listens: the one attempt fails at once
+    job = create_job(
+        console.node,
+        tenant["token"],
+        name="dies-once",
+        schedule={"delay": "1s"},
+        target={"type": "http", "url": f"http://127.0.0.1:{closed_port}/hook"},
+        retry={"max_attempts": 1},
+    )
+    url = f"{console.node.url}/v1/jobs/{job['job_id']}"
+
+    def settled() -> bool | None:
+        runs = http("GET", f"{url}/runs", token=tenant["token"])[1]["runs"]
+        done = http("GET", url, token=tenant["token"])[1]["status"] == "completed"
+        return True if done and runs and runs[0]["status"] == "dead" else None
+
+    wait_for(settled, 60, "the job completed and its only run dead")
+    console.sign_in(tenant["token"])
+    console.go(f"#/jobs/{job['job_id']}")
+    page = console.page
+    page.wait_for_selector("#job-last-run")
+    assert page.text_content("#job-status") == "completed"
+    assert page.text_content("#job-last-run") == "last run dead"
+    label = page.locator("#job-version-label")
+    assert label.text_content() == "Version (rises with every run)"
+    assert "does not mean the spec changed" in (label.get_attribute("title") or "")
+    console.shot("job-last-run-dead")
+
+
+PALETTE = """async () => {
+  const { lineChart, legend } = await import("./chart.js");
+  const { kindStyles } = await import("./pages/overview.js");
+  const names = ["nats", "redis_stream", "http", "queue", "rabbitmq"];
+  names.push("a", "b", "c", "d", "e", "f");
+  const series = kindStyles(names).map(
+    ({ kind, style }) => ({ name: kind, style, points: [[1, 1], [2, 2]] }),
+  );
+  const box = document.createElement("div");
+  box.append(lineChart({ title: "t", series, fromMs: 0, toMs: 3 }), legend(series));
+  document.body.append(box);
+  const drawn = [...box.querySelectorAll("path.line")].map((p) => ({
+    name: p.dataset.series,
+    stroke: getComputedStyle(p).stroke,
+    dash: p.getAttribute("stroke-dasharray") ?? "",
+  }));
+  const items = [...box.querySelectorAll("ul.legend li")];
+  const legendColours = items.map((li) => getComputedStyle(li).color);
+  box.remove();
+  const styleOf = (kinds, kind) => kindStyles(kinds).find((k) => k.kind === kind).style;
+  const stable = [["nats"], ["queue", "http", "nats"], ["nats", "zz"]].map(
+    (kinds) => styleOf(kinds, "nats"),
+  );
+  return { drawn, legendColours, stable };
+}"""
+
+
+def test_every_series_of_a_chart_is_drawn_apart_and_a_kind_keeps_its_colour(
+    console: Console,
+) -> None:
+    console.sign_in(ADMIN_TOKEN)
+    result = console.page.evaluate(PALETTE)
+    drawn = result["drawn"]
+    assert len(drawn) == 11
+    # the first 8 (every target kind among them) in 8 different colours, no dashes
+    assert len({d["stroke"] for d in drawn[:8]}) == 8, drawn
+    assert all(d["dash"] == "" for d in drawn[:8]), drawn
+    # past the palette's 8 colours, a dash pattern keeps each series apart
+    assert len({(d["stroke"], d["dash"]) for d in drawn}) == 11, drawn
+    strokes = {d["name"]: d["stroke"] for d in drawn}
+    assert strokes["redis_stream"] != strokes["nats"]
+    assert result["legendColours"] == [d["stroke"] for d in drawn]
+    assert len(set(result["stable"])) == 1, result["stable"]

@@ -25,7 +25,7 @@ export async function render(main, params) {
   main.append(
     h("p", {}, link("#/jobs", "← Jobs")),
     h("h1", { id: "job-title" }, job.name || job.job_id),
-    summary(job),
+    summary(job, await lastRun(path)),
     actions(job, path, status, refresh),
     status,
     h("div", { class: "columns" }, h("section", {}, h("h2", {}, "Spec"), pretty(job)), await upcoming(job)),
@@ -35,16 +35,33 @@ export async function render(main, params) {
   await Promise.all([showRuns(runs, path, params.runs_cursor), showAudit(trail, job.job_id)]);
 }
 
-function summary(job) {
+// The newest run (runs come newest first), or null when there is none or it cannot be read:
+// a job "completed" says its schedule is done, not that its runs went well.
+async function lastRun(path) {
+  try {
+    return (await get(`${path}/runs${query({ limit: 1 })}`)).runs[0] ?? null;
+  } catch {
+    return null;
+  }
+}
+
+function lastRunText(last) {
+  if (!last) return null;
+  const title = `The newest run, scheduled ${when(last.scheduled_at)}`;
+  return [" · ", h("span", { class: `status ${last.status}`, id: "job-last-run", title }, `last run ${last.status}`)];
+}
+
+function summary(job, last) {
+  const version = h("dt", { id: "job-version-label", title: "Goes up with every claimed run and every change: it fences claims, so a rise does not mean the spec changed" }, "Version (rises with every run)");
   const rows = [
-    ["Status", h("span", { class: `status ${job.status}`, id: "job-status" }, job.status)],
+    ["Status", [h("span", { class: `status ${job.status}`, id: "job-status" }, job.status), lastRunText(last)]],
     ["Schedule", scheduleText(job.schedule)],
     ["Target", targetText(job.target)],
     ["Next run", when(job.next_run_at)],
-    ["Version", job.version],
+    [version, job.version],
     ["Job id", h("span", { class: "mono" }, job.job_id)],
   ];
-  return h("dl", { class: "summary" }, rows.map(([key, value]) => [h("dt", {}, key), h("dd", {}, value)]));
+  return h("dl", { class: "summary" }, rows.map(([key, value]) => [typeof key === "string" ? h("dt", {}, key) : key, h("dd", {}, value)]));
 }
 
 function actions(job, path, status, refresh) {
