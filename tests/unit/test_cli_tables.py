@@ -53,6 +53,22 @@ SHORT = JOB | {
 
 
 CREATED = "2026-11-30T07:59:17.570Z"
+ATTEMPTS = [
+    {
+        "attempt": 1,
+        "started_at": "2026-12-01T08:00:00.012Z",
+        "finished_at": "2026-12-01T08:00:10.015Z",
+        "outcome": "failed",
+        "error": "POST https://example.com/hook answered HTTP 503 after 10.0s",
+    },
+    {
+        "attempt": 2,
+        "started_at": "2026-12-01T08:00:12.020Z",
+        "finished_at": None,
+        "outcome": None,
+        "error": None,
+    },
+]
 T = TypeVar("T")
 
 
@@ -105,7 +121,7 @@ class FakeClient:
     def list_runs(self, job_id: str, **_: Any) -> Answer[RunList]:
         run = {
             "job_id": job_id,
-            "attempts": [],
+            "attempts": ATTEMPTS,
             "dispatched_at": "2026-12-01T08:00:00Z",
             "scheduled_at": "2026-12-01T08:00:00Z",
             "fire_at": "2026-12-01T08:00:00Z",
@@ -233,6 +249,34 @@ def test_runs_and_deadletters_piped_keep_a_long_error_on_its_row() -> None:
         "ID                                           TRIES   TARGET          ERROR",
         f"{JOB_ID}:1796028778162   3       queue reports   exit code 3",
     ]
+
+
+def test_runs_with_attempts_shows_each_attempt_indented_under_its_run() -> None:
+    """Issue 31, section 7: the getting-started guide promised each attempt with its error;
+    the default table (above) still shows one row per run."""
+    error = "POST https://example.com/hook answered HTTP 503 after 10.0s"
+    assert invoke(jobs.runs, JOB_ID, "--attempts").splitlines() == [
+        "SCHEDULED (UTC)        FIRES/STARTED              STATUS/OUTCOME   ATTEMPT   "
+        "FINISHED                   ERROR",
+        "2026-12-01T08:00:00Z   2026-12-01T08:00:00Z       retrying         2         "
+        f"-                          {error}: " + "x" * 60,
+        "  attempt 1            2026-12-01T08:00:00.012Z   failed           1         "
+        f"2026-12-01T08:00:10.015Z   {error}",
+        "  attempt 2            2026-12-01T08:00:12.020Z   -                2         -",
+    ]
+
+
+def test_runs_with_attempts_folds_a_long_error_inside_its_column_on_a_terminal() -> None:
+    page = FakeClient().list_runs(JOB_ID)
+    console = Console(width=100, record=True, force_terminal=True)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(render, "console", lambda **_: console)
+        patch.setattr(render.sys.stdout, "isatty", lambda: True, raising=False)
+        render.show_runs(page, as_json=False, has_attempts=True)
+    lines = console.export_text().splitlines()
+    assert all(len(line) <= 100 for line in lines)
+    assert lines[0].split()[:2] == ["SCHEDULED", "(UTC)"]
+    assert [line[:11] for line in lines if "attempt" in line] == ["  attempt 1", "  attempt 2"]
 
 
 def test_get_of_a_paused_job_says_paused_not_none_left() -> None:

@@ -478,22 +478,35 @@ def trigger(client: Client, job_id: str, as_json: bool) -> None:
     epilog="""\b
 Examples:
   schedctl runs job_0123abcd
+  schedctl runs job_0123abcd --attempts
   schedctl runs job_0123abcd --all --json""",
 )
 @click.argument("job_id")
+@click.option(
+    "--attempts",
+    "has_attempts",
+    is_flag=True,
+    help="Under each run, one row per attempt: started, outcome, finished, error.",
+)
 @page_options
 @json_option('{"runs": [...], "next_cursor": ...}')
 @click.pass_obj
 def runs(
-    client: Client, job_id: str, limit: int, cursor: str | None, is_all: bool, as_json: bool
+    client: Client,
+    job_id: str,
+    has_attempts: bool,
+    limit: int,
+    cursor: str | None,
+    is_all: bool,
+    as_json: bool,
 ) -> None:
-    """List the runs of JOB_ID, newest first."""
+    """List the runs of JOB_ID, newest first (with --attempts, each attempt too)."""
 
     def fetch(after: str | None) -> Answer[RunList]:
         return client.list_runs(job_id, cursor=after, limit=limit)
 
     page = all_pages(fetch, "runs", cursor) if is_all else fetch(cursor)
-    render.show_runs(page, as_json=as_json)
+    render.show_runs(page, as_json=as_json, has_attempts=has_attempts)
 
 
 COMMANDS = (add, get, list_jobs, cancel, reschedule, pause, resume, trigger, runs)

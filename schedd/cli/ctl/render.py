@@ -24,7 +24,7 @@ from schedd.cli.ctl.answers import Answer
 from schedd.cli.ctl.older_nodes import Tenants
 from schedd.jsonbody import JSONValue
 from schedd.targets import BY_NAME
-from schedd.wire.jobs import JobList, JobView, RunList, Triggered
+from schedd.wire.jobs import AttemptView, JobList, JobView, RunList, Triggered
 from schedd.wire.tenants import TenantCredentials
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -127,23 +127,41 @@ def show_jobs(page: Answer[JobList], *, as_json: bool) -> None:
     print_page(headers, rows, page.view.next_cursor, "jobs")
 
 
-def show_runs(page: Answer[RunList], *, as_json: bool) -> None:
+def show_runs(page: Answer[RunList], *, as_json: bool, has_attempts: bool = False) -> None:
+    """The runs, one row each; `has_attempts` adds one indented row per attempt under each
+    (the columns then also name what an attempt row holds)."""
     if as_json:
         print_json(page.raw)
         return
     headers = ("SCHEDULED (UTC)", "FIRES AT", "STATUS", "ATTEMPT", "FINISHED", "ERROR")
-    rows = [
-        (
-            run.scheduled_at,
-            run.fire_at,
-            _status(run.status),
-            str(run.attempt),
-            run.finished_at or "-",
-            run.error or "",
+    if has_attempts:
+        headers = ("SCHEDULED (UTC)", "FIRES/STARTED", "STATUS/OUTCOME", *headers[3:])
+    rows: list[tuple[Cell, ...]] = []
+    for run in page.view.runs:
+        rows.append(
+            (
+                run.scheduled_at,
+                run.fire_at,
+                _status(run.status),
+                str(run.attempt),
+                run.finished_at or "-",
+                run.error or "",
+            )
         )
-        for run in page.view.runs
-    ]
+        if has_attempts:
+            rows.extend(_attempt_row(attempt) for attempt in run.attempts)
     print_page(headers, rows, page.view.next_cursor, "runs")
+
+
+def _attempt_row(attempt: AttemptView) -> tuple[Cell, ...]:
+    return (
+        f"  attempt {attempt.attempt}",
+        attempt.started_at,
+        _status(attempt.outcome) if attempt.outcome else "-",
+        str(attempt.attempt),
+        attempt.finished_at or "-",
+        attempt.error or "",
+    )
 
 
 def show_tenants(page: Answer[Tenants], *, as_json: bool) -> None:
