@@ -325,6 +325,23 @@ def test_runs_of_a_job_that_never_fired(ctl: Ctl) -> None:
     assert_fails(ctl("runs", "job_missing"), 1, "job_missing")
 
 
+def test_next_of_a_job_previews_its_schedule_with_start_and_end_through_the_node(
+    ctl: Ctl,
+) -> None:
+    bounds = ("--start", "2030-01-06T00:00:00Z", "--end", "2030-01-21T00:00:00Z")
+    job_id = ctl.json("add", *CRON_JOB, *bounds)["job_id"]
+    after = ("--after", "2030-01-01T00:00:00Z")
+    expected = ["2030-01-07T02:30:00Z", "2030-01-14T02:30:00Z"]  # Mondays; the 21st is past end
+    assert ctl.json("next", job_id, *after, "-n", "5") == {"runs": expected}
+    offline = ctl.json("next", "0 8 * * MON", "--tz", "Asia/Kolkata", *after, "-n", "2")
+    assert offline == {"runs": expected}
+    table = ctl("next", job_id, *after, "-n", "1")
+    assert table.returncode == 0, table.stderr
+    assert table.stdout.splitlines()[0].split() == ["#", "local", "(Asia/Kolkata)", "UTC"]
+    assert "Mon 2030-01-07 08:00 IST (+0530)" in table.stdout
+    assert_fails(ctl("next", "job_missing"), 1, "job_missing")
+
+
 # ---------------------------------------------------------------- admin
 
 

@@ -111,7 +111,7 @@ def test_exactly_one_schedule_form_is_required() -> None:
     none_given = schedctl("next")
     both = schedctl("next", "0 8 * * *", "--every", "5m")
     assert none_given.returncode == both.returncode == 2
-    assert "exactly one of EXPR, --every or --at" in both.stderr
+    assert "exactly one of EXPR, JOB_ID, --every or --at" in both.stderr
 
 
 def test_unknown_option_is_a_usage_error() -> None:

@@ -35,7 +35,7 @@ from schedd.errors import (
     error_of_answer,
 )
 from schedd.jsonbody import JSONValue
-from schedd.wire.jobs import JobList, JobView, RunList, Triggered
+from schedd.wire.jobs import JobList, JobView, PreviewResult, RunList, Triggered
 from schedd.wire.tenants import TenantCredentials
 
 DEFAULT_URL = "http://127.0.0.1:8701"
@@ -252,6 +252,16 @@ class Client:
     def list_runs(self, job_id: str, *, cursor: str | None, limit: int) -> Answer[RunList]:
         query = {"cursor": cursor, "limit": limit}
         return self.answer(RunList, "GET", _job(job_id) + "/runs", query=query)
+
+    def preview_schedule(
+        self, schedule: Mapping[str, str], *, after: str | None, count: int
+    ) -> Answer[PreviewResult]:
+        """POST /v1/schedules:preview: the next `count` runs after `after` (default: the
+        node's now). It changes nothing, so it may go to another node."""
+        body: dict[str, JSONValue] = {"schedule": dict(schedule), "count": count}
+        if after is not None:
+            body["after"] = after
+        return self.answer(PreviewResult, "POST", "/v1/schedules:preview", body, is_safe=True)
 
     # ------------------------------------------------------------ tenants and cluster
 

@@ -1,19 +1,23 @@
-"""`schedctl next`: show a schedule's next runs offline, with the same engine dispatch uses."""
+"""`schedctl next`: show a schedule's next runs offline, with the same engine dispatch uses, or
+an existing job's through the API's preview endpoint (the job's own schedule, as stored)."""
 
 from __future__ import annotations
 
 import json
 import time
-from zoneinfo import ZoneInfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import click
+from click.core import ParameterSource
 
 from schedd.cli.ctl import render
+from schedd.cli.ctl.client import Client
 from schedd.errors import InvalidRequest
 from schedd.schedule import occurrences, parse_schedule
 from schedd.timeformat import format_instant, from_ms, parse_instant
 
 MAX_COUNT = 1000
+JOB_ID_PREFIX = "job_"  # no cron expression starts so: the argument is a job id
 
 
 @click.command(
@@ -23,9 +27,10 @@ Examples:
   schedctl next '0 8 * * MON-FRI' --tz America/New_York
   schedctl next '30 2 * * *' --tz Europe/Berlin --after 2027-03-27T00:00:00Z -n 3
   schedctl next --every 90m --start 2026-12-01T09:00:00Z
-  schedctl next --at 2026-12-24T18:00:00+01:00 --json""",
+  schedctl next --at 2026-12-24T18:00:00+01:00 --json
+  schedctl next job_0123abcd -n 3    # a job's own schedule, through the API""",
 )
-@click.argument("expr", required=False)
+@click.argument("expr", metavar="[EXPR|JOB_ID]", required=False)
 @click.option(
     "--tz",
     "--timezone",
@@ -55,7 +60,9 @@ Examples:
     "-n", "--count", metavar="N", default=5, show_default=True, help="How many runs to show."
 )
 @click.option("--json", "as_json", is_flag=True, help='Print {"runs": ["...Z", ...]}.')
+@click.pass_context
 def next_runs(
+    ctx: click.Context,
     expr: str | None,
     timezone: str,
     every: str | None,
@@ -65,11 +72,15 @@ def next_runs(
     count: int,
     as_json: bool,
 ) -> None:
-    """Show the next runs of a cron EXPR (or --every, or --at) without a server."""
+    """Show the next runs of a cron EXPR (or --every, or --at) offline, or of JOB_ID's
+    schedule through the API."""
     if sum(x is not None for x in (expr, every, run_at)) != 1:
-        raise InvalidRequest("schedule", "give exactly one of EXPR, --every or --at")
+        raise InvalidRequest("schedule", "give exactly one of EXPR, JOB_ID, --every or --at")
     if not 1 <= count <= MAX_COUNT:
         raise InvalidRequest("count", f"must be from 1 to {MAX_COUNT}, got {count}")
+    if expr is not None and expr.startswith(JOB_ID_PREFIX):
+        _show_job_runs(ctx, expr, after=after, count=count, as_json=as_json)
+        return
     now_ms = int(time.time() * 1000)
     after_ms = now_ms if after is None else parse_instant(after, field="after")
     spec: dict[str, str]
@@ -85,6 +96,37 @@ def next_runs(
         click.echo(json.dumps({"runs": [format_instant(ms) for ms in runs]}))
     else:
         _print_table(runs, ZoneInfo(timezone) if expr is not None else None)
+
+
+def _show_job_runs(
+    ctx: click.Context, job_id: str, *, after: str | None, count: int, as_json: bool
+) -> None:
+    """GET the job, then preview its schedule (start and end included) through the API."""
+    for name, flag in (("timezone", "--tz"), ("start", "--start")):
+        if ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT):
+            raise InvalidRequest(flag, "does not go with JOB_ID: the job's own schedule is used")
+    if after is not None:
+        parse_instant(after, field="after")  # bad input fails before any request
+    client: Client = ctx.obj
+    job = client.get_job(job_id).view
+    answer = client.preview_schedule(job.schedule, after=after, count=count)
+    if as_json:
+        render.print_json(answer.raw)
+        return
+    if job.status != "active":
+        render.note(f"{job_id} is {job.status}: it fires none of these runs while it is")
+    runs = [parse_instant(text, field="runs") for text in answer.view.runs]
+    _print_table(runs, _job_zone(job.schedule))
+
+
+def _job_zone(schedule: dict[str, str]) -> ZoneInfo | None:
+    """The zone of a cron job's local times (None for `every` and `run_at`: UTC only)."""
+    if "cron" not in schedule:
+        return None
+    try:
+        return ZoneInfo(schedule.get("timezone") or "UTC")
+    except (ZoneInfoNotFoundError, ValueError):  # a zone newer than this machine's tzdata
+        return None
 
 
 def _print_table(runs: list[int], zone: ZoneInfo | None) -> None:
