@@ -190,9 +190,13 @@ def _refused(
     payload_limit: int,
     is_new_schedule: bool,
 ) -> NoReturn:
-    """Raise the error the checks name first, in their order: the job's own fields, the
-    schedule, the target, the payload's size, the retry object (`refused`: msgspec's first
-    in the body's key order, perhaps another field's)."""
+    """Raise the error the checks name first, in the order they had before the body was a
+    struct: unknown fields, a missing schedule or target, the schedule (so a bad schedule is
+    `invalid_schedule` whatever else is wrong), the job's own fields, the target, the payload's
+    size, the retry object (`refused`: msgspec's first in the body's key order, perhaps
+    another field's)."""
+    if isinstance(body, Mapping) and {"schedule", "target"} <= body.keys() <= JOB_FIELDS:
+        parse_schedule(body["schedule"], now_ms=now_ms, needs_a_run_left=is_new_schedule)
     asked = convert_body(body, JobCreate)
     parse_schedule(asked.schedule, now_ms=now_ms, needs_a_run_left=is_new_schedule)
     parse_target(asked.target)
@@ -267,9 +271,6 @@ class RetryInput(Body):
         "max_attempts": f"must be an integer 1-{MAX_ATTEMPTS}, got {{value!r}}",
         "backoff": f"must be one of {', '.join(repr(b.value) for b in Backoff)}, got {{value!r}}",
     }
-
-
-RETRY_INPUT = {"anyOf": [ref(RetryInput), {"type": "null"}]}
 
 
 def parse_retry(value: object) -> RetryPolicy:

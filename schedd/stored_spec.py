@@ -248,7 +248,9 @@ def stored_retry(value: object) -> RetryPolicy:
 
 @functools.lru_cache(maxsize=4096)
 def load_retry(text: str) -> RetryPolicy:
-    """An outbox row's retry policy (its JSON text), read as `stored_retry` reads it."""
+    """A stored retry policy (an outbox row's or a message's JSON text), read as `stored_retry`
+    reads it; text that is not JSON (no release wrote any) reads as the default policy, where
+    apply's readers before issue 30 raised."""
     try:
         value = json.loads(text)
     except ValueError:

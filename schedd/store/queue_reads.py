@@ -41,13 +41,13 @@ def taken_messages(
     receipts = [f"{nonce}.{msg_id}" for nonce, msg_id in zip(nonces, taken, strict=False)]
     if not receipts:
         return []
-    marks = ",".join("?" * len(receipts))
-    rows = conn.execute(
+    ids = taken[: len(receipts)]
+    rows = conn.execute(  # by key: no index on receipts (ack, nack and extend go by key too)
         "SELECT receipt, job_id, scheduled_at_ms, attempt, payload FROM messages "
-        f"WHERE receipt IN ({marks})",
-        receipts,
+        f"WHERE msg_id IN ({','.join('?' * len(ids))})",
+        ids,
     ).fetchall()
-    found = {row[0]: row for row in rows}
+    found = {row[0]: row for row in rows}  # a receipt no longer this receive's matches none
     return [
         received(job_id, scheduled_at_ms, attempt, payload, receipt)
         for receipt, job_id, scheduled_at_ms, attempt, payload in (

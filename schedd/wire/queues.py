@@ -93,7 +93,7 @@ class Message(msgspec.Struct, frozen=True, kw_only=True):
     receipt: str
     job_id: str
     scheduled_at: Instant
-    attempt: Annotated[int, Meta(ge=1)]
+    attempt: Annotated[int, Meta(extra_json_schema={"minimum": 1})]  # documented, not enforced
     idempotency_key: Annotated[str, Meta(description="<job_id>:<scheduled_at>")]
     payload: Payload
 

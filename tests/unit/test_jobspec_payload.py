@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from schedd.errors import InvalidRequest, PayloadTooLarge
+from schedd.errors import InvalidRequest, PayloadTooLarge, SchedError
 from schedd.jobspec import parse_job
 
 NOW_MS = 1_790_000_000_000
@@ -54,3 +54,16 @@ def test_a_duration_over_its_bound_names_the_bound_in_its_shortest_unit(
     with pytest.raises(InvalidRequest) as raised:
         parse_job(BODY | extra, now_ms=NOW_MS)
     assert str(raised.value) == message
+
+
+@pytest.mark.parametrize(
+    "also_bad",
+    [{"overlap_policy": "nope"}, {"name": 5}, {"window": "forever"}, {"misfire_policy": 1}],
+)
+def test_a_bad_schedule_is_named_first_whatever_else_is_wrong(also_bad: dict[str, object]) -> None:
+    """The order the checks had before the body was a struct: a client that branches on
+    invalid_schedule sees it when the schedule is bad, whatever other field is."""
+    body = {"schedule": {"cron": "bad"}, "target": {"type": "queue", "name": "q"}} | also_bad
+    with pytest.raises(SchedError) as refused:
+        parse_job(body, now_ms=NOW_MS)
+    assert refused.value.code == "invalid_schedule"

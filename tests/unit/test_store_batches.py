@@ -386,7 +386,13 @@ def test_a_run_taken_by_id_and_handed_out_again_before_the_read_is_not_answered_
         names.append((result["taken"], nonces))
     (first, first_nonces), (second, second_nonces) = names
     assert first == second and len(first) == 1  # the same message, handed out twice
+    statements: list[str] = []
+    store.db.conn.set_trace_callback(statements.append)
     assert taken_messages(store.db.conn, first, first_nonces) == []
+    store.db.conn.set_trace_callback(None)
+    (read,) = [sql for sql in statements if "FROM messages" in sql]
+    plan = store.db.conn.execute(f"EXPLAIN QUERY PLAN {read}").fetchall()
+    assert "PRIMARY KEY" in str(plan) and "SCAN" not in str(plan)  # by key, never a scan
     (message,) = taken_messages(store.db.conn, second, second_nonces)
     assert (message.job_id, message.attempt) == ("j1", 2)
     assert message.receipt == f"b1.{second[0]}"
