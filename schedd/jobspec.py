@@ -293,10 +293,10 @@ def _retry_policy(asked: RetryInput) -> RetryPolicy:
     )
 
 
-def _parse_name(value: object) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or len(value) > 200 or _CONTROL.search(value):
+def _parse_name(value: str | None) -> str | None:
+    """The name JobCreate read (a string of at most 200 characters), without control
+    characters: what its published pattern says and msgspec does not check (PRINTABLE)."""
+    if value is not None and _CONTROL.search(value):
         raise InvalidRequest("name", "must be a string of at most 200 printable characters")
     return value
 

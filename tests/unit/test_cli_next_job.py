@@ -11,9 +11,8 @@ from typing import Any
 
 import pytest
 
-from schedd.cli.ctl.main import main
 from tests.servers import serving
-from tests.unit.test_cli_answers import JOB, STAMP
+from tests.unit.test_cli_answers import JOB, STAMP, schedctl
 
 JOB_ID = "job_0123abcd"
 BERLIN = {
@@ -73,14 +72,6 @@ def node() -> Node:
 def url(node: Node) -> Iterator[str]:
     with serving(node.handler()) as served:
         yield served
-
-
-def schedctl(url: str, *args: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exited:
-        main(["--url", url, "--token", "t", *args])
-        raise SystemExit(0)
-    out, err = capsys.readouterr()
-    return int(exited.value.code or 0), out, err
 
 
 def test_next_of_a_job_previews_its_stored_schedule_in_its_zone(

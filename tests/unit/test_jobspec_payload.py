@@ -67,3 +67,12 @@ def test_a_bad_schedule_is_named_first_whatever_else_is_wrong(also_bad: dict[str
     with pytest.raises(SchedError) as refused:
         parse_job(body, now_ms=NOW_MS)
     assert refused.value.code == "invalid_schedule"
+
+
+@pytest.mark.parametrize("name", ["x" * 201, "tab\there", 5])
+def test_a_name_too_long_not_text_or_with_a_control_character_is_refused(name: object) -> None:
+    body = {"schedule": {"every": "1m"}, "target": {"type": "queue", "name": "q"}, "name": name}
+    with pytest.raises(InvalidRequest) as refused:
+        parse_job(body, now_ms=NOW_MS)
+    assert refused.value.field == "name"
+    assert parse_job(body | {"name": "x" * 200}, now_ms=NOW_MS).name == "x" * 200

@@ -77,7 +77,7 @@ OPERATIONS = (
     ),
     Operation(
         method="GET",
-        path="/v1/queues/consumers/local",
+        path=queues.LOCAL_CONSUMERS,
         handler=queues.local_consumers,
         operation_id="listLocalConsumers",
         tag="queues",
