@@ -54,8 +54,13 @@ JSONObject = Mapping[str, Any]  # kept as the proposer built it (a job spec, ten
 # node reads from its own store, not as deliveries every replica builds and keeps. Level 7
 # (issue 30): a receive_messages `runs_by_reference`, whose per-run messages (retries and
 # redeliveries) are answered as their ids, read the same way: no receive's answer holds a payload.
+# Level 8 (issue 31): operators' control of schedules (backfill, trigger overrides, run limits,
+# pause reasons, queue and tenant pauses, a job's versions): new types, and new body fields
+# whose `needed_level` is 8. Their state lives in new tables (schema.LATER_TABLES), so a log
+# that never uses them digests as before.
 # LEVEL_OF_TYPE names the types above level 1.
-LOG_LEVEL = 7
+LOG_LEVEL = 8
+SCHEDULE_CONTROL_LEVEL = 8
 DEFERRED_COMPLETION_LEVEL = 5
 BY_REFERENCE_LEVEL = 6
 RUNS_BY_REFERENCE_LEVEL = 7
