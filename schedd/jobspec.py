@@ -33,9 +33,20 @@ from schedd.targetspec import PRINTABLE, TargetUnion, checked_target, parse_targ
 from schedd.targetspec import QUEUE_NAME as QUEUE_NAME  # schedctl's
 from schedd.timeformat import format_duration
 from schedd.wire.fields import DEFAULT_PAYLOAD_LIMIT, SCHEMAS, Payload, ref
+from schedd.wire.jobs import MAX_RUNS
 
 JOB_FIELDS = frozenset(
-    {"name", "schedule", "window", "target", "payload", "retry", "misfire_policy", "overlap_policy"}
+    {
+        "name",
+        "schedule",
+        "window",
+        "target",
+        "payload",
+        "retry",
+        "misfire_policy",
+        "overlap_policy",
+        "max_runs",
+    }
 )
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 MAX_WINDOW_MS = 86_400_000
@@ -54,6 +65,7 @@ class JobSpec:
     retry: RetryPolicy
     misfire_policy: MisfirePolicy
     overlap_policy: OverlapPolicy
+    max_runs: int | None = None  # level 8: complete after this many scheduled runs
 
     @property
     def is_recurring(self) -> bool:
@@ -100,9 +112,22 @@ class JobCreate(Body, kw_only=True):
             "one-time job accepts only allow."
         ),
     ] = None
+    max_runs: (
+        Annotated[
+            int,
+            Meta(
+                ge=1,
+                le=MAX_RUNS,
+                description="Recurring schedules only: after this many scheduled runs are claimed "
+                "the job completes (triggers and backfills are not counted).",
+            ),
+        ]
+        | None
+    ) = None
 
     field_messages: ClassVar[Mapping[str, str]] = {
         "name": "must be a string of at most 200 printable characters",
+        "max_runs": f"must be an integer from 1 to {MAX_RUNS:,}, got {{value!r}}",
         "misfire_policy": _policy_message(MisfirePolicy),
         "overlap_policy": _policy_message(OverlapPolicy),
     }
@@ -171,13 +196,16 @@ def parse_job(
         schedule=schedule,
         window_ms=int(asked.window) or None if asked.window is not None else None,
         target=checked_target(asked.target, body["target"]),
-        payload=_check_payload(asked.payload, payload_limit),
+        payload=check_payload(asked.payload, payload_limit),
         retry=DEFAULT_RETRY if asked.retry is None else _retry_policy(asked.retry),
         misfire_policy=asked.misfire_policy or MisfirePolicy.RUN_ONCE,
         overlap_policy=asked.overlap_policy or OverlapPolicy.ALLOW,
+        max_runs=asked.max_runs,
     )
     if not spec.is_recurring and spec.overlap_policy is not OverlapPolicy.ALLOW:
         raise InvalidRequest("overlap_policy", "applies to recurring schedules only")
+    if not spec.is_recurring and spec.max_runs is not None:
+        raise InvalidRequest("max_runs", "applies to recurring schedules only")
     _check_window_fits(spec)
     return spec
 
@@ -200,7 +228,7 @@ def _refused(
     asked = convert_body(body, JobCreate)
     parse_schedule(asked.schedule, now_ms=now_ms, needs_a_run_left=is_new_schedule)
     parse_target(asked.target)
-    _check_payload(asked.payload, payload_limit)
+    check_payload(asked.payload, payload_limit)
     parse_retry(asked.retry)
     raise refused
 
@@ -225,7 +253,7 @@ def patch_job(
 
 def spec_to_json(spec: JobSpec) -> JSONObject:
     """The canonical JSON of a JobSpec (the API's job fields, instants in UTC)."""
-    return {
+    stored: dict[str, JSONValue] = {
         "name": spec.name,
         "schedule": schedule_to_json(spec.schedule),
         "window": None if spec.window_ms is None else format_duration(spec.window_ms),
@@ -240,6 +268,9 @@ def spec_to_json(spec: JobSpec) -> JSONObject:
         "misfire_policy": spec.misfire_policy.value,
         "overlap_policy": spec.overlap_policy.value,
     }
+    if spec.max_runs is not None:  # absent otherwise: a spec as every release before wrote it
+        stored["max_runs"] = spec.max_runs
+    return stored
 
 
 DEFAULT_RETRY = RetryPolicy()
@@ -313,7 +344,7 @@ def _check_window_fits(spec: JobSpec) -> None:
         )
 
 
-def _check_payload(payload: object, limit: int) -> JSONValue:
+def check_payload(payload: object, limit: int) -> JSONValue:
     # The stdlib's compact text, as the store keeps and delivers it (msgspec writes some
     # floats shorter: 1e16 for 1e+16, and would let such payloads past the limit).
     size = len(dumps(payload).encode())  # type: ignore[arg-type]

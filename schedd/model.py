@@ -65,6 +65,7 @@ class ClaimRefusal(StrEnum):
     CANCELLED = "cancelled"
     STALE_VERSION = "stale_version"  # the job changed (or paused) after the dispatcher read it
     DUPLICATE_RUN = "duplicate_run"  # the job has a run at that instant (a trigger's)
+    TENANT_PAUSED = "tenant_paused"  # its tenant was paused (level 8) after the dispatcher read
 
 
 class HttpMethod(StrEnum):

@@ -60,6 +60,7 @@ from schedd.store.events import (
     DueAdded,
     MessagesReady,
     StateReplaced,
+    TenantResumed,
 )
 from schedd.store.files import durable_replace
 from schedd.store.gauges import read_store
@@ -519,6 +520,9 @@ def subscribe_loops(
     once they run (the look-ups from the first: none is kept before it)."""
     events.subscribe(DueAdded, dispatch.on_due)
     events.subscribe(StateReplaced, lambda _: dispatch.on_restored())
+    # A resumed tenant's due rows were left out of memory: read everything anew, as after a
+    # snapshot install (rare: an operator's action).
+    events.subscribe(TenantResumed, lambda _: dispatch.on_restored())
     events.subscribe(DeliveriesReady, lambda _: caller.wake_threadsafe())
     events.subscribe(StateReplaced, lambda _: caller.wake_threadsafe())
     events.subscribe(ConnectionChanged, connections.forget)

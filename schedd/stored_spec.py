@@ -119,6 +119,12 @@ class StoredSpec(msgspec.Struct, frozen=True):
     retry: msgspec.Raw = _ABSENT
     misfire_policy: Any = "run_once"
     overlap_policy: Any = "allow"
+    max_runs: Any = None  # level 8; absent from specs without a limit
+
+    def run_limit(self) -> int | None:
+        """The run limit as stored: a positive integer, else none."""
+        limit = self.max_runs
+        return limit if type(limit) is int and limit > 0 else None
 
     def plan(self) -> SpecPlan:
         """The planning fields, typed leniently: a value no release wrote reads as its default

@@ -227,7 +227,7 @@ def operation(op: Operation, schema_of: SchemaOf) -> Schema:
     statuses = {*op.access.errors, *op.errors}
     if op.body is not None:
         body = ref(op.body) if isinstance(op.body, str) else schema_of(op.body)
-        out["requestBody"] = {"required": True, "content": {JSON: {"schema": body}}}
+        out["requestBody"] = {"required": op.body_required, "content": {JSON: {"schema": body}}}
         statuses |= {408, 503}  # a slow body; too many bodies read at once
     answers = {str(status): answer(a, schema_of) for status, a in op.answers.items()}
     out["responses"] = answers | {

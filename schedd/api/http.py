@@ -168,6 +168,13 @@ async def read_object(request: web.Request, *, limit_bytes: int) -> dict[str, JS
             ) from None
 
 
+async def read_optional_object(request: web.Request, *, limit_bytes: int) -> dict[str, JSONValue]:
+    """read_object for a route whose body may be left out: none (or an empty one) is {}."""
+    if not request.body_exists:
+        return {}
+    return await read_object(request, limit_bytes=limit_bytes)
+
+
 async def _read_body(request: web.Request, limit_bytes: int) -> bytes:
     chunks, size = [], 0
     async for chunk in request.content.iter_any():  # stop reading as soon as it is too big

@@ -16,11 +16,13 @@ from typing import Any
 
 import msgspec
 from aiohttp import web
+from msgspec import UNSET
 
 from schedd.api.connections import connection_verdicts
 from schedd.api.context import CONTEXT, ApiContext
 from schedd.api.creates import CREATE_GROUPS, NewItem, encoded_bytes, propose_creates
 from schedd.api.http import (
+    check_level,
     decode_cursor,
     encode_cursor,
     int_cursor,
@@ -30,6 +32,7 @@ from schedd.api.http import (
     propose,
     query_limit,
     read_object,
+    read_optional_object,
 )
 from schedd.api.job_filters import job_filter
 from schedd.bodies import convert_body
@@ -46,13 +49,21 @@ from schedd.errors import (
 from schedd.guard.dns import lookups_for
 from schedd.guard.ssrf import BlockedTarget
 from schedd.jobspec import MAX_BATCH as MAX_BATCH  # the route table's
-from schedd.jobspec import BatchCreate, JobSpec, parse_job, patch_job, spec_to_json
+from schedd.jobspec import (
+    BatchCreate,
+    JobSpec,
+    check_payload,
+    parse_job,
+    patch_job,
+    spec_to_json,
+)
 from schedd.jsonbody import JSONObject, JSONValue
 from schedd.model import HttpTarget, JobStatus, not_live_message, partition_of
 from schedd.schedule import fire_time, first_run_at, load_schedule, trigger_time
 from schedd.store import queries
 from schedd.store.command import MAX_COMMAND_BYTES, compact_json
 from schedd.store.commands import (
+    SCHEDULE_CONTROL_LEVEL,
     CancelJob,
     PauseJob,
     ResumeJob,
@@ -64,6 +75,7 @@ from schedd.store.results import JobError, JobOutcome
 from schedd.timeformat import format_instant, parse_instant
 from schedd.wire.errors import Failure
 from schedd.wire.jobs import BatchResults, Created, JobList, JobView, RunList, Triggered
+from schedd.wire.pauses import PauseRequest, TriggerRequest
 
 BODY_OVERHEAD = 64 * 1024  # room around the payload for the rest of a job body
 BATCH_BODY_LIMIT = 32 * 1024 * 1024
@@ -102,6 +114,8 @@ def _next_runs(job_id: str, spec: JobSpec, now_ms: int) -> tuple[int | None, int
 def _new_item(
     ctx: ApiContext, spec: JobSpec, key: str | None, body: dict[str, JSONValue], now: int
 ) -> NewItem:
+    if spec.max_runs is not None:  # counted by apply at level 8
+        check_level(ctx.storage, SCHEDULE_CONTROL_LEVEL)
     job_id = new_job_id(now)
     run_at, fire_at = _next_runs(job_id, spec, now)
     stored = _stored_spec(ctx, spec)
@@ -344,7 +358,9 @@ async def cancel_job(request: web.Request) -> web.Response:
 async def pause_job(request: web.Request) -> web.Response:
     ctx, who = request.app[CONTEXT], principal(request)
     tenant_id, job_id = who.tenant(), request.match_info["job_id"]
-    await propose(ctx, PauseJob(tenant_id=tenant_id, job_id=job_id, actor=who.actor))
+    asked = convert_body(await read_optional_object(request, limit_bytes=4096), PauseRequest)
+    cmd = PauseJob(tenant_id=tenant_id, job_id=job_id, actor=who.actor, reason=asked.reason)
+    await propose(ctx, cmd)
     return json_response(await _read_job(ctx, tenant_id, job_id))
 
 
@@ -380,6 +396,7 @@ async def update_job(request: web.Request) -> web.Response:
         job = _live(await _read_job(ctx, tenant_id, job_id), "changed")
         now = ctx.clock_ms()
         spec = patch_job(job.spec_fields(), changes, now_ms=now, payload_limit=ctx.payload_limit)
+        _check_run_limit(spec, job)
         [blocked] = await _guard_targets(ctx, tenant_id, [spec], request.remote)
         if blocked is not None:
             raise blocked
@@ -412,12 +429,29 @@ def _current_or_new_run(
     return run_at, fire_time(job_id, run_at, spec.window_ms or 0)
 
 
+def _check_run_limit(spec: JobSpec, job: JobView) -> None:
+    """A run limit must leave a run to start (a job that reached it has completed)."""
+    started = job.runs_started or 0
+    if spec.max_runs is not None and spec.max_runs <= started:
+        raise InvalidRequest(
+            "max_runs", f"must be more than the {started} runs this job has started already"
+        )
+
+
 async def trigger_job(request: web.Request) -> web.Response:
     ctx, who = request.app[CONTEXT], principal(request)
     tenant_id, job_id = who.tenant(), request.match_info["job_id"]
+    body = await read_optional_object(request, limit_bytes=ctx.payload_limit + BODY_OVERHEAD)
+    asked = convert_body(body, TriggerRequest)
+    own = None  # this run's own payload, as a spec stores one (sealed when keys are set)
+    if asked.payload is not UNSET:
+        payload = check_payload(asked.payload, ctx.payload_limit)
+        own = compact_json(ctx.payload_keys.seal(payload))
     job = await _read_job(ctx, tenant_id, job_id)
     at = trigger_time(load_schedule(job.schedule), ctx.clock_ms())
-    cmd = TriggerJob(tenant_id=tenant_id, job_id=job_id, actor=who.actor, scheduled_at_ms=at)
+    cmd = TriggerJob(
+        tenant_id=tenant_id, job_id=job_id, actor=who.actor, scheduled_at_ms=at, payload=own
+    )
     await propose(ctx, cmd)
     return json_response(Triggered(job_id=job_id, scheduled_at=format_instant(at)), status=202)
 

@@ -69,6 +69,7 @@ class Operation:
     # The request body's struct (or an Annotated one, with examples), or the name of a schema
     # tools/gen_openapi.py writes (the batch and preview bodies, until they are structs).
     body: Any = None
+    body_required: bool = True  # False: the body may be left out (its fields are optional)
     answers: Mapping[int, Answer]
     errors: tuple[int, ...] = ()
     extra: Mapping[str, Any] = field(default_factory=dict)  # further OpenAPI operation keys

@@ -33,6 +33,7 @@ from schedd.api.http import json_response, principal, propose, read_object
 from schedd.bodies import Body, convert_body, ms_or
 from schedd.errors import InvalidRequest
 from schedd.jsonbody import JSONValue
+from schedd.store import pauses
 from schedd.store.commands import (
     BY_REFERENCE_LEVEL,
     RUNS_BY_REFERENCE_LEVEL,
@@ -41,6 +42,7 @@ from schedd.store.commands import (
     NackMessages,
     ReceiveMessages,
 )
+from schedd.store.pauses import Scope
 from schedd.store.queue_reads import (
     held_messages,
     queue_summaries,
@@ -76,7 +78,7 @@ RECHECK_S = 1.0  # retries and expired visibility make messages visible without 
 LOCAL_CONSUMERS = "/v1/queues/consumers/local"
 
 
-def _queue(request: web.Request) -> str:
+def queue_of(request: web.Request) -> str:
     name = request.match_info["name"]
     if not QUEUE_NAME.fullmatch(name):
         raise InvalidRequest("name", "must match [A-Za-z0-9_.-]{1,128}")
@@ -98,13 +100,15 @@ def _nonces(count: int) -> tuple[str, ...]:
 
 def _visible(tenant_id: str, queue: str, now_ms: int, limit: int) -> Any:
     def query(conn: sqlite3.Connection) -> int:
+        if pauses.find(conn, Scope.QUEUE, tenant_id, queue) is not None:
+            return 0  # paused: the receive waits (apply hands out nothing meanwhile anyway)
         return visible_count(conn, tenant_id, queue, now_ms, limit)
 
     return query
 
 
 async def receive(request: web.Request) -> web.Response:
-    ctx, tenant_id, queue = request.app[CONTEXT], principal(request).tenant(), _queue(request)
+    ctx, tenant_id, queue = request.app[CONTEXT], principal(request).tenant(), queue_of(request)
     asked = convert_body(await read_object(request, limit_bytes=BODY_LIMIT), ReceiveRequest)
     count, wait_ms = asked.max, ms_or(asked.wait, 0)
     visibility_ms = ms_or(asked.visibility_timeout, DEFAULT_VISIBILITY_MS)
@@ -197,7 +201,7 @@ def _record_deliveries(messages: list[Message], received_ms: int) -> None:
 
 async def _settle(request: web.Request, body: type[B]) -> tuple[str, str, B]:
     """An ack, nack or extend request: its tenant, its queue and its body."""
-    tenant_id, queue = principal(request).tenant(), _queue(request)
+    tenant_id, queue = principal(request).tenant(), queue_of(request)
     return tenant_id, queue, convert_body(await read_object(request, limit_bytes=BODY_LIMIT), body)
 
 
@@ -237,7 +241,13 @@ async def list_queues(request: web.Request) -> web.Response:
     def query(conn: sqlite3.Connection) -> list[QueueSummary]:
         return queue_summaries(conn, tenant_id, now)
 
+    def paused(conn: sqlite3.Connection) -> dict[str, pauses.Pause]:
+        return pauses.in_tenant(conn, Scope.QUEUE, tenant_id)
+
     queues = {q.name: _queue_view(q) for q in await ctx.reads.read(query)}
+    for name, pause in (await ctx.reads.read(paused)).items():
+        queue = queues.setdefault(name, _queue_view(QueueSummary(name=name)))
+        queue.paused, queue.paused_reason = True, pause.reason
     seen, is_partial = await _cluster_consumers(ctx, tenant_id)
     for consumer in sorted(seen, key=lambda c: (c.consumer, c.node)):
         queue = queues.setdefault(consumer.queue, _queue_view(QueueSummary(name=consumer.queue)))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import secrets
+import sqlite3
 import uuid
 
 import msgspec
@@ -25,8 +26,9 @@ from schedd.errors import InvalidRequest, TenantNotFound
 from schedd.guard.ssrf import BlockedTarget, host_matches
 from schedd.guard.targets import TargetGuard
 from schedd.jsonbody import JSONObject
-from schedd.store import queries
+from schedd.store import pauses, queries
 from schedd.store.commands import CreateTenant, RotateTenant, UpdateTenant
+from schedd.store.pauses import Scope
 from schedd.wire.tenants import (
     TenantCreate,
     TenantCredentials,
@@ -90,11 +92,14 @@ async def create_tenant(request: web.Request) -> web.Response:
     return json_response(shown_once, status=201)
 
 
-async def _tenant_json(ctx: ApiContext, tenant_id: str) -> TenantView:
-    tenant = await ctx.reads.read(lambda conn: queries.get_tenant(conn, tenant_id))
+async def tenant_json(ctx: ApiContext, tenant_id: str) -> TenantView:
+    def read(conn: sqlite3.Connection) -> tuple[queries.Tenant | None, pauses.Pause | None]:
+        return queries.get_tenant(conn, tenant_id), pauses.find(conn, Scope.TENANT, tenant_id, "")
+
+    tenant, pause = await ctx.reads.read(read)
     if tenant is None:
         raise TenantNotFound(tenant_id)
-    return tenant.view()
+    return tenant.view(pause)
 
 
 async def list_tenants(request: web.Request) -> web.Response:
@@ -102,10 +107,12 @@ async def list_tenants(request: web.Request) -> web.Response:
     principal(request).require_admin()
     limit = query_limit(request)
     after = decode_cursor(request) or ""
-    tenants = await ctx.reads.read(
-        lambda conn: queries.list_tenants(conn, after=after, limit=limit)
-    )
-    items = [t.view() for t in tenants]
+
+    def read(conn: sqlite3.Connection) -> tuple[list[queries.Tenant], dict[str, pauses.Pause]]:
+        return queries.list_tenants(conn, after=after, limit=limit), pauses.tenants_paused(conn)
+
+    tenants, paused = await ctx.reads.read(read)
+    items = [t.view(paused.get(t.tenant_id)) for t in tenants]
     return json_response(
         TenantList(tenants=items, next_cursor=page(items, limit, lambda t: t.tenant_id))
     )
@@ -113,7 +120,7 @@ async def list_tenants(request: web.Request) -> web.Response:
 
 async def get_tenant(request: web.Request) -> web.Response:
     principal(request).require_admin()
-    return json_response(await _tenant_json(request.app[CONTEXT], request.match_info["tenant_id"]))
+    return json_response(await tenant_json(request.app[CONTEXT], request.match_info["tenant_id"]))
 
 
 async def update_tenant(request: web.Request) -> web.Response:
@@ -124,7 +131,7 @@ async def update_tenant(request: web.Request) -> web.Response:
     hosts = [] if stored is None else stored.allowed_hosts
     changes = await _tenant_fields(body, ctx.guard, stored_hosts=hosts)
     await propose(ctx, UpdateTenant(tenant_id=tenant_id, changes=changes, actor="admin"))
-    return json_response(await _tenant_json(ctx, tenant_id))
+    return json_response(await tenant_json(ctx, tenant_id))
 
 
 async def rotate_tenant(request: web.Request) -> web.Response:

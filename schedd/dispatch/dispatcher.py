@@ -34,6 +34,7 @@ from schedd.store.dispatch_reads import (
     tenant_rates,
 )
 from schedd.store.leases import held_partitions
+from schedd.store.pauses import paused_tenants
 from schedd.store.results import Claimed
 
 log = logging.getLogger(__name__)
@@ -88,6 +89,9 @@ class Dispatcher(Loop):
         self._read_until: dict[int, int] = {}  # partition -> its due rows up to here were read
         self._is_forget_asked = False  # set from the tick thread, acted on by this loop
         self._buckets = TenantBuckets()
+        # Tenants paused (level 8), read at each preload: their runs are left in the due
+        # table, out of memory, until a resume makes the dispatcher read them again (forget).
+        self._paused: frozenset[str] = frozenset()
         self.claimed = 0
         self.rejected: Counter[str] = Counter()
         self._claim_started_s = 0.0  # monotonic start of the current _claim, for claim lag
@@ -160,6 +164,7 @@ class Dispatcher(Loop):
         once a minute."""
         horizon = now_ms + PRELOAD_WINDOW_MS
         self._buckets.set_rates(tenant_rates(conn))
+        self._paused = paused_tenants(conn)
         if self._next_preload_ms == 0 or now_ms >= self._next_full_preload_ms:
             self._read_until.clear()
             self._next_full_preload_ms = now_ms + FULL_PRELOAD_EVERY_MS
@@ -252,7 +257,11 @@ class Dispatcher(Loop):
         self, conn: sqlite3.Connection, due: list[DueRun], now_ms: int
     ) -> list[ClaimItem]:
         jobs = read_jobs(conn, {run.job_id for run in due})
-        found = [(run, job) for run in due if (job := jobs.get(run.job_id)) is not None]
+        found = [
+            (run, job)
+            for run in due
+            if (job := jobs.get(run.job_id)) is not None and job.tenant_id not in self._paused
+        ]
         claims: list[ClaimItem] = []
         for run, job in self._admitted(found, now_ms):
             try:

@@ -269,9 +269,11 @@ class UpdateJob(LogCommand[Done], frozen=True, kw_only=True, omit_defaults=True)
 
 
 def spec_level(spec: JSONObject) -> int:
-    """The log level a job spec needs: its broker target kind's (`TargetKind.log_level`), else 1."""
+    """The log level a job spec needs: its broker target kind's (`TargetKind.log_level`), 8
+    with a run limit (`max_runs`, counted by apply), else 1."""
     found = BY_NAME.get(target_type(spec.get("target")) or "")
-    return 1 if found is None else found.log_level
+    level = 1 if found is None else found.log_level
+    return max(level, SCHEDULE_CONTROL_LEVEL) if spec.get("max_runs") is not None else level
 
 
 class PauseJob(LogCommand[Done], frozen=True, kw_only=True, omit_defaults=True):
@@ -279,6 +281,10 @@ class PauseJob(LogCommand[Done], frozen=True, kw_only=True, omit_defaults=True):
     tenant_id: str
     job_id: str
     actor: str | None = None
+    reason: str | None = None  # level 8: kept in `pauses`, shown as the job's paused_reason
+
+    def needed_level(self) -> int:
+        return self.LEVEL if self.reason is None else SCHEDULE_CONTROL_LEVEL
 
 
 class ResumeJob(LogCommand[Done], frozen=True, kw_only=True, omit_defaults=True):
@@ -297,6 +303,48 @@ class TriggerJob(LogCommand[Triggered], frozen=True, kw_only=True, omit_defaults
     job_id: str
     actor: str | None = None
     scheduled_at_ms: int
+    # Level 8: this run's own payload (JSON text as a spec stores it, sealed when keys are
+    # configured), in place of the job's.
+    payload: str | None = None
+
+    def needed_level(self) -> int:
+        return self.LEVEL if self.payload is None else SCHEDULE_CONTROL_LEVEL
+
+
+class PauseQueue(LogCommand[Done], frozen=True, kw_only=True, omit_defaults=True):
+    """Receives on the queue hand out nothing until it is resumed (runs are still claimed)."""
+
+    TYPE = "pause_queue"
+    LEVEL = 8
+    tenant_id: str
+    queue: str
+    reason: str | None = None
+    actor: str | None = None
+
+
+class ResumeQueue(LogCommand[Done], frozen=True, kw_only=True, omit_defaults=True):
+    TYPE = "resume_queue"
+    LEVEL = 8
+    tenant_id: str
+    queue: str
+    actor: str | None = None
+
+
+class PauseTenant(LogCommand[Done], frozen=True, kw_only=True, omit_defaults=True):
+    """No run of the tenant is claimed until it is resumed (its due rows wait)."""
+
+    TYPE = "pause_tenant"
+    LEVEL = 8
+    tenant_id: str
+    reason: str | None = None
+    actor: str | None = None
+
+
+class ResumeTenant(LogCommand[Done], frozen=True, kw_only=True, omit_defaults=True):
+    TYPE = "resume_tenant"
+    LEVEL = 8
+    tenant_id: str
+    actor: str | None = None
 
 
 # ---------------------------------------------------------------------------- dispatch
@@ -554,6 +602,10 @@ CATALOGUE: Mapping[str, type[LogCommand[Any]]] = {
         SetRetention,
         CreateConnection,
         DeleteConnection,
+        PauseQueue,
+        ResumeQueue,
+        PauseTenant,
+        ResumeTenant,
     )
 }
 LEVEL_OF_TYPE: Mapping[str, int] = {t: c.LEVEL for t, c in CATALOGUE.items() if c.LEVEL > 1}

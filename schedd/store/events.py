@@ -49,6 +49,14 @@ class ConnectionChanged:
 
 
 @dataclass(frozen=True, slots=True)
+class TenantResumed:
+    """A paused tenant was resumed: dispatchers read again the due rows they left while it was
+    paused."""
+
+    tenant_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class StateReplaced:
     """A snapshot replaced the whole store: everything that follows applied commands starts
     over (reported by the snapshot install, not by a command)."""
@@ -60,5 +68,6 @@ Event = (
     | DeliveriesReady
     | CredentialsChanged
     | ConnectionChanged
+    | TenantResumed
     | StateReplaced
 )

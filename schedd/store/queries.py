@@ -11,10 +11,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from schedd.jobspec import JOB_FIELDS
 from schedd.model import JobStatus, MisfirePolicy, OverlapPolicy, RunStatus
 from schedd.retention import retention_json
+from schedd.store import run_payloads
 from schedd.store.ledger import completions
+from schedd.store.pauses import Pause
 from schedd.timeformat import format_instant
 from schedd.wire.cluster import AuditRecord
 from schedd.wire.deadletters import DeadLetterView
@@ -46,8 +50,8 @@ class Tenant:
             return [self.signing_secret, self.previous_secret]
         return [self.signing_secret]
 
-    def view(self) -> TenantView:
-        """The API's tenant object (never the token or the signing secret)."""
+    def view(self, pause: Pause | None = None) -> TenantView:
+        """The API's tenant object (never the token or the signing secret), with its pause."""
         return TenantView(
             tenant_id=self.tenant_id,
             name=self.name,
@@ -57,6 +61,8 @@ class Tenant:
             alert_url=self.alert_url,
             active_jobs=self.live_jobs,
             retention=retention_json(self.retention),
+            paused=pause is not None,
+            paused_reason=None if pause is None else pause.reason,
             created_at=format_instant(self.created_at_ms),
             updated_at=format_instant(self.updated_at_ms),
         )
@@ -70,6 +76,10 @@ _TENANT_COLUMNS = (
 # to be written (store/ledger/completions.py; NULL for every other job).
 JOB_COLUMNS = (
     "job_id, tenant_id, spec, status, next_run_at_ms, version, created_at_ms, updated_at_ms, "
+    # Level 8: why it was paused, and its scheduled runs claimed (a job with a run limit).
+    "(SELECT reason FROM pauses p WHERE p.scope = 'job' AND p.tenant_id = jobs.tenant_id "
+    "AND p.name = jobs.job_id), "
+    "(SELECT runs_started FROM run_counts c WHERE c.job_id = jobs.job_id), "
     + completions.PENDING_SINCE
 )
 # A condition on a jobs row: its status as readers see it.
@@ -127,6 +137,9 @@ def job_json(
     version: int,
     created_at_ms: int,
     updated_at_ms: int,
+    *,
+    paused_reason: str | None = None,
+    runs_started: int | None = None,
 ) -> JobView:
     """The API's job object; `spec` is the job's spec as stored (jobspec.spec_to_json's keys:
     every release wrote all eight; one missing, as in the store's own tests, reads as null).
@@ -143,8 +156,11 @@ def job_json(
         retry=full["retry"],
         misfire_policy=_policy(MisfirePolicy, full["misfire_policy"]),
         overlap_policy=_policy(OverlapPolicy, full["overlap_policy"]),
+        max_runs=full["max_runs"],
         status=JobStatus(status),
+        paused_reason=paused_reason if status == JobStatus.PAUSED else None,
         next_run_at=None if next_run_at_ms is None else format_instant(next_run_at_ms),
+        runs_started=runs_started if runs_started is not None or full["max_runs"] is None else 0,
         version=version,
         created_at=format_instant(created_at_ms),
         updated_at=format_instant(updated_at_ms),
@@ -153,12 +169,25 @@ def job_json(
 
 def job_to_json(row: tuple[Any, ...]) -> JobView:
     """The API's job object from a jobs row (columns as in JOB_COLUMNS)."""
-    job_id, tenant_id, spec, status, next_run, version, created, updated, pending = row
+    job_id, tenant_id, spec, status, next_run, version, created, updated, reason, runs, pending = (
+        row
+    )
     status, next_run, version, updated = completions.as_completed(
         status, next_run, version, updated, pending
     )
     spec_json = json.loads(spec)
-    return job_json(job_id, tenant_id, spec_json, status, next_run, version, created, updated)
+    return job_json(
+        job_id,
+        tenant_id,
+        spec_json,
+        status,
+        next_run,
+        version,
+        created,
+        updated,
+        paused_reason=reason,
+        runs_started=runs,
+    )
 
 
 def status_condition(status: str) -> str:
@@ -231,14 +260,18 @@ def list_runs(
         ):
             attempts.setdefault(scheduled, []).append(tuple(attempt))
     page = [_run_to_json(row, attempts.get(row[1], [])) for row in rows]
-    if not in_batches:
-        return page
     merged = sorted(
         [(row[1], run) for row, run in zip(rows, page, strict=True)] + in_batches,
         key=lambda pair: pair[0],
         reverse=True,
-    )
-    return [run for _, run in merged[:limit]]
+    )[:limit]
+    own = run_payloads.scheduled_times(conn, job_id, merged[-1][0], merged[0][0])
+    if not own:
+        return [run for _, run in merged]
+    return [
+        msgspec.structs.replace(run, payload_overridden=True) if at in own else run
+        for at, run in merged
+    ]
 
 
 # A batch run's state and times read in SQL from its slot (store/ledger/batches.py layout):

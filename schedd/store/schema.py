@@ -27,9 +27,24 @@ REPLICATED_TABLES: tuple[tuple[str, str], ...] = (
     ("batches", "batch_id"),
     ("run_keys", "job_id, scheduled_at_ms"),
     ("completions", "batch_id, slot"),
+    ("pauses", "scope, tenant_id, name"),
+    ("run_payloads", "job_id, scheduled_at_ms"),
+    ("run_counts", "job_id"),
 )
-# Added at log level 3 (issue 17: connections), 4 (issue 29: batches) and 5 (completions).
-LATER_TABLES = frozenset({"connections", "connection_uses", "batches", "run_keys", "completions"})
+# Added at log level 3 (issue 17: connections), 4 (issue 29: batches), 5 (completions) and
+# 8 (issue 31: pauses, run_payloads, run_counts).
+LATER_TABLES = frozenset(
+    {
+        "connections",
+        "connection_uses",
+        "batches",
+        "run_keys",
+        "completions",
+        "pauses",
+        "run_payloads",
+        "run_counts",
+    }
+)
 
 MIGRATIONS: tuple[str, ...] = (
     # 1: the replicated core (issue 3).
@@ -332,6 +347,33 @@ MIGRATIONS: tuple[str, ...] = (
         batch_id INTEGER NOT NULL,
         slot INTEGER NOT NULL,
         PRIMARY KEY (batch_id, slot)
+    ) WITHOUT ROWID;
+    """,
+    # 12: operators' control of schedules (issue 31, log level 8).
+    """
+    -- Who paused what and why: a job (name: its id, only when paused with a reason), a queue
+    -- (name: the queue; receives hand out nothing) or a tenant (name: ''; nothing claimed).
+    CREATE TABLE pauses (
+        scope TEXT NOT NULL,
+        tenant_id TEXT NOT NULL,
+        name TEXT NOT NULL,
+        reason TEXT,
+        actor TEXT,
+        paused_at_ms INTEGER NOT NULL,
+        PRIMARY KEY (scope, tenant_id, name)
+    ) WITHOUT ROWID;
+    -- A triggered run's own payload (POST /v1/jobs/{id}/trigger with a body), read when the
+    -- run is claimed; kept while the run is, so its history says it was overridden.
+    CREATE TABLE run_payloads (
+        job_id TEXT NOT NULL,
+        scheduled_at_ms INTEGER NOT NULL,
+        payload TEXT NOT NULL,
+        PRIMARY KEY (job_id, scheduled_at_ms)
+    ) WITHOUT ROWID;
+    -- Scheduled runs claimed so far, only for jobs whose spec has max_runs.
+    CREATE TABLE run_counts (
+        job_id TEXT PRIMARY KEY,
+        runs_started INTEGER NOT NULL
     ) WITHOUT ROWID;
     """,
 )

@@ -29,6 +29,8 @@ from schedd.wire.fields import (
 
 Attempt = Annotated[int, Meta(ge=1)]
 
+MAX_RUNS = 1_000_000  # a job's run limit: max_runs from 1 to this
+
 
 class RunAtScheduleView(msgspec.Struct, forbid_unknown_fields=True):
     """One run at an instant (a `delay` is answered as the `run_at` it came to)."""
@@ -126,9 +128,27 @@ class JobView(msgspec.Struct, frozen=True, kw_only=True):
     retry: Annotated[dict[str, Any], Meta(extra_json_schema=ref(RetryView))]
     misfire_policy: Annotated[str, one_of_values(MisfirePolicy)]
     overlap_policy: Annotated[str, one_of_values(OverlapPolicy)]
+    max_runs: Annotated[int, Meta(ge=1, le=MAX_RUNS)] | None = None
     status: Annotated[str, one_of_values(JobStatus)]
+    paused_reason: Annotated[
+        str | None, Meta(description="Why it was paused, when a reason was given.")
+    ] = None
     next_run_at: Instant | None
-    version: Annotated[int, Meta(ge=1)]
+    runs_started: Annotated[
+        int | None,
+        Meta(
+            description="Scheduled runs claimed since max_runs was set (triggers and backfills "
+            "not counted); null for a job without max_runs."
+        ),
+    ] = None
+    version: Annotated[
+        int,
+        Meta(
+            ge=1,
+            description="Rises with every change and every claim of a scheduled run: the "
+            "fence a claim is checked against.",
+        ),
+    ]
     created_at: Instant
     updated_at: Instant
 
@@ -143,6 +163,7 @@ class JobView(msgspec.Struct, frozen=True, kw_only=True):
             "retry": self.retry,
             "misfire_policy": self.misfire_policy,
             "overlap_policy": self.overlap_policy,
+            "max_runs": self.max_runs,
         }
 
 
@@ -181,6 +202,9 @@ class RunView(msgspec.Struct, frozen=True, kw_only=True):
             "is delivered or succeeded (each failed attempt keeps its own error)."
         ),
     ]
+    payload_overridden: Annotated[
+        bool, Meta(description="A trigger gave this run its own payload, in place of the job's.")
+    ] = False
 
 
 class RunList(msgspec.Struct, frozen=True, kw_only=True):

@@ -164,6 +164,10 @@ class QueueView(msgspec.Struct, kw_only=True):
             "scheduled; null without one."
         ),
     ]
+    paused: Annotated[
+        bool, Meta(description="Receives hand out nothing while paused (runs still arrive).")
+    ] = False
+    paused_reason: str | None = None
     consumers: Annotated[
         list[ConsumerView],
         Meta(

@@ -108,6 +108,8 @@ class TenantView(msgspec.Struct, frozen=True, kw_only=True):
     alert_url: str | None
     active_jobs: Count
     retention: Annotated[dict[str, str], Meta(extra_json_schema=ref(OwnRetention))]
+    paused: Annotated[bool, Meta(description="None of its runs is claimed while paused.")] = False
+    paused_reason: str | None = None
     created_at: Instant
     updated_at: Instant
 

@@ -31,6 +31,8 @@ TENANT_FIELDS = {
     "alert_url",
     "retention",
     "active_jobs",
+    "paused",
+    "paused_reason",
     "created_at",
     "updated_at",
 }

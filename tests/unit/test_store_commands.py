@@ -55,8 +55,11 @@ from schedd.store.commands import (
     ClaimRuns,
     LogCommand,
     NodeHeartbeat,
+    PauseJob,
     ReceiveMessages,
+    TriggerJob,
     answer_of,
+    spec_level,
 )
 from schedd.store.results import Acked, Claimed, Done
 
@@ -129,11 +132,27 @@ def test_the_catalogue_names_each_type_once_with_its_level() -> None:
         "delete_connection": 3,
         "claim_batch": 4,
         "add_jobs": 5,
+        "pause_queue": 8,
+        "resume_queue": 8,
+        "pause_tenant": 8,
+        "resume_tenant": 8,
     }
-    assert max(cls.LEVEL for cls in CATALOGUE.values()) == 5
+    assert max(cls.LEVEL for cls in CATALOGUE.values()) == LOG_LEVEL == 8
     assert DEFERRED_COMPLETION_LEVEL == 5  # a body's level: claim_batch's defer_completion
     assert BY_REFERENCE_LEVEL == 6  # a body's level: receive_messages' by_reference
-    assert RUNS_BY_REFERENCE_LEVEL == LOG_LEVEL  # and its runs_by_reference
+    assert RUNS_BY_REFERENCE_LEVEL == 7  # and its runs_by_reference
+
+
+def test_level_8_fields_of_older_types_need_level_8_only_when_used() -> None:
+    assert PauseJob(tenant_id="t", job_id="j").needed_level() == 1
+    assert PauseJob(tenant_id="t", job_id="j", reason="deploy").needed_level() == 8
+    plain = TriggerJob(tenant_id="t", job_id="j", scheduled_at_ms=1)
+    assert plain.needed_level() == 1 and "payload" not in plain.to_body()
+    assert (
+        TriggerJob(tenant_id="t", job_id="j", scheduled_at_ms=1, payload="{}").needed_level() == 8
+    )
+    assert spec_level({"target": {"type": "queue", "queue": "q"}}) == 1
+    assert spec_level({"target": {"type": "queue", "queue": "q"}, "max_runs": 3}) == 8
 
 
 def test_a_claim_batch_deferring_completions_needs_level_5_and_omits_the_flag_otherwise() -> None:

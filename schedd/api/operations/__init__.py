@@ -4,11 +4,12 @@ documents, in the document's order."""
 from __future__ import annotations
 
 from schedd.api.operation import Operation
-from schedd.api.operations import cluster, jobs, queues, tenants
+from schedd.api.operations import cluster, jobs, pauses, queues, tenants
 
 OPERATIONS: tuple[Operation, ...] = (
     *jobs.OPERATIONS,
     *queues.OPERATIONS,
     *tenants.OPERATIONS,
+    *pauses.OPERATIONS,
     *cluster.OPERATIONS,
 )

@@ -25,6 +25,7 @@ from schedd.api.operations.parameters import (
 )
 from schedd.jobspec import BatchCreate, JobCreate
 from schedd.wire.jobs import BatchResults, JobList, JobView, PreviewResult, RunList, Triggered
+from schedd.wire.pauses import PauseRequest, TriggerRequest
 
 
 def _job_link(operation_id: str) -> dict[str, object]:
@@ -165,8 +166,12 @@ OPERATIONS = (
         operation_id="pauseJob",
         tag="jobs",
         summary="Pause a job",
+        description="The body is optional: a reason is kept (the job's paused_reason) and "
+        "audited with who paused it.",
         access=TENANT,
         parameters=(JOB_ID,),
+        body=PauseRequest,
+        body_required=False,
         answers={
             200: Answer("The job.", body=JobView),
         },
@@ -193,12 +198,16 @@ OPERATIONS = (
         operation_id="triggerJob",
         tag="jobs",
         summary="Add one extra run now",
+        description="The body is optional: a payload given there is this run's own, in place "
+        "of the job's (the same size limit as a create); the run's history says so.",
         access=TENANT,
         parameters=(JOB_ID,),
+        body=TriggerRequest,
+        body_required=False,
         answers={
             202: Answer("The extra run is due now.", body=Triggered),
         },
-        errors=(409, 507),
+        errors=(409, 413, 507),
     ),
     Operation(
         method="GET",

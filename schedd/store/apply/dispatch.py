@@ -12,7 +12,7 @@ from collections import Counter
 import msgspec
 
 from schedd.model import ClaimRefusal, JobStatus
-from schedd.store import ledger
+from schedd.store import ledger, pauses, run_limits, run_payloads
 from schedd.store.apply import connections
 from schedd.store.command import Command, Handler, Result, ok
 from schedd.store.commands import (
@@ -74,8 +74,10 @@ def claim_runs(tx: sqlite3.Connection, cmd: Command[AnyClaims]) -> Result:
     rejected: Counter[str] = Counter()
     fed: set[Event] = set()  # the queues that got messages; DeliveriesReady for outbox rows
     leases = _leases(tx, {claim.partition for claim in cmd.body.claims})
+    paused = pauses.paused_tenants(tx)  # level 8: none, unless an operator paused a tenant
     claimed = sum(
-        _claim_round(tx, cmd, claims, leases, rejected, fed) for claims in _rounds(cmd.body.claims)
+        _claim_round(tx, cmd, claims, leases, paused, rejected, fed)
+        for claims in _rounds(cmd.body.claims)
     )
     return ok(*sorted(fed, key=repr), claimed=claimed, rejected=dict(rejected))
 
@@ -133,6 +135,7 @@ def _claim_round(
     cmd: Command[AnyClaims],
     claims: list[AnyClaim],
     leases: dict[int, tuple[str, int, int]],
+    paused: frozenset[str],
     rejected: Counter[str],
     fed: set[Event],
 ) -> int:
@@ -145,6 +148,8 @@ def _claim_round(
         reason = _refusal(cmd, claim, leases.get(claim.partition), is_due, status, version)
         if reason is None and has_run:
             reason = ClaimRefusal.DUPLICATE_RUN
+        if reason is None and tenant_id in paused:
+            reason = ClaimRefusal.TENANT_PAUSED
         if reason is not None:
             rejected[reason] += 1
             continue
@@ -153,6 +158,7 @@ def _claim_round(
             job = deliveries[spec] = ledger.job_delivery(spec)
         accepted.append((claim, tenant_id, job))
     if accepted:
+        accepted = _with_limits(tx, _with_own_payloads(tx, accepted))
         _record_runs(tx, cmd, accepted)
     queues = {(t, job.queue) for c, t, job in accepted if not c.skip and job.kind in _PULLED}
     fed.update(MessagesReady(tenant_id, queue) for tenant_id, queue in queues)
@@ -162,6 +168,40 @@ def _claim_round(
 
 
 _PULLED = ledger.PULLED_KINDS
+Accepted = list[tuple[AnyClaim, str, ledger.JobDelivery]]
+
+
+def _with_own_payloads(tx: sqlite3.Connection, accepted: Accepted) -> Accepted:
+    """Triggered runs given their own payload (level 8) deliver it, not the job's."""
+    triggers = [(c.job_id, c.scheduled_at_ms) for c, _, _ in accepted if c.is_trigger]
+    own = run_payloads.overrides(tx, triggers) if triggers else {}
+    if not own:
+        return accepted
+    return [
+        (c, t, job)
+        if (payload := own.get((c.job_id, c.scheduled_at_ms))) is None
+        else (c, t, msgspec.structs.replace(job, payload=payload))
+        for c, t, job in accepted
+    ]
+
+
+def _with_limits(tx: sqlite3.Connection, accepted: Accepted) -> Accepted:
+    """Scheduled runs of jobs with a run limit (level 8) are counted; the one that reaches the
+    limit takes its job's last run (no next run: the job completes)."""
+    started = [
+        (c.job_id, job.max_runs)
+        for c, _, job in accepted
+        if job.max_runs is not None and not c.is_trigger and not c.skip
+    ]
+    reached = run_limits.count_started(tx, started) if started else set()
+    if not reached:
+        return accepted
+    return [
+        (msgspec.structs.replace(c, next_run_at_ms=None, next_fire_at_ms=None), t, job)
+        if c.job_id in reached and not c.is_trigger and not c.skip
+        else (c, t, job)
+        for c, t, job in accepted
+    ]
 
 
 def _refusal(

@@ -9,6 +9,7 @@ import sqlite3
 from typing import NamedTuple, TypedDict
 
 from schedd.model import JobStatus
+from schedd.store import pauses, run_payloads
 from schedd.store.apply import connections
 from schedd.store.command import Command, Handler, Rejected, Result, compact_json, ok, rejected
 from schedd.store.commands import (
@@ -22,6 +23,7 @@ from schedd.store.commands import (
 )
 from schedd.store.events import DueAdded
 from schedd.store.ledger import completions
+from schedd.store.pauses import Scope
 from schedd.store.records import add_due, audit, remove_scheduled_due
 
 JobCommand = CancelJob | UpdateJob | PauseJob | ResumeJob | TriggerJob
@@ -208,6 +210,7 @@ def cancel_job(tx: sqlite3.Connection, cmd: Command[CancelJob]) -> Result:
     tx.execute("DELETE FROM due WHERE job_id = ?", (cmd.body.job_id,))
     connections.release(tx, [cmd.body.job_id])
     _set_status(tx, cmd, JobStatus.CANCELLED.value, live_delta=-1 if status in LIVE else 0)
+    pauses.forget_jobs(tx, job.tenant_id, [cmd.body.job_id])
     audit(tx, cmd, tenant_id=job.tenant_id, job_id=cmd.body.job_id, detail={"was": status})
     return ok()
 
@@ -259,9 +262,15 @@ def pause_job(tx: sqlite3.Connection, cmd: Command[PauseJob]) -> Result:
         return ok()
     if job.status != JobStatus.ACTIVE:
         return rejected("conflict", f"a {job.status} job cannot be paused")
+    b = cmd.body
     remove_scheduled_due(tx, job)
     _set_status(tx, cmd, JobStatus.PAUSED.value, live_delta=0)
-    audit(tx, cmd, tenant_id=job.tenant_id, job_id=cmd.body.job_id, detail=None)
+    if b.reason is not None:  # level 8
+        pauses.pause(
+            tx, Scope.JOB, job.tenant_id, b.job_id, reason=b.reason, actor=b.actor, at_ms=cmd.ts_ms
+        )
+    detail = None if b.reason is None else {"reason": b.reason}
+    audit(tx, cmd, tenant_id=job.tenant_id, job_id=b.job_id, detail=detail)
     return ok()
 
 
@@ -283,6 +292,7 @@ def resume_job(tx: sqlite3.Connection, cmd: Command[ResumeJob]) -> Result:
         (b.next_run_at_ms, b.next_fire_at_ms, cmd.ts_ms, b.job_id),
     )
     due = _add_due(tx, job.partition, b.job_id, b.next_fire_at_ms, b.next_run_at_ms)
+    pauses.forget_jobs(tx, job.tenant_id, [b.job_id])
     audit(tx, cmd, tenant_id=job.tenant_id, job_id=b.job_id, detail=None)
     return ok(*due)
 
@@ -297,13 +307,11 @@ def trigger_job(tx: sqlite3.Connection, cmd: Command[TriggerJob]) -> Result:
     b = cmd.body
     at = b.scheduled_at_ms
     due = _add_due(tx, job.partition, b.job_id, at, at, is_trigger=True)
-    audit(
-        tx,
-        cmd,
-        tenant_id=job.tenant_id,
-        job_id=b.job_id,
-        detail={"scheduled_at_ms": b.scheduled_at_ms},
-    )
+    detail: dict[str, object] = {"scheduled_at_ms": b.scheduled_at_ms}
+    if b.payload is not None:  # level 8: this run's own payload
+        run_payloads.keep(tx, b.job_id, at, b.payload)
+        detail["payload_overridden"] = True
+    audit(tx, cmd, tenant_id=job.tenant_id, job_id=b.job_id, detail=detail)
     return ok(*due, scheduled_at_ms=at)
 
 

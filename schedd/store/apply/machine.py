@@ -22,6 +22,7 @@ from schedd.store.apply import (
     delivery,
     dispatch,
     jobs,
+    pauses,
     queue,
     retention,
     tenants,
@@ -55,6 +56,7 @@ HANDLERS: Mapping[str, Handler] = {
     **delivery.HANDLERS,
     **retention.HANDLERS,
     **connections.HANDLERS,
+    **pauses.HANDLERS,
 }
 PRUNE_EVERY = 1_000  # indexes between deterministic clean-ups of the dedupe tables
 APPLIED_COMMANDS_TTL_MS = 3_600_000

@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 
 from schedd.model import RunStatus, idempotency_key
 from schedd.retry import has_attempts_left, retry_delay_ms
-from schedd.store import ledger
+from schedd.store import ledger, pauses
 from schedd.store.command import (
     Applied,
     Command,
@@ -25,6 +25,7 @@ from schedd.store.command import (
 from schedd.store.commands import AckMessages, ExtendMessages, NackMessages, ReceiveMessages
 from schedd.store.events import MessagesReady
 from schedd.store.ledger import batches
+from schedd.store.pauses import Scope
 from schedd.stored_spec import load_retry
 
 
@@ -51,10 +52,12 @@ def receive_messages(tx: sqlite3.Connection, cmd: Command[ReceiveMessages]) -> R
     command asks so (levels 6 and 7), and holds the rest as deliveries.
     """
     b = cmd.body
+    # A paused queue (level 8) hands out nothing: the answer of a receive that found none.
+    most = 0 if pauses.find(tx, Scope.QUEUE, b.tenant_id, b.queue) else b.max
     rows = tx.execute(
         f"SELECT {_COLUMNS} FROM messages WHERE tenant_id = ? AND queue = ? "
         "AND visible_at_ms <= ? ORDER BY visible_at_ms, msg_id LIMIT ?",
-        (b.tenant_id, b.queue, cmd.ts_ms, b.max),
+        (b.tenant_id, b.queue, cmd.ts_ms, most),
     ).fetchall()
     messages = []
     for message in map(Message._make, rows):
@@ -63,7 +66,7 @@ def receive_messages(tx: sqlite3.Connection, cmd: Command[ReceiveMessages]) -> R
             tx, cmd, message, "visibility timeout expired", "timed_out"
         ):
             messages.append(message)
-    held = _receive_batches(tx, cmd, messages, min(b.max, len(b.receipts)) - len(messages))
+    held = _receive_batches(tx, cmd, messages, min(most, len(b.receipts)) - len(messages))
     nonces = b.receipts
     receipts = [f"{nonce}.{m.msg_id}" for nonce, m in zip(nonces, messages, strict=False)]
     _hand_out(tx, cmd, messages, receipts)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from schedd import metrics
 from schedd.retention import KINDS, TENANT_KINDS, Retention
+from schedd.store import run_limits, run_payloads
 from schedd.store.apply.queue import Message, expire_batch_slots, expire_message
 from schedd.store.command import Command, Handler, Result, ok, rejected
 from schedd.store.commands import Prune, SetRetention
@@ -154,6 +155,7 @@ def _prune_runs(tx: sqlite3.Connection, tenant_id: str, cutoff_ms: int, budget: 
     ).fetchall()
     tx.executemany("DELETE FROM attempts WHERE job_id = ? AND scheduled_at_ms = ?", runs)
     tx.executemany("DELETE FROM runs WHERE job_id = ? AND scheduled_at_ms = ?", runs)
+    run_payloads.forget_runs(tx, runs)
     budget.take("runs", len(runs))
     _prune_batches(tx, tenant_id, cutoff_ms, budget)
 
@@ -171,6 +173,7 @@ def _prune_batches(tx: sqlite3.Connection, tenant_id: str, cutoff_ms: int, budge
         completions.settle_batch(tx, batch_id)  # its jobs' derived state needs its key rows
         keys = batches.run_keys(runs)
         tx.executemany("DELETE FROM run_keys WHERE job_id = ? AND scheduled_at_ms = ?", keys)
+        run_payloads.forget_runs(tx, keys)
         tx.execute("DELETE FROM batches WHERE batch_id = ?", (batch_id,))
         budget.take("runs", len(keys))
 
@@ -196,6 +199,8 @@ def _prune_jobs(tx: sqlite3.Connection, tenant_id: str, cutoff_ms: int, budget: 
         tx.execute("DELETE FROM run_keys WHERE job_id = ?", (job_id,))
         tx.execute("DELETE FROM due WHERE job_id = ?", (job_id,))
         tx.execute("DELETE FROM jobs WHERE job_id = ?", (job_id,))
+        run_payloads.forget_job(tx, job_id)
+        run_limits.forget(tx, job_id)
         budget.take("runs", runs)
         budget.take("jobs", 1)
 

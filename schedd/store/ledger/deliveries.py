@@ -37,6 +37,7 @@ class JobDelivery(msgspec.Struct, frozen=True):
     target: str
     payload: str
     retry: str
+    max_runs: int | None = None  # the job's run limit (level 8), when its spec has one
 
 
 def job_delivery(spec: str) -> JobDelivery:
@@ -52,6 +53,7 @@ def job_delivery(spec: str) -> JobDelivery:
         bytes(stored.target).decode(),
         bytes(stored.payload).decode(),
         bytes(stored.retry).decode(),
+        stored.run_limit(),
     )
 
 

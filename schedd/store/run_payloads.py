@@ -1,0 +1,48 @@
+"""A triggered run's own payload (`run_payloads`, log level 8): POST /v1/jobs/{id}/trigger with
+a body. trigger_job writes it; the claim of that run delivers it in place of the job's; it is
+kept while the run is, so the run's history says that its payload was overridden."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable
+
+
+def keep(tx: sqlite3.Connection, job_id: str, scheduled_at_ms: int, payload: str) -> None:
+    tx.execute(
+        "INSERT OR REPLACE INTO run_payloads (job_id, scheduled_at_ms, payload) VALUES (?, ?, ?)",
+        (job_id, scheduled_at_ms, payload),
+    )
+
+
+def overrides(
+    conn: sqlite3.Connection, runs: Iterable[tuple[str, int]]
+) -> dict[tuple[str, int], str]:
+    """The payloads of those runs that have their own, by (job, scheduled time)."""
+    found = {}
+    for job_id, scheduled_at_ms in runs:
+        row = conn.execute(
+            "SELECT payload FROM run_payloads WHERE job_id = ? AND scheduled_at_ms = ?",
+            (job_id, scheduled_at_ms),
+        ).fetchone()
+        if row is not None:
+            found[(job_id, scheduled_at_ms)] = row[0]
+    return found
+
+
+def scheduled_times(conn: sqlite3.Connection, job_id: str, first_ms: int, last_ms: int) -> set[int]:
+    """The runs of a job between two scheduled times (inclusive) that had their own payload."""
+    rows = conn.execute(
+        "SELECT scheduled_at_ms FROM run_payloads WHERE job_id = ? "
+        "AND scheduled_at_ms BETWEEN ? AND ?",
+        (job_id, first_ms, last_ms),
+    )
+    return {at for (at,) in rows}
+
+
+def forget_runs(tx: sqlite3.Connection, runs: Iterable[tuple[str, int]]) -> None:
+    tx.executemany("DELETE FROM run_payloads WHERE job_id = ? AND scheduled_at_ms = ?", runs)
+
+
+def forget_job(tx: sqlite3.Connection, job_id: str) -> None:
+    tx.execute("DELETE FROM run_payloads WHERE job_id = ?", (job_id,))
