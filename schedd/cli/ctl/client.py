@@ -36,7 +36,8 @@ from schedd.errors import (
 )
 from schedd.jsonbody import JSONValue
 from schedd.wire.jobs import JobList, JobView, PreviewResult, RunList, Triggered
-from schedd.wire.tenants import TenantCredentials
+from schedd.wire.pauses import QueuePause
+from schedd.wire.tenants import TenantCredentials, TenantView
 
 DEFAULT_URL = "http://127.0.0.1:8701"
 DEFAULT_TIMEOUT_S = 10.0
@@ -240,14 +241,29 @@ class Client:
     def cancel_job(self, job_id: str) -> None:
         self.request("DELETE", _job(job_id))
 
-    def pause_job(self, job_id: str) -> Answer[JobView]:
-        return self.answer(JobView, "POST", _job(job_id) + "/pause")
+    def pause_job(self, job_id: str, *, reason: str | None = None) -> Answer[JobView]:
+        return self.answer(JobView, "POST", _job(job_id) + "/pause", _pause_body(reason))
 
     def resume_job(self, job_id: str) -> Answer[JobView]:
         return self.answer(JobView, "POST", _job(job_id) + "/resume")
 
-    def trigger_job(self, job_id: str) -> Answer[Triggered]:
-        return self.answer(Triggered, "POST", _job(job_id) + "/trigger")
+    def trigger_job(
+        self, job_id: str, *, payload: JSONValue | msgspec.UnsetType = msgspec.UNSET
+    ) -> Answer[Triggered]:
+        body = None if payload is msgspec.UNSET else {"payload": payload}
+        return self.answer(Triggered, "POST", _job(job_id) + "/trigger", body)
+
+    def pause_queue(self, name: str, *, reason: str | None) -> Answer[QueuePause]:
+        return self.answer(QueuePause, "POST", _queue(name) + "/pause", _pause_body(reason))
+
+    def resume_queue(self, name: str) -> Answer[QueuePause]:
+        return self.answer(QueuePause, "POST", _queue(name) + "/resume")
+
+    def pause_tenant(self, tenant_id: str, *, reason: str | None) -> Answer[TenantView]:
+        return self.answer(TenantView, "POST", _tenant(tenant_id) + "/pause", _pause_body(reason))
+
+    def resume_tenant(self, tenant_id: str) -> Answer[TenantView]:
+        return self.answer(TenantView, "POST", _tenant(tenant_id) + "/resume")
 
     def list_runs(self, job_id: str, *, cursor: str | None, limit: int) -> Answer[RunList]:
         query = {"cursor": cursor, "limit": limit}
@@ -311,6 +327,19 @@ def _query_string(query: Query) -> str:
 
 def _job(job_id: str) -> str:
     return "/v1/jobs/" + urllib.parse.quote(job_id, safe="")
+
+
+def _queue(name: str) -> str:
+    return "/v1/queues/" + urllib.parse.quote(name, safe="")
+
+
+def _tenant(tenant_id: str) -> str:
+    return "/v1/tenants/" + urllib.parse.quote(tenant_id, safe="")
+
+
+def _pause_body(reason: str | None) -> dict[str, JSONValue] | None:
+    """A pause's body: its reason, or none at all."""
+    return None if reason is None else {"reason": reason}
 
 
 TLS_PROBE_S = 1.0  # the handshake that tells a TLS-only node from a dying one

@@ -34,7 +34,7 @@ from schedd.model import Backoff, JobStatus, MisfirePolicy, OverlapPolicy
 from schedd.schedule import parse_schedule
 from schedd.targets import KINDS, TARGET_TYPES
 from schedd.timeformat import parse_instant
-from schedd.wire.jobs import JobList, RunList
+from schedd.wire.jobs import MAX_RUNS, JobList, RunList
 
 NO_PAYLOAD_LIMIT = 2**62  # the server knows its own limit; the client checks the rest
 JOB_JSON = "the API's job object"
@@ -242,6 +242,7 @@ FLAG_OF_FIELD = {
     "retry.backoff": "--backoff",
     "misfire_policy": "--misfire",
     "overlap_policy": "--overlap",
+    "max_runs": "--max-runs",
 }
 
 
@@ -305,6 +306,12 @@ Examples:
     help="Recurring: a run due while one is live: allow (default), skip or delay.",
 )
 @click.option("--window", metavar="DURATION", help="Spread each run over [0, DURATION).")
+@click.option(
+    "--max-runs",
+    type=click.IntRange(1, MAX_RUNS),
+    metavar="N",
+    help="Recurring: complete the job after N scheduled runs (triggers not counted).",
+)
 @click.option("--name", metavar="TEXT", help="A name for people (at most 200 chars).")
 @click.option(
     "--idempotency-key", metavar="KEY", help="Create at most one job per KEY; default: random."
@@ -321,6 +328,7 @@ def add(
     misfire: str | None,
     overlap: str | None,
     window: str | None,
+    max_runs: int | None,
     name: str | None,
     idempotency_key: str | None,
     as_json: bool,
@@ -335,6 +343,7 @@ def add(
         "retry": {key: value for key, value in retry.items() if value is not None} or None,
         "misfire_policy": misfire,
         "overlap_policy": overlap,
+        "max_runs": max_runs,
     }
     body: dict[str, JSONValue] = {k: v for k, v in fields.items() if v is not None}
     if payload is not None:
@@ -447,31 +456,27 @@ def reschedule(client: Client, job_id: str, schedule: dict[str, str], as_json: b
     render.show_job(client.update_job(job_id, {"schedule": dict(schedule)}), as_json=as_json)
 
 
-@click.command(epilog="\b\nExamples:\n  schedctl pause job_0123abcd")
+@click.command(
+    epilog="""\b
+Examples:
+  schedctl trigger job_0123abcd
+  schedctl trigger job_0123abcd --payload '{"user": 42, "resend": true}'"""
+)
 @click.argument("job_id")
-@json_option(JOB_JSON)
-@click.pass_obj
-def pause(client: Client, job_id: str, as_json: bool) -> None:
-    """Pause JOB_ID: no new runs fire until it is resumed."""
-    render.show_job(client.pause_job(job_id), as_json=as_json)
-
-
-@click.command(epilog="\b\nExamples:\n  schedctl resume job_0123abcd")
-@click.argument("job_id")
-@json_option(JOB_JSON)
-@click.pass_obj
-def resume(client: Client, job_id: str, as_json: bool) -> None:
-    """Resume paused JOB_ID from its next run after now."""
-    render.show_job(client.resume_job(job_id), as_json=as_json)
-
-
-@click.command(epilog="\b\nExamples:\n  schedctl trigger job_0123abcd")
-@click.argument("job_id")
+@click.option(
+    "--payload",
+    metavar="JSON|@FILE|-",
+    help="This run's own payload, in place of the job's (the job keeps its own).",
+)
 @json_option('{"job_id": ..., "scheduled_at": ...}')
 @click.pass_obj
-def trigger(client: Client, job_id: str, as_json: bool) -> None:
-    """Run JOB_ID once now, outside its schedule."""
-    render.show_trigger(client.trigger_job(job_id), as_json=as_json)
+def trigger(client: Client, job_id: str, payload: str | None, as_json: bool) -> None:
+    """Run JOB_ID once now, outside its schedule (triggers do not count toward max_runs)."""
+    if payload is None:
+        render.show_trigger(client.trigger_job(job_id), as_json=as_json)
+        return
+    own = read_payload(payload)
+    render.show_trigger(client.trigger_job(job_id, payload=own), as_json=as_json)
 
 
 @click.command(
@@ -509,4 +514,4 @@ def runs(
     render.show_runs(page, as_json=as_json, has_attempts=has_attempts)
 
 
-COMMANDS = (add, get, list_jobs, cancel, reschedule, pause, resume, trigger, runs)
+COMMANDS = (add, get, list_jobs, cancel, reschedule, trigger, runs)
