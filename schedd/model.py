@@ -23,6 +23,17 @@ class JobStatus(StrEnum):
     COMPLETED = "completed"
 
 
+class JobChange(StrEnum):
+    """What one version of a job changed (GET /v1/jobs/{id}/versions): its spec or status."""
+
+    CREATE = "create"
+    UPDATE = "update"  # a PATCH
+    RESCHEDULE = "reschedule"  # a PATCH of the schedule alone
+    PAUSE = "pause"
+    RESUME = "resume"
+    CANCEL = "cancel"
+
+
 def not_live_message(status: str, done: str) -> str:
     """The 409 for a cancelled or completed job asked to be `done` ("resumed", "changed"):
     one text whether the API's read or the store's apply refuses it (docs/schedctl.md shows it)."""

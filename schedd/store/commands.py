@@ -249,6 +249,11 @@ class CancelJob(LogCommand[Done], frozen=True, kw_only=True, omit_defaults=True)
     tenant_id: str
     job_id: str
     actor: str | None = None
+    # Level 8: the change is recorded in the job's versions (store/apply/versions.py).
+    versioned: bool = False
+
+    def needed_level(self) -> int:
+        return versioned_level(self.versioned, self.LEVEL)
 
 
 class UpdateJob(LogCommand[Done], frozen=True, kw_only=True, omit_defaults=True):
@@ -263,9 +268,11 @@ class UpdateJob(LogCommand[Done], frozen=True, kw_only=True, omit_defaults=True)
     next_run_at_ms: int | None
     next_fire_at_ms: int | None
     fields: tuple[str, ...] | None = None
+    # Level 8: the change is recorded in the job's versions (store/apply/versions.py).
+    versioned: bool = False
 
     def needed_level(self) -> int:
-        return max(self.LEVEL, spec_level(self.spec))
+        return max(versioned_level(self.versioned, self.LEVEL), spec_level(self.spec))
 
 
 def spec_level(spec: JSONObject) -> int:
@@ -282,9 +289,12 @@ class PauseJob(LogCommand[Done], frozen=True, kw_only=True, omit_defaults=True):
     job_id: str
     actor: str | None = None
     reason: str | None = None  # level 8: kept in `pauses`, shown as the job's paused_reason
+    # Level 8: the change is recorded in the job's versions (store/apply/versions.py).
+    versioned: bool = False
 
     def needed_level(self) -> int:
-        return self.LEVEL if self.reason is None else SCHEDULE_CONTROL_LEVEL
+        level = versioned_level(self.versioned, self.LEVEL)
+        return level if self.reason is None else SCHEDULE_CONTROL_LEVEL
 
 
 class ResumeJob(LogCommand[Done], frozen=True, kw_only=True, omit_defaults=True):
@@ -295,6 +305,16 @@ class ResumeJob(LogCommand[Done], frozen=True, kw_only=True, omit_defaults=True)
     expected_version: int
     next_run_at_ms: int | None
     next_fire_at_ms: int | None
+    # Level 8: the change is recorded in the job's versions (store/apply/versions.py).
+    versioned: bool = False
+
+    def needed_level(self) -> int:
+        return versioned_level(self.versioned, self.LEVEL)
+
+
+def versioned_level(versioned: bool, level: int) -> int:
+    """The level of a job command that records its change in the job's versions, or not."""
+    return SCHEDULE_CONTROL_LEVEL if versioned else level
 
 
 class TriggerJob(LogCommand[Triggered], frozen=True, kw_only=True, omit_defaults=True):

@@ -30,9 +30,10 @@ REPLICATED_TABLES: tuple[tuple[str, str], ...] = (
     ("pauses", "scope, tenant_id, name"),
     ("run_payloads", "job_id, scheduled_at_ms"),
     ("run_counts", "job_id"),
+    ("job_versions", "job_id, version"),
 )
 # Added at log level 3 (issue 17: connections), 4 (issue 29: batches), 5 (completions) and
-# 8 (issue 31: pauses, run_payloads, run_counts).
+# 8 (issue 31: pauses, run_payloads, run_counts, job_versions).
 LATER_TABLES = frozenset(
     {
         "connections",
@@ -43,6 +44,7 @@ LATER_TABLES = frozenset(
         "pauses",
         "run_payloads",
         "run_counts",
+        "job_versions",
     }
 )
 
@@ -375,5 +377,24 @@ MIGRATIONS: tuple[str, ...] = (
         job_id TEXT PRIMARY KEY,
         runs_started INTEGER NOT NULL
     ) WITHOUT ROWID;
+    -- A job's history of versions (store/versions.py): one row per change of its spec or
+    -- status that a level-8 command recorded, with the spec after it. A job no such command
+    -- changed has no row: its version 1 is read from the job and its audit.
+    CREATE TABLE job_versions (
+        job_id TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        tenant_id TEXT NOT NULL,
+        at_ms INTEGER NOT NULL,
+        actor TEXT,
+        change TEXT NOT NULL,
+        fields TEXT,
+        spec TEXT,
+        superseded_at_ms INTEGER,
+        PRIMARY KEY (job_id, version)
+    ) WITHOUT ROWID;
+    -- Retention (the audit kind): versions replaced before the cutoff, oldest first per tenant;
+    -- a job's current version is kept while the job is.
+    CREATE INDEX job_versions_superseded ON job_versions (tenant_id, superseded_at_ms)
+        WHERE superseded_at_ms IS NOT NULL;
     """,
 )

@@ -12,7 +12,15 @@ from typing import Annotated, Any
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
-from schedd.model import Backoff, HttpMethod, JobStatus, MisfirePolicy, OverlapPolicy, RunStatus
+from schedd.model import (
+    Backoff,
+    HttpMethod,
+    JobChange,
+    JobStatus,
+    MisfirePolicy,
+    OverlapPolicy,
+    RunStatus,
+)
 from schedd.targets import KINDS as BROKER_KINDS
 from schedd.targets import TargetKind
 from schedd.wire.errors import Failure
@@ -171,6 +179,45 @@ class JobList(msgspec.Struct, frozen=True, kw_only=True):
     """A page of jobs."""
 
     jobs: list[JobView]
+    next_cursor: NextCursor
+
+
+class JobVersionView(msgspec.Struct, frozen=True, kw_only=True):
+    """One change of a job's spec or status, with the spec as it was after it."""
+
+    version: Annotated[
+        int,
+        Meta(
+            ge=1,
+            description="Counts the job's spec and status changes (1: created); not the job "
+            "object's `version`, which every claimed run raises too.",
+        ),
+    ]
+    changed_at: Instant
+    changed_by: Annotated[
+        str | None,
+        Meta(description="Who made it, as the audit trail names them; null when not known."),
+    ]
+    change: Annotated[str, one_of_values(JobChange)]
+    fields: Annotated[
+        list[str] | None,
+        Meta(description="The fields an update or reschedule named (its PATCH body's keys)."),
+    ]
+    spec: Annotated[
+        dict[str, Any] | None,
+        Meta(
+            description="The job's spec after the change: its fields as GET /v1/jobs/{id} "
+            "shows them (name, schedule, window, target, payload, retry, misfire_policy, "
+            "overlap_policy); null when not recorded (changed before every node recorded "
+            "versions)."
+        ),
+    ]
+
+
+class VersionList(msgspec.Struct, frozen=True, kw_only=True):
+    """A page of a job's versions, newest first."""
+
+    versions: list[JobVersionView]
     next_cursor: NextCursor
 
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import sqlite3
 from typing import NamedTuple, TypedDict
 
-from schedd.model import JobStatus
+from schedd.model import JobChange, JobStatus
 from schedd.store import pauses, run_payloads
-from schedd.store.apply import connections
+from schedd.store.apply import connections, versions
 from schedd.store.command import Command, Handler, Rejected, Result, compact_json, ok, rejected
 from schedd.store.commands import (
     CancelJob,
@@ -25,6 +25,7 @@ from schedd.store.events import DueAdded
 from schedd.store.ledger import completions
 from schedd.store.pauses import Scope
 from schedd.store.records import add_due, audit, remove_scheduled_due
+from schedd.store.versions import change_of_update
 
 JobCommand = CancelJob | UpdateJob | PauseJob | ResumeJob | TriggerJob
 
@@ -207,6 +208,7 @@ def cancel_job(tx: sqlite3.Connection, cmd: Command[CancelJob]) -> Result:
     status = job.status
     if status == JobStatus.CANCELLED:
         return ok()
+    versions.record(tx, cmd, job, JobChange.CANCEL)
     tx.execute("DELETE FROM due WHERE job_id = ?", (cmd.body.job_id,))
     connections.release(tx, [cmd.body.job_id])
     _set_status(tx, cmd, JobStatus.CANCELLED.value, live_delta=-1 if status in LIVE else 0)
@@ -229,6 +231,8 @@ def update_job(tx: sqlite3.Connection, cmd: Command[UpdateJob]) -> Result:
     if problem is not None:
         return rejected("invalid_request", problem)
     is_active = job.status == JobStatus.ACTIVE  # a paused job gets its next run on resume
+    spec = compact_json(b.spec)
+    versions.record(tx, cmd, job, change_of_update(b.fields), fields=b.fields, spec=spec)
     remove_scheduled_due(tx, job)
     connections.release(tx, [b.job_id])
     connections.use(tx, job.tenant_id, b.job_id, b.spec)
@@ -236,7 +240,7 @@ def update_job(tx: sqlite3.Connection, cmd: Command[UpdateJob]) -> Result:
         "UPDATE jobs SET spec = ?, next_run_at_ms = ?, next_fire_at_ms = ?, "
         "version = version + 1, updated_at_ms = ? WHERE job_id = ?",
         (
-            compact_json(b.spec),
+            spec,
             b.next_run_at_ms if is_active else None,
             b.next_fire_at_ms if is_active else None,
             cmd.ts_ms,
@@ -263,6 +267,7 @@ def pause_job(tx: sqlite3.Connection, cmd: Command[PauseJob]) -> Result:
     if job.status != JobStatus.ACTIVE:
         return rejected("conflict", f"a {job.status} job cannot be paused")
     b = cmd.body
+    versions.record(tx, cmd, job, JobChange.PAUSE)
     remove_scheduled_due(tx, job)
     _set_status(tx, cmd, JobStatus.PAUSED.value, live_delta=0)
     if b.reason is not None:  # level 8
@@ -286,6 +291,7 @@ def resume_job(tx: sqlite3.Connection, cmd: Command[ResumeJob]) -> Result:
     if job.version != cmd.body.expected_version:
         return rejected("stale_state", "the job changed meanwhile; read it again")
     b = cmd.body
+    versions.record(tx, cmd, job, JobChange.RESUME)
     tx.execute(
         "UPDATE jobs SET status = 'active', next_run_at_ms = ?, next_fire_at_ms = ?, "
         "version = version + 1, updated_at_ms = ? WHERE job_id = ?",

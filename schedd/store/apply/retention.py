@@ -114,6 +114,7 @@ def _prune_tenant(
     _prune_jobs(tx, tenant_id, now - policy.runs, budget)
     _prune_deadletters(tx, tenant_id, now - policy.deadletters, budget)
     _prune_audit(tx, tenant_id, now - policy.audit, budget)
+    _prune_versions(tx, tenant_id, now - policy.audit, budget)
 
 
 def _expire_messages(
@@ -198,6 +199,7 @@ def _prune_jobs(tx: sqlite3.Connection, tenant_id: str, cutoff_ms: int, budget: 
         tx.execute("DELETE FROM attempts WHERE job_id = ?", (job_id,))
         tx.execute("DELETE FROM run_keys WHERE job_id = ?", (job_id,))
         tx.execute("DELETE FROM due WHERE job_id = ?", (job_id,))
+        tx.execute("DELETE FROM job_versions WHERE job_id = ?", (job_id,))
         tx.execute("DELETE FROM jobs WHERE job_id = ?", (job_id,))
         run_payloads.forget_job(tx, job_id)
         run_limits.forget(tx, job_id)
@@ -238,6 +240,22 @@ def _prune_audit(
         old.append((seq,))
     tx.executemany("DELETE FROM audit WHERE seq = ?", old)
     budget.take("audit", len(old))
+
+
+def _prune_versions(tx: sqlite3.Connection, tenant_id: str, cutoff_ms: int, budget: Budget) -> None:
+    """Job versions superseded before the cutoff, oldest first: a job's history is kept as
+    long as its audit records; its current version stays while the job does. Counted with the
+    audit rows, so a prune's result has the same keys at every log level."""
+    if budget.left <= 0:
+        return
+    rows = tx.execute(
+        "SELECT job_id, version FROM job_versions INDEXED BY job_versions_superseded "
+        "WHERE tenant_id = ? AND superseded_at_ms IS NOT NULL AND superseded_at_ms < ? "
+        "ORDER BY superseded_at_ms, job_id, version LIMIT ?",
+        (tenant_id, cutoff_ms, budget.left),
+    ).fetchall()
+    tx.executemany("DELETE FROM job_versions WHERE job_id = ? AND version = ?", rows)
+    budget.take("audit", len(rows))
 
 
 def set_retention(tx: sqlite3.Connection, cmd: Command[SetRetention]) -> Result:
