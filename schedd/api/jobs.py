@@ -35,6 +35,7 @@ from schedd.api.http import (
     read_optional_object,
 )
 from schedd.api.job_filters import job_filter
+from schedd.api.versions import versions_recorded
 from schedd.bodies import convert_body
 from schedd.errors import (
     ClusterUnavailable,
@@ -351,7 +352,10 @@ async def list_jobs(request: web.Request) -> web.Response:
 async def cancel_job(request: web.Request) -> web.Response:
     ctx, who = request.app[CONTEXT], principal(request)
     job_id = request.match_info["job_id"]
-    await propose(ctx, CancelJob(tenant_id=who.tenant(), job_id=job_id, actor=who.actor))
+    cmd = CancelJob(
+        tenant_id=who.tenant(), job_id=job_id, actor=who.actor, versioned=versions_recorded(ctx)
+    )
+    await propose(ctx, cmd)
     return web.Response(status=204)
 
 
@@ -359,7 +363,13 @@ async def pause_job(request: web.Request) -> web.Response:
     ctx, who = request.app[CONTEXT], principal(request)
     tenant_id, job_id = who.tenant(), request.match_info["job_id"]
     asked = convert_body(await read_optional_object(request, limit_bytes=4096), PauseRequest)
-    cmd = PauseJob(tenant_id=tenant_id, job_id=job_id, actor=who.actor, reason=asked.reason)
+    cmd = PauseJob(
+        tenant_id=tenant_id,
+        job_id=job_id,
+        actor=who.actor,
+        reason=asked.reason,
+        versioned=versions_recorded(ctx),
+    )
     await propose(ctx, cmd)
     return json_response(await _read_job(ctx, tenant_id, job_id))
 
@@ -379,6 +389,7 @@ async def resume_job(request: web.Request) -> web.Response:
             expected_version=job.version,
             next_run_at_ms=run_at,
             next_fire_at_ms=fire_at,
+            versioned=versions_recorded(ctx),
         )
         try:
             await propose(ctx, cmd)
@@ -410,6 +421,7 @@ async def update_job(request: web.Request) -> web.Response:
             next_run_at_ms=run_at,
             next_fire_at_ms=fire_at,
             fields=tuple(sorted(changes)),
+            versioned=versions_recorded(ctx),
         )
         try:
             await propose(ctx, update)

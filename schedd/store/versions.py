@@ -91,6 +91,23 @@ def _if(known: bool, spec: str) -> str | None:
     return spec if known else None
 
 
+def job_versions(
+    conn: sqlite3.Connection, tenant_id: str, job_id: str, *, before: int, limit: int
+) -> list[Version] | None:
+    """A page of the tenant's job's versions (`list_versions`), read in one transaction;
+    None when the tenant has no such job."""
+    conn.execute("BEGIN")
+    try:
+        found = conn.execute(
+            "SELECT 1 FROM jobs WHERE job_id = ? AND tenant_id = ?", (job_id, tenant_id)
+        ).fetchone()
+        if found is None:
+            return None
+        return list_versions(conn, job_id, before=before, limit=limit)
+    finally:
+        conn.execute("COMMIT")
+
+
 def list_versions(
     conn: sqlite3.Connection, job_id: str, *, before: int, limit: int
 ) -> list[Version]:

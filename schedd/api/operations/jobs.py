@@ -6,7 +6,7 @@ from typing import Annotated
 
 from msgspec import Meta
 
-from schedd.api import jobs, schedules
+from schedd.api import jobs, schedules, versions
 from schedd.api.operation import Answer, Operation
 from schedd.api.operations.parameters import (
     ANY_TOKEN,
@@ -24,7 +24,15 @@ from schedd.api.operations.parameters import (
     TENANT,
 )
 from schedd.jobspec import BatchCreate, JobCreate
-from schedd.wire.jobs import BatchResults, JobList, JobView, PreviewResult, RunList, Triggered
+from schedd.wire.jobs import (
+    BatchResults,
+    JobList,
+    JobView,
+    PreviewResult,
+    RunList,
+    Triggered,
+    VersionList,
+)
 from schedd.wire.pauses import PauseRequest, TriggerRequest
 
 
@@ -41,6 +49,7 @@ JOB_LINKS = {
         "ResumeJob",
         "TriggerJob",
         "ListRuns",
+        "ListJobVersions",
         "CancelJob",
     )
 }
@@ -220,6 +229,23 @@ OPERATIONS = (
         parameters=(JOB_ID, CURSOR, LIMIT),
         answers={
             200: Answer("A page of runs.", body=RunList),
+        },
+    ),
+    Operation(
+        method="GET",
+        path="/v1/jobs/{job_id}/versions",
+        handler=versions.list_versions,
+        operation_id="listJobVersions",
+        tag="jobs",
+        summary="A job's versions, newest first",
+        description="Every create, update, reschedule, pause, resume and cancel of the job, "
+        "with its spec as it was after the change; kept as long as [retention] audit after the "
+        "next change replaced it (the current version while the job is kept). `version` counts "
+        "these changes; the job object's `version` also rises with every claimed run.",
+        access=TENANT,
+        parameters=(JOB_ID, CURSOR, LIMIT),
+        answers={
+            200: Answer("A page of versions.", body=VersionList),
         },
     ),
     Operation(
