@@ -358,6 +358,7 @@ class Node:
             deliverers=broker_deliverers(
                 self.payload_keys, connections.lookup, self.guard, self.reads_from_brokers
             ),
+            lagging=self.peers.lagging,
         )
         # Subscribed before they start: a due run committed while the dispatcher's first
         # preload runs is offered, not left for the next preload.

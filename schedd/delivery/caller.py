@@ -36,7 +36,13 @@ from schedd.guard.targets import TargetGuard
 from schedd.model import RetryPolicy, delivery_id, idempotency_key
 from schedd.sealing import PayloadKeys
 from schedd.store import outbox
-from schedd.store.commands import CallbackOutcome, LogCommand, R, RecordCallbacks
+from schedd.store.commands import (
+    SCHEDULE_CONTROL_LEVEL,
+    CallbackOutcome,
+    LogCommand,
+    R,
+    RecordCallbacks,
+)
 from schedd.store.db import ReadPool
 from schedd.store.queries import Tenant
 from schedd.store.results import CallbacksRecorded, DeadRun
@@ -94,8 +100,10 @@ class Caller:
         tenant_concurrency: int,
         clock_ms: Clock = wall_clock_ms,
         deliverers: Sequence[Deliverer] = (),
+        lagging: Callable[[int], list[str]] = lambda _: [],
     ) -> None:
         self.node_id = node_id
+        self._lagging = lagging  # members that cannot apply a command level yet
         self._reads = reads
         self._propose = propose
         self._guard = guard
@@ -239,6 +247,13 @@ class Caller:
 
     # ------------------------------------------------------------------ recording
 
+    def _record_command(self, batch: list[CallbackOutcome]) -> RecordCallbacks:
+        """The outcomes as one command; one that cancels a job (410 Gone) records the cancel
+        in the job's versions once every member applies log level 8."""
+        gone = any(o.verdict == Verdict.GONE for o in batch)
+        versioned = gone and not self._lagging(SCHEDULE_CONTROL_LEVEL)
+        return RecordCallbacks(node_id=self.node_id, outcomes=tuple(batch), versioned=versioned)
+
     async def _record_loop(self) -> None:
         while True:
             await self._recorded.wait()
@@ -246,9 +261,7 @@ class Caller:
             while self._outcomes:
                 batch = self._outcomes[:OUTCOMES_PER_COMMAND]
                 try:
-                    result = await self._propose(
-                        RecordCallbacks(node_id=self.node_id, outcomes=tuple(batch))
-                    )
+                    result = await self._propose(self._record_command(batch))
                 except ClusterUnavailable as exc:
                     log.warning("delivery: outcomes not recorded yet count=%d: %s", len(batch), exc)
                     await asyncio.sleep(RECORD_RETRY_S)

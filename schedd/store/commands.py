@@ -532,6 +532,11 @@ class RecordCallbacks(LogCommand[CallbacksRecorded], frozen=True, kw_only=True, 
     TYPE = "record_callbacks"
     node_id: str
     outcomes: tuple[CallbackOutcome, ...]
+    # Level 8: a job an outcome cancels (410 Gone) records the cancel in its versions.
+    versioned: bool = False
+
+    def needed_level(self) -> int:
+        return versioned_level(self.versioned, self.LEVEL)
 
 
 # ---------------------------------------------------------------------------- retention

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from schedd import retry
 from schedd.delivery.caller import Caller, delay_after, take_turns
 from schedd.delivery.http import _body
@@ -11,7 +13,7 @@ from schedd.delivery.outcome import Outcome, Verdict
 from schedd.guard.targets import TargetGuard
 from schedd.model import Backoff, RetryPolicy
 from schedd.sealing import PayloadKeys
-from schedd.store.commands import LogCommand, R
+from schedd.store.commands import CallbackOutcome, LogCommand, R
 from schedd.store.outbox import DueCall
 
 
@@ -99,3 +101,27 @@ def test_the_body_carries_the_payload_text_unchanged() -> None:
         "attempt": 1,
         "payload": {"x": [1, "é"]},
     }
+
+
+def _outcome(seq: int, verdict: str) -> CallbackOutcome:
+    return CallbackOutcome(
+        seq=seq,
+        attempt=1,
+        started_at_ms=1,
+        finished_at_ms=2,
+        verdict=verdict,
+        error=None,
+        retry_at_ms=None,
+    )
+
+
+@pytest.mark.parametrize(("lagging", "versioned"), [([], True), (["n2"], False)])
+def test_an_outcome_cancelling_its_job_is_versioned_once_every_member_applies_level_8(
+    lagging: list[str], versioned: bool
+) -> None:
+    one = caller()
+    one._lagging = lambda level: lagging if level == 8 else []
+    gone = one._record_command([_outcome(1, "succeeded"), _outcome(2, "gone")])
+    assert gone.versioned is versioned and gone.needed_level() == (8 if versioned else 1)
+    plain = one._record_command([_outcome(1, "succeeded"), _outcome(2, "retry")])
+    assert "versioned" not in plain.to_body()  # the common command's bytes, as before

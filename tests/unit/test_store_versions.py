@@ -17,6 +17,7 @@ from schedd.store.db import Database
 from schedd.store.digest import state_digest
 from schedd.store.versions import Version, list_versions, version_view
 from tests.conftest import NOW_MS, Applier
+from tests.unit.test_store_delivery import claimed as claimed
 
 SPEC: dict[str, Any] = {
     "name": "digest",
@@ -352,3 +353,32 @@ def test_a_versioned_change_adds_to_the_digest_only_when_used(
         finally:
             db.close()
     assert (digests[0] == digests[1]) is not versioned
+
+
+@pytest.mark.parametrize("versioned", [False, True])
+def test_a_410_cancels_the_job_as_a_version_in_the_level_8_form(
+    claimed: Applier, db: Database, versioned: bool
+) -> None:
+    outcome = {
+        "seq": 1,
+        "attempt": 1,
+        "started_at_ms": NOW_MS + 100,
+        "finished_at_ms": NOW_MS + 200,
+        "verdict": "gone",
+        "error": "http 410",
+        "retry_at_ms": None,
+    }
+    body = {"node_id": "n1", "outcomes": [outcome]} | ({"versioned": True} if versioned else {})
+    assert claimed("record_callbacks", body, ts_ms=NOW_MS + 300)["dead"] == 1
+    found = versions(db, "j1")
+    if not versioned:
+        assert rows(db) == []  # read from the audit trail: the update and the cancel
+        assert [(v.change, v.spec is None) for v in found] == [
+            ("cancel", False),
+            ("update", False),
+            ("create", True),
+        ]
+        return
+    assert [(v.version, v.change) for v in found] == [(3, "cancel"), (2, "update"), (1, "create")]
+    assert found[0].actor == "delivery: the target answered 410 Gone"
+    assert found[0].at_ms == NOW_MS + 300

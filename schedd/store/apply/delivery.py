@@ -106,7 +106,12 @@ def _record_one(
     run = _run(row, RunStatus.DEAD, error, finished_at_ms=outcome.finished_at_ms)
     ledger.bury(tx, row.seq, dead, run)
     if verdict == Verdict.GONE:  # the target says it no longer exists: stop calling it
-        body = CancelJob(tenant_id=row.tenant_id, job_id=row.job_id, actor=GONE_ACTOR)
+        body = CancelJob(
+            tenant_id=row.tenant_id,
+            job_id=row.job_id,
+            actor=GONE_ACTOR,
+            versioned=cmd.body.versioned,
+        )
         cancel_job(tx, Command(type=CancelJob.TYPE, id=cmd.id, ts_ms=cmd.ts_ms, body=body))
     return "dead"
 
