@@ -35,7 +35,7 @@ from schedd.errors import (
     error_of_answer,
 )
 from schedd.jsonbody import JSONValue
-from schedd.wire.jobs import JobList, JobView, PreviewResult, RunList, Triggered
+from schedd.wire.jobs import JobList, JobView, PreviewResult, RunList, Triggered, VersionList
 from schedd.wire.pauses import QueuePause
 from schedd.wire.tenants import TenantCredentials, TenantView
 
@@ -268,6 +268,10 @@ class Client:
     def list_runs(self, job_id: str, *, cursor: str | None, limit: int) -> Answer[RunList]:
         query = {"cursor": cursor, "limit": limit}
         return self.answer(RunList, "GET", _job(job_id) + "/runs", query=query)
+
+    def list_versions(self, job_id: str, *, cursor: str | None, limit: int) -> Answer[VersionList]:
+        query = {"cursor": cursor, "limit": limit}
+        return self.answer(VersionList, "GET", _job(job_id) + "/versions", query=query)
 
     def preview_schedule(
         self, schedule: Mapping[str, str], *, after: str | None, count: int
