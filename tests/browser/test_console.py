@@ -399,7 +399,7 @@ def test_a_job_whose_only_run_died_shows_the_last_result_and_what_version_means(
     assert page.text_content("#job-status") == "completed"
     assert page.text_content("#job-last-run") == "last run dead"
     label = page.locator("#job-version-label")
-    assert label.text_content() == "Version (rises with every run)"
+    assert label.text_content() == "Claim fence"
     assert "does not mean the spec changed" in (label.get_attribute("title") or "")
     console.shot("job-last-run-dead")
 

@@ -1,11 +1,13 @@
 // One job: its spec, the next 10 occurrences (the preview API), its runs with their attempts,
-// its audit trail, and the actions (pause, resume, trigger now, reschedule, cancel), each confirmed first.
+// its versions (each change of its spec or status), its audit trail, and the actions (pause,
+// resume, trigger now, reschedule, cancel), each confirmed first.
 
 import { ApiError, call, enc, get, post, query } from "../api.js";
 import { clear, confirmAction, h, link, notice, pretty, table, when } from "../dom.js";
 import { scheduleText, seconds, targetText } from "../format.js";
 
 const RUNS = 20;
+const VERSIONS = 20;
 const AUDIT = 50;
 
 export async function render(main, params) {
@@ -20,19 +22,32 @@ export async function render(main, params) {
   }
   const status = h("div", { class: "action-status", role: "status" });
   const runs = h("section", { id: "runs" });
+  const history = h("section", { id: "versions" });
   const trail = h("section", { id: "audit" });
   const refresh = () => render(clear(main), params);
+  const [last, versions] = await Promise.all([lastRun(path), readVersions(path)]);
   main.append(
     h("p", {}, link("#/jobs", "← Jobs")),
     h("h1", { id: "job-title" }, job.name || job.job_id),
-    summary(job, await lastRun(path)),
+    summary(job, last, versions),
     actions(job, path, status, refresh),
     status,
     h("div", { class: "columns" }, h("section", {}, h("h2", {}, "Spec"), pretty(job)), await upcoming(job)),
     runs,
+    history,
     trail,
   );
+  showVersions(history, path, versions);
   await Promise.all([showRuns(runs, path, params.runs_cursor), showAudit(trail, job.job_id)]);
+}
+
+// The newest page of the job's versions, or the error that kept it from being read.
+async function readVersions(path, cursor = undefined) {
+  try {
+    return await get(`${path}/versions${query({ cursor, limit: VERSIONS })}`);
+  } catch (error) {
+    return { error };
+  }
 }
 
 // The newest run (runs come newest first), or null when there is none or it cannot be read:
@@ -51,14 +66,25 @@ function lastRunText(last) {
   return [" · ", h("span", { class: `status ${last.status}`, id: "job-last-run", title }, `last run ${last.status}`)];
 }
 
-function summary(job, last) {
-  const version = h("dt", { id: "job-version-label", title: "Goes up with every claimed run and every change: it fences claims, so a rise does not mean the spec changed" }, "Version (rises with every run)");
+// The job's version (its changes: created, updated, paused...) apart from the claim fence (the job
+// object's `version`, which every claimed run raises too).
+function summary(job, last, versions) {
+  const newest = versions.versions?.[0];
+  const version = newest
+    ? h("span", { id: "job-spec-version" }, `${newest.version} · ${newest.change} ${when(newest.changed_at)}`)
+    : "—";
+  const fence = h(
+    "dt",
+    { id: "job-version-label", title: "The job object's version: it fences claims, so every claimed run raises it as well as every change. A rise does not mean the spec changed: see Versions below." },
+    "Claim fence",
+  );
   const rows = [
     ["Status", [h("span", { class: `status ${job.status}`, id: "job-status" }, job.status), lastRunText(last)]],
     ["Schedule", scheduleText(job.schedule)],
     ["Target", targetText(job.target)],
     ["Next run", when(job.next_run_at)],
-    [version, job.version],
+    ["Version", version],
+    [fence, h("span", { id: "job-fence" }, job.version)],
     ["Job id", h("span", { class: "mono" }, job.job_id)],
   ];
   return h("dl", { class: "summary" }, rows.map(([key, value]) => [typeof key === "string" ? h("dt", {}, key) : key, h("dd", {}, value)]));
@@ -158,6 +184,54 @@ function runRow(run) {
     h("td", {}, when(run.finished_at)),
     h("td", {}, attempts.length ? h("ul", { class: "attempts" }, attempts) : "—"),
   );
+}
+
+// The job's versions, newest first (GET /v1/jobs/{id}/versions): each change of its spec or
+// status, who made it, what it changed from the version below it, and the spec after it.
+function showVersions(section, path, page, body = undefined) {
+  if (!body) {
+    body = h("tbody");
+    const headers = ["Version", "When", "Change", "By", "What changed", "Spec after"];
+    clear(section).append(h("h2", {}, "Versions"), h("table", { id: "versions-table" }, h("thead", {}, h("tr", {}, headers.map((t) => h("th", {}, t)))), body));
+  }
+  section.querySelector("button.more")?.remove();
+  if (page.error) {
+    section.append(notice(page.error.message));
+    return;
+  }
+  page.versions.forEach((version, i) => body.append(versionRow(version, page.versions[i + 1])));
+  if (page.next_cursor) {
+    const more = async () => showVersions(section, path, await readVersions(path, page.next_cursor), body);
+    section.append(h("button", { type: "button", class: "link more", onclick: more }, "Older versions"));
+  }
+}
+
+const STATUS_AFTER = { pause: "paused", resume: "active", cancel: "cancelled" };
+
+function versionRow(version, older) {
+  const spec = version.spec === null ? "not recorded" : h("details", {}, h("summary", {}, "spec"), pretty(version.spec));
+  return h(
+    "tr",
+    { "data-version": version.version },
+    h("td", {}, version.version),
+    h("td", { class: "mono" }, when(version.changed_at)),
+    h("td", { class: "change" }, version.change),
+    h("td", {}, version.changed_by ?? "—"),
+    h("td", { class: "what" }, changedText(version, older)),
+    h("td", {}, spec),
+  );
+}
+
+// What a version changed: the status it set, or the spec fields that differ from the version
+// before it (the fields its PATCH named when that version is not on the page or not recorded).
+function changedText(version, older) {
+  if (version.change === "create") return "created";
+  if (STATUS_AFTER[version.change]) return `status → ${STATUS_AFTER[version.change]}`;
+  if (version.spec && older?.spec) {
+    const names = Object.keys(version.spec).filter((key) => JSON.stringify(version.spec[key]) !== JSON.stringify(older.spec[key]));
+    return names.length ? names.join(", ") : "nothing";
+  }
+  return (version.fields ?? []).join(", ") || "—";
 }
 
 // The job's audit trail, oldest first (GET /v1/audit?job_id=): who created, paused, triggered...
