@@ -1,0 +1,80 @@
+"""A job's versions on three real nodes (issue 31): changes proposed through a follower are
+recorded through the log, every replica answers the same history and digests alike."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.cluster.test_replication import JOB, leader_of, tenant_token, wait_converged
+from tests.servers import NodeProcess, http, make_nodes, running, wait_for
+
+pytestmark = pytest.mark.cluster
+
+
+@pytest.fixture(scope="module")
+def nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[NodeProcess]]:
+    with running(make_nodes(tmp_path_factory.mktemp("versions"), 3)) as started:
+        yield started
+
+
+def stored_rows(node: NodeProcess, job_id: str) -> int:
+    conn = sqlite3.connect(f"file:{Path(node.data_dir) / 'state.db'}?mode=ro", uri=True)
+    try:
+        row = conn.execute("SELECT COUNT(*) FROM job_versions WHERE job_id = ?", (job_id,))
+        return int(row.fetchone()[0])
+    finally:
+        conn.close()
+
+
+def change(node: NodeProcess, token: str, method: str, path: str, body: Any = None) -> None:
+    status, answer, _ = http(method, f"{node.url}{path}", body, token=token)
+    assert status in (200, 204), answer
+
+
+def versions(node: NodeProcess, token: str, job_id: str) -> list[dict[str, Any]]:
+    status, page, _ = http("GET", f"{node.url}/v1/jobs/{job_id}/versions", token=token)
+    assert status == 200, page
+    found: list[dict[str, Any]] = page["versions"]
+    return found
+
+
+def test_changes_through_a_follower_are_versions_on_every_replica(
+    nodes: list[NodeProcess],
+) -> None:
+    follower = next(n for n in nodes if n is not leader_of(nodes))
+    token = tenant_token(follower, "versions")
+    status, probe, _ = http("POST", f"{follower.url}/v1/jobs", JOB, token=token)
+    assert status == 201, probe
+
+    def recorded() -> bool:
+        """Once the follower has heard every member's log level, its changes are versioned."""
+        change(follower, token, "POST", f"/v1/jobs/{probe['job_id']}/pause")
+        change(follower, token, "POST", f"/v1/jobs/{probe['job_id']}/resume")
+        return stored_rows(follower, probe["job_id"]) > 0
+
+    wait_for(recorded, 30, "a versioned change (every member heard at log level 8)")
+
+    status, job, _ = http("POST", f"{follower.url}/v1/jobs", JOB | {"name": "a"}, token=token)
+    assert status == 201, job
+    path = f"/v1/jobs/{job['job_id']}"
+    change(follower, token, "PATCH", path, {"name": "b", "payload": {"n": 2}})
+    change(follower, token, "PATCH", path, {"schedule": {"delay": "2h"}})
+    change(follower, token, "POST", f"{path}/pause")
+    change(follower, token, "DELETE", path)
+    wait_converged(nodes)
+    answers = [versions(node, token, job["job_id"]) for node in nodes]
+    assert answers[0] == answers[1] == answers[2]
+    assert [v["change"] for v in answers[0]] == [
+        "cancel",
+        "pause",
+        "reschedule",
+        "update",
+        "create",
+    ]
+    assert answers[0][3]["spec"]["payload"] == {"n": 2} and answers[0][4]["spec"]["name"] == "a"
+    assert [stored_rows(node, job["job_id"]) for node in nodes] == [5, 5, 5]
