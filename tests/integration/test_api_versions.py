@@ -32,6 +32,7 @@ SPEC_FIELDS = [
     "retry",
     "misfire_policy",
     "overlap_policy",
+    "max_runs",
 ]
 
 

@@ -29,20 +29,27 @@ def stored_spec() -> dict[str, Any]:
 
 def test_a_job_encodes_as_its_dict_did() -> None:
     spec = stored_spec()
-    row = ("job_a", "t1", json.dumps(spec), "active", NOW_MS + 60_000, 3, NOW_MS, NOW_MS + 5, None)
+    row = (
+        *("job_a", "t1", json.dumps(spec), "active", NOW_MS + 60_000, 3, NOW_MS, NOW_MS + 5),
+        *(None, None, None),  # paused reason, runs started (level 8), pending completion
+    )
     as_dict = {
         "job_id": "job_a",
         "tenant_id": "t1",
         **spec,
+        "max_runs": None,  # level 8 (issue 31): a spec without a limit stores none
         "status": "active",
+        "paused_reason": None,
         "next_run_at": "2026-09-21T14:14:20Z",
+        "runs_started": None,
         "version": 3,
         "created_at": "2026-09-21T14:13:20Z",
         "updated_at": "2026-09-21T14:13:20.005Z",
     }
     job = queries.job_to_json(row)
     assert ENCODER.encode(job) == ENCODER.encode(as_dict)
-    assert job.spec_fields() == spec and set(job.spec_fields()) == JOB_FIELDS
+    assert job.spec_fields() == {**spec, "max_runs": None}
+    assert set(job.spec_fields()) == JOB_FIELDS
 
 
 def test_a_run_encodes_as_its_dict_did() -> None:
@@ -76,6 +83,7 @@ def test_a_run_encodes_as_its_dict_did() -> None:
         "dispatched_at": "2026-09-21T14:13:20.008Z",
         "finished_at": None,
         "error": "http 500",
+        "payload_overridden": False,  # level 8 (issue 31)
     }
     assert ENCODER.encode(queries._run_to_json(row, attempts)) == ENCODER.encode(as_dict)
 
@@ -148,6 +156,8 @@ def test_a_tenant_encodes_as_its_dict_did() -> None:
         "alert_url": None,
         "active_jobs": 2,
         "retention": {"runs": "1d"},
+        "paused": False,  # level 8 (issue 31)
+        "paused_reason": None,
         "created_at": "2026-09-21T14:13:20Z",
         "updated_at": "2026-09-21T14:13:20.001Z",
     }
