@@ -18,6 +18,7 @@ from schedd.errors import rejection_error
 from schedd.jsonbody import JSONValue
 from schedd.store.results import (
     Acked,
+    Backfilled,
     CallbacksRecorded,
     Claimed,
     ConnectionCreated,
@@ -367,6 +368,22 @@ class ResumeTenant(LogCommand[Done], frozen=True, kw_only=True, omit_defaults=Tr
     actor: str | None = None
 
 
+class BackfillJob(LogCommand[Backfilled], frozen=True, kw_only=True, omit_defaults=True):
+    """Runs for past occurrences of a job's schedule (`slots`, ascending, computed by the
+    proposer), except those that have a run, a pending backfill, or are at or after the job's
+    next run (the schedule's own). Each added run fires paced on the tenant's backfill lane:
+    `per_s` runs a second from max(ts_ms, where the lane's last backfill ended). A large
+    backfill is several commands; each applies idempotently."""
+
+    TYPE = "backfill_job"
+    LEVEL = SCHEDULE_CONTROL_LEVEL
+    tenant_id: str
+    job_id: str
+    actor: str | None = None
+    slots: tuple[int, ...]
+    per_s: int
+
+
 # ---------------------------------------------------------------------------- dispatch
 
 
@@ -631,6 +648,7 @@ CATALOGUE: Mapping[str, type[LogCommand[Any]]] = {
         ResumeQueue,
         PauseTenant,
         ResumeTenant,
+        BackfillJob,
     )
 }
 LEVEL_OF_TYPE: Mapping[str, int] = {t: c.LEVEL for t, c in CATALOGUE.items() if c.LEVEL > 1}

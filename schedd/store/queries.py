@@ -259,19 +259,28 @@ def list_runs(
             (job_id, rows[-1][1], rows[0][1]),
         ):
             attempts.setdefault(scheduled, []).append(tuple(attempt))
-    page = [_run_to_json(row, attempts.get(row[1], [])) for row in rows]
-    merged = sorted(
-        [(row[1], run) for row, run in zip(rows, page, strict=True)] + in_batches,
-        key=lambda pair: pair[0],
-        reverse=True,
-    )[:limit]
-    own = run_payloads.scheduled_times(conn, job_id, merged[-1][0], merged[0][0])
-    if not own:
-        return [run for _, run in merged]
+    page = [(row[1], _run_to_json(row, attempts.get(row[1], []))) for row in rows]
+    if in_batches:
+        page = sorted(page + in_batches, key=lambda pair: pair[0], reverse=True)[:limit]
+    low, high = page[-1][0], page[0][0]
+    marked = _backfill_marks(conn, job_id, low, high)
+    own = run_payloads.scheduled_times(conn, job_id, low, high)
+    if not marked and not own:
+        return [run for _, run in page]
     return [
-        msgspec.structs.replace(run, payload_overridden=True) if at in own else run
-        for at, run in merged
+        msgspec.structs.replace(run, backfill=ms in marked, payload_overridden=ms in own)
+        for ms, run in page
     ]
+
+
+def _backfill_marks(conn: sqlite3.Connection, job_id: str, low_ms: int, high_ms: int) -> set[int]:
+    """The runs between two times that a backfill added (one range read of their marks)."""
+    rows = conn.execute(
+        "SELECT scheduled_at_ms FROM backfills "
+        "WHERE job_id = ? AND scheduled_at_ms BETWEEN ? AND ?",
+        (job_id, low_ms, high_ms),
+    )
+    return {ms for (ms,) in rows}
 
 
 # A batch run's state and times read in SQL from its slot (store/ledger/batches.py layout):

@@ -59,6 +59,14 @@ class Triggered(Done, frozen=True, kw_only=True):
     scheduled_at_ms: int | None = None
 
 
+class Backfilled(Done, frozen=True, kw_only=True):
+    """backfill_job: how many runs it added (slots skipped are not counted), and when the
+    last of them fires."""
+
+    runs: int = 0
+    last_fire_at_ms: int | None = None
+
+
 class LeasesMoved(Done, frozen=True, kw_only=True):
     moved: int = 0
 

@@ -31,9 +31,11 @@ REPLICATED_TABLES: tuple[tuple[str, str], ...] = (
     ("run_payloads", "job_id, scheduled_at_ms"),
     ("run_counts", "job_id"),
     ("job_versions", "job_id, version"),
+    ("backfills", "job_id, scheduled_at_ms"),
+    ("backfill_lanes", "tenant_id"),
 )
 # Added at log level 3 (issue 17: connections), 4 (issue 29: batches), 5 (completions) and
-# 8 (issue 31: pauses, run_payloads, run_counts, job_versions).
+# 8 (issue 31: pauses, run_payloads, run_counts, job_versions, backfills, backfill_lanes).
 LATER_TABLES = frozenset(
     {
         "connections",
@@ -45,6 +47,8 @@ LATER_TABLES = frozenset(
         "run_payloads",
         "run_counts",
         "job_versions",
+        "backfills",
+        "backfill_lanes",
     }
 )
 
@@ -396,5 +400,17 @@ MIGRATIONS: tuple[str, ...] = (
     -- a job's current version is kept while the job is.
     CREATE INDEX job_versions_superseded ON job_versions (tenant_id, superseded_at_ms)
         WHERE superseded_at_ms IS NOT NULL;
+    -- Which runs a backfill added (apply/backfill.py: the runs listing shows "backfill": true;
+    -- retention deletes a mark with its run), and each tenant's backfill lane: the fire time
+    -- its next backfill run may take (pacing).
+    CREATE TABLE backfills (
+        job_id TEXT NOT NULL,
+        scheduled_at_ms INTEGER NOT NULL,
+        PRIMARY KEY (job_id, scheduled_at_ms)
+    ) WITHOUT ROWID;
+    CREATE TABLE backfill_lanes (
+        tenant_id TEXT PRIMARY KEY,
+        next_fire_at_ms INTEGER NOT NULL
+    ) WITHOUT ROWID;
     """,
 )

@@ -252,6 +252,10 @@ class RunView(msgspec.Struct, frozen=True, kw_only=True):
     payload_overridden: Annotated[
         bool, Meta(description="A trigger gave this run its own payload, in place of the job's.")
     ] = False
+    backfill: Annotated[
+        bool,
+        Meta(description="Whether a backfill (POST /v1/jobs/{id}/backfill) added this run."),
+    ] = False
 
 
 class RunList(msgspec.Struct, frozen=True, kw_only=True):

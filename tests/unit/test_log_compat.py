@@ -185,6 +185,19 @@ def test_the_level_5_types_are_the_catalogue_up_to_level_7() -> None:
     assert {t for t, cls in CATALOGUE.items() if cls.LEVEL <= 7} == LEVEL_5_TYPES
 
 
+LEVEL_8_TYPES = LEVEL_5_TYPES | {
+    "backfill_job",
+    "pause_queue",
+    "resume_queue",
+    "pause_tenant",
+    "resume_tenant",
+}
+
+
+def test_the_level_8_types_are_todays_catalogue() -> None:
+    assert set(CATALOGUE) == LEVEL_8_TYPES
+
+
 def test_the_level_4_fixture_claims_only_in_batches() -> None:
     seen = {t for line in _lines(4) for t in _types(line["entry"])}
     assert seen == LEVEL_4_TYPES - {"claim_runs"}  # every member at 4: no per-run claim

@@ -47,6 +47,7 @@ from schedd.store.commands import (
     LOG_LEVEL,
     RUNS_BY_REFERENCE_LEVEL,
     AckMessages,
+    BackfillJob,
     Barrier,
     Body,
     Claim,
@@ -136,11 +137,13 @@ def test_the_catalogue_names_each_type_once_with_its_level() -> None:
         "resume_queue": 8,
         "pause_tenant": 8,
         "resume_tenant": 8,
+        "backfill_job": 8,
     }
     assert max(cls.LEVEL for cls in CATALOGUE.values()) == LOG_LEVEL == 8
     assert DEFERRED_COMPLETION_LEVEL == 5  # a body's level: claim_batch's defer_completion
     assert BY_REFERENCE_LEVEL == 6  # a body's level: receive_messages' by_reference
     assert RUNS_BY_REFERENCE_LEVEL == 7  # and its runs_by_reference
+    assert LOG_LEVEL == BackfillJob.LEVEL == 8  # level 8: schedule control (issue 31)
 
 
 def test_level_8_fields_of_older_types_need_level_8_only_when_used() -> None:

@@ -84,6 +84,7 @@ def test_a_run_encodes_as_its_dict_did() -> None:
         "finished_at": None,
         "error": "http 500",
         "payload_overridden": False,  # level 8 (issue 31)
+        "backfill": False,
     }
     assert ENCODER.encode(queries._run_to_json(row, attempts)) == ENCODER.encode(as_dict)
 

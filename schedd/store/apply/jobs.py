@@ -13,6 +13,7 @@ from schedd.store import pauses, run_payloads
 from schedd.store.apply import connections, versions
 from schedd.store.command import Command, Handler, Rejected, Result, compact_json, ok, rejected
 from schedd.store.commands import (
+    BackfillJob,
     CancelJob,
     CreateJobs,
     NewJob,
@@ -27,7 +28,7 @@ from schedd.store.pauses import Scope
 from schedd.store.records import add_due, audit, remove_scheduled_due
 from schedd.store.versions import change_of_update
 
-JobCommand = CancelJob | UpdateJob | PauseJob | ResumeJob | TriggerJob
+JobCommand = CancelJob | UpdateJob | PauseJob | ResumeJob | TriggerJob | BackfillJob
 
 LIVE = (JobStatus.ACTIVE.value, JobStatus.PAUSED.value)
 
@@ -67,6 +68,11 @@ def _load(tx: sqlite3.Connection, cmd: Command[JobCommand]) -> StoredJob | None:
     if job.status == JobStatus.ACTIVE and completions.settle_job(tx, job.job_id):
         return _read(tx, job.job_id)
     return job
+
+
+def load_job(tx: sqlite3.Connection, cmd: Command[JobCommand]) -> StoredJob | None:
+    """`_load` for the job commands applied in other modules (backfill_job)."""
+    return _load(tx, cmd)
 
 
 def _read(tx: sqlite3.Connection, job_id: str) -> StoredJob | None:

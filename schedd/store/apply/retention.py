@@ -145,6 +145,11 @@ def _expire_messages(
         )
 
 
+# A backfill's mark (log level 8) goes with its run: the runs listing shows it no more, and a
+# later backfill of the range may run the occurrence again, as for any pruned run.
+_DELETE_BACKFILL_MARK = "DELETE FROM backfills WHERE job_id = ? AND scheduled_at_ms = ?"
+
+
 def _prune_runs(tx: sqlite3.Connection, tenant_id: str, cutoff_ms: int, budget: Budget) -> None:
     if budget.left <= 0:
         return
@@ -157,6 +162,7 @@ def _prune_runs(tx: sqlite3.Connection, tenant_id: str, cutoff_ms: int, budget: 
     tx.executemany("DELETE FROM attempts WHERE job_id = ? AND scheduled_at_ms = ?", runs)
     tx.executemany("DELETE FROM runs WHERE job_id = ? AND scheduled_at_ms = ?", runs)
     run_payloads.forget_runs(tx, runs)
+    tx.executemany(_DELETE_BACKFILL_MARK, runs)
     budget.take("runs", len(runs))
     _prune_batches(tx, tenant_id, cutoff_ms, budget)
 
@@ -175,6 +181,7 @@ def _prune_batches(tx: sqlite3.Connection, tenant_id: str, cutoff_ms: int, budge
         keys = batches.run_keys(runs)
         tx.executemany("DELETE FROM run_keys WHERE job_id = ? AND scheduled_at_ms = ?", keys)
         run_payloads.forget_runs(tx, keys)
+        tx.executemany(_DELETE_BACKFILL_MARK, keys)
         tx.execute("DELETE FROM batches WHERE batch_id = ?", (batch_id,))
         budget.take("runs", len(keys))
 
@@ -198,6 +205,7 @@ def _prune_jobs(tx: sqlite3.Connection, tenant_id: str, cutoff_ms: int, budget: 
         runs = tx.execute("DELETE FROM runs WHERE job_id = ?", (job_id,)).rowcount
         tx.execute("DELETE FROM attempts WHERE job_id = ?", (job_id,))
         tx.execute("DELETE FROM run_keys WHERE job_id = ?", (job_id,))
+        tx.execute("DELETE FROM backfills WHERE job_id = ?", (job_id,))
         tx.execute("DELETE FROM due WHERE job_id = ?", (job_id,))
         tx.execute("DELETE FROM job_versions WHERE job_id = ?", (job_id,))
         tx.execute("DELETE FROM jobs WHERE job_id = ?", (job_id,))
