@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import heapq
+import itertools
 import re
 import threading
 import unicodedata
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timedelta
 from functools import lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
@@ -249,6 +251,58 @@ def occurrences(schedule: Schedule, start_ms: int, end_ms: int, limit: int) -> l
     return runs
 
 
+def occurrences_between(schedule: Schedule, from_ms: int, to_ms: int, limit: int) -> list[int]:
+    """Runs in [from_ms, to_ms), at most `limit` of them, in order: what `occurrences` gives,
+    a cron schedule's in one pass over its wall times (a backfill asks for 100,000: one
+    `next_after` a run costs about 80 us, the pass a few)."""
+    if not isinstance(schedule, CronSchedule):
+        return occurrences(schedule, from_ms - 1, to_ms - 1, limit)
+    after = from_ms - 1
+    if schedule.start_at_ms is not None:
+        after = max(after, schedule.start_at_ms - 1)
+    until = min(to_ms - 1, MAX_INSTANT_MS - 1)
+    if schedule.end_at_ms is not None:
+        until = min(until, schedule.end_at_ms)
+    return cron_between(schedule.expr, schedule.timezone, after, until, limit)
+
+
+def cron_between(
+    expr_text: str, timezone: str, after_ms: int, until_ms: int, limit: int
+) -> list[int]:
+    """`cron_next_after` repeated from `after_ms` while the run is at or before `until_ms`, at
+    most `limit` runs, in one pass over the matching wall times from where the first call
+    looks. A wall time's first instant never goes back as the wall times go on; a repeated
+    hour's second instants (wildcard jobs) come after later first ones, so they wait in a heap
+    until a first instant passes them."""
+    if until_ms <= after_ms or limit <= 0:
+        return []
+    expr = parse_cron(expr_text)
+    zone = ZoneInfo(timezone)
+    runs: list[int] = []
+    for at in _in_order(_instants(expr, zone, _wall_start(after_ms, zone), scan_limit=None)):
+        if at > until_ms:
+            break
+        if at > after_ms and (not runs or at > runs[-1]):
+            runs.append(at)
+            if len(runs) >= limit:
+                break
+    return runs
+
+
+def _in_order(pairs: Iterable[tuple[int | None, int | None]]) -> Iterator[int]:
+    """The instants of `_instants`' pairs in time order (equal ones repeated)."""
+    later: list[int] = []
+    for first, second in pairs:
+        if first is not None:
+            while later and later[0] <= first:
+                yield heapq.heappop(later)
+            yield first
+        if second is not None:
+            heapq.heappush(later, second)
+    while later:
+        yield heapq.heappop(later)
+
+
 def fire_time(job_id: str, scheduled_at_ms: int, window_ms: int) -> int:
     """scheduled_at plus a deterministic offset in [0, window): equal in every process."""
     if window_ms <= 0:
@@ -275,14 +329,8 @@ def cron_next_after(expr_text: str, timezone: str, after_ms: int) -> int | None:
     """
     expr = parse_cron(expr_text)
     zone = ZoneInfo(timezone)
-    local = (EPOCH + timedelta(milliseconds=after_ms)).astimezone(zone)
-    start = local.replace(tzinfo=None, fold=0)
-    if local.fold == 0:
-        # In the first pass of a repeated hour, wall times just before `start` come back
-        # again later: look from the start of the repetition.
-        start -= _fold_size(start, zone)
     best: int | None = None
-    for first, second in _instants(expr, zone, start):
+    for first, second in _instants(expr, zone, _wall_start(after_ms, zone)):
         if best is not None and first is not None and first >= best:
             break  # the earliest instant of later matches only grows
         later = [c for c in (first, second) if c is not None and c > after_ms]
@@ -293,8 +341,19 @@ def cron_next_after(expr_text: str, timezone: str, after_ms: int) -> int | None:
     return best
 
 
+def _wall_start(after_ms: int, zone: ZoneInfo) -> datetime:
+    """The naive wall time from which the runs after `after_ms` are looked for."""
+    local = (EPOCH + timedelta(milliseconds=after_ms)).astimezone(zone)
+    start = local.replace(tzinfo=None, fold=0)
+    if local.fold == 0:
+        # In the first pass of a repeated hour, wall times just before `start` come back
+        # again later: look from the start of the repetition.
+        start -= _fold_size(start, zone)
+    return start
+
+
 def _instants(
-    expr: CronExpr, zone: ZoneInfo, start: datetime
+    expr: CronExpr, zone: ZoneInfo, start: datetime, *, scan_limit: int | None = _SCAN_LIMIT
 ) -> Iterator[tuple[int | None, int | None]]:
     """For each matching wall time from `start` on: (first instant, second instant) in ms.
 
@@ -304,7 +363,8 @@ def _instants(
     """
     matcher = _matcher(expr)
     wall = start - timedelta(seconds=1)
-    for _ in range(_SCAN_LIMIT):
+    scans = itertools.count() if scan_limit is None else range(scan_limit)
+    for _ in scans:
         try:
             wall = matcher.get_next(datetime, start_time=wall)
         except CroniterBadDateError:
