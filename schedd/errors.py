@@ -65,6 +65,14 @@ class InvalidSchedule(InvalidRequest):
     code = "invalid_schedule"
 
 
+class InvalidBackfill(InvalidRequest):
+    """A backfill the API cannot take: a bad or missing field, a range reversed or in the
+    future, more occurrences than one backfill takes (422, the field named)."""
+
+    code = "invalid_backfill"
+    http_status = 422
+
+
 class ConfigError(SchedError):
     """A node configuration file or value is not valid."""
 

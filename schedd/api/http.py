@@ -32,6 +32,7 @@ from schedd.peers import MEMBERS_NOT_HEARD
 from schedd.storage import StorageGuard
 from schedd.store.commands import (
     AddJobs,
+    BackfillJob,
     CreateConnection,
     CreateJobs,
     CreateTenant,
@@ -239,6 +240,7 @@ GROWING_COMMANDS: tuple[type[LogCommand[Any]], ...] = (
     UpdateJob,
     ResumeJob,
     TriggerJob,
+    BackfillJob,
     CreateTenant,
     UpdateTenant,
     RedriveDeadletter,

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import dataclasses
 import typing
-from typing import Annotated, Any
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar
 
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
+from schedd.bodies import Body
 from schedd.model import (
     Backoff,
     HttpMethod,
@@ -28,6 +30,7 @@ from schedd.wire.fields import (
     Count,
     Duration,
     Instant,
+    InstantInput,
     NextCursor,
     Payload,
     one_of,
@@ -270,6 +273,34 @@ class Triggered(msgspec.Struct, frozen=True, kw_only=True):
 
     job_id: str
     scheduled_at: Instant
+
+
+_INSTANT_MESSAGE = (
+    "must be an RFC 3339 instant with a UTC offset like '2026-10-12T08:00:00+05:30', got {value!r}"
+)
+
+
+class BackfillRequest(Body):
+    """The range to backfill: from inclusive, to exclusive, both in the past."""
+
+    from_: Annotated[
+        InstantInput, Meta(description="The first instant of the range (inclusive).")
+    ] = msgspec.field(name="from")
+    to: Annotated[
+        InstantInput,
+        Meta(description="The end of the range (exclusive); not after the server's now."),
+    ]
+
+    field_messages: ClassVar[Mapping[str, str]] = {
+        "from": _INSTANT_MESSAGE,
+        "to": _INSTANT_MESSAGE,
+    }
+
+
+class Backfilled(msgspec.Struct, frozen=True, kw_only=True):
+    """The runs a backfill added: one per occurrence in the range that had no run."""
+
+    runs: Count
 
 
 class Created(msgspec.Struct, frozen=True, kw_only=True):

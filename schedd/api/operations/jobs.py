@@ -6,7 +6,7 @@ from typing import Annotated
 
 from msgspec import Meta
 
-from schedd.api import jobs, schedules, versions
+from schedd.api import backfill, jobs, schedules, versions
 from schedd.api.operation import Answer, Operation
 from schedd.api.operations.parameters import (
     ANY_TOKEN,
@@ -25,6 +25,8 @@ from schedd.api.operations.parameters import (
 )
 from schedd.jobspec import BatchCreate, JobCreate
 from schedd.wire.jobs import (
+    Backfilled,
+    BackfillRequest,
     BatchResults,
     JobList,
     JobView,
@@ -217,6 +219,30 @@ OPERATIONS = (
             202: Answer("The extra run is due now.", body=Triggered),
         },
         errors=(409, 413, 507),
+    ),
+    Operation(
+        method="POST",
+        path="/v1/jobs/{job_id}/backfill",
+        handler=backfill.backfill_job,
+        operation_id="backfillJob",
+        tag="jobs",
+        summary="Run the past occurrences of a range that have no run",
+        description="One run for every occurrence of the job's schedule in [from, to) (its "
+        "zone and DST rule, start_at and end_at respected) that has no run yet, each with its "
+        "own scheduled_at (so the idempotency key a normal run of that slot has). The runs "
+        f"are paced at half the tenant's dispatch_rate, starting now. At most "
+        f"{backfill.MAX_BACKFILL:,} occurrences a request; a range in the future or reversed, "
+        "or a bad field, is a 422 naming the field. The runs show in the job's runs with "
+        '"backfill": true.',
+        access=TENANT,
+        parameters=(JOB_ID,),
+        body=BackfillRequest,
+        answers={
+            202: Answer(
+                "The runs added (occurrences that had a run are not counted).", body=Backfilled
+            ),
+        },
+        errors=(409, 422, 507),
     ),
     Operation(
         method="GET",
