@@ -35,7 +35,15 @@ from schedd.errors import (
     error_of_answer,
 )
 from schedd.jsonbody import JSONValue
-from schedd.wire.jobs import JobList, JobView, PreviewResult, RunList, Triggered, VersionList
+from schedd.wire.jobs import (
+    Backfilled,
+    JobList,
+    JobView,
+    PreviewResult,
+    RunList,
+    Triggered,
+    VersionList,
+)
 from schedd.wire.pauses import QueuePause
 from schedd.wire.tenants import TenantCredentials, TenantView
 
@@ -264,6 +272,11 @@ class Client:
 
     def resume_tenant(self, tenant_id: str) -> Answer[TenantView]:
         return self.answer(TenantView, "POST", _tenant(tenant_id) + "/resume")
+
+    def backfill_job(self, job_id: str, *, from_: str, to: str) -> Answer[Backfilled]:
+        """POST /v1/jobs/{id}/backfill: runs for the occurrences in [from, to) without one."""
+        body: dict[str, JSONValue] = {"from": from_, "to": to}
+        return self.answer(Backfilled, "POST", _job(job_id) + "/backfill", body)
 
     def list_runs(self, job_id: str, *, cursor: str | None, limit: int) -> Answer[RunList]:
         query = {"cursor": cursor, "limit": limit}

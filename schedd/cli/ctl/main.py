@@ -8,6 +8,7 @@ from click.shell_completion import get_completion_class
 
 from schedd import __version__
 from schedd.cli.ctl import admin, connections, history, jobs, pauses, queues, retention
+from schedd.cli.ctl.backfill import backfill
 from schedd.cli.ctl.client import Client
 from schedd.cli.ctl.cluster import cluster
 from schedd.cli.ctl.crontab import import_crontab
@@ -45,7 +46,14 @@ def cli(
         ctx.obj.token_source = "SCHEDCTL_TOKEN"
 
 
-for command in (*jobs.COMMANDS, *pauses.COMMANDS, *history.COMMANDS, next_runs, *admin.COMMANDS):
+for command in (
+    *jobs.COMMANDS,
+    *pauses.COMMANDS,
+    *history.COMMANDS,
+    backfill,
+    next_runs,
+    *admin.COMMANDS,
+):
     cli.add_command(command)
 cli.add_command(work)
 cli.add_command(import_crontab)
