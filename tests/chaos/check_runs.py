@@ -13,6 +13,11 @@ What the policies allow (docs/dispatch.md):
   at the schedule's first occurrence after it (like a reschedule to the same schedule);
 - trigger: one extra run at the instant the trigger answered, fired then (no window), outside
   the schedule; it happens unless the job was cancelled before it fired.
+- backfill: its runs (marked `backfill`) are outside the schedule's walk, fire paced (no window
+  offset), each at an occurrence of the schedule inside the range of a backfill that was
+  answered 2xx or whose outcome is unknown; an acknowledged backfill ran every occurrence of
+  its range before the job's creation (which the schedule itself never runs), unless a cancel
+  came within LATE_BOUND of its answer.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from schedd.model import AtSchedule, Schedule
-from schedd.schedule import fire_time, first_run_at, next_after
+from schedd.schedule import fire_time, first_run_at, next_after, occurrences_between
 from schedd.timeformat import format_instant
 
 LATE_BOUND_MS = 30_000  # the published late-claim bound during failovers
@@ -61,6 +66,8 @@ class JobTimeline:
     misfire: str
     overlap: str
     threshold_ms: int
+    # The job's backfills: (from, to, outcome, when the client got the answer), ms.
+    backfills: tuple[tuple[int, int, str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,8 +88,10 @@ def ms_of(run: dict[str, Any], key: str) -> int:
 
 def check_job(t: JobTimeline) -> list[Violation]:
     """Every violation of the run rules for one job."""
-    scheduled = [r for r in t.runs if r["scheduled_at_ms"] not in t.triggers]
-    found = _run_rows(t) + _claims_after_acks(t, scheduled) + _triggered(t)
+    scheduled = [
+        r for r in t.runs if r["scheduled_at_ms"] not in t.triggers and not r.get("backfill")
+    ]
+    found = _run_rows(t) + _claims_after_acks(t, scheduled) + _triggered(t) + _backfilled(t)
     is_left_paused = t.pause_ms is not None and t.resume_ms is None
     if t.job["status"] == "active" or (t.job["status"] == "paused" and not is_left_paused):
         return [*found, Violation("not_quiescent", t.job_id, f"still {t.job['status']}")]
@@ -116,6 +125,33 @@ def _triggered(t: JobTimeline) -> list[Violation]:
         for at in sorted(t.triggers)
         if at not in have and (t.cancel_ms is None or t.cancel_ms > at + LATE_BOUND_MS)
     ]
+
+
+def _backfilled(t: JobTimeline) -> list[Violation]:
+    """Backfill runs only at asked occurrences; an acknowledged backfill ran the occurrences of
+    its range before the job existed (unless a cancel came soon after its answer)."""
+    found: list[Violation] = []
+    asked = [(lo, hi) for lo, hi, outcome, _ in t.backfills if outcome != "failed"]
+    for run in t.runs:
+        at = run["scheduled_at_ms"]
+        if not run.get("backfill"):
+            continue
+        if not any(lo <= at < hi for lo, hi in asked):
+            found.append(Violation("unasked_backfill_run", t.job_id, run["scheduled_at"]))
+        elif not (_is_occurrence(t.first_schedule, at) or _is_occurrence(t.final_schedule, at)):
+            found.append(Violation("backfill_run_not_due", t.job_id, run["scheduled_at"]))
+    have = {r["scheduled_at_ms"] for r in t.runs}
+    for lo, hi, outcome, answered_ms in t.backfills:
+        if outcome != "ok" or (
+            t.cancel_ms is not None and t.cancel_ms < answered_ms + LATE_BOUND_MS
+        ):
+            continue
+        before = occurrences_between(t.first_schedule, lo, min(hi, t.created_ms), 1_000)
+        lost = [_fmt(at) for at in before if at not in have]
+        if lost:
+            detail = f"{len(lost)} occurrence(s) of an acknowledged backfill: {lost[:MAX_LISTED]}"
+            found.append(Violation("missing_backfill_run", t.job_id, detail))
+    return found
 
 
 def _is_occurrence(schedule: Schedule, at_ms: int) -> bool:
@@ -220,7 +256,8 @@ def _run_rows(t: JobTimeline) -> list[Violation]:
         key = f"{t.job_id}@{run['scheduled_at']}"
         scheduled, fired = run["scheduled_at_ms"], ms_of(run, "fire_at")
         window = 0 if scheduled in t.triggers else t.window_ms  # a trigger fires at once
-        if fired != fire_time(t.job_id, scheduled, window):
+        # A backfill run fires paced on its tenant's lane, not at its scheduled time.
+        if not run.get("backfill") and fired != fire_time(t.job_id, scheduled, window):
             found.append(Violation("wrong_fire_time", t.job_id, f"{key} fires {run['fire_at']}"))
         claimed = ms_of(run, "dispatched_at")
         if claimed < fired - EARLY_TOLERANCE_MS:

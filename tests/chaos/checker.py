@@ -31,6 +31,7 @@ WRITES = frozenset(
         "pause",
         "resume",
         "trigger",
+        "backfill",
         "receive",
         "ack",
         "nack",
@@ -215,7 +216,7 @@ def _changes(ops: list[Op], ref: NodeView) -> list[Violation]:
     """An acknowledged change (cancel, reschedule, pause, resume, trigger) took effect; a failed
     one changed nothing."""
     audit = _audit_by_job(ref)
-    found = _triggers(ops, audit)
+    found = _triggers(ops, audit) + _backfills(ops, audit)
     paused_by = _first_acks(ops, "pause")
     for action, kind in CHANGES:
         by_job: dict[str, list[Op]] = defaultdict(list)
@@ -281,6 +282,23 @@ def _triggers(ops: list[Op], audit: dict[str, list[dict[str, Any]]]) -> list[Vio
     return found
 
 
+def _backfills(ops: list[Op], audit: dict[str, list[dict[str, Any]]]) -> list[Violation]:
+    """A backfill acknowledged with runs is in the audit trail; one that failed (every attempt
+    of it, for its job) wrote nothing."""
+    found = []
+    by_job: dict[str, list[Op]] = defaultdict(list)
+    for op in ops:
+        if op.kind == "backfill":
+            by_job[op.request["job_id"]].append(op)
+    for job_id, job_ops in by_job.items():
+        applied = any(r["action"] == "backfill_job" for r in audit.get(job_id, []))
+        if any(op.outcome == "ok" and op.response.get("runs") for op in job_ops) and not applied:
+            found.append(Violation("acked_backfill_lost", job_id, "no audit record"))
+        if {op.outcome for op in job_ops} == {"failed"} and applied:
+            found.append(Violation("failed_request_applied", job_id, "backfill failed"))
+    return found
+
+
 def _trigger_ms(record: dict[str, Any]) -> int:
     at: int = record["detail"]["scheduled_at_ms"]
     return at
@@ -339,6 +357,11 @@ def _timeline(
         misfire=job["misfire_policy"],
         overlap=job.get("overlap_policy") or "allow",
         threshold_ms=obs.threshold_ms,
+        backfills=tuple(
+            (ms(op.request["from"]), ms(op.request["to"]), op.outcome, op.end_ms)
+            for op in obs.ops
+            if op.kind == "backfill" and op.request["job_id"] == job_id
+        ),
     )
 
 

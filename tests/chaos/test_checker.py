@@ -299,3 +299,56 @@ def test_two_leaders_of_one_term_are_flagged_from_the_node_logs(tmp_path: Path) 
     found = two_leaders(terms)
     assert [(v.kind, v.detail) for v in found] == [("two_leaders_in_term", "term 7: ['n1', 'n2']")]
     assert two_leaders({"n1": [3, 7], "n2": [5, 8], "n3": [9, 9]}) == []
+
+
+# ------------------------------------------------------------------ backfills
+
+EARLIER = EverySchedule(interval_ms=2_000, start_at_ms=T0 - 10_000, end_at_ms=T0 + 20_000)
+ASKED = (T0 - 10_000, T0 + 10_000)  # answered at T0 + 10.5 s
+
+
+def backfilled(at_ms: int, k: int) -> dict[str, Any]:
+    fires = T0 + 10_500 + k  # paced on the tenant's lane from the answer on
+    return run(at_ms) | {
+        "backfill": True,
+        "fire_at": format_instant(fires),
+        "fire_at_ms": fires,
+        "dispatched_at": format_instant(fires + 2),
+        "dispatched_at_ms": fires + 2,
+    }
+
+
+def backfill_timeline(
+    runs: list[dict[str, Any]], outcome: str = "ok", asked: tuple[int, int] = ASKED
+) -> JobTimeline:
+    t = timeline(runs, schedule=EARLIER)
+    return JobTimeline(
+        **{f: getattr(t, f) for f in JobTimeline.__dataclass_fields__}
+        | {"backfills": ((*asked, outcome, T0 + 10_500),)}
+    )
+
+
+def before_creation() -> list[dict[str, Any]]:
+    return [backfilled(T0 - 10_000 + k * 2_000, k) for k in range(5)]
+
+
+def test_backfill_runs_are_outside_the_walk_and_fire_paced() -> None:
+    runs = sorted([*before_creation(), *every_2s()], key=lambda r: r["scheduled_at_ms"])
+    assert kinds(backfill_timeline(runs)) == []
+
+
+def test_an_acknowledged_backfill_missing_an_occurrence_before_the_job_is_found() -> None:
+    runs = [*before_creation()[1:], *every_2s()]
+    assert kinds(backfill_timeline(runs)) == ["missing_backfill_run"]
+    assert kinds(backfill_timeline(runs, outcome="unknown")) == []  # may not have committed
+
+
+def test_a_backfill_run_outside_every_asked_range_or_off_the_schedule_is_found() -> None:
+    outside = backfill_timeline([*before_creation(), *every_2s()], asked=(T0 - 8_000, T0))
+    assert kinds(outside) == ["unasked_backfill_run"]
+    off = [*before_creation(), backfilled(T0 - 9_000, 9), *every_2s()]
+    assert kinds(backfill_timeline(off)) == ["backfill_run_not_due"]
+    assert (
+        kinds(backfill_timeline(before_creation() + every_2s(), outcome="failed"))
+        == ["unasked_backfill_run"] * 5
+    )

@@ -1,7 +1,7 @@
 """The client workload: per tenant, a worker that creates one-time, recurring and cron jobs
-(single and batched), cancels, reschedules, pauses and resumes, and triggers some, each call
-recorded in the history. Every schedule ends before the workload does, so the cluster goes
-quiet on its own afterwards."""
+(single and batched), cancels, reschedules, pauses and resumes, triggers some and backfills
+some, each call recorded in the history. Every schedule ends before the workload does, so the
+cluster goes quiet on its own afterwards."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ TAIL_MS = 3_000  # no run is scheduled later than this before the workload's end
 MIN_LEFT_MS = 6_000  # with less time left, a worker only cancels
 CRONS_PER_TENANT = 2
 ZONES = ("UTC", "Asia/Kolkata", "America/New_York")
+BACKFILL_SPAN_MS = 150_000  # a backfill asks for the last 2.5 minutes
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,8 +102,18 @@ class TenantWorker(threading.Thread):
             self.cancel()
             return
         action = self.rng.choices(
-            ("once", "recurring", "cron", "batch", "cancel", "reschedule", "pause", "trigger"),
-            weights=(30, 15, 3, 10, 12, 10, 5, 4),
+            (
+                "once",
+                "recurring",
+                "cron",
+                "batch",
+                "cancel",
+                "reschedule",
+                "pause",
+                "trigger",
+                "backfill",
+            ),
+            weights=(30, 15, 3, 10, 12, 10, 5, 4, 4),
         )[0]
         if action == "cron" and (self._crons >= CRONS_PER_TENANT or left < 65_000):
             action = "once"
@@ -114,6 +125,8 @@ class TenantWorker(threading.Thread):
             self.pause()
         elif action == "trigger":
             self.trigger()
+        elif action == "backfill":
+            self.backfill()
         elif action == "batch":
             self.batch()
         else:
@@ -306,6 +319,28 @@ class TenantWorker(threading.Thread):
         response = {"scheduled_at": reply.body.get("scheduled_at")} if reply.status == 202 else {}
         self.history.record(
             self.name, "trigger", self.tenant.name, node_id, reply, request, response
+        )
+
+    def backfill(self) -> None:
+        """Backfill the last BACKFILL_SPAN_MS of a recurring or cron job not yet cancelled:
+        a cron job's minutes before its creation, the occurrences a pause or a misfire left
+        out; the rest of the range has runs already and gets none."""
+        job = self._choose(
+            [j for j in self.jobs if not j.is_cancel_tried and j.form in ("every", "cron")]
+        )
+        if job is None:
+            return
+        now = now_ms()
+        body = {
+            "from": format_instant(now - BACKFILL_SPAN_MS),
+            "to": format_instant(now - 1_000),
+        }
+        node_id, url = self._node()
+        reply = call(url, "POST", f"/v1/jobs/{job.job_id}/backfill", body, token=self.tenant.token)
+        request = {"job_id": job.job_id, "name": job.name} | body
+        response = {"runs": reply.body.get("runs")} if reply.status == 202 else {}
+        self.history.record(
+            self.name, "backfill", self.tenant.name, node_id, reply, request, response
         )
 
     def _new_schedule(self) -> dict[str, Any]:
