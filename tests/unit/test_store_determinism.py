@@ -79,7 +79,19 @@ job_command = st.builds(
     st.integers(1, 4),
     times,
 )
-commands = st.lists(st.one_of(create_tenant, create_jobs, job_command), min_size=1, max_size=40)
+backfill_job = st.builds(
+    lambda t, j, slots, per_s: (
+        "backfill_job",
+        {"tenant_id": t, "job_id": j, "slots": sorted(set(slots)), "per_s": per_s},
+    ),
+    tenant_ids,
+    job_ids,
+    st.lists(times, max_size=6),
+    st.integers(1, 3_000),
+)
+commands = st.lists(
+    st.one_of(create_tenant, create_jobs, job_command, backfill_job), min_size=1, max_size=40
+)
 
 
 def blobs_for(sequence: list[tuple[str, dict[str, Any]]]) -> list[bytes]:
