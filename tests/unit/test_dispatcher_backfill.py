@@ -8,7 +8,14 @@ from schedd.api.backfill import backfill_rate
 from schedd.schedule import occurrences_between, parse_schedule
 from schedd.store.commands import BackfillJob, ClaimBatch, ClaimRuns
 from schedd.store.db import Database
-from tests.unit.test_dispatcher import Cluster, claimed_count, cluster, ms, recorded_dispatcher
+from tests.unit.test_dispatcher import (
+    Cluster,
+    add_second_tenant,
+    claimed_count,
+    cluster,
+    ms,
+    recorded_dispatcher,
+)
 
 __all__ = ["cluster"]  # the fixture, shared
 
@@ -36,12 +43,22 @@ def test_a_run_due_now_is_claimed_on_time_beside_a_100_000_slot_backfill(
         assert cluster.apply.propose(cmd, ts_ms=start).runs == 5_000
     due_at = start + 5_000
     cluster.add_job("job_now", {"schedule": {"run_at": "2026-06-01T00:00:05Z"}}, start)
+    add_second_tenant(cluster, dispatch_rate=200, ts_ms=start)  # another tenant, the same rate
+    cluster.add_job("job_other", {"schedule": {"run_at": "2026-06-01T00:00:05Z"}}, start, "t2")
     cluster.run_until(due_at, step_ms=100)
     # The run due now went out in the tick of its fire time, in the same tenant, although
     # 100,000 backfill runs wait: they are not ahead of it, being paced on their own lane.
     claims = [c for cmd in proposed if isinstance(cmd, ClaimBatch | ClaimRuns) for c in cmd.claims]
     [on_time] = [c for c in claims if c.job_id == "job_now"]
-    assert on_time.fire_at_ms == due_at
+    [other] = [c for c in claims if c.job_id == "job_other"]
+    assert on_time.fire_at_ms == other.fire_at_ms == due_at
+    first_claim = next(
+        cmd
+        for cmd in proposed
+        if isinstance(cmd, ClaimBatch | ClaimRuns)
+        and any(c.fire_at_ms == due_at for c in cmd.claims)
+    )
+    assert {"job_now", "job_other"} <= {c.job_id for c in first_claim.claims}  # one tick
     assert cluster.runs("job_now") == [("2026-06-01T00:00:05Z", "dispatched")]
     # The backfill took its share, never more: 100 a second from the start.
     backfilled = [c for c in claims if c.job_id == "job_old"]
