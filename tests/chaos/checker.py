@@ -32,6 +32,8 @@ WRITES = frozenset(
         "resume",
         "trigger",
         "backfill",
+        "pause_queue",
+        "resume_queue",
         "receive",
         "ack",
         "nack",
@@ -87,6 +89,7 @@ def check(obs: Observed) -> tuple[list[Violation], dict[str, Any]]:
     found += _jobs(obs, ref, claims)
     deliveries, more = check_deliveries(obs.queue_deliveries, obs.http_calls, obs.tenants, ref)
     found += more
+    found += queue_pauses(obs.ops)
     found += _minority(obs.ops, obs.faults)
     found += _digests(obs.digests)
     return found, _stats(obs, ref, deliveries)
@@ -366,6 +369,32 @@ def _timeline(
 
 
 # ------------------------------------------------------------------ partitions
+
+
+def queue_pauses(ops: list[Op]) -> list[Violation]:
+    """A paused queue hands out nothing (log level 8): a receive sent after a pause of its
+    queue was acknowledged and answered before that queue's next resume was sent got no
+    message (its proposal follows the pause in the log, whichever node it reached)."""
+    by_queue: dict[tuple[str, str], list[Op]] = defaultdict(list)
+    for op in ops:
+        if op.kind in ("pause_queue", "resume_queue", "receive"):
+            by_queue[(op.tenant, op.request.get("queue", ""))].append(op)
+    found = []
+    for (tenant, queue), queue_ops in by_queue.items():
+        pauses = [op for op in queue_ops if op.kind == "pause_queue" and op.outcome == "ok"]
+        resumes = sorted(op.start_ms for op in queue_ops if op.kind == "resume_queue")
+        for pause in pauses:
+            until = next((at for at in resumes if at > pause.end_ms), None)
+            for op in queue_ops:
+                if (
+                    op.kind == "receive"
+                    and op.response.get("keys")
+                    and op.start_ms > pause.end_ms
+                    and (until is None or op.end_ms < until)
+                ):
+                    what = f"{tenant}/{queue}: op {op.op_id} got {len(op.response['keys'])}"
+                    found.append(Violation("received_while_paused", None, what))
+    return found
 
 
 def _minority(ops: list[Op], faults: list[FaultEvent]) -> list[Violation]:

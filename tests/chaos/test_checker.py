@@ -11,7 +11,7 @@ from schedd.model import AtSchedule, EverySchedule, Schedule
 from schedd.timeformat import format_instant
 from tests.chaos.check_deliveries import check_deliveries
 from tests.chaos.check_runs import LATE_BOUND_MS, JobTimeline, check_job
-from tests.chaos.checker import Claim, _changes, _creates, two_leaders
+from tests.chaos.checker import Claim, _changes, _creates, queue_pauses, two_leaders
 from tests.chaos.collect import NodeView, leader_terms
 from tests.chaos.history import Op, QueueDelivery
 
@@ -352,3 +352,33 @@ def test_a_backfill_run_outside_every_asked_range_or_off_the_schedule_is_found()
         kinds(backfill_timeline(before_creation() + every_2s(), outcome="failed"))
         == ["unasked_backfill_run"] * 5
     )
+
+
+def _queue_op(kind: str, start: int, end: int, *, keys: int = 0, outcome: str = "ok") -> Op:
+    return Op(
+        op_id=start,
+        process="w",
+        kind=kind,
+        tenant="t0",
+        node="n1",
+        start_ms=T0 + start,
+        end_ms=T0 + end,
+        outcome=outcome,  # type: ignore[arg-type]
+        status=200,
+        request={"queue": "q0"},
+        response={"keys": [f"k{i}" for i in range(keys)]} if kind == "receive" else {},
+    )
+
+
+def test_a_receive_between_a_queues_pause_and_its_resume_that_got_messages_is_found() -> None:
+    paused = [_queue_op("pause_queue", 0, 10), _queue_op("resume_queue", 500, 510)]
+    inside = _queue_op("receive", 20, 30, keys=2)
+    assert [v.kind for v in queue_pauses([*paused, inside])] == ["received_while_paused"]
+    # Sent before the pause was answered, or answered after the resume was sent: allowed.
+    racing = _queue_op("receive", 5, 30, keys=1)
+    after = _queue_op("receive", 400, 520, keys=1)
+    empty = _queue_op("receive", 20, 30)
+    assert queue_pauses([*paused, racing, after, empty]) == []
+    # A pause that failed fences nothing.
+    failed = [_queue_op("pause_queue", 0, 10, outcome="failed"), inside]
+    assert queue_pauses(failed) == []

@@ -1,7 +1,7 @@
 """The client workload: per tenant, a worker that creates one-time, recurring and cron jobs
 (single and batched), cancels, reschedules, pauses and resumes, triggers some and backfills
-some, each call recorded in the history. Every schedule ends before the workload does, so the
-cluster goes quiet on its own afterwards."""
+some, and pauses its queues for a few seconds, each call recorded in the history. Every
+schedule ends before the workload does, so the cluster goes quiet on its own afterwards."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ MIN_LEFT_MS = 6_000  # with less time left, a worker only cancels
 CRONS_PER_TENANT = 2
 ZONES = ("UTC", "Asia/Kolkata", "America/New_York")
 BACKFILL_SPAN_MS = 150_000  # a backfill asks for the last 2.5 minutes
+QUEUE_RESUME_WAIT_MS = 60_000  # after the workload: how long a queue's resume is retried
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +82,8 @@ class TenantWorker(threading.Thread):
         self.jobs: list[KnownJob] = []
         self._names = 0
         self._crons = 0
+        # Queues this tenant paused, each with when to resume it (until a resume is answered).
+        self.paused_queues: dict[str, int] = {}
         self.stop = threading.Event()
         self.errors: list[str] = []
 
@@ -89,10 +92,20 @@ class TenantWorker(threading.Thread):
             while not self.stop.is_set() and now_ms() < self.end_ms:
                 self.step()
                 self.stop.wait(self.rng.uniform(0.1, 0.4))
+            # A queue left paused would keep its runs from the consumers: resume it, however
+            # long a fault takes to heal (bounded).
+            deadline = now_ms() + QUEUE_RESUME_WAIT_MS
+            while self.paused_queues and now_ms() < deadline:
+                self.resume_queue(next(iter(self.paused_queues)))
+                self.stop.wait(0.5)
         except Exception as exc:  # a harness bug: the runner reports it as a violation
             self.errors.append(repr(exc))
 
     def step(self) -> None:
+        due_queues = [q for q, at in self.paused_queues.items() if at <= now_ms()]
+        if due_queues:
+            self.resume_queue(due_queues[0])
+            return
         left = self.last_run_ms - now_ms()
         due = [j for j in self.jobs if j.resume_at_ms is not None and j.resume_at_ms <= now_ms()]
         if due:
@@ -112,8 +125,9 @@ class TenantWorker(threading.Thread):
                 "pause",
                 "trigger",
                 "backfill",
+                "pause_queue",
             ),
-            weights=(30, 15, 3, 10, 12, 10, 5, 4, 4),
+            weights=(30, 15, 3, 10, 12, 10, 5, 4, 4, 2),
         )[0]
         if action == "cron" and (self._crons >= CRONS_PER_TENANT or left < 65_000):
             action = "once"
@@ -127,6 +141,8 @@ class TenantWorker(threading.Thread):
             self.trigger()
         elif action == "backfill":
             self.backfill()
+        elif action == "pause_queue":
+            self.pause_queue()
         elif action == "batch":
             self.batch()
         else:
@@ -307,6 +323,31 @@ class TenantWorker(threading.Thread):
         reply = call(url, "POST", f"/v1/jobs/{job.job_id}/resume", token=self.tenant.token)
         request = {"job_id": job.job_id, "name": job.name}
         self.history.record(self.name, "resume", self.tenant.name, node_id, reply, request)
+
+    def pause_queue(self) -> None:
+        """Pause one of the tenant's queues for 2-5 s: the consumers' receives get nothing
+        meanwhile (checked), the runs wait in it and are delivered after the resume."""
+        free = [q for q in QUEUES if q not in self.paused_queues]
+        if not free:
+            return
+        queue = self.rng.choice(free)
+        node_id, url = self._node()
+        body = {"reason": f"chaos {self.name}"}
+        reply = call(url, "POST", f"/v1/queues/{queue}/pause", body, token=self.tenant.token)
+        self.history.record(
+            self.name, "pause_queue", self.tenant.name, node_id, reply, {"queue": queue}
+        )
+        # Whatever the answer (it may have been applied): resume it later, until answered.
+        self.paused_queues[queue] = now_ms() + self.rng.randint(2_000, 5_000)
+
+    def resume_queue(self, queue: str) -> None:
+        node_id, url = self._node()
+        reply = call(url, "POST", f"/v1/queues/{queue}/resume", token=self.tenant.token)
+        self.history.record(
+            self.name, "resume_queue", self.tenant.name, node_id, reply, {"queue": queue}
+        )
+        if reply.outcome == "ok":
+            del self.paused_queues[queue]
 
     def trigger(self) -> None:
         """One extra run now, outside the schedule, of a job not yet cancelled."""
