@@ -268,3 +268,25 @@ def test_the_level_7_fixture_names_the_runs_it_receives(db: Database) -> None:
         assert result == line["result"], line["index"]
     expected = json.loads((FIXTURES / "journal-level7.expected.json").read_text())
     assert state_digest(db.conn) == (expected["applied_index"], expected["digest"])
+
+
+# Level 8 (issue 31): schedule control.
+def test_the_level_8_fixture_holds_every_type_and_applies_alike(db: Database) -> None:
+    seen = {t for line in _lines(8) for t in _types(line["entry"])}
+    assert LEVEL_8_TYPES - {"claim_runs"} <= seen  # every member at 8: no per-run claim
+    found = _commands(8)
+    assert any(t == "pause_job" and body.get("reason") for t, body, _ in found)
+    assert any(t == "trigger_job" and body.get("payload") for t, body, _ in found)
+    assert any(t == "update_job" and body.get("versioned") for t, body, _ in found)
+    later = ("job_versions", "run_counts", "run_payloads", "pauses", "backfills", "backfill_lanes")
+    most = dict.fromkeys(later, 0)  # rows each new table held at once (retention prunes some)
+    machine = StateMachine(db)
+    for line in _lines(8):
+        result = machine.apply(line["entry"].encode(), index=line["index"])
+        assert result == line["result"], line["index"]
+        for table in later:
+            rows = db.conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+            most[table] = max(most[table], rows)
+    expected = json.loads((FIXTURES / "journal-level8.expected.json").read_text())
+    assert state_digest(db.conn) == (expected["applied_index"], expected["digest"])
+    assert all(most.values()), most
