@@ -33,9 +33,12 @@ REPLICATED_TABLES: tuple[tuple[str, str], ...] = (
     ("job_versions", "job_id, version"),
     ("backfills", "job_id, scheduled_at_ms"),
     ("backfill_lanes", "tenant_id"),
+    ("failure_policies", "tenant_id"),
+    ("alerts", "alert_id"),
 )
 # Added at log level 3 (issue 17: connections), 4 (issue 29: batches), 5 (completions) and
-# 8 (issue 31: pauses, run_payloads, run_counts, job_versions, backfills, backfill_lanes).
+# 8 (issue 31: pauses, run_payloads, run_counts, job_versions, backfills, backfill_lanes,
+# failure_policies, alerts).
 LATER_TABLES = frozenset(
     {
         "connections",
@@ -49,6 +52,8 @@ LATER_TABLES = frozenset(
         "job_versions",
         "backfills",
         "backfill_lanes",
+        "failure_policies",
+        "alerts",
     }
 )
 
@@ -412,5 +417,28 @@ MIGRATIONS: tuple[str, ...] = (
         tenant_id TEXT PRIMARY KEY,
         next_fire_at_ms INTEGER NOT NULL
     ) WITHOUT ROWID;
+    -- A tenant's default failure policy (PATCH /v1/tenants/{id} "on_failure"), for its jobs
+    -- that have none of their own (store/failures.py).
+    CREATE TABLE failure_policies (
+        tenant_id TEXT PRIMARY KEY,
+        on_failure TEXT NOT NULL
+    ) WITHOUT ROWID;
+    -- Failure alerts to POST (store/alerts.py): written by apply when a job's runs ended dead
+    -- `after` times in a row; the leader's alert sender posts them signed, retries, and
+    -- records each outcome (`next_at_ms` NULL once sent or given up).
+    CREATE TABLE alerts (
+        alert_id INTEGER PRIMARY KEY,
+        tenant_id TEXT NOT NULL,
+        job_id TEXT NOT NULL,
+        url TEXT NOT NULL,
+        body TEXT NOT NULL,
+        created_at_ms INTEGER NOT NULL,
+        attempts INTEGER NOT NULL,
+        next_at_ms INTEGER,
+        sent_at_ms INTEGER,
+        last_error TEXT
+    );
+    CREATE INDEX alerts_due ON alerts (next_at_ms) WHERE next_at_ms IS NOT NULL;
+    CREATE INDEX alerts_by_tenant ON alerts (tenant_id, created_at_ms);
     """,
 )
