@@ -32,6 +32,8 @@ from schedd.targetspec import HTTP_METHODS as HTTP_METHODS  # schedctl's
 from schedd.targetspec import PRINTABLE, TargetUnion, checked_target, parse_target, target_to_json
 from schedd.targetspec import QUEUE_NAME as QUEUE_NAME  # schedctl's
 from schedd.timeformat import format_duration
+from schedd.wire.failures import OnFailure
+from schedd.wire.failures import as_json as failure_policy_json
 from schedd.wire.fields import DEFAULT_PAYLOAD_LIMIT, SCHEMAS, Payload, ref
 from schedd.wire.jobs import MAX_RUNS
 
@@ -46,6 +48,7 @@ JOB_FIELDS = frozenset(
         "misfire_policy",
         "overlap_policy",
         "max_runs",
+        "on_failure",
     }
 )
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -66,6 +69,7 @@ class JobSpec:
     misfire_policy: MisfirePolicy
     overlap_policy: OverlapPolicy
     max_runs: int | None = None  # level 8: complete after this many scheduled runs
+    on_failure: OnFailure | None = None  # level 8: alert and/or pause after dead runs
 
     @property
     def is_recurring(self) -> bool:
@@ -124,6 +128,13 @@ class JobCreate(Body, kw_only=True):
         ]
         | None
     ) = None
+    on_failure: Annotated[
+        OnFailure | None,
+        Meta(
+            description="After `after` consecutive runs ended dead: POST a signed alert to "
+            "alert_url and/or pause the job (the tenant's default applies when this is null)."
+        ),
+    ] = None
 
     field_messages: ClassVar[Mapping[str, str]] = {
         "name": "must be a string of at most 200 printable characters",
@@ -201,11 +212,15 @@ def parse_job(
         misfire_policy=asked.misfire_policy or MisfirePolicy.RUN_ONCE,
         overlap_policy=asked.overlap_policy or OverlapPolicy.ALLOW,
         max_runs=asked.max_runs,
+        on_failure=asked.on_failure,
     )
     if not spec.is_recurring and spec.overlap_policy is not OverlapPolicy.ALLOW:
         raise InvalidRequest("overlap_policy", "applies to recurring schedules only")
     if not spec.is_recurring and spec.max_runs is not None:
         raise InvalidRequest("max_runs", "applies to recurring schedules only")
+    policy = spec.on_failure
+    if policy is not None and policy.alert_url is None and not policy.pause:
+        raise InvalidRequest("on_failure", "must give an alert_url, pause: true, or both")
     _check_window_fits(spec)
     return spec
 
@@ -268,8 +283,11 @@ def spec_to_json(spec: JobSpec) -> JSONObject:
         "misfire_policy": spec.misfire_policy.value,
         "overlap_policy": spec.overlap_policy.value,
     }
-    if spec.max_runs is not None:  # absent otherwise: a spec as every release before wrote it
+    # Absent otherwise: a spec as every release before level 8 wrote it.
+    if spec.max_runs is not None:
         stored["max_runs"] = spec.max_runs
+    if spec.on_failure is not None:
+        stored["on_failure"] = failure_policy_json(spec.on_failure)
     return stored
 
 

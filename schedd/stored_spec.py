@@ -120,6 +120,7 @@ class StoredSpec(msgspec.Struct, frozen=True):
     misfire_policy: Any = "run_once"
     overlap_policy: Any = "allow"
     max_runs: Any = None  # level 8; absent from specs without a limit
+    on_failure: Any = None  # level 8; absent from specs without a failure policy
 
     def run_limit(self) -> int | None:
         """The run limit as stored: a positive integer, else none."""

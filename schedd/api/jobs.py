@@ -35,6 +35,7 @@ from schedd.api.http import (
     read_optional_object,
 )
 from schedd.api.job_filters import job_filter
+from schedd.api.tenants import check_alert_url
 from schedd.api.versions import versions_recorded
 from schedd.bodies import convert_body
 from schedd.errors import (
@@ -137,9 +138,29 @@ def _new_item(
 async def _guard_targets(
     ctx: ApiContext, tenant_id: str, specs: list[JobSpec], address: str | None
 ) -> list[SchedError | None]:
-    """The SSRF guard on each spec's HTTP target, and a broker target's connection
-    (api/connections.py; `address` is the client's, for a catch-up); None: allowed, or
-    neither kind."""
+    """The SSRF guard on each spec's HTTP target and failure alert URL, and a broker target's
+    connection (api/connections.py; `address` is the client's, for a catch-up); None: allowed,
+    or none of those."""
+    verdicts = await _target_verdicts(ctx, tenant_id, specs, address)
+    alerting = [k for k, s in enumerate(specs) if s.on_failure and s.on_failure.alert_url]
+    if not alerting:
+        return verdicts
+    tenant = await ctx.reads.read(lambda conn: queries.get_tenant(conn, tenant_id))
+    hosts = tenant.allowed_hosts if tenant is not None else []
+    for k in alerting:
+        policy = specs[k].on_failure
+        assert policy is not None and policy.alert_url is not None
+        try:
+            with lookups_for(tenant_id):
+                await check_alert_url(policy.alert_url, hosts, ctx.guard, "on_failure.alert_url")
+        except SchedError as exc:
+            verdicts[k] = verdicts[k] or exc
+    return verdicts
+
+
+async def _target_verdicts(
+    ctx: ApiContext, tenant_id: str, specs: list[JobSpec], address: str | None
+) -> list[SchedError | None]:
     targets = [spec.target for spec in specs]
     brokers = await connection_verdicts(ctx, tenant_id, targets, address)
     urls = {t.url for t in targets if isinstance(t, HttpTarget)}

@@ -26,9 +26,11 @@ from schedd.errors import InvalidRequest, TenantNotFound
 from schedd.guard.ssrf import BlockedTarget, host_matches
 from schedd.guard.targets import TargetGuard
 from schedd.jsonbody import JSONObject
-from schedd.store import pauses, queries
+from schedd.store import failures, pauses, queries
 from schedd.store.commands import CreateTenant, RotateTenant, UpdateTenant
 from schedd.store.pauses import Scope
+from schedd.wire.failures import OnFailure
+from schedd.wire.failures import as_json as failure_policy_json
 from schedd.wire.tenants import (
     TenantCreate,
     TenantCredentials,
@@ -48,22 +50,32 @@ async def _tenant_fields(
     its alert_url to the tenant's)."""
     if isinstance(settings.alert_url, str):
         hosts = settings.allowed_hosts
-        await _check_alert_url(settings.alert_url, stored_hosts if hosts is UNSET else hosts, guard)
-    return {k: v for k, v in msgspec.structs.asdict(settings).items() if v is not UNSET}
+        await check_alert_url(settings.alert_url, stored_hosts if hosts is UNSET else hosts, guard)
+    fields = {k: v for k, v in msgspec.structs.asdict(settings).items() if v is not UNSET}
+    policy = fields.get("on_failure")  # a PATCH's: the tenant's default failure policy
+    if isinstance(policy, OnFailure):
+        if policy.alert_url is not None:
+            hosts = settings.allowed_hosts
+            allowed = stored_hosts if hosts is UNSET else hosts
+            await check_alert_url(policy.alert_url, allowed, guard, "on_failure.alert_url")
+        fields["on_failure"] = failure_policy_json(policy)
+    return fields
 
 
-async def _check_alert_url(url: str, allowed_hosts: list[str], guard: TargetGuard) -> None:
-    """The alert webhook obeys the rules of the tenant's targets: SSRF (422), the tenant's
+async def check_alert_url(
+    url: str, allowed_hosts: list[str], guard: TargetGuard, field: str = "alert_url"
+) -> None:
+    """An alert webhook obeys the rules of the tenant's targets: SSRF (422), the tenant's
     allowed_hosts (400), DNS; every alert checks again before it is sent."""
     try:
         host = guard.parse(url).host
         if allowed_hosts and not host_matches(host, allowed_hosts):
             raise InvalidRequest(
-                "alert_url", f"host {host!r} is not in the tenant's allowed_hosts {allowed_hosts}"
+                field, f"host {host!r} is not in the tenant's allowed_hosts {allowed_hosts}"
             )
         await guard.check(url)
     except BlockedTarget as exc:
-        raise BlockedTarget(exc.reason, host=exc.host, field="alert_url") from None
+        raise BlockedTarget(exc.reason, host=exc.host, field=field) from None
 
 
 def _credentials(tenant_id: str) -> tuple[dict[str, str], TenantCredentials]:
@@ -93,13 +105,17 @@ async def create_tenant(request: web.Request) -> web.Response:
 
 
 async def tenant_json(ctx: ApiContext, tenant_id: str) -> TenantView:
-    def read(conn: sqlite3.Connection) -> tuple[queries.Tenant | None, pauses.Pause | None]:
-        return queries.get_tenant(conn, tenant_id), pauses.find(conn, Scope.TENANT, tenant_id, "")
+    def read(conn: sqlite3.Connection) -> TenantView | None:
+        tenant = queries.get_tenant(conn, tenant_id)
+        if tenant is None:
+            return None
+        pause = pauses.find(conn, Scope.TENANT, tenant_id, "")
+        return tenant.view(pause, failures.default_of(conn, tenant_id))
 
-    tenant, pause = await ctx.reads.read(read)
-    if tenant is None:
+    view = await ctx.reads.read(read)
+    if view is None:
         raise TenantNotFound(tenant_id)
-    return tenant.view(pause)
+    return view
 
 
 async def list_tenants(request: web.Request) -> web.Response:
@@ -108,11 +124,14 @@ async def list_tenants(request: web.Request) -> web.Response:
     limit = query_limit(request)
     after = decode_cursor(request) or ""
 
-    def read(conn: sqlite3.Connection) -> tuple[list[queries.Tenant], dict[str, pauses.Pause]]:
-        return queries.list_tenants(conn, after=after, limit=limit), pauses.tenants_paused(conn)
+    def read(conn: sqlite3.Connection) -> list[TenantView]:
+        paused = pauses.tenants_paused(conn)
+        return [
+            t.view(paused.get(t.tenant_id), failures.default_of(conn, t.tenant_id))
+            for t in queries.list_tenants(conn, after=after, limit=limit)
+        ]
 
-    tenants, paused = await ctx.reads.read(read)
-    items = [t.view(paused.get(t.tenant_id)) for t in tenants]
+    items = await ctx.reads.read(read)
     return json_response(
         TenantList(tenants=items, next_cursor=page(items, limit, lambda t: t.tenant_id))
     )

@@ -180,6 +180,10 @@ class UpdateTenant(LogCommand[TenantSaved], frozen=True, kw_only=True, omit_defa
     changes: JSONObject  # only the fields named change (alert_url may be set to null)
     actor: str | None = None
 
+    def needed_level(self) -> int:
+        """Level 8: the tenant's default failure policy (`on_failure`)."""
+        return SCHEDULE_CONTROL_LEVEL if "on_failure" in self.changes else self.LEVEL
+
 
 class RotateTenant(LogCommand[TenantSaved], frozen=True, kw_only=True, omit_defaults=True):
     """New token and signing secret; the old secret still signs for `overlap_ms`."""
@@ -281,7 +285,9 @@ def spec_level(spec: JSONObject) -> int:
     with a run limit (`max_runs`, counted by apply), else 1."""
     found = BY_NAME.get(target_type(spec.get("target")) or "")
     level = 1 if found is None else found.log_level
-    return max(level, SCHEDULE_CONTROL_LEVEL) if spec.get("max_runs") is not None else level
+    if spec.get("max_runs") is not None or spec.get("on_failure") is not None:
+        return max(level, SCHEDULE_CONTROL_LEVEL)
+    return level
 
 
 class PauseJob(LogCommand[Done], frozen=True, kw_only=True, omit_defaults=True):

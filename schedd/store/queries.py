@@ -17,11 +17,13 @@ from schedd.jobspec import JOB_FIELDS
 from schedd.model import JobStatus, MisfirePolicy, OverlapPolicy, RunStatus
 from schedd.retention import retention_json
 from schedd.store import run_payloads
+from schedd.store.failures import Policy
 from schedd.store.ledger import completions
 from schedd.store.pauses import Pause
 from schedd.timeformat import format_instant
 from schedd.wire.cluster import AuditRecord
 from schedd.wire.deadletters import DeadLetterView
+from schedd.wire.failures import OnFailureView
 from schedd.wire.jobs import AttemptView, JobView, RunView
 from schedd.wire.tenants import TenantView
 
@@ -50,8 +52,9 @@ class Tenant:
             return [self.signing_secret, self.previous_secret]
         return [self.signing_secret]
 
-    def view(self, pause: Pause | None = None) -> TenantView:
-        """The API's tenant object (never the token or the signing secret), with its pause."""
+    def view(self, pause: Pause | None = None, on_failure: Policy | None = None) -> TenantView:
+        """The API's tenant object (never the token or the signing secret), with its pause and
+        its jobs' default failure policy."""
         return TenantView(
             tenant_id=self.tenant_id,
             name=self.name,
@@ -61,6 +64,11 @@ class Tenant:
             alert_url=self.alert_url,
             active_jobs=self.live_jobs,
             retention=retention_json(self.retention),
+            on_failure=None
+            if on_failure is None
+            else OnFailureView(
+                alert_url=on_failure.alert_url, after=on_failure.after, pause=on_failure.pause
+            ),
             paused=pause is not None,
             paused_reason=None if pause is None else pause.reason,
             created_at=format_instant(self.created_at_ms),
@@ -157,6 +165,7 @@ def job_json(
         misfire_policy=_policy(MisfirePolicy, full["misfire_policy"]),
         overlap_policy=_policy(OverlapPolicy, full["overlap_policy"]),
         max_runs=full["max_runs"],
+        on_failure=full["on_failure"],
         status=JobStatus(status),
         paused_reason=paused_reason if status == JobStatus.PAUSED else None,
         next_run_at=None if next_run_at_ms is None else format_instant(next_run_at_ms),

@@ -26,6 +26,7 @@ from schedd.model import (
 from schedd.targets import KINDS as BROKER_KINDS
 from schedd.targets import TargetKind
 from schedd.wire.errors import Failure
+from schedd.wire.failures import OnFailureView
 from schedd.wire.fields import (
     Count,
     Duration,
@@ -140,6 +141,13 @@ class JobView(msgspec.Struct, frozen=True, kw_only=True):
     misfire_policy: Annotated[str, one_of_values(MisfirePolicy)]
     overlap_policy: Annotated[str, one_of_values(OverlapPolicy)]
     max_runs: Annotated[int, Meta(ge=1, le=MAX_RUNS)] | None = None
+    on_failure: Annotated[
+        dict[str, Any] | None,
+        Meta(
+            description="Its own failure policy (null: its tenant's default, if any).",
+            extra_json_schema={"anyOf": [ref(OnFailureView), {"type": "null"}]},
+        ),
+    ] = None
     status: Annotated[str, one_of_values(JobStatus)]
     paused_reason: Annotated[
         str | None, Meta(description="Why it was paused, when a reason was given.")
@@ -175,6 +183,7 @@ class JobView(msgspec.Struct, frozen=True, kw_only=True):
             "misfire_policy": self.misfire_policy,
             "overlap_policy": self.overlap_policy,
             "max_runs": self.max_runs,
+            "on_failure": self.on_failure,
         }
 
 

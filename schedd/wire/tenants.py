@@ -11,6 +11,7 @@ from msgspec import UNSET, Meta, UnsetType
 
 from schedd.bodies import Body
 from schedd.targets import CONNECTION_NAME, CONNECTION_SCHEMES
+from schedd.wire.failures import OnFailure, OnFailureView
 from schedd.wire.fields import Count, Duration, Instant, NextCursor, ref
 
 MAX_DETAIL_CHARS = 512  # a connection test's detail
@@ -71,6 +72,16 @@ class TenantPatch(Body):
     dispatch_rate: DispatchRate | UnsetType = UNSET
     allowed_hosts: AllowedHosts | UnsetType = UNSET
     alert_url: AlertUrl | UnsetType = UNSET
+    on_failure: (
+        Annotated[
+            OnFailure | None,
+            Meta(
+                description="The default failure policy of the tenant's jobs that have none of "
+                "their own; null removes it."
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
 
     field_messages: ClassVar[Mapping[str, str]] = TENANT_MESSAGES
 
@@ -108,6 +119,9 @@ class TenantView(msgspec.Struct, frozen=True, kw_only=True):
     alert_url: str | None
     active_jobs: Count
     retention: Annotated[dict[str, str], Meta(extra_json_schema=ref(OwnRetention))]
+    on_failure: Annotated[
+        OnFailureView | None, Meta(description="Its jobs' default failure policy.")
+    ] = None
     paused: Annotated[bool, Meta(description="None of its runs is claimed while paused.")] = False
     paused_reason: str | None = None
     created_at: Instant

@@ -33,6 +33,7 @@ JOB_FIELDS = frozenset(
         "misfire_policy",
         "overlap_policy",
         "max_runs",
+        "on_failure",
         "status",
         "paused_reason",
         "next_run_at",

@@ -31,6 +31,7 @@ TENANT_FIELDS = {
     "alert_url",
     "retention",
     "active_jobs",
+    "on_failure",
     "paused",
     "paused_reason",
     "created_at",

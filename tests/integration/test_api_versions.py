@@ -33,6 +33,7 @@ SPEC_FIELDS = [
     "misfire_policy",
     "overlap_policy",
     "max_runs",
+    "on_failure",
 ]
 
 

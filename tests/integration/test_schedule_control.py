@@ -320,3 +320,77 @@ def test_a_patch_may_not_set_max_runs_at_or_below_the_runs_started(node: NodePro
     status, answer, _ = http("PATCH", url, {"max_runs": None}, token=tenant.token)
     assert status == 200 and answer["max_runs"] is None, answer
     _post(node, f"/v1/jobs/{job['job_id']}/pause", None, tenant.token)
+
+
+# ------------------------------------------------------------------ failure policies
+
+ONE_TRY = {"max_attempts": 1, "backoff": "fixed", "initial_delay": "1s", "max_delay": "1s"}
+
+
+def test_a_job_pauses_itself_after_its_policys_dead_runs_in_a_row(node: NodeProcess) -> None:
+    tenant = new_tenant(node)
+    policy = {"after": 2, "pause": True}
+    body = job_body(
+        schedule={"every": "1s"},
+        target={"type": "queue", "name": "fail"},
+        retry=ONE_TRY,
+        on_failure=policy,
+    )
+    job = create_job(node, tenant.token, body)
+    assert job["on_failure"] == {"alert_url": None, "after": 2, "pause": True}
+    for k in range(2):
+        [message] = wait_for(lambda: _receive(node, tenant, "fail", "5s")[:1], 15, "a run")
+        nack = {"receipts": [message["receipt"]], "error": f"boom {k}"}
+        _post(node, "/v1/queues/fail/nack", nack, tenant.token)
+    paused = wait_for(
+        lambda: (j := get_job(node, tenant.token, job["job_id"]))["status"] == "paused" and j,
+        10,
+        "the job paused by its policy",
+    )
+    assert paused["paused_reason"] == "paused after 2 consecutive failures"
+    records = [r for r in all_audit(node, tenant.token) if r["action"] == "pause_job"]
+    assert [(r["actor"], r["detail"]) for r in records] == [
+        ("schedd", {"reason": "paused after 2 consecutive failures"})
+    ]
+
+
+@pytest.mark.parametrize(
+    ("policy", "field"),
+    [
+        ({}, "on_failure"),
+        ({"after": 0, "pause": True}, "after"),
+        ({"pause": "yes"}, "pause"),
+        ({"pause": True, "extra": 1}, "extra"),
+    ],
+    ids=["nothing-to-do", "after-0", "pause-not-bool", "unknown-field"],
+)
+def test_a_bad_failure_policy_is_400_naming_it(
+    node: NodeProcess, policy: dict[str, Any], field: str
+) -> None:
+    tenant = new_tenant(node)
+    body = job_body(schedule={"every": "1h"}, on_failure=policy)
+    status, answer, _ = http("POST", f"{node.url}/v1/jobs", body, token=tenant.token)
+    assert_error(status, answer, 400, "invalid_request")
+    assert field in answer["error"]["message"], answer
+
+
+def test_an_alert_url_the_ssrf_guard_refuses_is_422_for_a_job_and_a_tenant(
+    node: NodeProcess,
+) -> None:
+    tenant = new_tenant(node)
+    policy = {"alert_url": "http://127.0.0.1:9/hook", "pause": False}
+    body = job_body(schedule={"every": "1h"}, on_failure=policy)
+    status, answer, _ = http("POST", f"{node.url}/v1/jobs", body, token=tenant.token)
+    assert status == 422 and "on_failure.alert_url" in answer["error"]["message"], answer
+    url = f"{node.url}/v1/tenants/{tenant.tenant_id}"
+    status, answer, _ = http("PATCH", url, {"on_failure": policy})
+    assert status == 422 and "on_failure.alert_url" in answer["error"]["message"], answer
+
+
+def test_a_tenants_default_policy_is_set_shown_and_removed(node: NodeProcess) -> None:
+    tenant = new_tenant(node)
+    url = f"{node.url}/v1/tenants/{tenant.tenant_id}"
+    status, shown, _ = http("PATCH", url, {"on_failure": {"pause": True, "after": 5}})
+    assert status == 200 and shown["on_failure"] == {"alert_url": None, "after": 5, "pause": True}
+    status, shown, _ = http("PATCH", url, {"on_failure": None})
+    assert status == 200 and shown["on_failure"] is None, shown

@@ -38,6 +38,7 @@ def test_a_job_encodes_as_its_dict_did() -> None:
         "tenant_id": "t1",
         **spec,
         "max_runs": None,  # level 8 (issue 31): a spec without a limit stores none
+        "on_failure": None,
         "status": "active",
         "paused_reason": None,
         "next_run_at": "2026-09-21T14:14:20Z",
@@ -48,7 +49,7 @@ def test_a_job_encodes_as_its_dict_did() -> None:
     }
     job = queries.job_to_json(row)
     assert ENCODER.encode(job) == ENCODER.encode(as_dict)
-    assert job.spec_fields() == {**spec, "max_runs": None}
+    assert job.spec_fields() == {**spec, "max_runs": None, "on_failure": None}
     assert set(job.spec_fields()) == JOB_FIELDS
 
 
@@ -157,7 +158,8 @@ def test_a_tenant_encodes_as_its_dict_did() -> None:
         "alert_url": None,
         "active_jobs": 2,
         "retention": {"runs": "1d"},
-        "paused": False,  # level 8 (issue 31)
+        "on_failure": None,  # level 8 (issue 31)
+        "paused": False,
         "paused_reason": None,
         "created_at": "2026-09-21T14:13:20Z",
         "updated_at": "2026-09-21T14:13:20.001Z",

@@ -15,6 +15,7 @@ from typing import TypedDict
 from schedd.model import RunStatus, Verdict, delivery_id
 from schedd.retry import has_attempts_left
 from schedd.store import ledger
+from schedd.store.apply import failures
 from schedd.store.apply.jobs import cancel_job
 from schedd.store.command import Command, Handler, Result, ok
 from schedd.store.commands import CallbackOutcome, CancelJob, RecordCallbacks
@@ -105,7 +106,9 @@ def _record_one(
     )
     run = _run(row, RunStatus.DEAD, error, finished_at_ms=outcome.finished_at_ms)
     ledger.bury(tx, row.seq, dead, run)
-    if verdict == Verdict.GONE:  # the target says it no longer exists: stop calling it
+    if verdict != Verdict.GONE:  # a job its target cancels has no failures to act on
+        failures.on_dead(tx, cmd, row.job_id, error or "")
+    else:  # the target says it no longer exists: stop calling it
         body = CancelJob(
             tenant_id=row.tenant_id,
             job_id=row.job_id,

@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 from schedd.model import RunStatus, idempotency_key
 from schedd.retry import has_attempts_left, retry_delay_ms
 from schedd.store import ledger, pauses
+from schedd.store.apply import failures
 from schedd.store.command import (
     Applied,
     Command,
@@ -359,6 +360,7 @@ def _bury(
     )
     run = _run(message, RunStatus.DEAD, error=error, finished_at_ms=cmd.ts_ms)
     ledger.bury(tx, message.msg_id, dead, run)
+    failures.on_dead(tx, cmd, message.job_id, error)
 
 
 HANDLERS: dict[str, Handler] = {

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 
+from schedd.store import failures
 from schedd.store.command import Command, Handler, Result, ok, rejected
 from schedd.store.commands import CreateTenant, RotateTenant, UpdateTenant
 from schedd.store.events import CredentialsChanged
@@ -55,6 +56,8 @@ def update_tenant(tx: sqlite3.Connection, cmd: Command[UpdateTenant]) -> Result:
             value = json.dumps(changes[key]) if key == "allowed_hosts" else changes[key]
             # `key` comes from the fixed TENANT_FIELDS tuple, never from the command.
             tx.execute(f"UPDATE tenants SET {key} = ? WHERE tenant_id = ?", (value, tenant_id))
+    if "on_failure" in changes:  # level 8: its jobs' default failure policy
+        failures.set_default(tx, tenant_id, changes["on_failure"])
     tx.execute("UPDATE tenants SET updated_at_ms = ? WHERE tenant_id = ?", (cmd.ts_ms, tenant_id))
     audit(tx, cmd, tenant_id=tenant_id, detail={"fields": sorted(changes)})
     return ok(tenant_id=tenant_id)

@@ -34,6 +34,9 @@ class ChangedJob(Protocol):
     def tenant_id(self) -> str: ...
 
 
+SCHEDD = "schedd"  # the actor of changes schedd makes itself (a failure policy's pause)
+
+
 def record(
     tx: sqlite3.Connection,
     cmd: Command[Any],
@@ -42,11 +45,13 @@ def record(
     *,
     fields: Sequence[str] | None = None,
     spec: str | None = None,
+    by_schedd: bool = False,
 ) -> None:
     """Add the version `cmd` makes of the job, if it is a level-8 form (`versioned`); call it
     before the job row is written. `spec` is the stored text of a new spec; None: the job's
-    spec stays as it is."""
-    if not cmd.body.versioned:
+    spec stays as it is. `by_schedd`: a change schedd itself made, of a job whose level-8 spec
+    asked for it (a pause by its failure policy), recorded with the actor "schedd"."""
+    if not by_schedd and not cmd.body.versioned:
         return
     job_id, tenant_id = job.job_id, job.tenant_id
     last = tx.execute(
@@ -64,9 +69,10 @@ def record(
     if spec is None:
         spec = tx.execute("SELECT spec FROM jobs WHERE job_id = ?", (job_id,)).fetchone()[0]
     names = None if fields is None else json.dumps(list(fields), separators=(",", ":"))
+    actor = SCHEDD if by_schedd else actor_of(cmd)
     tx.execute(
         _INSERT,
-        (job_id, version, tenant_id, cmd.ts_ms, actor_of(cmd), change.value, names, spec, None),
+        (job_id, version, tenant_id, cmd.ts_ms, actor, change.value, names, spec, None),
     )
 
 
