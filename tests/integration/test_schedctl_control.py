@@ -69,3 +69,15 @@ def test_trigger_with_a_payload_and_add_with_max_runs(ctl: Ctl) -> None:
     assert [r["payload_overridden"] for r in runs].count(True) == 1 and len(runs) == 3
     refused = ctl("add", "--every", "1h", "--queue", "x", "--max-runs", "0")
     assert refused.returncode == 2 and "--max-runs" in refused.stderr, refused.stderr
+
+
+def test_add_with_a_failure_policy_and_get_shows_it(ctl: Ctl) -> None:
+    job = ctl.json(
+        "add", "--every", "1h", "--queue", "f", "--pause-on-failure", "--alert-after", "4"
+    )
+    assert job["on_failure"] == {"alert_url": None, "after": 4, "pause": True}
+    shown = ctl("get", job["job_id"])
+    assert shown.returncode == 0 and "after 4 dead runs in a row: pause" in shown.stdout
+    assert_fails(
+        ctl("add", "--every", "1h", "--queue", "f", "--alert-after", "2"), 2, "--alert-after"
+    )

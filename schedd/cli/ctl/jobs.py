@@ -34,6 +34,7 @@ from schedd.model import Backoff, JobStatus, MisfirePolicy, OverlapPolicy
 from schedd.schedule import parse_schedule
 from schedd.targets import KINDS, TARGET_TYPES
 from schedd.timeformat import parse_instant
+from schedd.wire.failures import DEFAULT_AFTER, MAX_AFTER
 from schedd.wire.jobs import MAX_RUNS, JobList, RunList
 
 NO_PAYLOAD_LIMIT = 2**62  # the server knows its own limit; the client checks the rest
@@ -243,7 +244,18 @@ FLAG_OF_FIELD = {
     "misfire_policy": "--misfire",
     "overlap_policy": "--overlap",
     "max_runs": "--max-runs",
+    "on_failure.alert_url": "--alert-url",
+    "on_failure.after": "--alert-after",
 }
+
+
+def _on_failure(url: str | None, after: int | None, pause: bool) -> dict[str, JSONValue] | None:
+    """The job's failure policy from add's flags; None when none of them is given."""
+    if url is None and not pause:
+        if after is not None:
+            raise InvalidRequest("--alert-after", "needs --alert-url or --pause-on-failure")
+        return None
+    return {"alert_url": url, "after": after or DEFAULT_AFTER, "pause": pause}
 
 
 def _check_locally(check: Callable[[], object]) -> None:
@@ -312,6 +324,22 @@ Examples:
     metavar="N",
     help="Recurring: complete the job after N scheduled runs (triggers not counted).",
 )
+@click.option(
+    "--alert-url",
+    metavar="URL",
+    help="On failure: POST a signed alert here after --alert-after dead runs in a row.",
+)
+@click.option(
+    "--alert-after",
+    type=click.IntRange(1, MAX_AFTER),
+    metavar="N",
+    help=f"On failure: act after N dead runs in a row [default: {DEFAULT_AFTER}].",
+)
+@click.option(
+    "--pause-on-failure",
+    is_flag=True,
+    help="On failure: pause the job after --alert-after dead runs in a row.",
+)
 @click.option("--name", metavar="TEXT", help="A name for people (at most 200 chars).")
 @click.option(
     "--idempotency-key", metavar="KEY", help="Create at most one job per KEY; default: random."
@@ -329,6 +357,9 @@ def add(
     overlap: str | None,
     window: str | None,
     max_runs: int | None,
+    alert_url: str | None,
+    alert_after: int | None,
+    pause_on_failure: bool,
     name: str | None,
     idempotency_key: str | None,
     as_json: bool,
@@ -344,6 +375,7 @@ def add(
         "misfire_policy": misfire,
         "overlap_policy": overlap,
         "max_runs": max_runs,
+        "on_failure": _on_failure(alert_url, alert_after, pause_on_failure),
     }
     body: dict[str, JSONValue] = {k: v for k, v in fields.items() if v is not None}
     if payload is not None:

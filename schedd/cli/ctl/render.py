@@ -97,6 +97,7 @@ def show_job(job: Answer[JobView], *, as_json: bool) -> None:
         ("schedule", describe_schedule(view.schedule)),
         ("next run", _next_run(view)),
         *([("runs", f"{view.runs_started or 0} of max {view.max_runs}")] if view.max_runs else []),
+        *([("on failure", _on_failure(view.on_failure))] if view.on_failure else []),
         ("window", view.window or "-"),
         ("target", describe_target(view.target)),
         ("payload", _payload(view.payload)),
@@ -108,6 +109,13 @@ def show_job(job: Answer[JobView], *, as_json: bool) -> None:
         ("updated", view.updated_at),
     ]
     print_fields(rows)
+
+
+def _on_failure(policy: Mapping[str, object]) -> str:
+    """A failure policy in one line: what happens after how many dead runs in a row."""
+    acts = [f"alert {policy.get('alert_url')}"] if policy.get("alert_url") else []
+    acts += ["pause"] if policy.get("pause") else []
+    return f"after {policy.get('after')} dead runs in a row: {' and '.join(acts)}"
 
 
 def show_jobs(page: Answer[JobList], *, as_json: bool) -> None:
