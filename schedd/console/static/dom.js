@@ -55,8 +55,9 @@ export function notice(message, kind = "error") {
 }
 
 // Ask before a state change: a modal <dialog> (no window.confirm, so tests can drive it and
-// the text is ours). Resolves true when the user confirms.
-export function confirmAction(question, detail = "") {
+// the text is ours), holding `extra` (an input the action reads, e.g. a reason) when given.
+// Resolves true when the user confirms.
+export function confirmAction(question, detail = "", extra = null) {
   return new Promise((resolve) => {
     const yes = h("button", { type: "button", class: "danger", "data-confirm": "yes" }, "Confirm");
     const no = h("button", { type: "button", "data-confirm": "no" }, "Cancel");
@@ -65,6 +66,7 @@ export function confirmAction(question, detail = "") {
       { class: "confirm", "aria-label": question },
       h("p", { class: "question" }, question),
       detail ? h("p", { class: "detail" }, detail) : null,
+      extra,
       h("div", { class: "buttons" }, no, yes),
     );
     const finish = (answer) => {

@@ -66,6 +66,18 @@ function lastRunText(last) {
   return [" · ", h("span", { class: `status ${last.status}`, id: "job-last-run", title }, `last run ${last.status}`)];
 }
 
+// Why the job is paused, when whoever paused it said so (a person, or its failure policy).
+function pausedText(job) {
+  if (!job.paused_reason) return null;
+  return [" · ", h("span", { id: "job-paused-reason" }, `paused: ${job.paused_reason}`)];
+}
+
+// A failure policy in words: after how many dead runs in a row, what happens.
+function failureText(policy) {
+  const acts = [policy.alert_url ? `alert ${policy.alert_url}` : null, policy.pause ? "pause" : null].filter(Boolean);
+  return `after ${policy.after} dead runs in a row: ${acts.join(" and ")}`;
+}
+
 // The job's version (its changes: created, updated, paused...) apart from the claim fence (the job
 // object's `version`, which every claimed run raises too).
 function summary(job, last, versions) {
@@ -79,7 +91,9 @@ function summary(job, last, versions) {
     "Claim fence",
   );
   const rows = [
-    ["Status", [h("span", { class: `status ${job.status}`, id: "job-status" }, job.status), lastRunText(last)]],
+    ["Status", [h("span", { class: `status ${job.status}`, id: "job-status" }, job.status), lastRunText(last), pausedText(job)]],
+    ...(job.max_runs ? [["Runs", h("span", { id: "job-runs-limit" }, `${job.runs_started ?? 0} of max ${job.max_runs}`)]] : []),
+    ...(job.on_failure ? [["On failure", h("span", { id: "job-on-failure" }, failureText(job.on_failure))]] : []),
     ["Schedule", scheduleText(job.schedule)],
     ["Target", targetText(job.target)],
     ["Next run", when(job.next_run_at)],
@@ -92,7 +106,7 @@ function summary(job, last, versions) {
 
 function actions(job, path, status, refresh) {
   const live = job.status === "active" || job.status === "paused";
-  const act = (label, name, question, run, enabled = live) =>
+  const act = (label, name, question, run, enabled = live, extra = null) =>
     h(
       "button",
       {
@@ -100,7 +114,7 @@ function actions(job, path, status, refresh) {
         "data-action": name,
         disabled: !enabled,
         onclick: async () => {
-          if (!(await confirmAction(question, job.name || job.job_id))) return;
+          if (!(await confirmAction(question, job.name || job.job_id, extra))) return;
           try {
             await run();
             status.replaceChildren(notice(`${label}: done.`, "ok"));
@@ -113,12 +127,25 @@ function actions(job, path, status, refresh) {
       label,
     );
   const schedule = h("textarea", { id: "new-schedule", rows: 2, "aria-label": "New schedule (JSON)" }, JSON.stringify(job.schedule));
+  const reason = h("input", { id: "pause-reason", type: "text", maxlength: 500, placeholder: "reason (optional)", "aria-label": "Why" });
+  // The job's payload to start from (empty for none: an empty box sends null).
+  const payload = h("textarea", { id: "trigger-payload", rows: 2, "aria-label": "This run's payload (JSON)" }, job.payload == null ? "" : JSON.stringify(job.payload));
+  const pauseBody = () => (reason.value.trim() ? { reason: reason.value.trim() } : undefined);
   return h(
     "div",
     { class: "actions" },
-    act("Pause", "pause", "Pause this job? No new runs fire until it is resumed.", () => post(`${path}/pause`), job.status === "active"),
+    act("Pause", "pause", "Pause this job? No new runs fire until it is resumed.", () => post(`${path}/pause`, pauseBody()), job.status === "active", reason),
     act("Resume", "resume", "Resume this job from now?", () => post(`${path}/resume`), job.status === "paused"),
     act("Trigger now", "trigger", "Run this job once now, outside its schedule?", () => post(`${path}/trigger`)),
+    h(
+      "details",
+      { class: "trigger-payload" },
+      h("summary", {}, "Trigger with a payload"),
+      payload,
+      act("Trigger with this payload", "trigger-payload", "Run this job once now with this payload (for this run only)?", () =>
+        post(`${path}/trigger`, { payload: payload.value.trim() ? JSON.parse(payload.value) : null }),
+      ),
+    ),
     act("Cancel", "cancel", "Cancel this job? Its future runs will not fire; this cannot be undone.", () => call("DELETE", path)),
     h(
       "details",
@@ -170,6 +197,12 @@ function took(attempt) {
   return Number.isFinite(ms) && ms >= 0 ? ` in ${seconds(ms / 1000)}` : "";
 }
 
+// What set a run apart: a backfill added it, or a trigger gave it its own payload.
+function runMarks(run) {
+  const marks = [run.backfill ? "backfill" : null, run.payload_overridden ? "own payload" : null].filter(Boolean);
+  return marks.map((mark) => [" ", h("span", { class: "mark" }, mark)]);
+}
+
 function runRow(run) {
   const attempts = (run.attempts ?? []).map((a) =>
     h("li", {}, `#${a.attempt} ${a.outcome ?? "…"} at ${when(a.started_at)}${took(a)}`, a.error ? h("span", { class: "error" }, ` — ${a.error}`) : null),
@@ -178,7 +211,7 @@ function runRow(run) {
     "tr",
     { "data-run": run.scheduled_at },
     h("td", { class: "mono" }, when(run.scheduled_at)),
-    h("td", { class: `status ${run.status}` }, run.status),
+    h("td", { class: `status ${run.status}` }, run.status, runMarks(run)),
     h("td", {}, run.attempt),
     h("td", {}, when(run.dispatched_at)),
     h("td", {}, when(run.finished_at)),

@@ -1,0 +1,87 @@
+"""Schedule control in chromium (issue 31): a job paused with a reason shows it, a trigger with
+its own payload is marked on its run, a run limit and a failure policy are shown; the queues
+page pauses a queue with a reason and resumes it."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from tests.browser.conftest import Console, new_tenant
+from tests.browser.test_console import create_job
+from tests.servers import http, wait_for
+
+pytestmark = [pytest.mark.cluster, pytest.mark.browser]
+
+
+def test_the_job_page_pauses_with_a_reason_and_triggers_with_a_payload(console: Console) -> None:
+    tenant = new_tenant(console.node, f"control-{uuid.uuid4().hex[:6]}")
+    token = tenant["token"]
+    job = create_job(
+        console.node,
+        token,
+        name="invoice-sync",
+        payload={"full": False},
+        max_runs=100,
+        on_failure={"after": 3, "pause": True},
+    )
+    console.sign_in(token)
+    console.go(f"#/jobs/{job['job_id']}")
+    page = console.page
+    page.wait_for_selector("#job-runs-limit")
+    assert page.text_content("#job-runs-limit") == "0 of max 100"
+    assert page.text_content("#job-on-failure") == "after 3 dead runs in a row: pause"
+
+    page.click("details.trigger-payload summary")
+    page.fill("#trigger-payload", '{"full": true}')
+    page.click("[data-action=trigger-payload]")
+    console.confirm()
+    page.wait_for_selector("#runs-table .mark")
+    assert page.locator("#runs-table .mark").all_text_contents() == ["own payload"]
+
+    page.click("[data-action=pause]")
+    page.fill("dialog.confirm #pause-reason", "ERP maintenance window")
+    console.confirm()
+    page.wait_for_selector("#job-paused-reason")
+    assert page.text_content("#job-paused-reason") == "paused: ERP maintenance window"
+    assert page.text_content("#job-status") == "paused"
+    console.shot("job-paused-reason")
+    status, shown, _ = http("GET", f"{console.node.url}/v1/jobs/{job['job_id']}", token=token)
+    assert status == 200 and shown["paused_reason"] == "ERP maintenance window"
+
+
+def test_the_queues_page_pauses_a_queue_with_a_reason_and_resumes_it(console: Console) -> None:
+    tenant = new_tenant(console.node, f"queues-{uuid.uuid4().hex[:6]}")
+    token = tenant["token"]
+    create_job(
+        console.node, token, schedule={"delay": "0s"}, target={"type": "queue", "name": "mail"}
+    )
+
+    def ready() -> bool:
+        _, answer, _ = http("GET", f"{console.node.url}/v1/queues", token=token)
+        return any(q["name"] == "mail" and q["ready"] == 1 for q in answer["queues"])
+
+    wait_for(ready, 15, "the run in its queue")
+    console.sign_in(token)
+    console.go("#/queues")
+    page = console.page
+    row = "#queues tr[data-queue='mail']"
+    page.wait_for_selector(f"{row} [data-action=pause]")
+    page.click(f"{row} [data-action=pause]")
+    page.fill("dialog.confirm #pause-reason", "SMTP relay swap")
+    console.confirm()
+    page.wait_for_selector(f"{row} [data-action=resume]")
+    assert page.text_content(f"{row} td.state .status") == "paused: SMTP relay swap"
+    console.shot("queue-paused")
+    status, answer, _ = http(
+        "POST", f"{console.node.url}/v1/queues/mail/receive", {"max": 1}, token=token
+    )
+    assert status == 200 and answer["messages"] == []
+    page.click(f"{row} [data-action=resume]")
+    console.confirm()
+    page.wait_for_selector(f"{row} [data-action=pause]")
+    status, answer, _ = http(
+        "POST", f"{console.node.url}/v1/queues/mail/receive", {"max": 1}, token=token
+    )
+    assert status == 200 and len(answer["messages"]) == 1
