@@ -18,6 +18,7 @@ from schedd.errors import rejection_error
 from schedd.jsonbody import JSONValue
 from schedd.store.results import (
     Acked,
+    AlertsRecorded,
     Backfilled,
     CallbacksRecorded,
     Claimed,
@@ -56,7 +57,8 @@ JSONObject = Mapping[str, Any]  # kept as the proposer built it (a job spec, ten
 # (issue 30): a receive_messages `runs_by_reference`, whose per-run messages (retries and
 # redeliveries) are answered as their ids, read the same way: no receive's answer holds a payload.
 # Level 8 (issue 31): operators' control of schedules (backfill, trigger overrides, run limits,
-# pause reasons, queue and tenant pauses, a job's versions): new types, and new body fields
+# pause reasons, queue and tenant pauses, a job's versions, failure alerts' outcomes
+# (record_alerts)): new types, and new body fields
 # whose `needed_level` is 8. Their state lives in new tables (schema.LATER_TABLES), so a log
 # that never uses them digests as before.
 # LEVEL_OF_TYPE names the types above level 1.
@@ -562,6 +564,29 @@ class RecordCallbacks(LogCommand[CallbacksRecorded], frozen=True, kw_only=True, 
         return versioned_level(self.versioned, self.LEVEL)
 
 
+# ---------------------------------------------------------------------------- failure alerts
+
+
+class AlertOutcome(Body, frozen=True, kw_only=True, omit_defaults=True):
+    """How one POST of a failure alert ended: `attempt` is the attempt made (the row's
+    `attempts` plus one when it was read); `retry_at_ms` None on a failure gives the alert up."""
+
+    alert_id: int
+    attempt: int
+    sent: bool
+    error: str | None = None
+    retry_at_ms: int | None = None
+
+
+class RecordAlerts(LogCommand[AlertsRecorded], frozen=True, kw_only=True, omit_defaults=True):
+    """The outcomes of the leader's alert sender (delivery/alerts.py); an outcome for an
+    attempt that is not the alert's next one, or for an alert done, changes nothing."""
+
+    TYPE = "record_alerts"
+    LEVEL = SCHEDULE_CONTROL_LEVEL
+    outcomes: tuple[AlertOutcome, ...]
+
+
 # ---------------------------------------------------------------------------- retention
 
 
@@ -655,6 +680,7 @@ CATALOGUE: Mapping[str, type[LogCommand[Any]]] = {
         PauseTenant,
         ResumeTenant,
         BackfillJob,
+        RecordAlerts,
     )
 }
 LEVEL_OF_TYPE: Mapping[str, int] = {t: c.LEVEL for t, c in CATALOGUE.items() if c.LEVEL > 1}

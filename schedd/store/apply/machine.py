@@ -15,6 +15,7 @@ from typing import Any, cast
 from schedd import metrics
 from schedd.jsonbody import JSONObject, JSONValue
 from schedd.store.apply import (
+    alerts,
     backfill,
     cluster,
     connections,
@@ -59,6 +60,7 @@ HANDLERS: Mapping[str, Handler] = {
     **connections.HANDLERS,
     **pauses.HANDLERS,
     **backfill.HANDLERS,
+    **alerts.HANDLERS,
 }
 PRUNE_EVERY = 1_000  # indexes between deterministic clean-ups of the dedupe tables
 APPLIED_COMMANDS_TTL_MS = 3_600_000

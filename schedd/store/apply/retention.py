@@ -115,6 +115,7 @@ def _prune_tenant(
     _prune_deadletters(tx, tenant_id, now - policy.deadletters, budget)
     _prune_audit(tx, tenant_id, now - policy.audit, budget)
     _prune_versions(tx, tenant_id, now - policy.audit, budget)
+    _prune_alerts(tx, tenant_id, now - policy.audit, budget)
 
 
 def _expire_messages(
@@ -263,6 +264,22 @@ def _prune_versions(tx: sqlite3.Connection, tenant_id: str, cutoff_ms: int, budg
         (tenant_id, cutoff_ms, budget.left),
     ).fetchall()
     tx.executemany("DELETE FROM job_versions WHERE job_id = ? AND version = ?", rows)
+    budget.take("audit", len(rows))
+
+
+def _prune_alerts(tx: sqlite3.Connection, tenant_id: str, cutoff_ms: int, budget: Budget) -> None:
+    """Failure alerts done (sent or given up) and created before the cutoff, oldest first:
+    kept as long as audit records, and counted with them (the result's keys stay the same).
+    An alert still being retried stays whatever its age."""
+    if budget.left <= 0:
+        return
+    rows = tx.execute(
+        "SELECT alert_id FROM alerts INDEXED BY alerts_by_tenant "
+        "WHERE tenant_id = ? AND created_at_ms < ? AND next_at_ms IS NULL "
+        "ORDER BY created_at_ms, alert_id LIMIT ?",
+        (tenant_id, cutoff_ms, budget.left),
+    ).fetchall()
+    tx.executemany("DELETE FROM alerts WHERE alert_id = ?", rows)
     budget.take("audit", len(rows))
 
 
