@@ -68,7 +68,15 @@ API_SECONDS = Histogram(
     ["route", "method", "status"],
     buckets=REQUEST_BUCKETS_S,
 )
+ALERTS = Counter(
+    "schedd_alerts",
+    "Failure alert POSTs this node made as leader, by result (sent, retried, failed: given up)",
+    ["result"],
+)
 _CLAIMED = CLAIMS.labels(result="claimed")
+ALERTS_SENT = ALERTS.labels(result="sent")
+ALERTS_RETRIED = ALERTS.labels(result="retried")
+ALERTS_FAILED = ALERTS.labels(result="failed")
 for _result in CLAIM_RESULTS:
     CLAIMS.labels(result=_result)  # every verdict is exported from the start, at 0
 _LAG_BY_TARGET = {target: DELIVERY_LAG.labels(target=target) for target in TARGETS}
@@ -144,6 +152,7 @@ class StoreGauges:
     outbox: int
     deadletters: int
     partitions_owned: int
+    alerts_pending: int = 0
 
 
 def top_queues(
@@ -193,6 +202,11 @@ def store_metrics(gauges: StoreGauges, read_s: float) -> list[Metric]:
         ),
         _gauge("schedd_outbox_depth", "HTTP calls due or waiting for a retry", gauges.outbox),
         _gauge("schedd_deadletters", "Dead letters held (queue and HTTP)", gauges.deadletters),
+        _gauge(
+            "schedd_alerts_pending",
+            "Failure alerts not yet sent or given up (due, or waiting for a retry)",
+            gauges.alerts_pending,
+        ),
         _gauge(
             "schedd_partitions_owned",
             "Partitions this node holds an unexpired lease on",

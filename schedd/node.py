@@ -31,6 +31,7 @@ from schedd.api.health import MetricsAccess
 from schedd.api.limits import ServerLimits
 from schedd.config import MIN_SECRET_CHARS, NodeConfig, parse_listen
 from schedd.console import serve as console
+from schedd.delivery.alerts import AlertSender
 from schedd.delivery.caller import Caller
 from schedd.delivery.connection_cache import ConnectionCache
 from schedd.delivery.kinds import broker_deliverers
@@ -54,6 +55,7 @@ from schedd.store.commands import RegisterNode
 from schedd.store.datadir import DataDirBusy, DataDirLock
 from schedd.store.db import Checkpointer, Database, ReadPool, connect
 from schedd.store.events import (
+    AlertsDue,
     ConnectionChanged,
     CredentialsChanged,
     DeliveriesReady,
@@ -218,6 +220,7 @@ class Node:
         self._is_registered = False  # this start's RegisterNode applied: peers find its API
         self.dispatch: DispatchService | None = None
         self.caller: Caller | None = None
+        self.alert_sender: AlertSender | None = None
         self.guard = TargetGuard(config.delivery.allow_cidrs)
         held.callback(self.guard.close)  # after the caller and the API, its users
         self.reads_from_brokers = ReadBudgets()  # what tenants' brokers may make this node hold
@@ -363,12 +366,22 @@ class Node:
         # Subscribed before they start: a due run committed while the dispatcher's first
         # preload runs is offered, not left for the next preload.
         subscribe_loops(self.events, self.dispatch, self.caller, connections)
+        self.alert_sender = AlertSender(
+            self.reads,
+            proposer.propose,
+            self.guard,
+            is_leader=self.replica.is_leader,
+            lagging=self.peers.lagging,
+        )
+        subscribe_alerts(self.events, self.alert_sender)
         # Their stops first: each is safe on a part only half started, which a failing start
         # (a thread that cannot be made) would otherwise leave running.
         self._stack.push_async_callback(asyncio.to_thread, self.dispatch.stop)
         self.dispatch.start()
         self._stack.push_async_callback(self.caller.stop)
         self.caller.start()
+        self._stack.push_async_callback(self.alert_sender.stop)
+        self.alert_sender.start()  # it sends only while this node leads
         # Created last, with no await after it: it first runs once start() has returned, as
         # before; stop() cancels it first.
         self._register_task = asyncio.create_task(self._register(proposer))
@@ -528,6 +541,13 @@ def subscribe_loops(
     events.subscribe(StateReplaced, lambda _: caller.wake_threadsafe())
     events.subscribe(ConnectionChanged, connections.forget)
     events.subscribe(StateReplaced, lambda _: connections.clear())
+
+
+def subscribe_alerts(events: Subscribers, sender: AlertSender) -> None:
+    """The failure-alert sender looks at once when apply queued alerts (or a snapshot install
+    replaced them), not at its next poll."""
+    events.subscribe(AlertsDue, lambda _: sender.wake_threadsafe())
+    events.subscribe(StateReplaced, lambda _: sender.wake_threadsafe())
 
 
 def _queues(ready: list[MessagesReady]) -> set[tuple[str, str]]:

@@ -1,6 +1,6 @@
 """The store gauges a metrics scrape reads (schedd/metrics.py renders them): the due backlog and
-its oldest run, messages per queue and state, outbox and dead letters, partitions held. Short
-read-only queries over indexes, capped where a count could be large."""
+its oldest run, messages per queue and state, outbox and dead letters, partitions held, failure
+alerts pending. Short read-only queries over indexes, capped where a count could be large."""
 
 from __future__ import annotations
 
@@ -35,6 +35,9 @@ _DEAD_BY_QUEUE = (
     "LIMIT ?) WHERE json_extract(target, '$.type') = 'queue' GROUP BY 1"
 )
 
+# The partial index holds exactly the alerts not done: a count over it reads nothing else.
+_ALERTS_PENDING = "SELECT COUNT(*) FROM alerts INDEXED BY alerts_due WHERE next_at_ms IS NOT NULL"
+
 
 def read_store(
     conn: sqlite3.Connection, *, node_id: str, partitions: int, now_ms: int
@@ -51,6 +54,7 @@ def read_store(
             outbox=conn.execute("SELECT COUNT(*) FROM outbox").fetchone()[0],
             deadletters=conn.execute("SELECT COUNT(*) FROM deadletters").fetchone()[0],
             partitions_owned=len(held_partitions(conn, node_id, now_ms, margin_ms=0)),
+            alerts_pending=conn.execute(_ALERTS_PENDING).fetchone()[0],
         )
     finally:
         conn.execute("COMMIT")

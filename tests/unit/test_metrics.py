@@ -16,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from schedd import metrics
 from schedd.api.http import metrics_middleware
 from schedd.model import RaftView
+from schedd.store import alerts
 from schedd.store import gauges as store_gauges
 from schedd.store.db import Database, connect
 from tests.conftest import NOW_MS, Applier
@@ -150,6 +151,20 @@ def test_collector_exports_raft_role_and_store_gauges(db: Database) -> None:
     assert queue[("mail", "in_flight")] == 1 and queue[("jobs", "ready")] == 1
     assert "schedd_snapshot_bytes" not in families  # no snapshot written yet
     assert "schedd_claims_total" in {s.name for f in families.values() for s in f}
+
+
+def test_alerts_pending_counts_alerts_not_done_and_every_result_is_exported(
+    db: Database,
+) -> None:
+    status = RaftView(address="a:1", role="leader", leader="a:1", term=1, applied_index=0)
+    with db.transaction(applied_index=0) as tx:
+        for _ in range(3):
+            alerts.add(tx, tenant_id="t1", job_id="j", url="https://x.example", body="{}", at_ms=1)
+        tx.execute("UPDATE alerts SET next_at_ms = NULL WHERE alert_id = 1")  # sent
+    families = scrape(collector(db.path, status))
+    assert families["schedd_alerts_pending"][0].value == 2
+    results = {s.labels["result"] for s in families["schedd_alerts"] if s.name.endswith("_total")}
+    assert results == {"sent", "retried", "failed"}
 
 
 def test_collector_leaves_store_gauges_out_when_the_store_cannot_be_read(tmp_path: Path) -> None:

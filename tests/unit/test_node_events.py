@@ -16,12 +16,13 @@ from schedd.config import load_config
 from schedd.delivery.connection_cache import ConnectionCache
 from schedd.dispatch.service import DispatchService
 from schedd.model import BrokerConnection
-from schedd.node import Node, subscribe_caches, subscribe_loops
+from schedd.node import Node, subscribe_alerts, subscribe_caches, subscribe_loops
 from schedd.sealing import PayloadKeys
 from schedd.store.apply import StateMachine
 from schedd.store.commands import CreateConnection, DeleteConnection
 from schedd.store.db import Database, ReadPool
 from schedd.store.events import (
+    AlertsDue,
     ConnectionChanged,
     DeliveriesReady,
     DueAdded,
@@ -247,3 +248,12 @@ def test_a_snapshot_install_publishes_state_replaced_through_the_node(tmp_path: 
         node.db.close()
         node.reads.close()
         node._lock.release()
+
+
+def test_queued_alerts_and_a_snapshot_install_wake_the_alert_sender() -> None:
+    events, sender = Subscribers(), FakeCaller()
+    subscribe_alerts(events, sender)  # type: ignore[arg-type]
+    events.publish([AlertsDue(), AlertsDue()])
+    assert sender.wakes == 1  # once per committed entry
+    events.publish([StateReplaced()])
+    assert sender.wakes == 2
