@@ -39,3 +39,32 @@ def due(conn: sqlite3.Connection, now_ms: int, limit: int) -> list[Alert]:
         (now_ms, limit),
     )
     return [Alert(*row) for row in rows]
+
+
+class AlertRecord(NamedTuple):
+    """An alert as the tenant's listing shows it (GET /v1/alerts)."""
+
+    alert_id: int
+    job_id: str
+    url: str
+    body: str
+    created_at_ms: int
+    attempts: int
+    next_at_ms: int | None
+    sent_at_ms: int | None
+    last_error: str | None
+
+
+def list_alerts(
+    conn: sqlite3.Connection, tenant_id: str, *, before: tuple[int, int] | None, limit: int
+) -> list[AlertRecord]:
+    """A page of the tenant's alerts, newest first, strictly before `before` (created_at_ms,
+    alert_id): one range of `alerts_by_tenant`, whose rows end with the alert id."""
+    below = (2**62, 2**62) if before is None else before
+    rows = conn.execute(
+        f"SELECT {', '.join(AlertRecord._fields)} FROM alerts INDEXED BY alerts_by_tenant "
+        "WHERE tenant_id = ? AND (created_at_ms, alert_id) < (?, ?) "
+        "ORDER BY created_at_ms DESC, alert_id DESC LIMIT ?",
+        (tenant_id, *below, limit),
+    )
+    return [AlertRecord(*row) for row in rows]

@@ -4,10 +4,11 @@ documents, in the document's order."""
 from __future__ import annotations
 
 from schedd.api.operation import Operation
-from schedd.api.operations import cluster, jobs, pauses, queues, tenants
+from schedd.api.operations import alerts, cluster, jobs, pauses, queues, tenants
 
 OPERATIONS: tuple[Operation, ...] = (
     *jobs.OPERATIONS,
+    *alerts.OPERATIONS,
     *queues.OPERATIONS,
     *tenants.OPERATIONS,
     *pauses.OPERATIONS,

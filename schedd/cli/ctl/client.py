@@ -35,6 +35,7 @@ from schedd.errors import (
     error_of_answer,
 )
 from schedd.jsonbody import JSONValue
+from schedd.wire.alerts import AlertList
 from schedd.wire.jobs import (
     Backfilled,
     JobList,
@@ -285,6 +286,10 @@ class Client:
     def list_versions(self, job_id: str, *, cursor: str | None, limit: int) -> Answer[VersionList]:
         query = {"cursor": cursor, "limit": limit}
         return self.answer(VersionList, "GET", _job(job_id) + "/versions", query=query)
+
+    def list_alerts(self, *, cursor: str | None, limit: int) -> Answer[AlertList]:
+        query = {"cursor": cursor, "limit": limit}
+        return self.answer(AlertList, "GET", "/v1/alerts", query=query)
 
     def preview_schedule(
         self, schedule: Mapping[str, str], *, after: str | None, count: int

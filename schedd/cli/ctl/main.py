@@ -7,7 +7,7 @@ from click.core import ParameterSource
 from click.shell_completion import get_completion_class
 
 from schedd import __version__
-from schedd.cli.ctl import admin, connections, history, jobs, pauses, queues, retention
+from schedd.cli.ctl import admin, alerts, connections, history, jobs, pauses, queues, retention
 from schedd.cli.ctl.backfill import backfill
 from schedd.cli.ctl.client import Client
 from schedd.cli.ctl.cluster import cluster
@@ -50,6 +50,7 @@ for command in (
     *jobs.COMMANDS,
     *pauses.COMMANDS,
     *history.COMMANDS,
+    *alerts.COMMANDS,
     backfill,
     next_runs,
     *admin.COMMANDS,
