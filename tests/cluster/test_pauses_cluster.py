@@ -5,6 +5,7 @@ others, and its resume wakes them; the replicas agree."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -21,11 +22,14 @@ from tests.cluster.test_dispatch_cluster import (
     wait_balanced,
 )
 from tests.integration.api_helpers import Tenant, new_tenant
+from tests.integration.test_alert_sender import signed_by
+from tests.receiver import receiving
 from tests.servers import NodeProcess, http, make_nodes, ms, running, wait_for, wait_ready
 
 pytestmark = pytest.mark.cluster
-# A run later than 1 s follows its job's misfire policy.
-SECTIONS = DISPATCH + 'misfire_threshold = "1s"\n'
+# A run later than 1 s follows its job's misfire policy; alerts may go to a loopback receiver.
+SECTIONS = DISPATCH + 'misfire_threshold = "1s"\n[delivery]\nallow_cidrs = ["127.0.0.0/8"]\n'
+ONE_TRY = {"max_attempts": 1, "backoff": "fixed", "initial_delay": "1s", "max_delay": "1s"}
 POLICIES = ("run_once", "skip", "run_all")
 
 
@@ -152,4 +156,48 @@ def test_a_queue_paused_through_one_node_holds_receives_through_the_others(
     assert all(at - resumed_at < 5 for messages, at in got.values() if messages), got
     received = sorted(m["job_id"] for messages, _ in got.values() for m in messages)
     assert received == sorted(created)  # each once, through whichever node
+    assert_replicas_agree(cluster)
+
+
+def test_a_failing_job_alerts_once_signed_and_pauses_itself(cluster: list[NodeProcess]) -> None:
+    leader = leader_of(cluster)
+    followers = [n for n in cluster if n is not leader]
+    tenant = new_tenant(followers[0])
+    with receiving() as receiver:
+        policy = {"alert_url": receiver.url("alerts"), "after": 2, "pause": True}
+        body = {
+            "name": "nightly-export",
+            "schedule": {"every": "1s"},
+            "target": {"type": "queue", "name": "doomed"},
+            "retry": ONE_TRY,
+            "on_failure": policy,
+        }
+        status, job, _ = http("POST", f"{followers[0].url}/v1/jobs", body, token=tenant.token)
+        assert status == 201, job
+        for k, node in enumerate(followers):  # each dead run nacked through another node
+            q = f"{node.url}/v1/queues/doomed"
+            got = wait_for(
+                lambda q=q: http(
+                    "POST", f"{q}/receive", {"max": 1, "wait": "2s"}, token=tenant.token
+                )[1]["messages"],
+                15,
+                "a run to fail",
+            )
+            nack = {"receipts": [got[0]["receipt"]], "error": f"export failed {k}"}
+            post(node, "/v1/queues/doomed/nack", nack, tenant.token)
+        [alert] = receiver.wait_for(1, "alerts", timeout_s=20)
+        assert signed_by(tenant.signing_secret, alert.headers, alert.body)  # checked here
+        sent = json.loads(alert.body)
+        assert sent["type"] == "job.failing" and sent["job_id"] == job["job_id"]
+        assert sent["consecutive_failures"] == 2 and sent["paused"] is True
+        assert [r["error"] for r in sent["runs"]] == ["export failed 1", "export failed 0"]
+        for node in cluster:  # every replica shows the pause and why
+            status, shown, _ = http(
+                "GET", f"{node.url}/v1/jobs/{job['job_id']}", token=tenant.token
+            )
+            assert shown["status"] == "paused", (node.node_id, shown)
+            assert shown["paused_reason"] == "paused after 2 consecutive failures"
+        status, listed, _ = http("GET", f"{leader.url}/v1/alerts", token=tenant.token)
+        assert status == 200 and len(listed["alerts"]) == 1, listed
+        assert len(receiver.received("alerts")) == 1  # one alert for the streak
     assert_replicas_agree(cluster)

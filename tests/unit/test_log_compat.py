@@ -193,9 +193,6 @@ LEVEL_8_TYPES = LEVEL_5_TYPES | {
     "resume_tenant",
     "record_alerts",
 }
-# Types the level-8 fixture was recorded without: record_alerts needs failure alerts queued,
-# which the apply side of issue 31 §5 writes; the fixture is recorded again once it is merged.
-NOT_YET_RECORDED = frozenset({"record_alerts"})
 
 
 def test_the_level_8_types_are_todays_catalogue() -> None:
@@ -278,12 +275,21 @@ def test_the_level_7_fixture_names_the_runs_it_receives(db: Database) -> None:
 def test_the_level_8_fixture_holds_every_type_and_applies_alike(db: Database) -> None:
     seen = {t for line in _lines(8) for t in _types(line["entry"])}
     # Every member at 8: no per-run claim.
-    assert LEVEL_8_TYPES - {"claim_runs"} - NOT_YET_RECORDED <= seen
+    assert LEVEL_8_TYPES - {"claim_runs"} <= seen
     found = _commands(8)
     assert any(t == "pause_job" and body.get("reason") for t, body, _ in found)
     assert any(t == "trigger_job" and body.get("payload") for t, body, _ in found)
     assert any(t == "update_job" and body.get("versioned") for t, body, _ in found)
-    later = ("job_versions", "run_counts", "run_payloads", "pauses", "backfills", "backfill_lanes")
+    later = (
+        "job_versions",
+        "run_counts",
+        "run_payloads",
+        "pauses",
+        "backfills",
+        "backfill_lanes",
+        "failure_policies",
+        "alerts",
+    )
     most = dict.fromkeys(later, 0)  # rows each new table held at once (retention prunes some)
     machine = StateMachine(db)
     for line in _lines(8):
