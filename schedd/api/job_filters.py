@@ -1,4 +1,5 @@
-"""The query parameters of GET /v1/jobs: status, target type, queue, host, name, next-run bounds.
+"""The query parameters of GET /v1/jobs: status, target type, queue, host, name, next-run bounds,
+failing.
 
 Validates each into a store JobFilter; a bad value is a 400 naming its parameter. Reads nothing.
 """
@@ -51,6 +52,13 @@ def _name(value: str | None) -> str | None:
     return None if value is None else value.casefold()
 
 
+def _flag(query: Mapping[str, str], field: str) -> bool:
+    value = query.get(field)
+    if value is not None and value not in ("true", "false"):
+        raise InvalidRequest(field, f"must be true or false, got {value[:40]!r}")
+    return value == "true"
+
+
 def _instant(query: Mapping[str, str], field: str) -> int | None:
     value = query.get(field)
     return None if value is None else parse_instant(value, field=field)
@@ -70,4 +78,5 @@ def job_filter(query: Mapping[str, str]) -> JobFilter:
         name=_name(query.get("name")),
         next_run_after_ms=after,
         next_run_before_ms=before,
+        is_failing=_flag(query, "failing"),
     )

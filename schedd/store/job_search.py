@@ -1,4 +1,5 @@
-"""Filtered pages of a tenant's jobs (GET /v1/jobs with target, name or next-run filters).
+"""Filtered pages of a tenant's jobs (GET /v1/jobs with target, name, next-run or failing
+filters).
 
 No index covers these fields: each page examines jobs in job_id order after the cursor, at most
 SCAN_ROWS of them and for about SCAN_BUDGET_S (checked inside the query, between jobs), so a page
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from schedd.model import JobStatus
+from schedd.store import recent_runs
 from schedd.store.ledger import completions
 from schedd.store.queries import JOB_COLUMNS, job_to_json, status_condition
 from schedd.wire.jobs import JobView
@@ -29,7 +31,8 @@ PROGRESS_STEPS = 100
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JobFilter:
     """What a listed job must match (every given field: AND). `host` is lowercase, `name`
-    casefolded; next-run bounds are half-open: after <= next_run_at_ms < before."""
+    casefolded; next-run bounds are half-open: after <= next_run_at_ms < before; `is_failing`:
+    only jobs whose newest finished run died (store/recent_runs.py)."""
 
     status: str | None = None
     target_type: str | None = None
@@ -38,20 +41,24 @@ class JobFilter:
     name: str | None = None
     next_run_after_ms: int | None = None
     next_run_before_ms: int | None = None
+    is_failing: bool = False
 
     @property
     def is_scanning(self) -> bool:
         """Whether a page needs the bounded scan (status alone is an index range)."""
-        return any(
-            value is not None
-            for value in (
-                self.target_type,
-                self.queue,
-                self.host,
-                self.name,
-                self.next_run_after_ms,
-                self.next_run_before_ms,
+        return (
+            any(
+                value is not None
+                for value in (
+                    self.target_type,
+                    self.queue,
+                    self.host,
+                    self.name,
+                    self.next_run_after_ms,
+                    self.next_run_before_ms,
+                )
             )
+            or self.is_failing
         )
 
     def conditions(self) -> tuple[str, list[Any]]:
@@ -73,6 +80,8 @@ class JobFilter:
         if self.name is not None:
             terms.append((f"instr({_NAME}, ?) > 0", (self.name,)))
         sql = " AND ".join(term for term, _ in terms) or "1"
+        if self.is_failing:  # the dearest term: read a job's runs only if the others matched
+            sql = f"CASE WHEN {sql} THEN ({recent_runs.FAILING}) ELSE 0 END"
         return sql, [arg for _, args in terms for arg in args]
 
 

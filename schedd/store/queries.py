@@ -16,7 +16,7 @@ import msgspec
 from schedd.jobspec import JOB_FIELDS
 from schedd.model import JobStatus, MisfirePolicy, OverlapPolicy, RunStatus
 from schedd.retention import retention_json
-from schedd.store import run_payloads
+from schedd.store import recent_runs, run_payloads
 from schedd.store.failures import Policy
 from schedd.store.ledger import completions
 from schedd.store.pauses import Pause
@@ -81,7 +81,8 @@ _TENANT_COLUMNS = (
     "created_at_ms, updated_at_ms, alert_url, previous_secret, previous_secret_until_ms, retention"
 )
 # A job as readers see it: the row, and when its claim completed it if that completion is still
-# to be written (store/ledger/completions.py; NULL for every other job).
+# to be written (store/ledger/completions.py; NULL for every other job), and what its newest
+# runs say (store/recent_runs.py: a bounded read per job, in the same query).
 JOB_COLUMNS = (
     "job_id, tenant_id, spec, status, next_run_at_ms, version, created_at_ms, updated_at_ms, "
     # Level 8: why it was paused, and its scheduled runs claimed (a job with a run limit).
@@ -89,7 +90,9 @@ JOB_COLUMNS = (
     "AND p.name = jobs.job_id), "
     "(SELECT runs_started FROM run_counts c WHERE c.job_id = jobs.job_id), "
     + completions.PENDING_SINCE
+    + f", ({recent_runs.SUMMARY})"
 )
+_PENDING = 10  # the pending completion's place in a JOB_COLUMNS row
 # A condition on a jobs row: its status as readers see it.
 _STATUS_IS = {
     JobStatus.ACTIVE.value: f"status = 'active' AND ({completions.PENDING_SINCE}) IS NULL",
@@ -148,10 +151,12 @@ def job_json(
     *,
     paused_reason: str | None = None,
     runs_started: int | None = None,
+    results: recent_runs.Results = recent_runs.NONE,
 ) -> JobView:
     """The API's job object; `spec` is the job's spec as stored (jobspec.spec_to_json's keys:
     every release wrote all eight; one missing, as in the store's own tests, reads as null).
-    Shown as stored: the API's view of a job is its spec's JSON, free-form values and all."""
+    Shown as stored: the API's view of a job is its spec's JSON, free-form values and all.
+    `results`: what its newest runs say (none for a job just created)."""
     full: Mapping[str, Any] = {**_SPEC_NULLS, **spec}
     return JobView(
         job_id=job_id,
@@ -173,14 +178,28 @@ def job_json(
         version=version,
         created_at=format_instant(created_at_ms),
         updated_at=format_instant(updated_at_ms),
+        last_success_at=results.last_success_at,
+        last_failure_at=results.last_failure_at,
+        consecutive_failures=results.consecutive_failures,
     )
 
 
 def job_to_json(row: tuple[Any, ...]) -> JobView:
     """The API's job object from a jobs row (columns as in JOB_COLUMNS)."""
-    job_id, tenant_id, spec, status, next_run, version, created, updated, reason, runs, pending = (
-        row
-    )
+    (
+        job_id,
+        tenant_id,
+        spec,
+        status,
+        next_run,
+        version,
+        created,
+        updated,
+        reason,
+        runs,
+        pending,
+        recent,
+    ) = row
     status, next_run, version, updated = completions.as_completed(
         status, next_run, version, updated, pending
     )
@@ -196,6 +215,7 @@ def job_to_json(row: tuple[Any, ...]) -> JobView:
         updated,
         paused_reason=reason,
         runs_started=runs,
+        results=recent_runs.results_of(recent),
     )
 
 
@@ -241,7 +261,7 @@ def _pending_completed(
         f"SELECT {JOB_COLUMNS} FROM jobs WHERE job_id IN ({marks}) AND tenant_id = ?",
         (*ids, tenant_id),
     ).fetchall()
-    return [row for row in rows if row[-1] is not None]
+    return [row for row in rows if row[_PENDING] is not None]
 
 
 def list_runs(
@@ -404,10 +424,10 @@ def list_nodes(conn: sqlite3.Connection) -> list[tuple[str, str, str]]:
     return rows
 
 
-_DEADLETTER_COLUMNS = "id, job_id, scheduled_at_ms, attempts, error, created_at_ms, target"
+DEADLETTER_COLUMNS = "id, job_id, scheduled_at_ms, attempts, error, created_at_ms, target"
 
 
-def _deadletter_json(row: tuple[Any, ...]) -> DeadLetterView:
+def deadletter_view(row: tuple[Any, ...]) -> DeadLetterView:
     dl_id, job_id, scheduled, attempts, error, created, target = row
     return DeadLetterView(
         id=dl_id,
@@ -424,19 +444,19 @@ def list_deadletters(
     conn: sqlite3.Connection, tenant_id: str, *, after: str, limit: int
 ) -> list[DeadLetterView]:
     rows = conn.execute(
-        f"SELECT {_DEADLETTER_COLUMNS} FROM deadletters WHERE tenant_id = ? AND id > ? "
+        f"SELECT {DEADLETTER_COLUMNS} FROM deadletters WHERE tenant_id = ? AND id > ? "
         "ORDER BY id LIMIT ?",
         (tenant_id, after, limit),
     ).fetchall()
-    return [_deadletter_json(row) for row in rows]
+    return [deadletter_view(row) for row in rows]
 
 
 def get_deadletter(conn: sqlite3.Connection, tenant_id: str, dl_id: str) -> DeadLetterView | None:
     row = conn.execute(
-        f"SELECT {_DEADLETTER_COLUMNS} FROM deadletters WHERE tenant_id = ? AND id = ?",
+        f"SELECT {DEADLETTER_COLUMNS} FROM deadletters WHERE tenant_id = ? AND id = ?",
         (tenant_id, dl_id),
     ).fetchone()
-    return None if row is None else _deadletter_json(row)
+    return None if row is None else deadletter_view(row)
 
 
 IDS_PER_QUERY = 500  # with the tenant id, under SQLite's oldest variable limit (999)

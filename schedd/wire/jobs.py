@@ -40,6 +40,7 @@ from schedd.wire.fields import (
 )
 
 Attempt = Annotated[int, Meta(ge=1)]
+RECENT_RUNS = 50  # a job's newest runs its last results are read from (store/recent_runs.py)
 
 MAX_RUNS = 1_000_000  # a job's run limit: max_runs from 1 to this
 
@@ -170,6 +171,32 @@ class JobView(msgspec.Struct, frozen=True, kw_only=True):
     ]
     created_at: Instant
     updated_at: Instant
+    # Issue 31: what the job's newest runs say (store/recent_runs.py). Defaults: an older
+    # node's answer lacks them.
+    last_success_at: Annotated[
+        Instant | None,
+        Meta(
+            description=f"When the newest run (by scheduled_at) that succeeded finished, among "
+            f"the job's newest {RECENT_RUNS} runs; null when none of them succeeded."
+        ),
+    ] = None
+    last_failure_at: Annotated[
+        Instant | None,
+        Meta(
+            description="When the newest run that died (its attempts ran out, or it expired "
+            f"unreceived) died, among the job's newest {RECENT_RUNS} runs; null when none did."
+        ),
+    ] = None
+    consecutive_failures: Annotated[
+        int,
+        Meta(
+            ge=0,
+            le=RECENT_RUNS,
+            description=f"Of the job's newest {RECENT_RUNS} runs, those that died scheduled after "
+            f"the newest success (all that died, without one); {RECENT_RUNS} means that many or "
+            "more. Runs in flight, retrying or skipped count as neither.",
+        ),
+    ] = 0
 
     def spec_fields(self) -> dict[str, object]:
         """The spec's fields as a job body (what jobspec's parse_job and patch_job read)."""

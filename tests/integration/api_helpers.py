@@ -41,6 +41,9 @@ JOB_FIELDS = frozenset(
         "version",
         "created_at",
         "updated_at",
+        "last_success_at",
+        "last_failure_at",
+        "consecutive_failures",
     }
 )
 MISSING_JOB_ID = "job_" + "0" * 24

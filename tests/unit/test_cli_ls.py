@@ -75,6 +75,7 @@ def test_ls_asks_again_until_its_page_is_full_and_passes_the_filters() -> None:
         "name": "Nightly",
         "next_run_after": None,
         "next_run_before": None,
+        "failing": None,
     }
 
 
@@ -94,3 +95,14 @@ def test_ls_refuses_a_bad_instant_before_any_request() -> None:
     result = CliRunner().invoke(jobs.list_jobs, ["--next-run-after", "soon"], obj=client)
     assert result.exit_code != 0 and client.calls == []
     assert "--next-run-after" in str(result.exception)
+
+
+def test_ls_failing_asks_for_failing_jobs_and_shows_their_failures_in_a_row() -> None:
+    client = PagedClient({None: (["a"], None)})
+    result = CliRunner().invoke(jobs.list_jobs, ["--failing"], obj=client)
+    assert result.exit_code == 0, result.output
+    assert client.calls[0]["filters"]["failing"] == "true"
+    header, row = result.stdout.splitlines()
+    assert header.split("   ")[:4] == ["JOB ID", "NAME", "STATUS", "FAILED IN A ROW"]
+    assert "LAST FAILURE (UTC)" in header and "LAST SUCCESS (UTC)" in header
+    assert row.split()[:4] == ["job_a", "-", "active", "0"]  # an older node: no such fields

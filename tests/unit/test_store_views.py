@@ -32,6 +32,7 @@ def test_a_job_encodes_as_its_dict_did() -> None:
     row = (
         *("job_a", "t1", json.dumps(spec), "active", NOW_MS + 60_000, 3, NOW_MS, NOW_MS + 5),
         *(None, None, None),  # paused reason, runs started (level 8), pending completion
+        f"[{NOW_MS + 9},null,0]",  # what its newest runs say (issue 31)
     )
     as_dict = {
         "job_id": "job_a",
@@ -46,6 +47,9 @@ def test_a_job_encodes_as_its_dict_did() -> None:
         "version": 3,
         "created_at": "2026-09-21T14:13:20Z",
         "updated_at": "2026-09-21T14:13:20.005Z",
+        "last_success_at": "2026-09-21T14:13:20.009Z",  # issue 31: what its newest runs say
+        "last_failure_at": None,
+        "consecutive_failures": 0,
     }
     job = queries.job_to_json(row)
     assert ENCODER.encode(job) == ENCODER.encode(as_dict)
@@ -117,7 +121,7 @@ def test_an_audit_record_and_a_dead_letter_encode_as_their_dicts_did(db: Databas
         "created_at": "2026-09-21T14:13:20.001Z",
         "target": {"type": "queue", "name": "q"},
     }
-    assert ENCODER.encode(queries._deadletter_json(row)) == ENCODER.encode(as_dict)
+    assert ENCODER.encode(queries.deadletter_view(row)) == ENCODER.encode(as_dict)
 
 
 def test_a_queue_summary_encodes_as_its_dict_did() -> None:

@@ -12,6 +12,7 @@ from schedd.api.operations.parameters import (
     ANY_TOKEN,
     CURSOR,
     IDEMPOTENCY_KEY,
+    JOB_FAILING,
     JOB_HOST,
     JOB_ID,
     JOB_NAME,
@@ -95,7 +96,8 @@ OPERATIONS = (
         summary="List the tenant's jobs (job_id order)",
         description="Every filter given must match. With any filter but status, a request examines "
         "at most 10,000 jobs after the cursor: a filtered page may hold fewer than "
-        "limit jobs (even none); follow next_cursor until it is null.",
+        "limit jobs (even none); follow next_cursor until it is null. Each job shows what its "
+        "newest 50 runs say: last_success_at, last_failure_at, consecutive_failures.",
         access=TENANT,
         parameters=(
             JOB_STATUS,
@@ -105,6 +107,7 @@ OPERATIONS = (
             JOB_NAME,
             JOB_NEXT_RUN_AFTER,
             JOB_NEXT_RUN_BEFORE,
+            JOB_FAILING,
             CURSOR,
             LIMIT,
         ),

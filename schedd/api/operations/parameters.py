@@ -131,6 +131,14 @@ JOB_NEXT_RUN_BEFORE = Parameter(
     description="Only jobs whose next_run_at is before this instant, which must be later than "
     "next_run_after (a job without a next run never matches).",
 )
+JOB_FAILING = Parameter(
+    component="JobFailing",
+    name="failing",
+    where="query",
+    kind=bool,
+    description="true: only jobs whose consecutive_failures is above 0 (the newest of their "
+    "newest 50 runs that succeeded or died, died); false: no filter.",
+)
 AUDIT_JOB_ID = Parameter(
     component="AuditJobId",
     name="job_id",

@@ -406,8 +406,22 @@ _FILTER_OPTIONS = (
     click.option("--name", metavar="TEXT", help="Only jobs whose name contains TEXT (any case)."),
     click.option("--next-run-after", metavar="INSTANT", help="Only jobs next running at/after."),
     click.option("--next-run-before", metavar="INSTANT", help="Only jobs next running before."),
+    click.option(
+        "--failing",
+        is_flag=True,
+        help="Only jobs whose newest finished run died (consecutive failures > 0); the table "
+        "then shows their failures in a row and last failure and success.",
+    ),
 )
-_FILTER_FLAGS = ("target_type", "queue", "host", "name", "next_run_after", "next_run_before")
+_FILTER_FLAGS = (
+    "target_type",
+    "queue",
+    "host",
+    "name",
+    "next_run_after",
+    "next_run_before",
+    "failing",
+)
 
 
 def filter_options(command: Command) -> Command:
@@ -417,6 +431,7 @@ def filter_options(command: Command) -> Command:
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> None:
         filters = {name: kwargs.pop(name) for name in _FILTER_FLAGS}
+        filters["failing"] = "true" if filters["failing"] else None
         for name in ("next_run_after", "next_run_before"):
             if filters[name] is not None:
                 parse_instant(filters[name], field="--" + name.replace("_", "-"))
@@ -433,6 +448,7 @@ Examples:
   schedctl ls --status paused --all --json
   schedctl ls --host hooks.example.com --name digest
   schedctl ls --queue emails --next-run-before 2026-12-24T00:00:00Z
+  schedctl ls --failing --all
 
 \b
 Filters combine (all must match). Except --status, each makes the server read at
@@ -458,7 +474,10 @@ def list_jobs(
         return client.list_jobs(status=status, cursor=after, limit=count, filters=filters)
 
     page = all_pages(fetch, "jobs", cursor) if is_all else filled_page(fetch, "jobs", cursor, limit)
-    render.show_jobs(page, as_json=as_json)
+    if filters["failing"]:
+        render.show_failing_jobs(page, as_json=as_json)
+    else:
+        render.show_jobs(page, as_json=as_json)
 
 
 @click.command(epilog="\b\nExamples:\n  schedctl cancel job_0123abcd")

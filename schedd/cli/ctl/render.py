@@ -24,7 +24,7 @@ from schedd.cli.ctl.answers import Answer
 from schedd.cli.ctl.older_nodes import Tenants
 from schedd.jsonbody import JSONValue
 from schedd.targets import BY_NAME
-from schedd.wire.jobs import AttemptView, JobList, JobView, RunList, Triggered
+from schedd.wire.jobs import RECENT_RUNS, AttemptView, JobList, JobView, RunList, Triggered
 from schedd.wire.tenants import TenantCredentials
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -107,6 +107,9 @@ def show_job(job: Answer[JobView], *, as_json: bool) -> None:
         ("version", str(view.version)),
         ("created", view.created_at),
         ("updated", view.updated_at),
+        ("last success", view.last_success_at or "-"),
+        ("last failure", view.last_failure_at or "-"),
+        ("failed in a row", _in_a_row(view.consecutive_failures)),
     ]
     print_fields(rows)
 
@@ -135,6 +138,40 @@ def show_jobs(page: Answer[JobList], *, as_json: bool) -> None:
         for job in page.view.jobs
     ]
     print_page(headers, rows, page.view.next_cursor, "jobs")
+
+
+def show_failing_jobs(page: Answer[JobList], *, as_json: bool) -> None:
+    """Jobs with what their newest runs say: failures in a row, the last failure and success."""
+    if as_json:
+        print_json(page.raw)
+        return
+    headers = (
+        "JOB ID",
+        "NAME",
+        "STATUS",
+        "FAILED IN A ROW",
+        "LAST FAILURE (UTC)",
+        "LAST SUCCESS (UTC)",
+        "TARGET",
+    )
+    rows = [
+        (
+            job.job_id,
+            job.name or "-",
+            _status(job.status),
+            _in_a_row(job.consecutive_failures),
+            job.last_failure_at or "-",
+            job.last_success_at or "-",
+            describe_target(job.target),
+        )
+        for job in page.view.jobs
+    ]
+    print_page(headers, rows, page.view.next_cursor, "jobs")
+
+
+def _in_a_row(count: int) -> str:
+    """consecutive_failures as shown: at the API's bound, "or more"."""
+    return f"{count}+" if count >= RECENT_RUNS else str(count)
 
 
 def show_runs(page: Answer[RunList], *, as_json: bool, has_attempts: bool = False) -> None:

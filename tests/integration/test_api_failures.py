@@ -1,0 +1,98 @@
+"""Failures seen before customers see them (issue 31), over real HTTP on one node: a job's
+last_success_at, last_failure_at and consecutive_failures after real runs succeed and die, and
+GET /v1/jobs?failing=true; each tenant sees only its own."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from tests.integration.api_helpers import Tenant, assert_error, create_job, get_job, new_tenant
+from tests.integration.test_api_console import NO_RETRY, listed
+from tests.servers import NodeProcess, http, wait_for
+
+
+def receive_one(node: NodeProcess, tenant: Tenant, queue: str) -> str:
+    """The receipt of the next message of `queue` (long-polling until it comes)."""
+
+    def received() -> str | None:
+        wanted = {"max": 1, "wait": "2s", "visibility_timeout": "60s"}
+        status, got, _ = http(
+            "POST", f"{node.url}/v1/queues/{queue}/receive", wanted, token=tenant.token
+        )
+        assert status == 200, got
+        return got["messages"][0]["receipt"] if got["messages"] else None
+
+    receipt: str = wait_for(received, 30.0, f"a message on {queue}")
+    return receipt
+
+
+def settle(node: NodeProcess, tenant: Tenant, queue: str, verb: str, error: str = "") -> None:
+    body: dict[str, Any] = {"receipts": [receive_one(node, tenant, queue)]}
+    if verb == "nack":
+        body["error"] = error
+    status, answer, _ = http(
+        "POST", f"{node.url}/v1/queues/{queue}/{verb}", body, token=tenant.token
+    )
+    assert status == 200, answer
+
+
+def trigger(node: NodeProcess, tenant: Tenant, job_id: str) -> None:
+    status, answer, _ = http("POST", f"{node.url}/v1/jobs/{job_id}/trigger", token=tenant.token)
+    assert status == 202, answer
+
+
+def results(job: dict[str, Any]) -> tuple[bool, bool, int]:
+    """(has a last success, has a last failure, consecutive failures)."""
+    return (
+        job["last_success_at"] is not None,
+        job["last_failure_at"] is not None,
+        job["consecutive_failures"],
+    )
+
+
+def test_a_jobs_results_follow_its_runs_and_the_failing_filter_lists_it(
+    node: NodeProcess,
+) -> None:
+    tenant, other = new_tenant(node), new_tenant(node)
+    queue = f"q-{uuid.uuid4().hex[:8]}"
+    body = {"schedule": {"every": "1h"}, "target": {"type": "queue", "name": queue}}
+    job = create_job(node, tenant.token, body | {"retry": NO_RETRY})
+    job_id = job["job_id"]
+    assert results(job) == (False, False, 0)  # the create's answer: no runs yet
+    healthy = create_job(node, tenant.token, body | {"target": {"type": "queue", "name": "x"}})
+
+    trigger(node, tenant, job_id)
+    settle(node, tenant, queue, "ack")
+    seen = get_job(node, tenant.token, job_id)
+    assert results(seen) == (True, False, 0)
+    assert seen["last_success_at"].endswith("Z")
+    assert listed(node, tenant.token, failing="true") == []
+
+    for count in (1, 2):  # two runs die: each one attempt, nacked
+        trigger(node, tenant, job_id)
+        settle(node, tenant, queue, "nack", error=f"order {count} not found")
+        seen = get_job(node, tenant.token, job_id)
+        assert results(seen) == (True, True, count)
+        assert seen["last_failure_at"] >= seen["last_success_at"]
+    assert listed(node, tenant.token, failing="true") == [job_id]
+    assert listed(node, tenant.token, failing="true", status="paused") == []
+    assert listed(node, tenant.token, failing="false") == sorted([job_id, healthy["job_id"]])
+    page = http("GET", f"{node.url}/v1/jobs?limit=10", token=tenant.token)[1]["jobs"]
+    assert [results(j) for j in page if j["job_id"] == job_id] == [(True, True, 2)]
+
+    # Another tenant: no such job, and nothing failing.
+    assert http("GET", f"{node.url}/v1/jobs/{job_id}", token=other.token)[0] == 404
+    assert listed(node, other.token, failing="true") == []
+
+    trigger(node, tenant, job_id)  # a success ends the streak
+    settle(node, tenant, queue, "ack")
+    assert results(get_job(node, tenant.token, job_id)) == (True, True, 0)
+    assert listed(node, tenant.token, failing="true") == []
+
+
+def test_a_bad_failing_value_is_400_naming_it(node: NodeProcess) -> None:
+    tenant = new_tenant(node)
+    status, body, _ = http("GET", f"{node.url}/v1/jobs?failing=yes", token=tenant.token)
+    error = assert_error(status, body, 400, "invalid_request")
+    assert error["message"].startswith("failing: must be true or false"), error
