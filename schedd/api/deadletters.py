@@ -1,4 +1,5 @@
-"""Dead-letter routes: list, show, redrive (one new attempt; one or a batch), delete."""
+"""Dead-letter routes: list (or grouped by error, or one group's), show, redrive (one new
+attempt; one or a batch), delete."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from aiohttp import web
 from schedd.api.context import CONTEXT, ApiContext
 from schedd.api.http import (
     decode_cursor,
+    encode_cursor,
     json_response,
     page,
     principal,
@@ -27,8 +29,9 @@ from schedd.errors import (
     StorageLow,
 )
 from schedd.model import partition_of
-from schedd.store import queries
+from schedd.store import deadletter_groups, queries
 from schedd.store.commands import DeleteDeadletter, RedriveDeadletter
+from schedd.store.fingerprint import FINGERPRINT
 from schedd.wire.deadletters import (
     DeadLetterList,
     NotRedriven,
@@ -50,13 +53,51 @@ def _addressed(request: web.Request) -> tuple[ApiContext, str, str]:
 
 async def list_deadletters(request: web.Request) -> web.Response:
     ctx, tenant_id = request.app[CONTEXT], principal(request).tenant()
+    group_by, wanted = _group_by(request), _fingerprint(request)
     limit, after = query_limit(request), decode_cursor(request) or ""
+    if group_by is not None:
+        return await _groups(request, tenant_id, limit)
+    if wanted is not None:  # a bounded scan: the page may hold fewer than limit
+        items, next_after = await ctx.reads.read(
+            lambda conn: deadletter_groups.with_fingerprint(
+                conn, tenant_id, wanted, after=after, limit=limit
+            )
+        )
+        cursor = None if next_after is None else encode_cursor(next_after)
+        return json_response(DeadLetterList(deadletters=items, next_cursor=cursor))
     items = await ctx.reads.read(
         lambda conn: queries.list_deadletters(conn, tenant_id, after=after, limit=limit)
     )
     return json_response(
         DeadLetterList(deadletters=items, next_cursor=page(items, limit, lambda d: d.id))
     )
+
+
+def _group_by(request: web.Request) -> str | None:
+    value = request.query.get("group_by")
+    if value is not None and value != "error":
+        raise InvalidRequest("group_by", f"must be error, got {value[:40]!r}")
+    return value
+
+
+def _fingerprint(request: web.Request) -> str | None:
+    value = request.query.get("fingerprint")
+    if value is not None and not FINGERPRINT.fullmatch(value):
+        raise InvalidRequest(
+            "fingerprint", f"must be 16 hex digits (a group's fingerprint), got {value[:40]!r}"
+        )
+    return value
+
+
+async def _groups(request: web.Request, tenant_id: str, limit: int) -> web.Response:
+    """GET /v1/deadletters?group_by=error: one answer, no pages (`limit` groups at most)."""
+    for field in ("cursor", "fingerprint"):
+        if field in request.query:
+            raise InvalidRequest(field, "cannot be combined with group_by")
+    groups = await request.app[CONTEXT].reads.read(
+        lambda conn: deadletter_groups.group_deadletters(conn, tenant_id, limit=limit)
+    )
+    return json_response(groups)
 
 
 async def get_deadletter(request: web.Request) -> web.Response:

@@ -33,6 +33,34 @@ class DeadLetterList(msgspec.Struct, frozen=True, kw_only=True):
     next_cursor: NextCursor
 
 
+Fingerprint = Annotated[str, Meta(pattern="^[0-9a-f]{16}$")]
+GROUPED = 10_000  # the newest dead letters GET /v1/deadletters?group_by=error groups
+
+
+class ErrorGroup(msgspec.Struct, frozen=True, kw_only=True):
+    """Dead letters whose errors are alike: the same text once URLs, UUIDs, IP addresses,
+    host:port, hex ids and numbers (but an HTTP status) are masked."""
+
+    fingerprint: Annotated[
+        Fingerprint,
+        Meta(description="The masked error's hash: GET /v1/deadletters?fingerprint= lists them."),
+    ]
+    example: Annotated[str | None, Meta(description="The newest one's error, as it was.")]
+    count: Count
+    first_at: Annotated[Instant, Meta(description="When the oldest one's run died.")]
+    last_at: Annotated[Instant, Meta(description="When the newest one's run died.")]
+
+
+class ErrorGroups(msgspec.Struct, frozen=True, kw_only=True):
+    """The tenant's newest dead letters grouped by error, largest group first."""
+
+    groups: list[ErrorGroup]
+    partial: Annotated[
+        bool,
+        Meta(description=f"The tenant has more dead letters than the newest {GROUPED:,} grouped."),
+    ]
+
+
 class RedriveQueued(msgspec.Struct, frozen=True, kw_only=True):
     """One new attempt is queued."""
 

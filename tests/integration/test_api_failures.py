@@ -7,6 +7,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import pytest
+
 from tests.integration.api_helpers import Tenant, assert_error, create_job, get_job, new_tenant
 from tests.integration.test_api_console import NO_RETRY, listed
 from tests.servers import NodeProcess, http, wait_for
@@ -96,3 +98,82 @@ def test_a_bad_failing_value_is_400_naming_it(node: NodeProcess) -> None:
     status, body, _ = http("GET", f"{node.url}/v1/jobs?failing=yes", token=tenant.token)
     error = assert_error(status, body, 400, "invalid_request")
     assert error["message"].startswith("failing: must be true or false"), error
+
+
+def bury(node: NodeProcess, tenant: Tenant, errors: list[str]) -> None:
+    """One dead letter per error: one-attempt jobs' runs, each nacked with its error."""
+    queue = f"dying-{uuid.uuid4().hex[:8]}"
+    for _ in errors:
+        body = {"schedule": {"delay": "0s"}, "target": {"type": "queue", "name": queue}}
+        create_job(node, tenant.token, body | {"retry": NO_RETRY})
+    for error in errors:
+        settle(node, tenant, queue, "nack", error=error)
+
+
+def groups(node: NodeProcess, token: str, query: str = "") -> dict[str, Any]:
+    status, answer, _ = http("GET", f"{node.url}/v1/deadletters?group_by=error{query}", token=token)
+    assert status == 200, answer
+    assert set(answer) == {"groups", "partial"}, answer
+    found: dict[str, Any] = answer
+    return found
+
+
+def test_dead_letters_group_by_error_and_one_group_is_listed_and_redriven(
+    node: NodeProcess,
+) -> None:
+    tenant, other = new_tenant(node), new_tenant(node)
+    missing = [f"order {n} not found" for n in (11, 12, 13)]
+    refused = [f"connect to 10.0.0.{n}:5432 refused" for n in (1, 2)]
+    bury(node, tenant, [missing[0], refused[0], missing[1], refused[1], missing[2]])
+    bury(node, other, ["order 99 not found"])
+
+    answer = groups(node, tenant.token)
+    assert answer["partial"] is False
+    found = [(g["count"], g["example"]) for g in answer["groups"]]
+    assert found == [(3, missing[2]), (2, refused[1])]
+    largest = answer["groups"][0]
+    assert set(largest) == {"fingerprint", "example", "count", "first_at", "last_at"}
+    assert largest["first_at"] <= largest["last_at"]
+    assert [g["count"] for g in groups(node, tenant.token, "&limit=1")["groups"]] == [3]
+    assert [g["count"] for g in groups(node, other.token)["groups"]] == [1]
+
+    query = f"fingerprint={largest['fingerprint']}&limit=2"
+    status, page, _ = http("GET", f"{node.url}/v1/deadletters?{query}", token=tenant.token)
+    assert status == 200 and len(page["deadletters"]) == 2 and page["next_cursor"], page
+    rest = http(
+        "GET", f"{node.url}/v1/deadletters?{query}&cursor={page['next_cursor']}", token=tenant.token
+    )[1]
+    ids = [d["id"] for d in page["deadletters"] + rest["deadletters"]]
+    assert sorted(d["error"] for d in page["deadletters"] + rest["deadletters"]) == missing
+    assert rest["next_cursor"] is None
+    theirs = http("GET", f"{node.url}/v1/deadletters?{query}", token=other.token)[1]
+    # The same failure has the same fingerprint in every tenant: each lists only its own.
+    assert [d["error"] for d in theirs["deadletters"]] == ["order 99 not found"]
+    assert not {d["id"] for d in theirs["deadletters"]} & set(ids)
+
+    status, redriven, _ = http(
+        "POST", f"{node.url}/v1/deadletters:redrive", {"ids": ids}, token=tenant.token
+    )
+    assert status == 200 and all(r.get("redriven") for r in redriven["results"]), redriven
+    assert [(g["count"], g["example"]) for g in groups(node, tenant.token)["groups"]] == [
+        (2, refused[1])
+    ]
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ("group_by=job", "group_by"),
+        ("group_by=error&cursor=abc", "cursor"),
+        ("group_by=error&fingerprint=0123456789abcdef", "fingerprint"),
+        ("fingerprint=XYZ", "fingerprint"),
+        ("group_by=error&limit=0", "limit"),
+    ],
+)
+def test_a_bad_grouping_is_400_naming_the_parameter(
+    node: NodeProcess, query: str, field: str
+) -> None:
+    tenant = new_tenant(node)
+    status, body, _ = http("GET", f"{node.url}/v1/deadletters?{query}", token=tenant.token)
+    error = assert_error(status, body, 400, "invalid_request")
+    assert error["message"].startswith(f"{field}"), error

@@ -12,6 +12,7 @@ from schedd.api.operation import Access, Parameter
 from schedd.model import JobStatus
 from schedd.targets import CONNECTION_NAME as CONNECTION_NAME_TEXT
 from schedd.targets import TARGET_TYPES
+from schedd.wire.deadletters import Fingerprint
 from schedd.wire.fields import InstantInput
 from schedd.wire.queues import QueueName
 
@@ -77,6 +78,22 @@ DEADLETTER_ID = Parameter(
     where="path",
     kind=NonEmpty,
     description="A dead letter's id.",
+)
+DEADLETTER_GROUP_BY = Parameter(
+    component="DeadLetterGroupBy",
+    name="group_by",
+    where="query",
+    kind=Annotated[str, Meta(extra_json_schema={"enum": ["error"]})],
+    description="error: answer the dead letters grouped by error fingerprint "
+    "({groups: [{fingerprint, example, count, first_at, last_at}], partial}) instead of a page; "
+    "not with cursor or fingerprint.",
+)
+DEADLETTER_FINGERPRINT = Parameter(
+    component="DeadLetterFingerprint",
+    name="fingerprint",
+    where="query",
+    kind=Fingerprint,
+    description="Only the dead letters of this group (a fingerprint of group_by=error).",
 )
 CONNECTION_NAME = Parameter(
     component="ConnectionName",

@@ -7,6 +7,8 @@ from schedd.api.operation import Answer, Operation
 from schedd.api.operations.parameters import (
     ADMIN,
     CURSOR,
+    DEADLETTER_FINGERPRINT,
+    DEADLETTER_GROUP_BY,
     DEADLETTER_ID,
     LIMIT,
     QUEUE_NAME,
@@ -14,9 +16,11 @@ from schedd.api.operations.parameters import (
     X_TENANT,
 )
 from schedd.wire.deadletters import (
+    GROUPED,
     MAX_REDRIVE,
     DeadLetterList,
     DeadLetterView,
+    ErrorGroups,
     RedriveBatch,
     RedriveQueued,
     RedriveResults,
@@ -119,11 +123,19 @@ OPERATIONS = (
         handler=deadletters.list_deadletters,
         operation_id="listDeadLetters",
         tag="deadletters",
-        summary="List dead letters",
+        summary="List dead letters, or group them by error",
+        description="In id order. group_by=error answers the groups instead (the newest "
+        f"{GROUPED:,} dead letters grouped by error fingerprint, the limit largest, no pages). "
+        f"fingerprint=F keeps one group's: a request then examines at most {GROUPED:,} dead "
+        "letters after the cursor, so a page may hold fewer than limit (even none); follow "
+        "next_cursor until it is null.",
         access=TENANT,
-        parameters=(CURSOR, LIMIT),
+        parameters=(DEADLETTER_GROUP_BY, DEADLETTER_FINGERPRINT, CURSOR, LIMIT),
         answers={
-            200: Answer("A page of dead letters.", body=DeadLetterList),
+            200: Answer(
+                "A page of dead letters (with group_by=error: the groups).",
+                body=(DeadLetterList, ErrorGroups),
+            ),
         },
     ),
     Operation(
