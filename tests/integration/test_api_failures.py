@@ -11,6 +11,7 @@ import pytest
 
 from tests.integration.api_helpers import Tenant, assert_error, create_job, get_job, new_tenant
 from tests.integration.test_api_console import NO_RETRY, listed
+from tests.integration.test_schedctl import Ctl
 from tests.servers import NodeProcess, http, wait_for
 
 
@@ -177,3 +178,46 @@ def test_a_bad_grouping_is_400_naming_the_parameter(
     status, body, _ = http("GET", f"{node.url}/v1/deadletters?{query}", token=tenant.token)
     error = assert_error(status, body, 400, "invalid_request")
     assert error["message"].startswith(f"{field}"), error
+
+
+def test_schedctl_shows_failing_jobs_and_groups_and_redrives_one_group(node: NodeProcess) -> None:
+    tenant = new_tenant(node)
+    ctl = Ctl(node.url, tenant.token)
+    queue = f"q-{uuid.uuid4().hex[:8]}"
+    body = {"schedule": {"every": "1h"}, "target": {"type": "queue", "name": queue}}
+    job_id = create_job(node, tenant.token, body | {"retry": NO_RETRY})["job_id"]
+    trigger(node, tenant, job_id)
+    settle(node, tenant, queue, "nack", error="order 7 not found")
+    bury(node, tenant, ["order 8 not found", "connect to 10.0.0.1:5432 refused"])
+
+    failing = ctl.json("ls", "--failing")["jobs"]  # the one-time jobs' runs died too
+    assert [(j["status"], j["consecutive_failures"]) for j in failing] == [
+        ("active", 1),
+        ("completed", 1),
+        ("completed", 1),
+    ]
+    table = ctl("ls", "--failing")
+    assert table.returncode == 0, table.stderr
+    header, row, *_ = table.stdout.splitlines()
+    assert "FAILED IN A ROW" in header and row.split()[:4] == [job_id, "-", "active", "1"]
+    shown = [line.split() for line in ctl("get", job_id).stdout.splitlines()]
+    assert ["failed", "in", "a", "row", "1"] in shown
+
+    grouped = ctl.json("deadletters", "ls", "--group-by", "error")
+    assert [(g["count"], g["example"]) for g in grouped["groups"]] == [
+        (2, "order 8 not found"),  # the newest of its group
+        (1, "connect to 10.0.0.1:5432 refused"),
+    ]
+    table = ctl("deadletters", "ls", "--group-by", "error").stdout.splitlines()
+    assert table[0].split()[:2] == ["FINGERPRINT", "COUNT"] and len(table) == 3
+    fingerprint = grouped["groups"][0]["fingerprint"]
+    listed = ctl.json("deadletters", "ls", "--fingerprint", fingerprint, "--all")["deadletters"]
+    assert sorted(d["error"] for d in listed) == ["order 7 not found", "order 8 not found"]
+
+    redriven = ctl("deadletters", "redrive", "--fingerprint", fingerprint)
+    assert redriven.returncode == 0, redriven.stderr
+    assert "redriven: 2, not redriven: 0" in redriven.stderr
+    left = ctl.json("deadletters", "ls", "--group-by", "error")["groups"]
+    assert [g["count"] for g in left] == [1]
+    refused = ctl("deadletters", "ls", "--group-by", "error", "--all")
+    assert refused.returncode == 2 and "--group-by" in refused.stderr

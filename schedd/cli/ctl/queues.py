@@ -14,13 +14,13 @@ import msgspec
 from rich.text import Text
 
 from schedd.cli.ctl import render
-from schedd.cli.ctl.answers import Answer, all_pages, raw_items
+from schedd.cli.ctl.answers import Answer, all_pages, filled_page, raw_items
 from schedd.cli.ctl.client import Client
 from schedd.cli.ctl.older_nodes import Queues
 from schedd.cli.ctl.render import json_option, page_options
 from schedd.errors import InvalidRequest, SchedError
 from schedd.jsonbody import JSONValue
-from schedd.wire.deadletters import DeadLetterList, DeadLetterView
+from schedd.wire.deadletters import GROUPED, DeadLetterList, DeadLetterView, ErrorGroups
 from schedd.wire.errors import ErrorDetail
 from schedd.wire.queues import ConsumerView
 
@@ -85,20 +85,60 @@ def deadletters() -> None:
     epilog="""\b
 Examples:
   schedctl deadletters ls
-  schedctl deadletters ls --all --json | jq -r '.deadletters[].id'""",
+  schedctl deadletters ls --all --json | jq -r '.deadletters[].id'
+  schedctl deadletters ls --group-by error
+  schedctl deadletters ls --fingerprint 3f2a9c0b1d4e5f60 --all
+
+\b
+--group-by error groups the newest 10,000 dead letters by error fingerprint
+(numbers, ids and addresses masked), largest group first: --limit groups.
+--fingerprint makes the server read at most 10,000 dead letters per request:
+ls asks again until it has --limit of them or none are left.""",
 )
 @page_options
-@json_option('{"deadletters": [...], "next_cursor": ...}')
+@click.option(
+    "--group-by",
+    type=click.Choice(["error"]),
+    help="Show groups of alike errors (count, first and last seen, an example) instead.",
+)
+@click.option(
+    "--fingerprint",
+    metavar="F",
+    help="Only the dead letters of group F (a fingerprint --group-by error printed).",
+)
+@json_option(
+    '{"deadletters": [...], "next_cursor": ...}; with --group-by: '
+    '{"groups": [{"fingerprint", "example", "count", "first_at", "last_at"}], "partial"}'
+)
 @click.pass_obj
 def list_deadletters(
-    client: Client, limit: int, cursor: str | None, is_all: bool, as_json: bool
+    client: Client,
+    limit: int,
+    cursor: str | None,
+    is_all: bool,
+    group_by: str | None,
+    fingerprint: str | None,
+    as_json: bool,
 ) -> None:
-    """List dead letters in id order, a page at a time (or --all)."""
+    """List dead letters in id order, a page at a time (or --all), or grouped by error."""
+    if group_by is not None:
+        if cursor or is_all or fingerprint:
+            raise InvalidRequest("--group-by", "takes --limit only (no pages, no --fingerprint)")
+        _show_groups(
+            client.answer(
+                ErrorGroups, "GET", "/v1/deadletters", query={"group_by": group_by, "limit": limit}
+            ),
+            as_json=as_json,
+        )
+        return
 
-    def fetch(after: str | None) -> Answer[DeadLetterList]:
-        return _deadletters(client, after, limit)
+    def fetch(after: str | None, count: int = limit) -> Answer[DeadLetterList]:
+        return _deadletters(client, after, count, fingerprint)
 
-    page = all_pages(fetch, "deadletters", cursor) if is_all else fetch(cursor)
+    if is_all:
+        page = all_pages(fetch, "deadletters", cursor)
+    else:
+        page = filled_page(fetch, "deadletters", cursor, limit)
     if as_json:
         render.print_json(page.raw)
         return
@@ -120,8 +160,27 @@ def list_deadletters(
         render.note(f"more dead letters: add --cursor {page.view.next_cursor}, or --all")
 
 
-def _deadletters(client: Client, cursor: str | None, limit: int) -> Answer[DeadLetterList]:
-    query = {"cursor": cursor, "limit": limit}
+def _show_groups(answer: Answer[ErrorGroups], *, as_json: bool) -> None:
+    if as_json:
+        render.print_json(answer.raw)
+        return
+    rows = [
+        (g.fingerprint, str(g.count), g.first_at, g.last_at, _first_line(g.example, 60))
+        for g in answer.view.groups
+    ]
+    if rows:
+        headers = ("FINGERPRINT", "COUNT", "FIRST (UTC)", "LAST (UTC)", "EXAMPLE")
+        render.print_table(headers, rows)
+    else:
+        render.note("no dead letters")
+    if answer.view.partial:
+        render.note(f"only the newest {GROUPED:,} dead letters were grouped")
+
+
+def _deadletters(
+    client: Client, cursor: str | None, limit: int, fingerprint: str | None = None
+) -> Answer[DeadLetterList]:
+    query = {"cursor": cursor, "limit": limit, "fingerprint": fingerprint}
     return client.answer(DeadLetterList, "GET", "/v1/deadletters", query=query)
 
 
@@ -157,7 +216,8 @@ def show_deadletter(client: Client, deadletter_id: str, as_json: bool) -> None:
 Examples:
   schedctl deadletters redrive 'job_0123abcd:1796028778162'
   schedctl deadletters redrive ID1 ID2 ID3
-  schedctl deadletters redrive --all""",
+  schedctl deadletters redrive --all
+  schedctl deadletters redrive --fingerprint 3f2a9c0b1d4e5f60""",
 )
 @click.argument("deadletter_ids", metavar="[ID]...", nargs=-1)
 @click.option(
@@ -166,15 +226,29 @@ Examples:
     is_flag=True,
     help="Redrive every dead letter of the tenant, a page at a time.",
 )
+@click.option(
+    "--fingerprint",
+    metavar="F",
+    help="Redrive every dead letter of group F (ls --group-by error), a page at a time.",
+)
 @json_option('{"id": ..., "status": "redriven"} for one ID, else {"results": [...]}')
 @click.pass_obj
-def redrive(client: Client, deadletter_ids: tuple[str, ...], is_all: bool, as_json: bool) -> None:
+def redrive(
+    client: Client,
+    deadletter_ids: tuple[str, ...],
+    is_all: bool,
+    fingerprint: str | None,
+    as_json: bool,
+) -> None:
     """Give the runs of the dead letters named one new attempt each; each dead letter is
-    removed. Several IDs (or --all) go 500 at a time through POST /v1/deadletters:redrive;
-    any id not redriven makes the exit code 1. A batch refused as a whole (503, 507, timeout)
-    stops the run: every id's result is printed, and the exit code is that error's (3)."""
-    if bool(deadletter_ids) == is_all:
-        raise InvalidRequest("ID", "give one or more dead letter ids, or --all (not both)")
+    removed. Several IDs (or --all, or --fingerprint) go 500 at a time through POST
+    /v1/deadletters:redrive; any id not redriven makes the exit code 1. A batch refused as a
+    whole (503, 507, timeout) stops the run: every id's result is printed, and the exit code is
+    that error's (3)."""
+    if [bool(deadletter_ids), is_all, fingerprint is not None].count(True) != 1:
+        raise InvalidRequest(
+            "ID", "give one or more dead letter ids, or --all, or --fingerprint (one of them)"
+        )
     if len(deadletter_ids) == 1:
         (deadletter_id,) = deadletter_ids
         answer = client.request("POST", deadletter_path(deadletter_id) + "/redrive")
@@ -184,7 +258,7 @@ def redrive(client: Client, deadletter_ids: tuple[str, ...], is_all: bool, as_js
         else:
             render.console().print(Text(f"{deadletter_id}: redriven, one new attempt queued"))
         return
-    ids = _all_deadletter_ids(client) if is_all else deadletter_ids
+    ids = deadletter_ids or _all_deadletter_ids(client, fingerprint)
     redrives = _redrive_batches(client, ids)
     results, stopped_by = redrives.results, redrives.stopped_by
     failed = [(r.id, r.error) for r in results if r.error is not None]
@@ -214,12 +288,13 @@ class NotAllRedriven(SchedError):
         self.exit_code = exit_code
 
 
-def _all_deadletter_ids(client: Client) -> Iterator[str]:
-    """Every dead letter's id, a page at a time (the caller lists them all before redriving
-    any: a run that fails again at once is a new dead letter, not redriven twice)."""
+def _all_deadletter_ids(client: Client, fingerprint: str | None = None) -> Iterator[str]:
+    """Every dead letter's id (of group `fingerprint` only, if given), a page at a time (the
+    caller lists them all before redriving any: a run that fails again at once is a new dead
+    letter, not redriven twice)."""
     cursor: str | None = None
     while True:
-        page = _deadletters(client, cursor, REDRIVE_BATCH).view
+        page = _deadletters(client, cursor, REDRIVE_BATCH, fingerprint).view
         yield from (item.id for item in page.deadletters)
         cursor = page.next_cursor
         if not cursor:
