@@ -1,23 +1,42 @@
-// Dead letters: a page at a time through the API's cursor; redrive one or a selection, delete
-// one; a dead letter's page shows its run's attempts and the job's payload.
+// Dead letters: a page at a time through the API's cursor (or one error group's: ?fingerprint=);
+// redrive one or a selection, delete one; a dead letter's page shows its run's attempts and the
+// job's payload. ?by=error shows them grouped by error (errorgroups.js).
 
 import { ApiError, call, enc, get, post, query } from "../api.js";
 import { clear, confirmAction, h, link, notice, pretty, table, when } from "../dom.js";
 import { targetText } from "../format.js";
+import * as errorgroups from "./errorgroups.js";
 
 const PAGE = 50;
+const SEARCH_MS = 3000; // how long one group's page keeps asking before it shows what it found
 
 export async function render(main, params) {
   if (params.id) return detail(main, params.id);
+  if (params.by === "error") return errorgroups.render(main, params);
   return list(main, params);
 }
 
+// A page of dead letters; of one group, the server answers the matches of one bounded stretch
+// per request: ask on until the page is full, they end, or SEARCH_MS passed.
+async function fetchPage(params) {
+  const started = performance.now();
+  const items = [];
+  let next = params.cursor;
+  do {
+    const page = await get(`/v1/deadletters${query({ cursor: next, limit: PAGE - items.length, fingerprint: params.fingerprint })}`);
+    items.push(...page.deadletters);
+    next = page.next_cursor;
+  } while (params.fingerprint && next && items.length < PAGE && performance.now() - started < SEARCH_MS);
+  return { deadletters: items, next_cursor: next };
+}
+
 async function list(main, params) {
-  main.append(h("h1", {}, "Dead letters"));
+  main.append(h("h1", {}, "Dead letters"), errorgroups.views(params.fingerprint ? null : "all"));
+  if (params.fingerprint) main.append(h("p", { class: "hint", id: "group-filter" }, `Only the dead letters with error fingerprint ${params.fingerprint}. `, link("#/deadletters?by=error", "Back to the groups")));
   const status = h("div", { class: "action-status", role: "status" });
   let page;
   try {
-    page = await get(`/v1/deadletters${query({ cursor: params.cursor, limit: PAGE })}`);
+    page = await fetchPage(params);
   } catch (error) {
     main.append(notice(error.message));
     return;
@@ -66,8 +85,8 @@ async function list(main, params) {
     h(
       "nav",
       { class: "pager" },
-      params.cursor ? link("#/deadletters", "First page") : null,
-      page.next_cursor ? link(`#/deadletters${query({ cursor: page.next_cursor })}`, "Next page") : null,
+      params.cursor ? link(`#/deadletters${query({ fingerprint: params.fingerprint })}`, "First page") : null,
+      page.next_cursor ? link(`#/deadletters${query({ fingerprint: params.fingerprint, cursor: page.next_cursor })}`, "Next page") : null,
     ),
   );
 }

@@ -78,6 +78,16 @@ function failureText(policy) {
   return `after ${policy.after} dead runs in a row: ${acts.join(" and ")}`;
 }
 
+// The newest run that died, and how many died since the last success (read from the newest
+// 50 runs: 50 means 50 or more).
+function lastFailure(job) {
+  if (!job.last_failure_at) return "—";
+  const failed = job.consecutive_failures ?? 0;
+  if (!failed) return when(job.last_failure_at);
+  const count = failed >= 50 ? "50+" : String(failed);
+  return [when(job.last_failure_at), " · ", h("span", { class: "status dead" }, `${count} in a row`)];
+}
+
 // The job's version (its changes: created, updated, paused...) apart from the claim fence (the job
 // object's `version`, which every claimed run raises too).
 function summary(job, last, versions) {
@@ -97,6 +107,8 @@ function summary(job, last, versions) {
     ["Schedule", scheduleText(job.schedule)],
     ["Target", targetText(job.target)],
     ["Next run", when(job.next_run_at)],
+    ["Last success", h("span", { id: "job-last-success" }, when(job.last_success_at))],
+    ["Last failure", h("span", { id: "job-last-failure" }, lastFailure(job))],
     ["Version", version],
     [fence, h("span", { id: "job-fence" }, job.version)],
     ["Job id", h("span", { class: "mono" }, job.job_id)],

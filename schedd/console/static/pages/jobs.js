@@ -1,6 +1,7 @@
 // The jobs list: one page at a time through the API's cursors (nothing loads every job), with
-// the API's filters (status, target type, queue, host, name, next-run range). The filters and
-// the cursor ride in the hash, so Back returns a page.
+// the API's filters (status, target type, queue, host, name, next-run range, failing), and each
+// job's last run and result (what its newest runs say). The filters and the cursor ride in the
+// hash, so Back returns a page.
 
 import { get, query } from "../api.js";
 import { h, link, notice, table, when } from "../dom.js";
@@ -12,7 +13,8 @@ const SEARCH_MS = 3000; // how long a filtered page keeps asking before it shows
 const STATUSES = ["", "active", "paused", "cancelled", "completed"];
 const TARGETS = ["", ...TARGET_TYPES]; // kinds.js: made by the node from its target kinds
 // The filters the API's GET /v1/jobs takes, as they ride in the hash.
-const FILTERS = ["status", "target_type", "queue", "host", "name", "next_run_after", "next_run_before"];
+const FILTERS = ["status", "target_type", "queue", "host", "name", "next_run_after", "next_run_before", "failing"];
+const RECENT_RUNS = 50; // the API reads a job's results from its newest 50 runs
 
 export async function render(main, params) {
   const filters = Object.fromEntries(FILTERS.map((key) => [key, params[key] ?? ""]));
@@ -35,6 +37,8 @@ export async function render(main, params) {
       h("td", {}, scheduleText(job.schedule)),
       h("td", {}, targetText(job.target)),
       h("td", {}, when(job.next_run_at)),
+      h("td", { class: "last-run" }, when(lastRun(job))),
+      lastResult(job),
       h("td", { class: "mono" }, job.job_id),
     ),
   );
@@ -44,10 +48,28 @@ export async function render(main, params) {
   progress.textContent = filtered && found.next && rows.length ? `${rows.length} found in ${found.asked} stretches of jobs; Next page searches on.` : "";
   main.append(
     rows.length
-      ? table(["Name", "Status", "Schedule", "Target", "Next run", "Job id"], rows, { id: "jobs" })
+      ? table(["Name", "Status", "Schedule", "Target", "Next run", "Last run", "Last result", "Job id"], rows, { id: "jobs" })
       : notice(empty, "info"),
     pager(filters, params.cursor, found.next),
   );
+}
+
+// When the job's newest run that succeeded or died ended (null: none among its newest runs).
+function lastRun(job) {
+  const times = [job.last_success_at, job.last_failure_at].filter(Boolean);
+  return times.length ? times.reduce((a, b) => (new Date(a) >= new Date(b) ? a : b)) : null;
+}
+
+// "succeeded", or "failed" with the failures in a row since the last success.
+function lastResult(job) {
+  const failed = job.consecutive_failures ?? 0;
+  if (failed > 0) {
+    const count = failed >= RECENT_RUNS ? `${RECENT_RUNS}+` : String(failed);
+    const title = `${count} run(s) died since the last success${job.last_success_at ? ` (${when(job.last_success_at)})` : ""}`;
+    return h("td", { class: "status dead last-result", title }, `failed · ${count} in a row`);
+  }
+  if (job.last_success_at) return h("td", { class: "status succeeded last-result" }, "succeeded");
+  return h("td", { class: "last-result" }, "—");
 }
 
 // A page of jobs. Filtered, the server answers the matches of one bounded stretch of jobs per
@@ -86,6 +108,12 @@ function filterForm(filters) {
     h("label", {}, "Name ", text("name", "Name contains", { size: 14, maxlength: 200, type: "search" })),
     h("label", {}, "Next run from ", instant("next_run_after", "Next run after")),
     h("label", {}, "to ", instant("next_run_before", "Next run before")),
+    h(
+      "label",
+      { title: "Jobs whose newest finished run died" },
+      h("input", { type: "checkbox", name: "failing", id: "filter-failing", value: "true", checked: filters.failing === "true" }),
+      " Failing",
+    ),
     h("button", { type: "submit" }, "Filter"),
     h("a", { href: "#/jobs" }, "Clear"),
   );
@@ -93,7 +121,8 @@ function filterForm(filters) {
     event.preventDefault();
     const wanted = {};
     for (const key of FILTERS) {
-      const value = form.elements[key].value.trim();
+      const field = form.elements[key];
+      const value = field.type === "checkbox" ? (field.checked ? "true" : "") : field.value.trim();
       wanted[key] = key.startsWith("next_run_") ? isoOf(value) : value;
     }
     location.hash = `#/jobs${query(wanted)}`;
