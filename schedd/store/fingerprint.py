@@ -95,7 +95,13 @@ def normalise(error: str | None) -> str:
     return _SPACES.sub(" ", text).strip()
 
 
-@functools.lru_cache(maxsize=16_384)  # one error text often fails many runs
 def fingerprint(error: str | None) -> str:
     """16 hex digits naming the normalised error (SHA-256's first 64 bits)."""
-    return hashlib.sha256(normalise(error).encode()).hexdigest()[:16]
+    return _fingerprint(error[:MAX_CHARS] if error else None)
+
+
+# One error text often fails many runs. Keyed by at most MAX_CHARS characters: at most about
+# 16 MB of keys however long the errors (a nack's may hold 4,000 characters).
+@functools.lru_cache(maxsize=16_384)
+def _fingerprint(head: str | None) -> str:
+    return hashlib.sha256(normalise(head).encode()).hexdigest()[:16]
