@@ -16,7 +16,7 @@ import msgspec
 from schedd.jobspec import JOB_FIELDS
 from schedd.model import JobStatus, MisfirePolicy, OverlapPolicy, RunStatus
 from schedd.retention import retention_json
-from schedd.store import recent_runs, run_payloads
+from schedd.store import recent_runs
 from schedd.store.failures import Policy
 from schedd.store.ledger import completions
 from schedd.store.pauses import Pause
@@ -292,8 +292,8 @@ def list_runs(
     if in_batches:
         page = sorted(page + in_batches, key=lambda pair: pair[0], reverse=True)[:limit]
     low, high = page[-1][0], page[0][0]
-    marked = _backfill_marks(conn, job_id, low, high)
-    own = run_payloads.scheduled_times(conn, job_id, low, high)
+    marked = _marked(conn, "backfills", job_id, low, high)
+    own = _marked(conn, "run_payloads", job_id, low, high)
     if not marked and not own:
         return [run for _, run in page]
     return [
@@ -302,11 +302,18 @@ def list_runs(
     ]
 
 
-def _backfill_marks(conn: sqlite3.Connection, job_id: str, low_ms: int, high_ms: int) -> set[int]:
-    """The runs between two times that a backfill added (one range read of their marks)."""
+# Tables that mark some of a job's runs by (job_id, scheduled_at_ms): a backfill added them, a
+# trigger gave them their own payload.
+_RUN_MARKS = frozenset({"backfills", "run_payloads"})
+
+
+def _marked(
+    conn: sqlite3.Connection, table: str, job_id: str, low_ms: int, high_ms: int
+) -> set[int]:
+    """The runs between two scheduled times that `table` marks (one range read by key)."""
+    assert table in _RUN_MARKS  # a constant of this module, never input
     rows = conn.execute(
-        "SELECT scheduled_at_ms FROM backfills "
-        "WHERE job_id = ? AND scheduled_at_ms BETWEEN ? AND ?",
+        f"SELECT scheduled_at_ms FROM {table} WHERE job_id = ? AND scheduled_at_ms BETWEEN ? AND ?",
         (job_id, low_ms, high_ms),
     )
     return {ms for (ms,) in rows}

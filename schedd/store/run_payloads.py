@@ -1,6 +1,7 @@
 """A triggered run's own payload (`run_payloads`, log level 8): POST /v1/jobs/{id}/trigger with
 a body. trigger_job writes it; the claim of that run delivers it in place of the job's; it is
-kept while the run is, so the run's history says that its payload was overridden."""
+kept while the run is, so the run's history says that its payload was overridden (the runs
+listing reads it by key, queries._marked)."""
 
 from __future__ import annotations
 
@@ -31,16 +32,6 @@ def overrides(
         if row is not None:
             found[(job_id, scheduled_at_ms)] = row[0]
     return found
-
-
-def scheduled_times(conn: sqlite3.Connection, job_id: str, first_ms: int, last_ms: int) -> set[int]:
-    """The runs of a job between two scheduled times (inclusive) that had their own payload."""
-    rows = conn.execute(
-        "SELECT scheduled_at_ms FROM run_payloads WHERE job_id = ? "
-        "AND scheduled_at_ms BETWEEN ? AND ?",
-        (job_id, first_ms, last_ms),
-    )
-    return {at for (at,) in rows}
 
 
 def forget_runs(tx: sqlite3.Connection, runs: Iterable[tuple[str, int]]) -> None:
