@@ -13,7 +13,7 @@ import logging
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, get_args
 
@@ -153,6 +153,7 @@ class StoreGauges:
     deadletters: int
     partitions_owned: int
     alerts_pending: int = 0
+    overdue_by_tenant: Mapping[str, int] = field(default_factory=dict)
 
 
 def top_queues(
@@ -183,7 +184,16 @@ def store_metrics(gauges: StoreGauges, read_s: float) -> list[Metric]:
     for name, states in top_queues(gauges.queues).items():
         for state in QUEUE_STATES:
             queues.add_metric([name, state], states[state])
+    overdue = GaugeMetricFamily(
+        "schedd_jobs_overdue",
+        "Recurring jobs with no successful run within twice their schedule's gap, per tenant "
+        "(as the leader's overdue scanner last found them; tenants with none are left out)",
+        labels=["tenant"],
+    )
+    for tenant_id, count in sorted(gauges.overdue_by_tenant.items()):
+        overdue.add_metric([tenant_id], count)
     return [
+        overdue,
         _gauge(
             "schedd_due_backlog",
             "Runs whose fire time has passed, not yet claimed (capped)",

@@ -11,6 +11,7 @@ from pathlib import Path
 from schedd.dispatch.clock import ClockGuard, ClockProbe
 from schedd.dispatch.dispatcher import Dispatcher
 from schedd.dispatch.leases import Heartbeat, LeaseManager
+from schedd.dispatch.overdue import OverdueScanner
 from schedd.dispatch.pruner import Pruner
 from schedd.peers import PeerReports
 from schedd.raft.proposer import ThreadProposer
@@ -79,6 +80,7 @@ class DispatchService:
                 partitions=partitions,
                 lagging=lagging,
             ),
+            OverdueScanner(reader, is_leader, proposer.propose, lagging=lagging),
         ]
 
     def start(self) -> None:

@@ -587,6 +587,25 @@ class RecordAlerts(LogCommand[AlertsRecorded], frozen=True, kw_only=True, omit_d
     outcomes: tuple[AlertOutcome, ...]
 
 
+class OverdueMark(Body, frozen=True, kw_only=True, omit_defaults=True):
+    """A job the overdue scanner found with no success since `since_ms` (its last success, or
+    its creation) for more than twice its schedule's longest gap (`gap_ms`)."""
+
+    job_id: str
+    since_ms: int
+    gap_ms: int
+
+
+class MarkOverdue(LogCommand[Done], frozen=True, kw_only=True, omit_defaults=True):
+    """The leader's overdue scanner's findings for a stretch of jobs: newly overdue ones (each
+    alerted once where its failure policy has an alert_url) and ones no longer overdue."""
+
+    TYPE = "mark_overdue"
+    LEVEL = SCHEDULE_CONTROL_LEVEL
+    marked: tuple[OverdueMark, ...] = ()
+    cleared: tuple[str, ...] = ()
+
+
 # ---------------------------------------------------------------------------- retention
 
 
@@ -681,6 +700,7 @@ CATALOGUE: Mapping[str, type[LogCommand[Any]]] = {
         ResumeTenant,
         BackfillJob,
         RecordAlerts,
+        MarkOverdue,
     )
 }
 LEVEL_OF_TYPE: Mapping[str, int] = {t: c.LEVEL for t, c in CATALOGUE.items() if c.LEVEL > 1}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import sqlite3
 
 from schedd.metrics import QUEUE_STATES, StoreGauges
+from schedd.store import overdue
 from schedd.store.leases import held_partitions
 from schedd.store.ledger import batches
 
@@ -55,6 +56,7 @@ def read_store(
             deadletters=conn.execute("SELECT COUNT(*) FROM deadletters").fetchone()[0],
             partitions_owned=len(held_partitions(conn, node_id, now_ms, margin_ms=0)),
             alerts_pending=conn.execute(_ALERTS_PENDING).fetchone()[0],
+            overdue_by_tenant=overdue.counts_by_tenant(conn),
         )
     finally:
         conn.execute("COMMIT")

@@ -91,6 +91,8 @@ JOB_COLUMNS = (
     "(SELECT runs_started FROM run_counts c WHERE c.job_id = jobs.job_id), "
     + completions.PENDING_SINCE
     + f", ({recent_runs.SUMMARY})"
+    # Level 8: the overdue scanner found it overdue (store/overdue.py).
+    + ", EXISTS (SELECT 1 FROM overdue_jobs o WHERE o.job_id = jobs.job_id)"
 )
 _PENDING = 10  # the pending completion's place in a JOB_COLUMNS row
 # A condition on a jobs row: its status as readers see it.
@@ -151,6 +153,7 @@ def job_json(
     *,
     paused_reason: str | None = None,
     runs_started: int | None = None,
+    overdue: bool = False,
     results: recent_runs.Results = recent_runs.NONE,
 ) -> JobView:
     """The API's job object; `spec` is the job's spec as stored (jobspec.spec_to_json's keys:
@@ -181,6 +184,7 @@ def job_json(
         last_success_at=results.last_success_at,
         last_failure_at=results.last_failure_at,
         consecutive_failures=results.consecutive_failures,
+        overdue=overdue and status == JobStatus.ACTIVE,
     )
 
 
@@ -199,6 +203,7 @@ def job_to_json(row: tuple[Any, ...]) -> JobView:
         runs,
         pending,
         recent,
+        is_overdue,
     ) = row
     status, next_run, version, updated = completions.as_completed(
         status, next_run, version, updated, pending
@@ -216,6 +221,7 @@ def job_to_json(row: tuple[Any, ...]) -> JobView:
         paused_reason=reason,
         runs_started=runs,
         results=recent_runs.results_of(recent),
+        overdue=bool(is_overdue),
     )
 
 

@@ -35,10 +35,11 @@ REPLICATED_TABLES: tuple[tuple[str, str], ...] = (
     ("backfill_lanes", "tenant_id"),
     ("failure_policies", "tenant_id"),
     ("alerts", "alert_id"),
+    ("overdue_jobs", "job_id"),
 )
 # Added at log level 3 (issue 17: connections), 4 (issue 29: batches), 5 (completions) and
 # 8 (issue 31: pauses, run_payloads, run_counts, job_versions, backfills, backfill_lanes,
-# failure_policies, alerts).
+# failure_policies, alerts, overdue_jobs).
 LATER_TABLES = frozenset(
     {
         "connections",
@@ -54,6 +55,7 @@ LATER_TABLES = frozenset(
         "backfill_lanes",
         "failure_policies",
         "alerts",
+        "overdue_jobs",
     }
 )
 
@@ -440,5 +442,14 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX alerts_due ON alerts (next_at_ms) WHERE next_at_ms IS NOT NULL;
     CREATE INDEX alerts_by_tenant ON alerts (tenant_id, created_at_ms);
+    -- Recurring jobs with no success within twice their longest gap (store/overdue.py), as the
+    -- leader's overdue scanner last found them: `since_ms` the success (or creation) they
+    -- count from.
+    CREATE TABLE overdue_jobs (
+        job_id TEXT PRIMARY KEY,
+        tenant_id TEXT NOT NULL,
+        since_ms INTEGER NOT NULL,
+        marked_at_ms INTEGER NOT NULL
+    ) WITHOUT ROWID;
     """,
 )

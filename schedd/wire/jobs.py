@@ -197,6 +197,14 @@ class JobView(msgspec.Struct, frozen=True, kw_only=True):
             "more. Runs in flight, retrying or skipped count as neither.",
         ),
     ] = 0
+    overdue: Annotated[
+        bool,
+        Meta(
+            description="A recurring job with no successful run within twice its schedule's "
+            "longest gap (an every's interval, a cron's longest gap between occurrences), as "
+            "the leader's overdue scanner last found it (it looks about every 10 s)."
+        ),
+    ] = False
 
     def spec_fields(self) -> dict[str, object]:
         """The spec's fields as a job body (what jobspec's parse_job and patch_job read)."""

@@ -44,6 +44,7 @@ JOB_FIELDS = frozenset(
         "last_success_at",
         "last_failure_at",
         "consecutive_failures",
+        "overdue",
     }
 )
 MISSING_JOB_ID = "job_" + "0" * 24

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from tests.integration.api_helpers import (
     job_body,
     new_tenant,
 )
-from tests.servers import NodeProcess, http, make_nodes, running, wait_for
+from tests.servers import ADMIN_TOKEN, NodeProcess, http, make_nodes, running, wait_for
 
 # A run later than 1 s follows its job's misfire policy: a tenant paused a few seconds misses runs.
 MISFIRE = '[dispatch]\nmisfire_threshold = "1s"\n'
@@ -394,3 +395,18 @@ def test_a_tenants_default_policy_is_set_shown_and_removed(node: NodeProcess) ->
     assert status == 200 and shown["on_failure"] == {"alert_url": None, "after": 5, "pause": True}
     status, shown, _ = http("PATCH", url, {"on_failure": None})
     assert status == 200 and shown["on_failure"] is None, shown
+
+
+def test_a_job_no_run_of_which_succeeds_is_marked_overdue(node: NodeProcess) -> None:
+    tenant = new_tenant(node)
+    body = job_body(schedule={"every": "1s"}, target={"type": "queue", "name": "unread"})
+    job = create_job(node, tenant.token, body)
+    assert job["overdue"] is False
+    wait_for(lambda: get_job(node, tenant.token, job["job_id"])["overdue"], 30, "the overdue mark")
+    request = urllib.request.Request(f"{node.url}/metrics")
+    request.add_header("Authorization", f"Bearer {ADMIN_TOKEN}")
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        text = answer.read().decode()
+    assert f'schedd_jobs_overdue{{tenant="{tenant.tenant_id}"}} 1.0' in text
+    paused = _post(node, f"/v1/jobs/{job['job_id']}/pause", None, tenant.token)
+    assert paused["overdue"] is False  # a paused job is not expected to run

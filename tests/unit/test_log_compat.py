@@ -192,6 +192,7 @@ LEVEL_8_TYPES = LEVEL_5_TYPES | {
     "pause_tenant",
     "resume_tenant",
     "record_alerts",
+    "mark_overdue",
 }
 
 
@@ -289,6 +290,7 @@ def test_the_level_8_fixture_holds_every_type_and_applies_alike(db: Database) ->
         "backfill_lanes",
         "failure_policies",
         "alerts",
+        "overdue_jobs",
     )
     most = dict.fromkeys(later, 0)  # rows each new table held at once (retention prunes some)
     machine = StateMachine(db)

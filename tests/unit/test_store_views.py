@@ -33,6 +33,7 @@ def test_a_job_encodes_as_its_dict_did() -> None:
         *("job_a", "t1", json.dumps(spec), "active", NOW_MS + 60_000, 3, NOW_MS, NOW_MS + 5),
         *(None, None, None),  # paused reason, runs started (level 8), pending completion
         f"[{NOW_MS + 9},null,0]",  # what its newest runs say (issue 31)
+        0,  # not marked overdue
     )
     as_dict = {
         "job_id": "job_a",
@@ -50,6 +51,7 @@ def test_a_job_encodes_as_its_dict_did() -> None:
         "last_success_at": "2026-09-21T14:13:20.009Z",  # issue 31: what its newest runs say
         "last_failure_at": None,
         "consecutive_failures": 0,
+        "overdue": False,
     }
     job = queries.job_to_json(row)
     assert ENCODER.encode(job) == ENCODER.encode(as_dict)

@@ -24,6 +24,7 @@ from schedd.store.apply import (
     delivery,
     dispatch,
     jobs,
+    overdue,
     pauses,
     queue,
     retention,
@@ -59,6 +60,7 @@ HANDLERS: Mapping[str, Handler] = {
     **retention.HANDLERS,
     **connections.HANDLERS,
     **pauses.HANDLERS,
+    **overdue.HANDLERS,
     **backfill.HANDLERS,
     **alerts.HANDLERS,
 }
