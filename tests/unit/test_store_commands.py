@@ -139,6 +139,7 @@ def test_the_catalogue_names_each_type_once_with_its_level() -> None:
         "resume_tenant": 8,
         "backfill_job": 8,
         "record_alerts": 8,
+        "mark_overdue": 8,
     }
     assert max(cls.LEVEL for cls in CATALOGUE.values()) == LOG_LEVEL == 8
     assert DEFERRED_COMPLETION_LEVEL == 5  # a body's level: claim_batch's defer_completion

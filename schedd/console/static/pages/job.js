@@ -66,10 +66,14 @@ function lastRunText(last) {
   return [" · ", h("span", { class: `status ${last.status}`, id: "job-last-run", title }, `last run ${last.status}`)];
 }
 
-// Why the job is paused, when whoever paused it said so (a person, or its failure policy).
+// Whether it is overdue, and why it is paused when whoever paused it said so (a person, or its
+// failure policy).
 function pausedText(job) {
-  if (!job.paused_reason) return null;
-  return [" · ", h("span", { id: "job-paused-reason" }, `paused: ${job.paused_reason}`)];
+  const overdue = job.overdue
+    ? [" · ", h("span", { class: "status dead", id: "job-overdue", title: "Two occurrences came since its last success" }, "overdue")]
+    : [];
+  if (!job.paused_reason) return overdue;
+  return [...overdue, " · ", h("span", { id: "job-paused-reason" }, `paused: ${job.paused_reason}`)];
 }
 
 // A failure policy in words: after how many dead runs in a row, what happens.
