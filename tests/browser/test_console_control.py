@@ -10,7 +10,7 @@ import pytest
 
 from tests.browser.conftest import Console, new_tenant
 from tests.browser.test_console import create_job
-from tests.servers import http, wait_for
+from tests.servers import ADMIN_TOKEN, http, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.browser]
 
@@ -85,3 +85,24 @@ def test_the_queues_page_pauses_a_queue_with_a_reason_and_resumes_it(console: Co
         "POST", f"{console.node.url}/v1/queues/mail/receive", {"max": 1}, token=token
     )
     assert status == 200 and len(answer["messages"]) == 1
+
+
+def test_the_admin_pauses_a_tenant_with_a_reason_and_resumes_it(console: Console) -> None:
+    tenant = new_tenant(console.node, f"paused-{uuid.uuid4().hex[:6]}")
+    console.sign_in(ADMIN_TOKEN)
+    console.go(f"#/tenants/{tenant['tenant_id']}")
+    page = console.page
+    page.wait_for_selector("#tenant-state")
+    assert page.text_content("#tenant-state") == "active"
+    page.click("[data-action=pause]")
+    page.fill("dialog.confirm #pause-reason", "storage migration")
+    console.confirm()
+    page.wait_for_selector("[data-action=resume]")
+    assert page.text_content("#tenant-state") == "paused: storage migration"
+    console.shot("tenant-paused")
+    status, shown, _ = http("GET", f"{console.node.url}/v1/tenants/{tenant['tenant_id']}")
+    assert status == 200 and shown["paused"] is True
+    page.click("[data-action=resume]")
+    console.confirm()
+    page.wait_for_selector("[data-action=pause]")
+    assert page.text_content("#tenant-state") == "active"

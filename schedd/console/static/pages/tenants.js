@@ -1,5 +1,5 @@
 // Tenants (admin): a page at a time through the API's cursor, create one, change its quotas and
-// allowed hosts, rotate its token and signing secret. New credentials are shown once, on this
+// allowed hosts, pause or resume all its runs, rotate its token and signing secret. New credentials are shown once, on this
 // page only: they are kept in no storage, URL or log, and leaving the page forgets them.
 
 import { ApiError, call, enc, get, post, query, session } from "../api.js";
@@ -168,6 +168,26 @@ async function detail(main, tenantId, flash = null) {
       status.replaceChildren(notice(error.message));
     }
   });
+  // Pause (a reason asked in the dialog) or resume every run of the tenant.
+  const reason = h("input", { type: "text", id: "pause-reason", maxlength: 500, placeholder: "reason (optional)", "aria-label": "Why" });
+  const pausing = !tenant.paused;
+  const pauseOrResume = h("button", { type: "button", class: pausing ? "danger" : "", "data-action": pausing ? "pause" : "resume" }, pausing ? "Pause all its runs" : "Resume its runs");
+  pauseOrResume.addEventListener("click", async () => {
+    const question = pausing
+      ? "Pause this tenant? None of its runs is claimed until it is resumed; its API keeps working."
+      : "Resume this tenant? Each job's misfire policy decides on the runs it missed, under its dispatch rate.";
+    if (!(await confirmAction(question, tenant.name, pausing ? reason : null))) return;
+    try {
+      const body = pausing && reason.value.trim() ? { reason: reason.value.trim() } : undefined;
+      await post(`${path}/${pausing ? "pause" : "resume"}`, body, { tenant: null });
+      await detail(clear(main), tenantId, notice(pausing ? "Paused." : "Resumed.", "ok"));
+    } catch (error) {
+      status.replaceChildren(notice(error.message));
+    }
+  });
+  const state = tenant.paused
+    ? h("span", { class: "status paused", id: "tenant-state" }, tenant.paused_reason ? `paused: ${tenant.paused_reason}` : "paused")
+    : h("span", { class: "status active", id: "tenant-state" }, "active");
   const actFor = h("button", { type: "button", "data-action": "act-for" }, "See its jobs");
   actFor.addEventListener("click", () => {
     session.tenant = tenant.tenant_id;
@@ -180,13 +200,14 @@ async function detail(main, tenantId, flash = null) {
       { class: "summary" },
       [
         ["Tenant id", h("span", { class: "mono" }, tenant.tenant_id)],
+        ["Dispatch", state],
         ["Active jobs", `${tenant.active_jobs} of ${tenant.max_active_jobs}`],
         ["Retention", Object.keys(tenant.retention ?? {}).length ? JSON.stringify(tenant.retention) : "the cluster's defaults"],
         ["Created", when(tenant.created_at)],
         ["Updated", when(tenant.updated_at)],
       ].map(([key, value]) => [h("dt", {}, key), h("dd", {}, value)]),
     ),
-    h("div", { class: "actions" }, actFor, rotate),
+    h("div", { class: "actions" }, actFor, pauseOrResume, rotate),
     shown,
     h("h2", {}, "Quotas and hosts"),
     form,
