@@ -14,7 +14,7 @@ from schedd.loop import Loop
 from schedd.retention import Retention
 from schedd.store.apply.retention import MAX_ROWS_PER_PRUNE
 from schedd.store.commands import Prune
-from schedd.store.gauges import oldest_due_ms
+from schedd.store.gauges import oldest_due_ms, open_batch_runs
 from schedd.store.results import Pruned
 
 PASS_EVERY_S = 5.0  # a pass over every tenant starts this often when the last one finished
@@ -147,11 +147,7 @@ class Pruner(Loop):
         ).fetchone()
         if oldest is None or now_ms - int(oldest[0]) > SPIKE_HOLD_MS:
             return False
-        (open_runs,) = self._conn.execute(
-            "SELECT coalesce(sum(open), 0) FROM (SELECT open FROM batches INDEXED BY "
-            "batches_ready WHERE ready_at_ms IS NOT NULL LIMIT ?)",
-            (SPIKE_SCAN_BATCHES,),
-        ).fetchone()
+        open_runs = open_batch_runs(self._conn, SPIKE_SCAN_BATCHES)
         if not open_runs:
             return False  # drained
         return now_ms - int(oldest[0]) <= COMPLETIONS_HOLD_MS or open_runs >= SPIKE_OPEN_RUNS

@@ -80,7 +80,9 @@ class DispatchService:
                 partitions=partitions,
                 lagging=lagging,
             ),
-            OverdueScanner(reader, is_leader, proposer.propose, lagging=lagging),
+            OverdueScanner(
+                reader, is_leader, proposer.propose, partitions=partitions, lagging=lagging
+            ),
         ]
 
     def start(self) -> None:

@@ -100,3 +100,14 @@ def queue_counts(conn: sqlite3.Connection, now_ms: int) -> dict[str, dict[str, i
         if isinstance(queue, str):
             counts.setdefault(queue, dict.fromkeys(QUEUE_STATES, 0))["dead"] += dead
     return counts
+
+
+def open_batch_runs(conn: sqlite3.Connection, most_batches: int) -> int:
+    """Queue runs still open (not yet acked or dead) in the oldest `most_batches` batches with
+    runs ready or held: how much a spike has left to drain, cheaply (one index range)."""
+    (count,) = conn.execute(
+        "SELECT coalesce(sum(open), 0) FROM (SELECT open FROM batches INDEXED BY "
+        "batches_ready WHERE ready_at_ms IS NOT NULL LIMIT ?)",
+        (most_batches,),
+    ).fetchone()
+    return int(count)
