@@ -102,18 +102,21 @@ class OverdueScanner(Loop):
             return SPIKE_WAIT_S  # claims and receives first
         if self._tenant is None:
             self._tenant = self._next_tenant(self._conn, "")
-            if self._tenant is None:
-                return self._pass_every_s
-        command, last = self.step(self._conn, self._tenant, self._after, now_ms)
-        if command is not None:
-            try:
-                self._propose(command)
-            except (SchedError, TimeoutError) as exc:  # the next pass finds them again
-                log.warning("overdue: marks not recorded: %s", exc)
-        if last is not None:
-            self._after = last
-            return NEXT_PAGE_S
-        self._tenant, self._after = self._next_tenant(self._conn, self._tenant), ""
+        budget = SCAN  # jobs looked at this tick, over as many tenants as it takes
+        while self._tenant is not None and budget > 0:
+            command, last, scanned = self.step(
+                self._conn, self._tenant, self._after, now_ms, budget
+            )
+            budget -= max(scanned, 1)
+            if command is not None:
+                try:
+                    self._propose(command)
+                except (SchedError, TimeoutError) as exc:  # the next pass finds them again
+                    log.warning("overdue: marks not recorded: %s", exc)
+            if last is not None:
+                self._after = last
+            else:
+                self._tenant, self._after = self._next_tenant(self._conn, self._tenant), ""
         return NEXT_PAGE_S if self._tenant is not None else self._pass_every_s
 
     @staticmethod
@@ -126,18 +129,18 @@ class OverdueScanner(Loop):
 
     @staticmethod
     def step(
-        conn: sqlite3.Connection, tenant_id: str, after: str, now_ms: int
-    ) -> tuple[MarkOverdue | None, str | None]:
-        """Judge a stretch of a tenant's active jobs after `after`: the command that brings the
-        marks of their id range up to date (None: nothing to change), and the last id looked at
-        when the stretch was full (None: the tenant is done)."""
+        conn: sqlite3.Connection, tenant_id: str, after: str, now_ms: int, most: int = SCAN
+    ) -> tuple[MarkOverdue | None, str | None, int]:
+        """Judge up to `most` of a tenant's active jobs after `after`: the command that brings
+        the marks of their id range up to date (None: nothing to change), the last id looked at
+        when the stretch was full (None: the tenant is done), and how many were looked at."""
         scanned = conn.execute(
             "SELECT job_id, json_extract(spec, '$.schedule.run_at') IS NULL "
             "FROM jobs INDEXED BY jobs_by_tenant_status "
             "WHERE tenant_id = ? AND status = 'active' AND job_id > ? ORDER BY job_id LIMIT ?",
-            (tenant_id, after, SCAN),
+            (tenant_id, after, most),
         ).fetchall()
-        full = len(scanned) == SCAN
+        full = len(scanned) == most
         last = scanned[-1][0] if full else LAST_ID
         recurring = [job_id for job_id, is_recurring in scanned if is_recurring]
         rows = []
@@ -160,4 +163,4 @@ class OverdueScanner(Loop):
         new = tuple(mark for job_id, mark in found.items() if job_id not in marked)
         cleared = tuple(sorted(marked - found.keys()))
         command = MarkOverdue(marked=new, cleared=cleared) if new or cleared else None
-        return command, last if full else None
+        return command, last if full else None, len(scanned)

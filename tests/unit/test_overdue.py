@@ -69,17 +69,18 @@ def test_the_scanner_marks_and_clears_and_apply_alerts_once(apply: Applier, db: 
     policy = {"alert_url": "https://alerts.example/o", "after": 3, "pause": False}
     setup(apply, schedule={"every": "1m"}, on_failure=policy)
     later = NOW_MS + 10 * 60_000  # no run succeeded for ten minutes
-    command, last = OverdueScanner.step(db.conn, "t1", "", later)
+    command, last, scanned = OverdueScanner.step(db.conn, "t1", "", later)
+    assert scanned == 1
     assert last is None and command is not None
     assert [m.job_id for m in command.marked] == ["j1"] and command.cleared == ()
     apply.typed(command, ts_ms=later)
     assert queries.get_job(db.conn, "t1", "j1").overdue is True  # type: ignore[union-attr]
     [(body,)] = db.conn.execute("SELECT body FROM alerts").fetchall()
     assert json.loads(body)["type"] == "job.overdue"
-    again, _ = OverdueScanner.step(db.conn, "t1", "", later + 60_000)
+    again, _, _ = OverdueScanner.step(db.conn, "t1", "", later + 60_000)
     assert again is None  # marked already: no new mark, no second alert
     apply("pause_job", {"tenant_id": "t1", "job_id": "j1"})
-    cleared, _ = OverdueScanner.step(db.conn, "t1", "", later + 120_000)
+    cleared, _, _ = OverdueScanner.step(db.conn, "t1", "", later + 120_000)
     assert cleared is not None and cleared.cleared == ("j1",) and cleared.marked == ()
     apply.typed(cleared)
     assert db.conn.execute("SELECT count(*) FROM overdue_jobs").fetchone()[0] == 0
