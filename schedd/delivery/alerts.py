@@ -35,7 +35,7 @@ from schedd.store.db import ReadPool
 from schedd.store.queries import Tenant
 
 log = logging.getLogger(__name__)
-POLL_S = 1.0  # due retries are found this often; AlertsDue wakes the sender at once
+POLL_S = 1.0  # due alerts and retries are found this often; AlertsDue wakes the sender at once
 CONCURRENCY = 16  # POSTs in flight on the leader
 TENANT_CONCURRENCY = 4  # of which one tenant's: its hanging endpoint holds no more
 TIMEOUT_S = 10.0

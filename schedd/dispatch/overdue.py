@@ -30,15 +30,14 @@ from schedd.wire.jobs import JobView
 
 PASS_EVERY_S = 10.0  # a pass over every tenant's jobs starts this often when the last one ended
 # Active jobs looked at a step: one-time ones are told apart in SQL (most active jobs, at the
-# seed's scale), only recurring ones are read whole and judged. At most 2,000 a second, about
-# 1% of a core: a pass over 1,000,000 active jobs takes some 8 minutes (measured: 20,000 a
-# second cost a 100,000-run drain on three nodes a fifth more node CPU a run).
+# seed's scale), only recurring ones are read whole and judged. At most 2,000 a second: a pass
+# over 1,000,000 active jobs takes 500 s.
 SCAN = 2_000
 NEXT_PAGE_S = 1.0
 IDLE_S = 1.0
 # Runs due more than this long ago and not claimed, or SPIKE_OPEN_RUNS still open in queues: a
-# spike is draining, and the scanner waits (measured: a pass during a 100,000-run drain cost
-# every run a quarter more node CPU).
+# spike is draining, and the scanner waits (its first version, reading every active job whole
+# 10,000 a second, cost a 100,000-run drain a quarter more node CPU a run: docs/benchmarks.md).
 SPIKE_LAG_MS = 1_000
 SPIKE_WAIT_S = 1.0
 MAX_GRACE_MS = 60_000  # how long the second occurrence's run may take before the job is overdue

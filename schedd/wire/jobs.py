@@ -202,7 +202,7 @@ class JobView(msgspec.Struct, frozen=True, kw_only=True):
         Meta(
             description="A recurring job with no successful run within twice its schedule's "
             "longest gap (an every's interval, a cron's longest gap between occurrences), as "
-            "the leader's overdue scanner last found it (it looks about every 10 s)."
+            "the leader's overdue scanner last found it (a pass starts 10 s after the last one ended)."
         ),
     ] = False
 

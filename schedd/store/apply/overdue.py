@@ -11,6 +11,7 @@ from schedd.model import JobStatus
 from schedd.store import alerts, failures, overdue
 from schedd.store.command import Command, Handler, Result, ok
 from schedd.store.commands import MarkOverdue
+from schedd.store.events import AlertsDue
 from schedd.timeformat import format_duration, format_instant
 
 ALERT_TYPE = "job.overdue"
@@ -18,6 +19,7 @@ ALERT_TYPE = "job.overdue"
 
 def mark_overdue(tx: sqlite3.Connection, cmd: Command[MarkOverdue]) -> Result:
     overdue.forget(tx, cmd.body.cleared)
+    alerted = False
     for mark in cmd.body.marked:
         row = tx.execute(
             "SELECT tenant_id, status, spec, json_extract(spec, '$.name') FROM jobs "
@@ -52,7 +54,8 @@ def mark_overdue(tx: sqlite3.Connection, cmd: Command[MarkOverdue]) -> Result:
                 body=text,
                 at_ms=cmd.ts_ms,
             )
-    return ok()
+            alerted = True
+    return ok(AlertsDue()) if alerted else ok()
 
 
 HANDLERS: dict[str, Handler] = {MarkOverdue.TYPE: mark_overdue}
