@@ -200,9 +200,10 @@ class JobView(msgspec.Struct, frozen=True, kw_only=True):
     overdue: Annotated[
         bool,
         Meta(
-            description="A recurring job with no successful run within twice its schedule's "
-            "longest gap (an every's interval, a cron's longest gap between occurrences), as "
-            "the leader's overdue scanner last found it (a pass starts 10 s after the last one ended)."
+            description="A recurring job whose schedule had two occurrences since its last "
+            "success (or its creation), the second given its gap, at most a minute, to finish; "
+            "as the leader's overdue scanner last found it (a pass starts 10 s after the last "
+            "one ended)."
         ),
     ] = False
 
