@@ -127,8 +127,8 @@ class NotFound(SchedError, LookupError):
 class JobNotFound(NotFound):
     code = "job_not_found"
 
-    def __init__(self, job_id: str) -> None:
-        super().__init__(f"no job with id {job_id!r}")
+    def __init__(self, job_id: str, message: str | None = None) -> None:
+        super().__init__(message or f"no job with id {job_id!r}")
         self.job_id = job_id
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar, NoReturn
 
 from msgspec import UNSET, Meta, UnsetType
@@ -35,7 +35,14 @@ from schedd.timeformat import format_duration
 from schedd.wire.failures import OnFailure
 from schedd.wire.failures import as_json as failure_policy_json
 from schedd.wire.fields import DEFAULT_PAYLOAD_LIMIT, SCHEMAS, Payload, ref
-from schedd.wire.jobs import MAX_RUNS
+from schedd.wire.jobs import (
+    LABEL_NAME_PATTERN,
+    MAX_LABEL_VALUE_CHARS,
+    MAX_LABELS,
+    MAX_RUNS,
+    JobKey,
+    Labels,
+)
 
 JOB_FIELDS = frozenset(
     {
@@ -49,6 +56,8 @@ JOB_FIELDS = frozenset(
         "overlap_policy",
         "max_runs",
         "on_failure",
+        "key",
+        "labels",
     }
 )
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -70,6 +79,8 @@ class JobSpec:
     overlap_policy: OverlapPolicy
     max_runs: int | None = None  # level 8: complete after this many scheduled runs
     on_failure: OnFailure | None = None  # level 8: alert and/or pause after dead runs
+    key: str | None = None  # level 9: the job's stable key (PUT /v1/jobs/by-key/{key})
+    labels: dict[str, str] = field(default_factory=dict)  # level 9
 
     @property
     def is_recurring(self) -> bool:
@@ -84,6 +95,14 @@ class Window(DurationMs):
     """Runs fire at an offset in [0, window)."""
 
     maximum_ms = MAX_WINDOW_MS
+
+
+KEY_MESSAGE = "must be 1-200 characters of A-Z a-z 0-9 _ . : / -, got {value!r}"
+LABELS_MESSAGE = (
+    f"must be an object of at most {MAX_LABELS} labels, each name 1-63 characters of "
+    f"a-z 0-9 _ . / - (pattern {LABEL_NAME_PATTERN}) and each value a string of at most "
+    f"{MAX_LABEL_VALUE_CHARS} characters"
+)
 
 
 def _policy_message(kind: type[MisfirePolicy | OverlapPolicy]) -> str:
@@ -136,8 +155,13 @@ class JobCreate(Body, kw_only=True):
         ),
     ] = None
 
+    key: JobKey | None = None
+    labels: Labels | None = None
+
     field_messages: ClassVar[Mapping[str, str]] = {
         "name": "must be a string of at most 200 printable characters",
+        "key": KEY_MESSAGE,
+        "labels": LABELS_MESSAGE,
         "max_runs": f"must be an integer from 1 to {MAX_RUNS:,}, got {{value!r}}",
         "misfire_policy": _policy_message(MisfirePolicy),
         "overlap_policy": _policy_message(OverlapPolicy),
@@ -213,6 +237,8 @@ def parse_job(
         overlap_policy=asked.overlap_policy or OverlapPolicy.ALLOW,
         max_runs=asked.max_runs,
         on_failure=asked.on_failure,
+        key=asked.key,
+        labels=_parse_labels(asked.labels),
     )
     if not spec.is_recurring and spec.overlap_policy is not OverlapPolicy.ALLOW:
         raise InvalidRequest("overlap_policy", "applies to recurring schedules only")
@@ -288,6 +314,11 @@ def spec_to_json(spec: JobSpec) -> JSONObject:
         stored["max_runs"] = spec.max_runs
     if spec.on_failure is not None:
         stored["on_failure"] = failure_policy_json(spec.on_failure)
+    # Level 9, absent otherwise: a spec as every release before it wrote it.
+    if spec.key is not None:
+        stored["key"] = spec.key
+    if spec.labels:
+        stored["labels"] = dict(sorted(spec.labels.items()))
     return stored
 
 
@@ -348,6 +379,23 @@ def _parse_name(value: str | None) -> str | None:
     if value is not None and _CONTROL.search(value):
         raise InvalidRequest("name", "must be a string of at most 200 printable characters")
     return value
+
+
+_LABEL_NAME = re.compile(LABEL_NAME_PATTERN[:-1] + r"\Z")
+
+
+def _parse_labels(labels: dict[str, str] | None) -> dict[str, str]:
+    """The labels JobCreate read (at most MAX_LABELS strings), each name and value checked
+    whole, control characters refused."""
+    for name, value in (labels or {}).items():
+        if not _LABEL_NAME.match(name):
+            raise InvalidRequest("labels", f"name {name[:70]!r}: must match {LABEL_NAME_PATTERN}")
+        if len(value) > MAX_LABEL_VALUE_CHARS or _CONTROL.search(value):
+            raise InvalidRequest(
+                "labels",
+                f"{name}: must be a string of at most {MAX_LABEL_VALUE_CHARS} printable characters",
+            )
+    return labels or {}
 
 
 def _check_window_fits(spec: JobSpec) -> None:

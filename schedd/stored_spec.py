@@ -121,6 +121,8 @@ class StoredSpec(msgspec.Struct, frozen=True):
     overlap_policy: Any = "allow"
     max_runs: Any = None  # level 8; absent from specs without a limit
     on_failure: Any = None  # level 8; absent from specs without a failure policy
+    key: Any = None  # level 9; absent from specs without a key
+    labels: Any = None  # level 9; absent from specs without labels
 
     def run_limit(self) -> int | None:
         """The run limit as stored: a positive integer, else none."""

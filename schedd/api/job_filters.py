@@ -1,5 +1,5 @@
 """The query parameters of GET /v1/jobs: status, target type, queue, host, name, next-run bounds,
-failing.
+failing, labels.
 
 Validates each into a store JobFilter; a bad value is a 400 naming its parameter. Reads nothing.
 """
@@ -9,12 +9,15 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from multidict import MultiMapping
+
 from schedd.errors import InvalidRequest
 from schedd.model import JobStatus
 from schedd.store.job_search import JobFilter
 from schedd.targets import TARGET_TYPES
 from schedd.targetspec import QUEUE_NAME
 from schedd.timeformat import parse_instant
+from schedd.wire.jobs import LABEL_NAME_PATTERN, MAX_LABEL_VALUE_CHARS, MAX_LABELS
 
 MAX_NAME_CHARS = 200  # a job's name is at most this long (jobspec.py)
 MAX_HOST_CHARS = 253
@@ -64,7 +67,28 @@ def _instant(query: Mapping[str, str], field: str) -> int | None:
     return None if value is None else parse_instant(value, field=field)
 
 
-def job_filter(query: Mapping[str, str]) -> JobFilter:
+_LABEL_NAME = re.compile(LABEL_NAME_PATTERN[:-1] + r"\Z")
+
+
+def _labels(query: MultiMapping[str]) -> tuple[tuple[str, str], ...]:
+    """The `label=NAME=VALUE` parameters (repeatable, each one a job must have)."""
+    found = query.getall("label", [])
+    if len(found) > MAX_LABELS:
+        raise InvalidRequest("label", f"may be given at most {MAX_LABELS} times")
+    labels = []
+    for text in found:
+        name, is_pair, value = text.partition("=")
+        if not is_pair or not _LABEL_NAME.match(name) or len(value) > MAX_LABEL_VALUE_CHARS:
+            raise InvalidRequest(
+                "label",
+                f"must be NAME=VALUE, the name matching {LABEL_NAME_PATTERN} and the value at "
+                f"most {MAX_LABEL_VALUE_CHARS} characters, got {text[:40]!r}",
+            )
+        labels.append((name, value))
+    return tuple(dict.fromkeys(labels))
+
+
+def job_filter(query: MultiMapping[str]) -> JobFilter:
     """The filter of a GET /v1/jobs query string (each parameter optional, all ANDed)."""
     after = _instant(query, "next_run_after")
     before = _instant(query, "next_run_before")
@@ -79,4 +103,5 @@ def job_filter(query: Mapping[str, str]) -> JobFilter:
         next_run_after_ms=after,
         next_run_before_ms=before,
         is_failing=_flag(query, "failing"),
+        labels=_labels(query),
     )

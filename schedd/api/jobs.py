@@ -12,6 +12,7 @@ import json
 import re
 import secrets
 import time
+from collections.abc import Collection
 from typing import Any
 
 import msgspec
@@ -65,6 +66,7 @@ from schedd.schedule import fire_time, first_run_at, load_schedule, trigger_time
 from schedd.store import queries
 from schedd.store.command import MAX_COMMAND_BYTES, compact_json
 from schedd.store.commands import (
+    JOB_KEYS_LEVEL,
     SCHEDULE_CONTROL_LEVEL,
     CancelJob,
     PauseJob,
@@ -72,7 +74,7 @@ from schedd.store.commands import (
     TriggerJob,
     UpdateJob,
 )
-from schedd.store.job_search import search_jobs
+from schedd.store.job_search import labelled_jobs, search_jobs
 from schedd.store.results import JobError, JobOutcome
 from schedd.timeformat import format_instant, parse_instant
 from schedd.wire.errors import Failure
@@ -113,14 +115,16 @@ def _next_runs(job_id: str, spec: JobSpec, now_ms: int) -> tuple[int | None, int
     return run_at, fire_time(job_id, run_at, spec.window_ms or 0)
 
 
-def _new_item(
+def new_item(
     ctx: ApiContext, spec: JobSpec, key: str | None, body: dict[str, JSONValue], now: int
 ) -> NewItem:
-    if spec.max_runs is not None:  # counted by apply at level 8
+    if spec.key is not None or spec.labels:  # indexed by apply at level 9
+        check_level(ctx.storage, JOB_KEYS_LEVEL)
+    elif spec.max_runs is not None:  # counted by apply at level 8
         check_level(ctx.storage, SCHEDULE_CONTROL_LEVEL)
     job_id = new_job_id(now)
     run_at, fire_at = _next_runs(job_id, spec, now)
-    stored = _stored_spec(ctx, spec)
+    stored = stored_spec(ctx, spec)
     return NewItem(
         job_id=job_id,
         partition=partition_of(job_id, ctx.partitions),
@@ -135,7 +139,7 @@ def _new_item(
     )
 
 
-async def _guard_targets(
+async def guard_targets(
     ctx: ApiContext, tenant_id: str, specs: list[JobSpec], address: str | None
 ) -> list[SchedError | None]:
     """The SSRF guard on each spec's HTTP target and failure alert URL, and a broker target's
@@ -185,14 +189,14 @@ async def _target_verdicts(
     ]
 
 
-def _stored_spec(ctx: ApiContext, spec: JobSpec) -> JSONObject:
+def stored_spec(ctx: ApiContext, spec: JobSpec) -> JSONObject:
     """A spec as the log and the store keep it: its payload sealed if keys are configured."""
     stored = spec_to_json(spec)
     stored["payload"] = ctx.payload_keys.seal(stored.get("payload"))
     return stored
 
 
-def _opened(ctx: ApiContext, job: JobView) -> JobView:
+def opened(ctx: ApiContext, job: JobView) -> JobView:
     """A job as the tenant sees it: its payload opened."""
     return msgspec.structs.replace(job, payload=ctx.payload_keys.open(job.payload))
 
@@ -206,11 +210,11 @@ def _live(job: JobView, done: str) -> JobView:
     return job
 
 
-async def _read_job(ctx: ApiContext, tenant_id: str, job_id: str) -> JobView:
+async def read_job(ctx: ApiContext, tenant_id: str, job_id: str) -> JobView:
     job = await ctx.reads.read(lambda conn: queries.get_job(conn, tenant_id, job_id))
     if job is None:
         raise JobNotFound(job_id)
-    return _opened(ctx, job)
+    return opened(ctx, job)
 
 
 async def _create(
@@ -226,8 +230,8 @@ async def create_job(request: web.Request) -> web.Response:
     body = await read_object(request, limit_bytes=ctx.payload_limit + BODY_OVERHEAD)
     now = ctx.clock_ms()
     spec = parse_job(body, now_ms=now, payload_limit=ctx.payload_limit)
-    item = _new_item(ctx, spec, key, body, now)
-    [blocked] = await _guard_targets(ctx, tenant_id, [spec], request.remote)
+    item = new_item(ctx, spec, key, body, now)
+    [blocked] = await guard_targets(ctx, tenant_id, [spec], request.remote)
     if blocked is not None:
         raise blocked
     # Concurrent single creates of a tenant share one command (api/creates.py).
@@ -236,7 +240,7 @@ async def create_job(request: web.Request) -> web.Response:
     if outcome.error is not None:
         raise rejection_error(outcome.error.code, outcome.error.message)
     if not outcome.created and outcome.job_id:  # an Idempotency-Key replay: the job as it is
-        return json_response(await _read_job(ctx, tenant_id, outcome.job_id), status=201)
+        return json_response(await read_job(ctx, tenant_id, outcome.job_id), status=201)
     job = queries.job_json(
         item.job_id,
         tenant_id,
@@ -247,7 +251,7 @@ async def create_job(request: web.Request) -> web.Response:
         item.created_at_ms,
         item.created_at_ms,
     )
-    job = _opened(ctx, job)
+    job = opened(ctx, job)
     return json_response(job, status=201)
 
 
@@ -265,7 +269,7 @@ async def create_jobs(request: web.Request) -> web.Response:
         except SchedError as exc:
             results[i] = Failure.of(exc.code, f"jobs[{i}].{exc}")
     specs = [item.spec for item in items]
-    verdicts = await _guard_targets(ctx, tenant_id, specs, request.remote)
+    verdicts = await guard_targets(ctx, tenant_id, specs, request.remote)
     for i, blocked in zip(list(positions), verdicts, strict=True):
         if blocked is not None:
             results[i] = Failure.of(blocked.code, f"jobs[{i}].{blocked}")
@@ -326,7 +330,7 @@ def _batch_item(ctx: ApiContext, i: int, raw: Any, now: int) -> NewItem:
     body = dict(raw)
     key = _idempotency_key(body.pop("idempotency_key", None), "idempotency_key")
     spec = parse_job(body, now_ms=now, payload_limit=ctx.payload_limit)
-    return _new_item(ctx, spec, key, body, now)
+    return new_item(ctx, spec, key, body, now)
 
 
 def _batch_result(item: NewItem, outcome: JobOutcome) -> Created | Failure:
@@ -343,7 +347,7 @@ def _batch_result(item: NewItem, outcome: JobOutcome) -> Created | Failure:
 
 async def get_job(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
-    job = await _read_job(ctx, principal(request).tenant(), request.match_info["job_id"])
+    job = await read_job(ctx, principal(request).tenant(), request.match_info["job_id"])
     return json_response(job)
 
 
@@ -359,6 +363,11 @@ async def list_jobs(request: web.Request) -> web.Response:
                 lambda conn: search_jobs(conn, tenant_id, where, after=after, limit=limit)
             )
         cursor = None if next_after is None else encode_cursor(next_after)
+    elif where.labels:  # read through the labels' index
+        stored = await ctx.reads.read(
+            lambda conn: labelled_jobs(conn, tenant_id, where, after=after, limit=limit)
+        )
+        cursor = page(stored, limit, lambda j: j.job_id)
     else:
         stored = await ctx.reads.read(
             lambda conn: queries.list_jobs(
@@ -366,7 +375,7 @@ async def list_jobs(request: web.Request) -> web.Response:
             )
         )
         cursor = page(stored, limit, lambda j: j.job_id)
-    jobs = [_opened(ctx, job) for job in stored]
+    jobs = [opened(ctx, job) for job in stored]
     return json_response(JobList(jobs=jobs, next_cursor=cursor))
 
 
@@ -392,14 +401,14 @@ async def pause_job(request: web.Request) -> web.Response:
         versioned=versions_recorded(ctx),
     )
     await propose(ctx, cmd)
-    return json_response(await _read_job(ctx, tenant_id, job_id))
+    return json_response(await read_job(ctx, tenant_id, job_id))
 
 
 async def resume_job(request: web.Request) -> web.Response:
     ctx, who = request.app[CONTEXT], principal(request)
     tenant_id, job_id = who.tenant(), request.match_info["job_id"]
     for _ in range(UPDATE_ATTEMPTS):
-        job = _live(await _read_job(ctx, tenant_id, job_id), "resumed")
+        job = _live(await read_job(ctx, tenant_id, job_id), "resumed")
         now = ctx.clock_ms()
         spec = parse_job(job.spec_fields(), now_ms=now, payload_limit=2**62)
         run_at, fire_at = _next_runs(job_id, spec, now)
@@ -416,7 +425,7 @@ async def resume_job(request: web.Request) -> web.Response:
             await propose(ctx, cmd)
         except StaleState:
             continue
-        return json_response(await _read_job(ctx, tenant_id, job_id))
+        return json_response(await read_job(ctx, tenant_id, job_id))
     raise StaleState("the job kept changing; try again")
 
 
@@ -425,20 +434,20 @@ async def update_job(request: web.Request) -> web.Response:
     tenant_id, job_id = who.tenant(), request.match_info["job_id"]
     changes = await read_object(request, limit_bytes=ctx.payload_limit + BODY_OVERHEAD)
     for _ in range(UPDATE_ATTEMPTS):
-        job = _live(await _read_job(ctx, tenant_id, job_id), "changed")
+        job = _live(await read_job(ctx, tenant_id, job_id), "changed")
         now = ctx.clock_ms()
         spec = patch_job(job.spec_fields(), changes, now_ms=now, payload_limit=ctx.payload_limit)
-        _check_run_limit(spec, job)
-        [blocked] = await _guard_targets(ctx, tenant_id, [spec], request.remote)
+        check_run_limit(spec, job)
+        [blocked] = await guard_targets(ctx, tenant_id, [spec], request.remote)
         if blocked is not None:
             raise blocked
-        run_at, fire_at = _current_or_new_run(job, job_id, spec, changes, now)
+        run_at, fire_at = current_or_new_run(job, job_id, spec, changes, now)
         update = UpdateJob(
             tenant_id=tenant_id,
             job_id=job_id,
             actor=who.actor,
             expected_version=job.version,
-            spec=_stored_spec(ctx, spec),
+            spec=stored_spec(ctx, spec),
             next_run_at_ms=run_at,
             next_fire_at_ms=fire_at,
             fields=tuple(sorted(changes)),
@@ -448,21 +457,21 @@ async def update_job(request: web.Request) -> web.Response:
             await propose(ctx, update)
         except StaleState:
             continue
-        return json_response(await _read_job(ctx, tenant_id, job_id))
+        return json_response(await read_job(ctx, tenant_id, job_id))
     raise StaleState("the job kept changing; try again")
 
 
-def _current_or_new_run(
-    job: JobView, job_id: str, spec: JobSpec, changes: dict[str, JSONValue], now: int
+def current_or_new_run(
+    job: JobView, job_id: str, spec: JobSpec, changed: Collection[str], now: int
 ) -> tuple[int | None, int | None]:
     """A new schedule or window moves the next run; other changes keep it."""
-    if "schedule" in changes or "window" in changes or job.next_run_at is None:
+    if "schedule" in changed or "window" in changed or job.next_run_at is None:
         return _next_runs(job_id, spec, now)
     run_at = parse_instant(job.next_run_at, field="next_run_at")
     return run_at, fire_time(job_id, run_at, spec.window_ms or 0)
 
 
-def _check_run_limit(spec: JobSpec, job: JobView) -> None:
+def check_run_limit(spec: JobSpec, job: JobView) -> None:
     """A run limit must leave a run to start (a job that reached it has completed)."""
     started = job.runs_started or 0
     if spec.max_runs is not None and spec.max_runs <= started:
@@ -480,7 +489,7 @@ async def trigger_job(request: web.Request) -> web.Response:
     if asked.payload is not UNSET:
         payload = check_payload(asked.payload, ctx.payload_limit)
         own = compact_json(ctx.payload_keys.seal(payload))
-    job = await _read_job(ctx, tenant_id, job_id)
+    job = await read_job(ctx, tenant_id, job_id)
     at = trigger_time(load_schedule(job.schedule), ctx.clock_ms())
     cmd = TriggerJob(
         tenant_id=tenant_id, job_id=job_id, actor=who.actor, scheduled_at_ms=at, payload=own
@@ -492,7 +501,7 @@ async def trigger_job(request: web.Request) -> web.Response:
 async def list_runs(request: web.Request) -> web.Response:
     ctx, tenant_id = request.app[CONTEXT], principal(request).tenant()
     job_id = request.match_info["job_id"]
-    await _read_job(ctx, tenant_id, job_id)
+    await read_job(ctx, tenant_id, job_id)
     limit, before = query_limit(request), int_cursor(request)
     before_ms = 2**62 if before is None else before
     runs = await ctx.reads.read(

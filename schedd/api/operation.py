@@ -60,6 +60,8 @@ class Operation:
     method: str
     path: str
     handler: Handler | None
+    # The path as aiohttp matches it, when it differs from OpenAPI's (a parameter with slashes).
+    route: str | None = None
     operation_id: str
     tag: str
     summary: str
@@ -79,7 +81,7 @@ def register(app: web.Application, operations: tuple[Operation, ...]) -> None:
     """Serve every operation that has a handler (a GET also answers HEAD, as aiohttp's)."""
     for op in operations:
         if op.handler is not None:
-            getattr(app.router, f"add_{op.method.lower()}")(op.path, op.handler)
+            getattr(app.router, f"add_{op.method.lower()}")(op.route or op.path, op.handler)
 
 
 RETRY_AFTER = {

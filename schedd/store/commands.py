@@ -61,9 +61,12 @@ JSONObject = Mapping[str, Any]  # kept as the proposer built it (a job spec, ten
 # (record_alerts)): new types, and new body fields
 # whose `needed_level` is 8. Their state lives in new tables (schema.LATER_TABLES), so a log
 # that never uses them digests as before.
+# Level 9 (issue 32): job specs with a stable `key` or `labels`, which apply indexes in new
+# tables (job_keys, job_labels): an older node would store such a spec without them.
 # LEVEL_OF_TYPE names the types above level 1.
-LOG_LEVEL = 8
+LOG_LEVEL = 9
 SCHEDULE_CONTROL_LEVEL = 8
+JOB_KEYS_LEVEL = 9
 DEFERRED_COMPLETION_LEVEL = 5
 BY_REFERENCE_LEVEL = 6
 RUNS_BY_REFERENCE_LEVEL = 7
@@ -283,10 +286,13 @@ class UpdateJob(LogCommand[Done], frozen=True, kw_only=True, omit_defaults=True)
 
 
 def spec_level(spec: JSONObject) -> int:
-    """The log level a job spec needs: its broker target kind's (`TargetKind.log_level`), 8
-    with a run limit (`max_runs`, counted by apply), else 1."""
+    """The log level a job spec needs: its broker target kind's (`TargetKind.log_level`), 9
+    with a key or labels (indexed by apply), 8 with a run limit (`max_runs`, counted by apply)
+    or a failure policy, else 1."""
     found = BY_NAME.get(target_type(spec.get("target")) or "")
     level = 1 if found is None else found.log_level
+    if spec.get("key") is not None or spec.get("labels"):
+        return max(level, JOB_KEYS_LEVEL)
     if spec.get("max_runs") is not None or spec.get("on_failure") is not None:
         return max(level, SCHEDULE_CONTROL_LEVEL)
     return level

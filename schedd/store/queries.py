@@ -174,6 +174,8 @@ def job_json(
         overlap_policy=_policy(OverlapPolicy, full["overlap_policy"]),
         max_runs=full["max_runs"],
         on_failure=full["on_failure"],
+        key=full["key"],
+        labels=full["labels"] or {},
         status=JobStatus(status),
         paused_reason=paused_reason if status == JobStatus.PAUSED else None,
         next_run_at=None if next_run_at_ms is None else format_instant(next_run_at_ms),

@@ -36,10 +36,12 @@ REPLICATED_TABLES: tuple[tuple[str, str], ...] = (
     ("failure_policies", "tenant_id"),
     ("alerts", "alert_id"),
     ("overdue_jobs", "job_id"),
+    ("job_keys", "tenant_id, key"),
+    ("job_labels", "tenant_id, name, value, job_id"),
 )
 # Added at log level 3 (issue 17: connections), 4 (issue 29: batches), 5 (completions) and
 # 8 (issue 31: pauses, run_payloads, run_counts, job_versions, backfills, backfill_lanes,
-# failure_policies, alerts, overdue_jobs).
+# failure_policies, alerts, overdue_jobs) and 9 (issue 32: job_keys, job_labels).
 LATER_TABLES = frozenset(
     {
         "connections",
@@ -56,6 +58,8 @@ LATER_TABLES = frozenset(
         "failure_policies",
         "alerts",
         "overdue_jobs",
+        "job_keys",
+        "job_labels",
     }
 )
 
@@ -451,5 +455,25 @@ MIGRATIONS: tuple[str, ...] = (
         since_ms INTEGER NOT NULL,
         marked_at_ms INTEGER NOT NULL
     ) WITHOUT ROWID;
+    """,  # 13: schedules as code (issue 32, log level 9; store/job_keys.py).
+    """
+    -- A job's stable key: one row per job that has one and is not cancelled, so a key names
+    -- at most one such job of its tenant (PUT /v1/jobs/by-key/{key}).
+    CREATE TABLE job_keys (
+        tenant_id TEXT NOT NULL,
+        key TEXT NOT NULL,
+        job_id TEXT NOT NULL UNIQUE,
+        PRIMARY KEY (tenant_id, key)
+    ) WITHOUT ROWID;
+    -- A job's labels, kept while the job is (GET /v1/jobs?label=NAME=VALUE reads a label's
+    -- jobs in job_id order).
+    CREATE TABLE job_labels (
+        tenant_id TEXT NOT NULL,
+        name TEXT NOT NULL,
+        value TEXT NOT NULL,
+        job_id TEXT NOT NULL,
+        PRIMARY KEY (tenant_id, name, value, job_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX job_labels_by_job ON job_labels (job_id);
     """,
 )

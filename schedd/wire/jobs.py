@@ -44,6 +44,35 @@ RECENT_RUNS = 50  # a job's newest runs its last results are read from (store/re
 
 MAX_RUNS = 1_000_000  # a job's run limit: max_runs from 1 to this
 
+# Issue 32 (schedules as code): a job's stable key, unique among its tenant's jobs that are not
+# cancelled, and its labels (filters of GET /v1/jobs, the sets of `schedctl apply --prune`).
+JOB_KEY_PATTERN = r"^[A-Za-z0-9_.:/-]{1,200}$"
+LABEL_NAME_PATTERN = r"^[a-z0-9_./-]{1,63}$"
+MAX_LABELS = 16
+MAX_LABEL_VALUE_CHARS = 200
+SET_LABEL = "schedd.set"  # the label `schedctl apply` gives each job of a file's `set`
+JobKey = Annotated[
+    str,
+    Meta(
+        pattern=JOB_KEY_PATTERN,
+        description="The job's stable key: unique among its tenant's jobs that are not cancelled "
+        "(PUT /v1/jobs/by-key/{key}).",
+    ),
+]
+# msgspec checks a label's count and types; jobspec's parse checks each name and value whole
+# (a pattern's `$` also matches before a final newline), naming the field `labels`.
+Labels = Annotated[
+    dict[str, str],
+    Meta(
+        max_length=MAX_LABELS,
+        description=f"Up to {MAX_LABELS} name/value pairs (GET /v1/jobs?label=NAME=VALUE).",
+        extra_json_schema={
+            "propertyNames": {"pattern": LABEL_NAME_PATTERN},
+            "additionalProperties": {"type": "string", "maxLength": MAX_LABEL_VALUE_CHARS},
+        },
+    ),
+]
+
 
 class RunAtScheduleView(msgspec.Struct, forbid_unknown_fields=True):
     """One run at an instant (a `delay` is answered as the `run_at` it came to)."""
@@ -149,6 +178,8 @@ class JobView(msgspec.Struct, frozen=True, kw_only=True):
             extra_json_schema={"anyOf": [ref(OnFailureView), {"type": "null"}]},
         ),
     ] = None
+    key: JobKey | None = None  # issue 32
+    labels: Labels = {}  # msgspec copies a mutable default for each instance
     status: Annotated[str, one_of_values(JobStatus)]
     paused_reason: Annotated[
         str | None, Meta(description="Why it was paused, when a reason was given.")
@@ -220,7 +251,36 @@ class JobView(msgspec.Struct, frozen=True, kw_only=True):
             "overlap_policy": self.overlap_policy,
             "max_runs": self.max_runs,
             "on_failure": self.on_failure,
+            "key": self.key,
+            "labels": self.labels,
         }
+
+
+class KeyedJob(JobView, frozen=True, kw_only=True):
+    """The answer of PUT /v1/jobs/by-key/{key}: the job, and whether this request changed it."""
+
+    changed: Annotated[
+        bool,
+        Meta(
+            description="True when the job was created or its spec changed (version raised); "
+            "false when it already matched the body."
+        ),
+    ]
+
+
+class KeyedJobPlan(msgspec.Struct, frozen=True, kw_only=True):
+    """The answer of PUT /v1/jobs/by-key/{key}?dry_run=true: what the PUT would do."""
+
+    action: Annotated[str, Meta(extra_json_schema={"enum": ["create", "update", "unchanged"]})]
+    current: Annotated[JobView | None, Meta(description="The key's job now (null: none).")]
+    proposed: Annotated[
+        dict[str, Any],
+        Meta(
+            description="The job's spec fields as the PUT would store them (name, schedule, "
+            "window, target, payload, retry, misfire_policy, overlap_policy, max_runs, "
+            "on_failure, key, labels), in the job object's shapes."
+        ),
+    ]
 
 
 class JobList(msgspec.Struct, frozen=True, kw_only=True):

@@ -34,6 +34,8 @@ JOB_FIELDS = frozenset(
         "overlap_policy",
         "max_runs",
         "on_failure",
+        "key",
+        "labels",
         "status",
         "paused_reason",
         "next_run_at",

@@ -34,6 +34,8 @@ SPEC_FIELDS = [
     "overlap_policy",
     "max_runs",
     "on_failure",
+    "key",
+    "labels",
 ]
 
 

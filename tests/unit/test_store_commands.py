@@ -43,6 +43,7 @@ from schedd.store.commands import (
     BY_REFERENCE_LEVEL,
     CATALOGUE,
     DEFERRED_COMPLETION_LEVEL,
+    JOB_KEYS_LEVEL,
     LEVEL_OF_TYPE,
     LOG_LEVEL,
     RUNS_BY_REFERENCE_LEVEL,
@@ -141,11 +142,13 @@ def test_the_catalogue_names_each_type_once_with_its_level() -> None:
         "record_alerts": 8,
         "mark_overdue": 8,
     }
-    assert max(cls.LEVEL for cls in CATALOGUE.values()) == LOG_LEVEL == 8
+    # Level 9 (issue 32) added no type: job specs with a key or labels need it (spec_level).
+    assert max(cls.LEVEL for cls in CATALOGUE.values()) == 8
+    assert LOG_LEVEL == JOB_KEYS_LEVEL == 9
     assert DEFERRED_COMPLETION_LEVEL == 5  # a body's level: claim_batch's defer_completion
     assert BY_REFERENCE_LEVEL == 6  # a body's level: receive_messages' by_reference
     assert RUNS_BY_REFERENCE_LEVEL == 7  # and its runs_by_reference
-    assert LOG_LEVEL == BackfillJob.LEVEL == 8  # level 8: schedule control (issue 31)
+    assert BackfillJob.LEVEL == 8  # level 8: schedule control (issue 31)
 
 
 def test_level_8_fields_of_older_types_need_level_8_only_when_used() -> None:

@@ -267,6 +267,8 @@ def test_a_version_shows_its_spec_as_the_job_object_does(apply: Applier, db: Dat
         "overlap_policy",
         "max_runs",
         "on_failure",
+        "key",
+        "labels",
     ]
     assert view.spec["payload"] == {"n": 1} and view.spec["window"] is None
 

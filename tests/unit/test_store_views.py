@@ -41,6 +41,8 @@ def test_a_job_encodes_as_its_dict_did() -> None:
         **spec,
         "max_runs": None,  # level 8 (issue 31): a spec without a limit stores none
         "on_failure": None,
+        "key": None,  # level 9 (issue 32): a spec without a key or labels stores neither
+        "labels": {},
         "status": "active",
         "paused_reason": None,
         "next_run_at": "2026-09-21T14:14:20Z",
@@ -55,7 +57,13 @@ def test_a_job_encodes_as_its_dict_did() -> None:
     }
     job = queries.job_to_json(row)
     assert ENCODER.encode(job) == ENCODER.encode(as_dict)
-    assert job.spec_fields() == {**spec, "max_runs": None, "on_failure": None}
+    assert job.spec_fields() == {
+        **spec,
+        "max_runs": None,
+        "on_failure": None,
+        "key": None,
+        "labels": {},
+    }
     assert set(job.spec_fields()) == JOB_FIELDS
 
 

@@ -6,15 +6,18 @@ from typing import Annotated
 
 from msgspec import Meta
 
-from schedd.api import backfill, jobs, schedules, versions
+from schedd.api import backfill, job_keys, jobs, schedules, versions
 from schedd.api.operation import Answer, Operation
 from schedd.api.operations.parameters import (
     ANY_TOKEN,
     CURSOR,
+    DRY_RUN,
     IDEMPOTENCY_KEY,
     JOB_FAILING,
     JOB_HOST,
     JOB_ID,
+    JOB_KEY,
+    JOB_LABEL,
     JOB_NAME,
     JOB_NEXT_RUN_AFTER,
     JOB_NEXT_RUN_BEFORE,
@@ -31,6 +34,8 @@ from schedd.wire.jobs import (
     BatchResults,
     JobList,
     JobView,
+    KeyedJob,
+    KeyedJobPlan,
     PreviewResult,
     RunList,
     Triggered,
@@ -94,7 +99,8 @@ OPERATIONS = (
         operation_id="listJobs",
         tag="jobs",
         summary="List the tenant's jobs (job_id order)",
-        description="Every filter given must match. With any filter but status, a request examines "
+        description="Every filter given must match. With any filter but status and label, a "
+        "request examines "
         "at most 10,000 jobs after the cursor: a filtered page may hold fewer than "
         "limit jobs (even none); follow next_cursor until it is null. Each job shows what its "
         "newest 50 runs say: last_success_at, last_failure_at, consecutive_failures.",
@@ -108,12 +114,63 @@ OPERATIONS = (
             JOB_NEXT_RUN_AFTER,
             JOB_NEXT_RUN_BEFORE,
             JOB_FAILING,
+            JOB_LABEL,
             CURSOR,
             LIMIT,
         ),
         answers={
             200: Answer("A page of jobs.", body=JobList),
         },
+    ),
+    # Before /v1/jobs/{job_id}/...: a key such as "runs" must not be read as a job's runs.
+    Operation(
+        method="PUT",
+        path="/v1/jobs/by-key/{key}",
+        route="/v1/jobs/by-key/{key:.+}",
+        handler=job_keys.put_job,
+        operation_id="putJobByKey",
+        tag="jobs",
+        summary="Create or replace the job of a key",
+        description="A full job body (a field left out takes its default; `key`, if given, must "
+        "be the path's). No job of the key (among those not cancelled): it is created (201); "
+        "concurrent PUTs of one key create one job. Its job differs: its spec is replaced and "
+        "its version raised (200, changed: true); a completed job cannot change (409). It "
+        "matches: nothing changes (200, changed: false). With dry_run=true: what it would do.",
+        access=TENANT,
+        parameters=(JOB_KEY, DRY_RUN),
+        body=JobCreate,
+        answers={
+            200: Answer(
+                "The job (changed or not); with dry_run=true, the plan.",
+                body=(KeyedJob, KeyedJobPlan),
+            ),
+            201: Answer("The job, created.", body=KeyedJob),
+        },
+        errors=(409, 413, 422, 507),
+    ),
+    Operation(
+        method="GET",
+        path="/v1/jobs/by-key/{key}",
+        route="/v1/jobs/by-key/{key:.+}",
+        handler=job_keys.get_job,
+        operation_id="getJobByKey",
+        tag="jobs",
+        summary="Get the job of a key",
+        access=TENANT,
+        parameters=(JOB_KEY,),
+        answers={200: Answer("The job (not cancelled) that has the key.", body=JobView)},
+    ),
+    Operation(
+        method="DELETE",
+        path="/v1/jobs/by-key/{key}",
+        route="/v1/jobs/by-key/{key:.+}",
+        handler=job_keys.cancel_job,
+        operation_id="cancelJobByKey",
+        tag="jobs",
+        summary="Cancel the job of a key (the key is then free)",
+        access=TENANT,
+        parameters=(JOB_KEY,),
+        answers={204: Answer("Cancelled.")},
     ),
     Operation(
         method="POST",

@@ -14,6 +14,7 @@ from schedd.targets import CONNECTION_NAME as CONNECTION_NAME_TEXT
 from schedd.targets import TARGET_TYPES
 from schedd.wire.deadletters import Fingerprint
 from schedd.wire.fields import InstantInput
+from schedd.wire.jobs import JobKey
 from schedd.wire.queues import QueueName
 
 NonEmpty = Annotated[str, Meta(min_length=1)]
@@ -103,6 +104,31 @@ CONNECTION_NAME = Parameter(
     description="A connection's name.",
 )
 JOB_STATUS = Parameter(component="JobStatus", name="status", where="query", kind=JobStatus)
+JOB_LABEL = Parameter(
+    component="JobLabel",
+    name="label",
+    where="query",
+    kind=Annotated[
+        list[Annotated[str, Meta(pattern=r"^[a-z0-9_./-]{1,63}=.{0,200}$")]],
+        Meta(max_length=16),
+    ],
+    description="NAME=VALUE: only jobs with this label; repeat it for jobs with every one "
+    "(read through the labels' index, not a scan).",
+)
+JOB_KEY = Parameter(
+    component="JobKey",
+    name="key",
+    where="path",
+    kind=JobKey,
+    description="A job's stable key, percent-encoded (a / as %2F; a raw / is accepted too).",
+)
+DRY_RUN = Parameter(
+    component="DryRun",
+    name="dry_run",
+    where="query",
+    kind=bool,
+    description="true: validate and answer what the request would do; change nothing.",
+)
 JOB_TARGET_TYPE = Parameter(
     component="JobTargetType",
     name="target_type",

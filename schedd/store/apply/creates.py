@@ -14,6 +14,7 @@ from typing import Any, TypedDict
 
 import msgspec
 
+from schedd.store import job_keys
 from schedd.store.apply.jobs import tenant_quota
 from schedd.store.command import Command, Handler, Rejected, Result, ok
 from schedd.store.commands import AddJobs, CreateJobs, NewJobRow
@@ -37,6 +38,7 @@ class _Rows:
         self.due: list[tuple[Any, ...]] = []
         self.keys: list[tuple[Any, ...]] = []
         self.uses: list[tuple[Any, ...]] = []
+        self.indexed: list[tuple[str, job_keys.Index]] = []  # level 9: keys and labels
         self.events: list[DueAdded] = []
 
 
@@ -49,6 +51,7 @@ def add_jobs(tx: sqlite3.Connection, cmd: Command[AddJobs]) -> Result:
     jobs = cmd.body.jobs
     seen = _keys_seen(tx, tenant_id, (job.idempotency_key for job in jobs))
     connections = _Connections(tx, tenant_id)
+    keys = _Keys(tx, tenant_id)
     rows = _Rows()
     existing: list[list[int | str]] = []  # [index, job_id]
     errors: list[list[int | str]] = []  # [index, code, message]
@@ -68,10 +71,17 @@ def add_jobs(tx: sqlite3.Connection, cmd: Command[AddJobs]) -> Result:
         if problem is not None:
             errors.append([i, "invalid_request", problem])
             continue
+        index = connections.index(job.spec)
+        taken = keys.taken(index, job.job_id)
+        if taken is not None:
+            errors.append([i, "conflict", taken])
+            continue
         live += 1
         if key is not None:
             seen[key] = (job.request_hash, job.job_id)
         _add(rows, cmd, job, used)
+        if index:
+            rows.indexed.append((job.job_id, index))
     _write(tx, cmd, rows)
     tx.execute("UPDATE tenants SET live_jobs = ? WHERE tenant_id = ?", (live, tenant_id))
     fields: AddedJSON = {"created": len(rows.jobs)}
@@ -101,21 +111,57 @@ def _keys_seen(
     return {key: (request_hash, job_id) for key, request_hash, job_id in found}
 
 
-class _Connections:
-    """The broker connection a spec's target uses, checked against the tenant's connections
-    (read once per name and command: this command writes none)."""
+class _Keys:
+    """The keys of one command's jobs, checked free: against the store and the command's
+    jobs before (whose rows are written at the end)."""
 
     def __init__(self, tx: sqlite3.Connection, tenant_id: str) -> None:
         self._tx = tx
         self._tenant_id = tenant_id
-        self._targets: dict[str, tuple[str, str] | None] = {}  # spec text -> (name, kind)
+        self._taken: dict[str, str] = {}  # key -> the job of this command that takes it
+
+    def taken(self, index: job_keys.Index, job_id: str) -> str | None:
+        """Why the job cannot have its key (it is taken), or None (then it is taken now)."""
+        key = index.key
+        if key is None:
+            return None
+        holder = self._taken.get(key) or job_keys.holder(self._tx, self._tenant_id, key)
+        if holder is not None:
+            return job_keys.taken_message(key, holder)
+        self._taken[key] = job_id
+        return None
+
+
+class _Connections:
+    """The broker connection a spec's target uses, checked against the tenant's connections
+    (read once per name and command: this command writes none); and a spec's key and labels.
+    Each spec text is read once per command (a spike's jobs often share one)."""
+
+    def __init__(self, tx: sqlite3.Connection, tenant_id: str) -> None:
+        self._tx = tx
+        self._tenant_id = tenant_id
+        # spec text -> ((name, kind) of its connection or None, its key and labels)
+        self._specs: dict[str, tuple[tuple[str, str] | None, job_keys.Index]] = {}
         self._kinds: dict[str, str | None] = {}  # name -> the stored connection's kind
+
+    def _read(self, text: str) -> tuple[tuple[str, str] | None, job_keys.Index]:
+        found = self._specs.get(text)
+        if found is None:
+            spec = load_spec(text)
+            index = (
+                job_keys.NONE
+                if spec.key is None and spec.labels is None
+                else job_keys.Index.of(spec.key, spec.labels)
+            )
+            self._specs[text] = found = (spec.connection(), index)
+        return found
+
+    def index(self, text: str) -> job_keys.Index:
+        return self._read(text)[1]
 
     def check(self, spec: str) -> tuple[str | None, str | None]:
         """(connection name the job uses or None, why it cannot be used or None)."""
-        if spec not in self._targets:
-            self._targets[spec] = load_spec(spec).connection()
-        used = self._targets[spec]
+        used = self._read(spec)[0]
         if used is None:
             return None, None
         name, kind = used
@@ -178,6 +224,7 @@ def _write(tx: sqlite3.Connection, cmd: Command[AddJobs], rows: _Rows) -> None:
         tx.executemany(
             "INSERT INTO connection_uses (job_id, tenant_id, name) VALUES (?, ?, ?)", rows.uses
         )
+    job_keys.add_many(tx, cmd.body.tenant_id, rows.indexed)
     tenant_id, actor = cmd.body.tenant_id, actor_of(cmd)
     tx.executemany(
         "INSERT INTO audit (at_ms, tenant_id, actor, action, job_id, detail) "

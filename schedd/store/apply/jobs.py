@@ -9,7 +9,7 @@ import sqlite3
 from typing import NamedTuple, TypedDict
 
 from schedd.model import JobChange, JobStatus
-from schedd.store import pauses, run_payloads
+from schedd.store import job_keys, pauses, run_payloads
 from schedd.store.apply import connections, versions
 from schedd.store.command import Command, Handler, Rejected, Result, compact_json, ok, rejected
 from schedd.store.commands import (
@@ -27,6 +27,7 @@ from schedd.store.ledger import completions
 from schedd.store.pauses import Scope
 from schedd.store.records import add_due, audit, remove_scheduled_due
 from schedd.store.versions import change_of_update
+from schedd.stored_spec import load_spec
 
 JobCommand = CancelJob | UpdateJob | PauseJob | ResumeJob | TriggerJob | BackfillJob
 
@@ -150,6 +151,10 @@ def _create_one(
     problem = connections.check_target(tx, tenant_id, item.spec)
     if problem is not None:
         return {"error": _error("invalid_request", problem)}
+    index = job_keys.Index.of_spec(item.spec)  # level 9
+    holder = None if index.key is None else job_keys.holder(tx, tenant_id, index.key)
+    if holder is not None and index.key is not None:
+        return {"error": _error("conflict", job_keys.taken_message(index.key, holder))}
     job_id = item.job_id
     tx.execute(
         "INSERT INTO jobs (job_id, tenant_id, partition, spec, status, next_run_at_ms, "
@@ -173,6 +178,8 @@ def _create_one(
             (tenant_id, key, item.request_hash, job_id, cmd.ts_ms),
         )
     connections.use(tx, tenant_id, job_id, item.spec)
+    if index:
+        job_keys.add(tx, tenant_id, job_id, index)
     audit(tx, cmd, tenant_id=tenant_id, job_id=job_id, detail=None)
     return {"job_id": job_id, "created": True}
 
@@ -217,6 +224,7 @@ def cancel_job(tx: sqlite3.Connection, cmd: Command[CancelJob]) -> Result:
     versions.record(tx, cmd, job, JobChange.CANCEL)
     tx.execute("DELETE FROM due WHERE job_id = ?", (cmd.body.job_id,))
     connections.release(tx, [cmd.body.job_id])
+    job_keys.release_key(tx, cmd.body.job_id)
     _set_status(tx, cmd, JobStatus.CANCELLED.value, live_delta=-1 if status in LIVE else 0)
     pauses.forget_jobs(tx, job.tenant_id, [cmd.body.job_id])
     audit(tx, cmd, tenant_id=job.tenant_id, job_id=cmd.body.job_id, detail={"was": status})
@@ -236,6 +244,11 @@ def update_job(tx: sqlite3.Connection, cmd: Command[UpdateJob]) -> Result:
     problem = connections.check_target(tx, job.tenant_id, b.spec)
     if problem is not None:
         return rejected("invalid_request", problem)
+    old_index, new_index = _stored_index(tx, b.job_id), job_keys.Index.of_spec(b.spec)
+    if new_index.key is not None and new_index.key != old_index.key:
+        holder = job_keys.holder(tx, job.tenant_id, new_index.key)
+        if holder is not None:
+            return rejected("conflict", job_keys.taken_message(new_index.key, holder))
     is_active = job.status == JobStatus.ACTIVE  # a paused job gets its next run on resume
     spec = compact_json(b.spec)
     versions.record(tx, cmd, job, change_of_update(b.fields), fields=b.fields, spec=spec)
@@ -253,6 +266,8 @@ def update_job(tx: sqlite3.Connection, cmd: Command[UpdateJob]) -> Result:
             b.job_id,
         ),
     )
+    if old_index or new_index:
+        job_keys.replace(tx, job.tenant_id, b.job_id, old_index, new_index)
     due = (
         _add_due(tx, job.partition, b.job_id, b.next_fire_at_ms, b.next_run_at_ms)
         if is_active
@@ -262,6 +277,13 @@ def update_job(tx: sqlite3.Connection, cmd: Command[UpdateJob]) -> Result:
         tx, cmd, tenant_id=job.tenant_id, job_id=b.job_id, detail={"fields": list(b.fields or ())}
     )
     return ok(*due)
+
+
+def _stored_index(tx: sqlite3.Connection, job_id: str) -> job_keys.Index:
+    """The key and labels of a job's spec as stored."""
+    (spec,) = tx.execute("SELECT spec FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
+    stored = load_spec(spec)
+    return job_keys.Index.of(stored.key, stored.labels)
 
 
 def pause_job(tx: sqlite3.Connection, cmd: Command[PauseJob]) -> Result:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from schedd import metrics
 from schedd.retention import KINDS, TENANT_KINDS, Retention
-from schedd.store import overdue, run_limits, run_payloads
+from schedd.store import job_keys, overdue, run_limits, run_payloads
 from schedd.store.apply.queue import Message, expire_batch_slots, expire_message
 from schedd.store.command import Command, Handler, Result, ok, rejected
 from schedd.store.commands import Prune, SetRetention
@@ -213,6 +213,7 @@ def _prune_jobs(tx: sqlite3.Connection, tenant_id: str, cutoff_ms: int, budget: 
         run_payloads.forget_job(tx, job_id)
         run_limits.forget(tx, job_id)
         overdue.forget(tx, [job_id])
+        job_keys.forget(tx, job_id)
         budget.take("runs", runs)
         budget.take("jobs", 1)
 

@@ -1,0 +1,106 @@
+"""A job's stable key and labels (issue 32, log level 9), indexed from its spec.
+
+`job_keys` holds the key of each job not cancelled (so a key names at most one such job of a
+tenant: PUT /v1/jobs/by-key/{key}); `job_labels` each label of each job while the job is kept.
+Apply writes both from the spec it stores (a create, an update), drops the key when the job is
+cancelled and both when retention deletes it. The readers below never write.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
+
+_HOLDER = "SELECT job_id FROM job_keys WHERE tenant_id = ? AND key = ?"
+
+
+class Index(NamedTuple):
+    """What a stored spec gives the index: its key and labels (a value no release wrote,
+    as in the store's own tests, reads as none)."""
+
+    key: str | None
+    labels: tuple[tuple[str, str], ...]
+
+    @classmethod
+    def of(cls, key: Any, labels: Any) -> Index:
+        pairs: tuple[tuple[str, str], ...] = ()
+        if isinstance(labels, Mapping):
+            pairs = tuple(
+                (name, value)
+                for name, value in sorted(labels.items())
+                if isinstance(name, str) and isinstance(value, str)
+            )
+        return cls(key if isinstance(key, str) else None, pairs)
+
+    @classmethod
+    def of_spec(cls, spec: Mapping[str, Any]) -> Index:
+        return cls.of(spec.get("key"), spec.get("labels"))
+
+    def __bool__(self) -> bool:
+        return self.key is not None or bool(self.labels)
+
+
+NONE = Index(None, ())
+
+
+def holder(conn: sqlite3.Connection, tenant_id: str, key: str) -> str | None:
+    """The job not cancelled that has this key, if any."""
+    row = conn.execute(_HOLDER, (tenant_id, key)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def taken_message(key: str, job_id: str) -> str:
+    return f"key {key!r} is taken by job {job_id}, which is not cancelled"
+
+
+def add(tx: sqlite3.Connection, tenant_id: str, job_id: str, index: Index) -> None:
+    """Index a new job (its key checked free by the caller)."""
+    if index.key is not None:
+        tx.execute(
+            "INSERT INTO job_keys (tenant_id, key, job_id) VALUES (?, ?, ?)",
+            (tenant_id, index.key, job_id),
+        )
+    if index.labels:
+        tx.executemany(
+            "INSERT INTO job_labels (tenant_id, name, value, job_id) VALUES (?, ?, ?, ?)",
+            [(tenant_id, name, value, job_id) for name, value in index.labels],
+        )
+
+
+def add_many(tx: sqlite3.Connection, tenant_id: str, jobs: Iterable[tuple[str, Index]]) -> None:
+    """`add` for the jobs of one command, a statement per table."""
+    keys, labels = [], []
+    for job_id, index in jobs:
+        if index.key is not None:
+            keys.append((tenant_id, index.key, job_id))
+        labels += [(tenant_id, name, value, job_id) for name, value in index.labels]
+    if keys:
+        tx.executemany("INSERT INTO job_keys (tenant_id, key, job_id) VALUES (?, ?, ?)", keys)
+    if labels:
+        tx.executemany(
+            "INSERT INTO job_labels (tenant_id, name, value, job_id) VALUES (?, ?, ?, ?)", labels
+        )
+
+
+def replace(tx: sqlite3.Connection, tenant_id: str, job_id: str, old: Index, new: Index) -> None:
+    """A job's spec changed (its new key checked free by the caller)."""
+    if old.key != new.key:
+        tx.execute("DELETE FROM job_keys WHERE job_id = ?", (job_id,))
+    if old.labels != new.labels:
+        tx.execute("DELETE FROM job_labels WHERE job_id = ?", (job_id,))
+    if old.key != new.key and new.key is not None:
+        add(tx, tenant_id, job_id, Index(new.key, ()))
+    if old.labels != new.labels:
+        add(tx, tenant_id, job_id, Index(None, new.labels))
+
+
+def release_key(tx: sqlite3.Connection, job_id: str) -> None:
+    """A job cancelled: its key is free for another job (its labels stay while it is kept)."""
+    tx.execute("DELETE FROM job_keys WHERE job_id = ?", (job_id,))
+
+
+def forget(tx: sqlite3.Connection, job_id: str) -> None:
+    """A job deleted by retention."""
+    tx.execute("DELETE FROM job_keys WHERE job_id = ?", (job_id,))
+    tx.execute("DELETE FROM job_labels WHERE job_id = ?", (job_id,))
