@@ -303,3 +303,30 @@ def test_the_level_8_fixture_holds_every_type_and_applies_alike(db: Database) ->
     expected = json.loads((FIXTURES / "journal-level8.expected.json").read_text())
     assert state_digest(db.conn) == (expected["applied_index"], expected["digest"])
     assert all(most.values()), most
+
+
+# Level 9 (issue 32): job specs with a stable key and labels, indexed in new tables.
+def test_the_level_9_fixture_indexes_keys_and_labels_and_applies_alike(db: Database) -> None:
+    found = _commands(9)
+    refused = [e for t, _, r in found if t == "add_jobs" for e in r.get("errors", ())]
+    assert [e[1] for e in refused] == ["conflict", "conflict"]  # a POST and a batch's second
+    assert any(t == "update_job" and body["spec"].get("key") for t, body, _ in found)
+    most = {"job_keys": 0, "job_labels": 0}
+    machine = StateMachine(db)
+    for line in _lines(9):
+        result = machine.apply(line["entry"].encode(), index=line["index"])
+        assert result == line["result"], line["index"]
+        for table in most:
+            rows = db.conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+            most[table] = max(most[table], rows)
+    expected = json.loads((FIXTURES / "journal-level9.expected.json").read_text())
+    assert state_digest(db.conn) == (expected["applied_index"], expected["digest"])
+    assert all(most.values()), most
+    # The renamed key and the re-created "pair" name their jobs; the cancelled one holds none,
+    # and retention took its labels with it.
+    keys = dict(db.conn.execute("SELECT key, job_id FROM job_keys").fetchall())
+    assert set(keys) == {"fixture/renamed", "pair"}, keys
+    orphans = db.conn.execute(
+        "SELECT count(*) FROM job_labels WHERE job_id NOT IN (SELECT job_id FROM jobs)"
+    ).fetchone()[0]
+    assert orphans == 0

@@ -161,6 +161,45 @@ def test_add_jobs_writes_what_create_jobs_writes_and_answers_alike(tmp_path: Pat
 ANY_QUOTA = "tenant has reached max_active_jobs"
 
 
+def keyed(job_id: str, job_key: str, **labels: str) -> dict[str, Any]:
+    """An item whose spec has a stable key and labels (level 9)."""
+    found = item(job_id)
+    found["spec"] = {**found["spec"], "key": job_key, "labels": labels}
+    return found
+
+
+def test_add_jobs_indexes_keys_and_labels_as_create_jobs_does(tmp_path: Path) -> None:
+    old = new_store(tmp_path, "old", max_jobs=20)
+    new = new_store(tmp_path, "new", max_jobs=20)
+    commands = [
+        [keyed("job_01", "a", team="x"), keyed("job_02", "b"), item("job_03")],
+        [
+            keyed("job_04", "a", team="y"),  # taken by job_01
+            keyed("job_05", "c", team="x", env="prod"),
+            keyed("job_06", "c"),  # taken by job_05, of this very command
+        ],
+    ]
+    for step, items in enumerate(commands):
+        assert new_form(new, items, NOW_MS + step) == old_form(old, items, NOW_MS + step), step
+    written = tables(new)
+    assert written == tables(old)
+    assert written["job_keys"] == [
+        ("t1", "a", "job_01"),
+        ("t1", "b", "job_02"),
+        ("t1", "c", "job_05"),
+    ]
+    assert written["job_labels"] == [
+        ("t1", "env", "prod", "job_05"),
+        ("t1", "team", "x", "job_01"),
+        ("t1", "team", "x", "job_05"),
+    ]
+    refused = new_form(new, [keyed("job_07", "b")], NOW_MS + 5)
+    assert refused == [{"error": {"code": "conflict", "message": ANY_TAKEN}}]
+
+
+ANY_TAKEN = "key 'b' is taken by job job_02, which is not cancelled"
+
+
 def test_add_jobs_writes_each_jobs_own_creation_time(tmp_path: Path) -> None:
     """Grouped single creates: the command comes later than the jobs were made (and their next
     runs computed); each job's created_at is its own."""

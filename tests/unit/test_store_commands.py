@@ -60,6 +60,7 @@ from schedd.store.commands import (
     PauseJob,
     ReceiveMessages,
     TriggerJob,
+    UpdateJob,
     answer_of,
     spec_level,
 )
@@ -161,6 +162,22 @@ def test_level_8_fields_of_older_types_need_level_8_only_when_used() -> None:
     )
     assert spec_level({"target": {"type": "queue", "queue": "q"}}) == 1
     assert spec_level({"target": {"type": "queue", "queue": "q"}, "max_runs": 3}) == 8
+
+
+def test_a_spec_with_a_key_or_labels_needs_level_9() -> None:
+    queue = {"target": {"type": "queue", "queue": "q"}}
+    assert spec_level({**queue, "key": "nightly"}) == 9
+    assert spec_level({**queue, "labels": {"team": "a"}, "max_runs": 3}) == 9
+    assert spec_level({**queue, "labels": {}}) == 1
+    update = UpdateJob(
+        tenant_id="t",
+        job_id="j",
+        expected_version=1,
+        spec={**queue, "key": "k"},
+        next_run_at_ms=None,
+        next_fire_at_ms=None,
+    )
+    assert update.needed_level() == 9
 
 
 def test_a_claim_batch_deferring_completions_needs_level_5_and_omits_the_flag_otherwise() -> None:
