@@ -1,5 +1,5 @@
 """Schedule control in chromium (issue 31): a job paused with a reason shows it, a trigger with
-its own payload is marked on its run, a run limit and a failure policy are shown; the queues
+its own payload is marked on its run, a run limit, a failure policy, a key and labels are shown (a label links to the jobs that have it); the queues
 page pauses a queue with a reason and resumes it."""
 
 from __future__ import annotations
@@ -25,13 +25,26 @@ def test_the_job_page_pauses_with_a_reason_and_triggers_with_a_payload(console: 
         payload={"full": False},
         max_runs=100,
         on_failure={"after": 3, "pause": True},
+        key="erp/invoice-sync",
+        labels={"team": "finance", "schedd.set": "erp"},
     )
+    create_job(console.node, token, name="other", labels={"team": "ops"})
     console.sign_in(token)
     console.go(f"#/jobs/{job['job_id']}")
     page = console.page
     page.wait_for_selector("#job-runs-limit")
     assert page.text_content("#job-runs-limit") == "0 of max 100"
     assert page.text_content("#job-on-failure") == "after 3 dead runs in a row: pause"
+    assert page.text_content("#job-key") == "erp/invoice-sync"
+    labels = page.locator("#job-labels a.label").all_text_contents()
+    assert labels == ["schedd.set=erp", "team=finance"]
+    page.click("#job-labels a.label >> text=team=finance")  # the jobs that have the label
+    page.wait_for_function("() => location.hash.includes('label=team%3Dfinance')")
+    page.wait_for_function("() => document.querySelectorAll('#jobs tr[data-job]').length === 1")
+    assert page.locator("#jobs a.job-name").all_text_contents() == ["invoice-sync"]
+    assert page.input_value("#filter-label") == "team=finance"
+    console.go(f"#/jobs/{job['job_id']}")
+    page.wait_for_selector("#job-runs-limit")
 
     page.click("details.trigger-payload summary")
     page.fill("#trigger-payload", '{"full": true}')

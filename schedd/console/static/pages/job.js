@@ -106,6 +106,8 @@ function summary(job, last, versions) {
   );
   const rows = [
     ["Status", [h("span", { class: `status ${job.status}`, id: "job-status" }, job.status), lastRunText(last), pausedText(job)]],
+    ...(job.key ? [["Key", h("span", { class: "mono", id: "job-key" }, job.key)]] : []),
+    ...(Object.keys(job.labels ?? {}).length ? [["Labels", labelsText(job.labels)]] : []),
     ...(job.max_runs ? [["Runs", h("span", { id: "job-runs-limit" }, `${job.runs_started ?? 0} of max ${job.max_runs}`)]] : []),
     ...(job.on_failure ? [["On failure", h("span", { id: "job-on-failure" }, failureText(job.on_failure))]] : []),
     ["Schedule", scheduleText(job.schedule)],
@@ -118,6 +120,17 @@ function summary(job, last, versions) {
     ["Job id", h("span", { class: "mono" }, job.job_id)],
   ];
   return h("dl", { class: "summary" }, rows.map(([key, value]) => [typeof key === "string" ? h("dt", {}, key) : key, h("dd", {}, value)]));
+}
+
+// Each label as a link to the jobs that have it.
+function labelsText(labels) {
+  return h(
+    "span",
+    { id: "job-labels" },
+    Object.entries(labels).map(([name, value]) =>
+      h("a", { class: "label", href: `#/jobs?label=${encodeURIComponent(`${name}=${value}`)}` }, `${name}=${value}`),
+    ),
+  );
 }
 
 function actions(job, path, status, refresh) {

@@ -1,5 +1,5 @@
 // The jobs list: one page at a time through the API's cursors (nothing loads every job), with
-// the API's filters (status, target type, queue, host, name, next-run range, failing), and each
+// the API's filters (status, label, target type, queue, host, name, next-run range, failing), and each
 // job's last run and result (what its newest runs say). The filters and the cursor ride in the
 // hash, so Back returns a page.
 
@@ -13,12 +13,12 @@ const SEARCH_MS = 3000; // how long a filtered page keeps asking before it shows
 const STATUSES = ["", "active", "paused", "cancelled", "completed"];
 const TARGETS = ["", ...TARGET_TYPES]; // kinds.js: made by the node from its target kinds
 // The filters the API's GET /v1/jobs takes, as they ride in the hash.
-const FILTERS = ["status", "target_type", "queue", "host", "name", "next_run_after", "next_run_before", "failing"];
+const FILTERS = ["status", "label", "target_type", "queue", "host", "name", "next_run_after", "next_run_before", "failing"];
 const RECENT_RUNS = 50; // the API reads a job's results from its newest 50 runs
 
 export async function render(main, params) {
   const filters = Object.fromEntries(FILTERS.map((key) => [key, params[key] ?? ""]));
-  const filtered = FILTERS.some((key) => key !== "status" && filters[key]);
+  const filtered = FILTERS.some((key) => key !== "status" && key !== "label" && filters[key]);
   const progress = h("p", { class: "hint", id: "search-progress", role: "status" });
   main.append(h("h1", {}, "Jobs"), filterForm(filters), progress);
   let found;
@@ -102,6 +102,7 @@ function filterForm(filters) {
     "form",
     { class: "filters", id: "job-filters" },
     h("label", {}, "Status ", choice("status", "Status", STATUSES, "any status")),
+    h("label", { title: "NAME=VALUE: the jobs that have this label" }, "Label ", text("label", "Label", { size: 16, maxlength: 264, placeholder: "team=payments" })),
     h("label", {}, "Target ", choice("target_type", "Target type", TARGETS, "any target")),
     h("label", {}, "Queue ", text("queue", "Queue name", { size: 12, maxlength: 128 })),
     h("label", {}, "Host ", text("host", "HTTP host", { size: 16, maxlength: 253 })),
