@@ -90,8 +90,8 @@ class JobFilter:
 
 # A label a job must have (store/job_keys.py: kept while the job is).
 _HAS_LABEL = (
-    "job_id IN (SELECT l.job_id FROM job_labels l "
-    "WHERE l.tenant_id = jobs.tenant_id AND l.name = ? AND l.value = ?)"
+    "EXISTS (SELECT 1 FROM job_labels l WHERE l.tenant_id = jobs.tenant_id "
+    "AND l.name = ? AND l.value = ? AND l.job_id = jobs.job_id)"
 )
 # The stored spec's fields a filter reads (schedd_* are store/sqlfunctions.py's).
 _TYPE = "json_extract(spec, '$.target.type')"
