@@ -1,10 +1,12 @@
 """A job's versions on three real nodes (issue 31): changes proposed through a follower are
-recorded through the log, every replica answers the same history and digests alike."""
+recorded through the log, every replica answers the same history and digests alike; PUTs of one
+key through every node at once make one job (issue 32)."""
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -78,3 +80,33 @@ def test_changes_through_a_follower_are_versions_on_every_replica(
     ]
     assert answers[0][3]["spec"]["payload"] == {"n": 2} and answers[0][4]["spec"]["name"] == "a"
     assert [stored_rows(node, job["job_id"]) for node in nodes] == [5, 5, 5]
+
+
+def test_puts_of_one_key_through_every_node_at_once_make_one_job(nodes: list[NodeProcess]) -> None:
+    """Issue 32: each node proposes its own create; apply takes the first, refuses the others
+    (the key is taken), and they answer the job the first made, on every replica alike."""
+    token = tenant_token(nodes[0], "keys")
+    # A cron schedule: a delay would be a new run_at, so a change, at every PUT.
+    body = JOB | {"schedule": {"cron": "0 3 * * *"}, "labels": {"team": "a"}}
+
+    def level_9() -> bool:  # every member heard at log level 9 by every node
+        return all(
+            http("PUT", f"{node.url}/v1/jobs/by-key/probe-{k}", body, token=token)[0] == 201
+            for k, node in enumerate(nodes)
+        )
+
+    wait_for(level_9, 30, "every node accepting keys (log level 9)")
+    with ThreadPoolExecutor(9) as pool:
+        answers = list(
+            pool.map(
+                lambda node: http("PUT", f"{node.url}/v1/jobs/by-key/race", body, token=token),
+                nodes * 3,
+            )
+        )
+    assert sorted(status for status, _, _ in answers) == [200] * 8 + [201], answers
+    assert len({answer["job_id"] for _, answer, _ in answers}) == 1
+    assert sum(answer["changed"] for _, answer, _ in answers) == 1
+    wait_converged(nodes)
+    for node in nodes:
+        status, page, _ = http("GET", f"{node.url}/v1/jobs?label=team=a", token=token)
+        assert status == 200 and len(page["jobs"]) == 4, page  # the three probes and the race
