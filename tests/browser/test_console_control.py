@@ -1,6 +1,7 @@
 """Schedule control in chromium (issue 31): a job paused with a reason shows it, a trigger with
-its own payload is marked on its run, a run limit, a failure policy, a key and labels are shown (a label links to the jobs that have it); the queues
-page pauses a queue with a reason and resumes it."""
+its own payload is marked on its run, a run limit, a failure policy, a key and labels are shown (a
+label links to the jobs that have it); the queues page pauses a queue with a reason and resumes
+it."""
 
 from __future__ import annotations
 

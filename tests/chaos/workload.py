@@ -216,22 +216,48 @@ class TenantWorker(threading.Thread):
         form = "every" if action == "recurring" else action
         name = self._new_name()
         body = self._body(form, name)
-        key = f"key-{name}" if self.rng.random() < 0.4 else None
-        reply = self._create_once(body, key, form, retry_of=None)
+        draw = self.rng.random()
+        key = f"key-{name}" if draw < 0.4 else None
+        by_key = draw < 0.15  # PUT /v1/jobs/by-key (issue 32): the key is the job's own
+        if by_key:
+            body = self._keyed(body)
+        reply = self._create_once(body, key, form, retry_of=None, by_key=by_key)
         if reply.outcome == "unknown" and key is not None:
-            self._create_once(body, key, form, retry_of=name)  # same key: at most one job
+            # The same key: at most one job (a PUT's retry finds it and leaves it as it is).
+            self._create_once(body, key, form, retry_of=name, by_key=by_key)
+
+    def _keyed(self, body: dict[str, Any]) -> dict[str, Any]:
+        """A body for PUT by key: a delay made a run_at (a PUT again of a delay would be a new
+        run_at, a change), and a label."""
+        schedule = body["schedule"]
+        if "delay" in schedule:
+            seconds = int(schedule["delay"].removesuffix("s"))
+            schedule = {"run_at": format_instant(now_ms() + seconds * 1000)}
+        return {**body, "schedule": schedule, "labels": {"chaos": self.tenant.name}}
 
     def _create_once(
-        self, body: dict[str, Any], key: str | None, form: str, retry_of: str | None
+        self,
+        body: dict[str, Any],
+        key: str | None,
+        form: str,
+        retry_of: str | None,
+        *,
+        by_key: bool = False,
     ) -> Reply:
         node_id, url = self._node()
-        headers = {"Idempotency-Key": key} if key else None
-        reply = call(url, "POST", "/v1/jobs", body, token=self.tenant.token, headers=headers)
+        if by_key and key is not None:
+            path, method, headers = f"/v1/jobs/by-key/{key}", "PUT", None
+        else:
+            path, method = "/v1/jobs", "POST"
+            headers = {"Idempotency-Key": key} if key else None
+        reply = call(url, method, path, body, token=self.tenant.token, headers=headers)
         request = {"name": body["name"], "body": body, "idempotency_key": key, "form": form}
+        if by_key:
+            request["by_key"] = True
         if retry_of is not None:
             request["retry_of"] = retry_of
         response = {}
-        if reply.status == 201:
+        if reply.status in (200, 201):
             job = reply.body
             response = {k: job.get(k) for k in ("job_id", "next_run_at", "schedule", "created_at")}
             self._know(job["job_id"], body["name"], form)
