@@ -13,16 +13,16 @@ import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from email.message import Message
 from http.client import BadStatusLine, HTTPException
 from pathlib import Path
-from typing import Any, NamedTuple, TypedDict, TypeVar, Unpack
+from typing import Any, Literal, NamedTuple, TypedDict, TypeVar, Unpack
 
 import msgspec
 
 from schedd import __version__
-from schedd.cli.ctl.answers import Answer, parse_json, read_answer
+from schedd.cli.ctl.answers import Answer, JSONObject, parse_json, read_answer
 from schedd.cli.ctl.older_nodes import ClusterAnswer, Tenants
 from schedd.errors import (
     BY_CODE,
@@ -50,7 +50,7 @@ from schedd.wire.tenants import TenantCredentials, TenantView
 
 DEFAULT_URL = "http://127.0.0.1:8701"
 DEFAULT_TIMEOUT_S = 10.0
-Query = Mapping[str, str | int | None]
+Query = Mapping[str, str | int | Sequence[str] | None]  # a sequence: the parameter repeated
 Body = JSONValue | msgspec.Struct  # a request body: JSON, or a wire struct of the contract
 T = TypeVar("T")
 
@@ -65,11 +65,21 @@ class RequestOptions(TypedDict, total=False):
     is_safe: bool | None  # may go to another node after a failure (default: GET only)
 
 
+class PutPlan(msgspec.Struct, frozen=True, kw_only=True):
+    """What `PUT /v1/jobs/by-key/{key}` would do (its ?dry_run=true answer): create, update
+    or leave unchanged the job `current` (the job object, or null), to the spec `proposed`."""
+
+    action: Literal["create", "update", "unchanged"]
+    current: dict[str, Any] | None
+    proposed: dict[str, Any]
+
+
 class Reply(NamedTuple):
     """A node's answer: its body, and who answered what (for messages)."""
 
     body: bytes
     source: str
+    status: int = 200
 
 
 class _Unreachable(ClusterUnavailable):
@@ -128,8 +138,24 @@ class Client:
         is_safe: bool | None = None,
     ) -> Any:
         """Send one request and return its decoded JSON (None for 204); raise SchedError."""
+        return self.request_status(
+            method, path, body, query=query, headers=headers, is_safe=is_safe
+        )[1]
+
+    def request_status(
+        self,
+        method: str,
+        path: str,
+        body: Body = None,
+        *,
+        query: Query | None = None,
+        headers: Mapping[str, str] | None = None,
+        is_safe: bool | None = None,
+    ) -> tuple[int, Any]:
+        """As `request`, with the HTTP status of the answer (201 from 200, say)."""
         reply = self._exchange(method, path, body, query, headers, is_safe)
-        return None if not reply.body else parse_json(reply.body, source=reply.source)
+        decoded = None if not reply.body else parse_json(reply.body, source=reply.source)
+        return reply.status, decoded
 
     def answer(
         self,
@@ -184,7 +210,8 @@ class Client:
             with urllib.request.urlopen(
                 request, timeout=self.timeout_s, context=context
             ) as response:
-                return Reply(response.read(), f"{base} answered HTTP {response.status}")
+                status = response.status
+                return Reply(response.read(), f"{base} answered HTTP {status}", status)
         except urllib.error.HTTPError as exc:
             error = _http_error(exc.code, exc.read(), exc.headers, base)
             if isinstance(error, Unauthorized):
@@ -249,6 +276,27 @@ class Client:
 
     def cancel_job(self, job_id: str) -> None:
         self.request("DELETE", _job(job_id))
+
+    # Jobs by key (issue 32: schedctl apply): a PUT carries the whole job, so repeating it on
+    # another node after a failure is safe; a DELETE repeated answers 404, which apply expects.
+
+    def get_job_by_key(self, key: str) -> Answer[JobView]:
+        return self.answer(JobView, "GET", _by_key(key))
+
+    def put_job_by_key(self, key: str, body: Mapping[str, JSONValue]) -> tuple[bool, JSONObject]:
+        """PUT /v1/jobs/by-key/{key}: (whether it created the job, the job with "changed")."""
+        status, raw = self.request_status("PUT", _by_key(key), dict(body), is_safe=True)
+        answer = read_answer(raw, JobView, request=f"PUT {_by_key(key)}")
+        return status == 201, answer.raw
+
+    def plan_job_by_key(self, key: str, body: Mapping[str, JSONValue]) -> Answer[PutPlan]:
+        """PUT /v1/jobs/by-key/{key}?dry_run=true: what that PUT would do; changes nothing."""
+        query = {"dry_run": "true"}
+        path = _by_key(key)
+        return self.answer(PutPlan, "PUT", path, dict(body), query=query, is_safe=True)
+
+    def cancel_job_by_key(self, key: str) -> None:
+        self.request("DELETE", _by_key(key), is_safe=True)
 
     def pause_job(self, job_id: str, *, reason: str | None = None) -> Answer[JobView]:
         return self.answer(JobView, "POST", _job(job_id) + "/pause", _pause_body(reason))
@@ -344,11 +392,15 @@ def _encoded(body: Body) -> bytes | None:
 
 def _query_string(query: Query) -> str:
     given = {key: value for key, value in query.items() if value is not None}
-    return "?" + urllib.parse.urlencode(given) if given else ""
+    return "?" + urllib.parse.urlencode(given, doseq=True) if given else ""
 
 
 def _job(job_id: str) -> str:
     return "/v1/jobs/" + urllib.parse.quote(job_id, safe="")
+
+
+def _by_key(key: str) -> str:
+    return "/v1/jobs/by-key/" + urllib.parse.quote(key, safe="")
 
 
 def _queue(name: str) -> str:

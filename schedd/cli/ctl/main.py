@@ -7,7 +7,17 @@ from click.core import ParameterSource
 from click.shell_completion import get_completion_class
 
 from schedd import __version__
-from schedd.cli.ctl import admin, alerts, connections, history, jobs, pauses, queues, retention
+from schedd.cli.ctl import (
+    admin,
+    alerts,
+    apply,
+    connections,
+    history,
+    jobs,
+    pauses,
+    queues,
+    retention,
+)
 from schedd.cli.ctl.backfill import backfill
 from schedd.cli.ctl.client import Client
 from schedd.cli.ctl.cluster import cluster
@@ -58,6 +68,8 @@ for command in (
     cli.add_command(command)
 cli.add_command(work)
 cli.add_command(import_crontab)
+for command in apply.COMMANDS:
+    cli.add_command(command)
 cli.add_command(top)
 cli.add_command(cluster)
 for command in (*queues.COMMANDS, *retention.COMMANDS, connections.connections):

@@ -1,0 +1,223 @@
+"""Job files of `schedctl apply` and `export`: read and checked before any request (each message
+names the file, the job and the field), and written back so that they read as they were."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from schedd.cli.ctl.jobfile import (
+    InvalidJobFile,
+    job_table,
+    parse_job_file,
+    write_job_file,
+)
+
+NOW_MS = 1_800_000_000_000  # 2027-01-15
+FILE = """
+set = "payments-prod"
+
+[[job]]
+key = "nightly-report"
+name = "nightly report"
+schedule = { cron = "0 3 * * *", timezone = "Europe/Berlin" }
+target = { type = "queue", name = "reports" }
+payload = { team = 7, tags = ["a", "b"] }
+retry = { max_attempts = 5, backoff = "linear" }
+labels = { team = "payments" }
+
+[[job]]
+key = "year-end/close:2027"
+schedule = { run_at = 2027-12-31T23:00:00+01:00 }
+target = { type = "http", url = "https://hooks.example/close", headers = { X-Env = "prod" } }
+payload_json = '{"account": null}'
+"""
+
+
+def read(text: str) -> Any:
+    return parse_job_file(text, name="jobs.toml", now_ms=NOW_MS)
+
+
+def refused(text: str) -> str:
+    with pytest.raises(InvalidJobFile) as caught:
+        read(text)
+    assert caught.value.exit_code == 1  # not 2: `--dry-run --exit-code` says drift with 2
+    return str(caught.value)
+
+
+def test_jobs_are_the_api_bodies_with_the_set_label() -> None:
+    job_file = read(FILE)
+    assert job_file.set == "payments-prod"
+    nightly, close = job_file.jobs
+    assert nightly.key == "nightly-report"
+    assert nightly.body == {
+        "key": "nightly-report",
+        "name": "nightly report",
+        "schedule": {"cron": "0 3 * * *", "timezone": "Europe/Berlin"},
+        "target": {"type": "queue", "name": "reports"},
+        "payload": {"team": 7, "tags": ["a", "b"]},
+        "retry": {"max_attempts": 5, "backoff": "linear"},
+        "labels": {"team": "payments", "schedd.set": "payments-prod"},
+    }
+    # a TOML date-time is its RFC 3339 text; payload_json is the payload TOML cannot hold
+    assert close.body["schedule"] == {"run_at": "2027-12-31T23:00:00+01:00"}
+    assert close.body["payload"] == {"account": None} and "payload_json" not in close.body
+    assert close.body["labels"] == {"schedd.set": "payments-prod"}
+
+
+def test_a_file_without_a_set_adds_no_label_and_may_have_no_jobs() -> None:
+    job_file = read(
+        '[[job]]\nkey = "k"\nschedule = {every = "1h"}\ntarget = {type = "queue", name = "q"}\n'
+    )
+    assert job_file.set is None and job_file.jobs[0].body["labels"] == {}
+    assert read('set = "empty"').jobs == ()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[[job]\nkey = 1", "jobs.toml: is not valid TOML: "),
+        ('sets = "x"', "jobs.toml: sets: unknown top-level field"),
+        ('set = ""', 'jobs.toml: set: must be a string of 1-200 characters, got ""'),
+        ('[job]\nkey = "k"', "jobs.toml: job: write each job as a [[job]] table, not [job]"),
+        ('[[job]]\nname = "no key"', "jobs.toml: job #1: key: is required"),
+        (
+            '[[job]]\nkey = "has space"',
+            'jobs.toml: job #1: key: must match [A-Za-z0-9_.:/-]{1,200}, got "has space"',
+        ),
+        ("[[job]]\nkey = " + '"' + "k" * 201 + '"', "jobs.toml: job #1: key: must match"),
+    ],
+)
+def test_a_file_that_cannot_be_read_names_the_file_and_what(text: str, message: str) -> None:
+    assert refused(text).startswith(message)
+
+
+JOB = """[[job]]
+key = "k"
+schedule = { cron = "0 3 * * *" }
+target = { type = "queue", name = "q" }
+"""
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ('schedule = { cron = "61 * * * *" }', 'job "k": schedule.cron: '),
+        ('colour = "red"', 'job "k": colour: unknown field (a job\'s fields: key, name,'),
+        ('misfire_policy = "sometimes"', 'job "k": misfire_policy: must be one of'),
+        ("payload = { x = nan }", 'job "k": payload: NaN and Infinity are not JSON at x'),
+        ('payload = 1\npayload_json = "2"', 'job "k": payload_json: give payload or payload_json'),
+        ("payload_json = '{\"a\": '", 'job "k": payload_json: '),
+        ('schedule = { delay = "10m" }', 'job "k": schedule.delay: counts from the moment of each'),
+        ("schedule = { run_at = 2027-01-20T08:00:00 }", 'job "k": schedule'),  # no offset
+        ('labels = { Team = "x" }', 'job "k": labels: name must match [a-z0-9_./-]{1,63}'),
+        ("labels = { team = 7 }", 'job "k": labels.team: must be a string of at most 200'),
+        (
+            'labels = { "schedd.set" = "other" }',
+            "job \"k\": labels.schedd.set: is 'other', but the file's set",
+        ),
+        (
+            "labels = { " + ", ".join(f'l{i} = "v"' for i in range(16)) + " }",
+            'job "k": labels: has 17 (with schedd.set), more than 16',
+        ),
+    ],
+)
+def test_a_bad_job_names_the_file_the_key_and_the_field(extra: str, message: str) -> None:
+    text = (
+        'set = "s"\n'
+        + "\n".join(line for line in JOB.splitlines() if line.split(" =")[0] not in _fields(extra))
+        + "\n"
+        + extra
+    )
+    assert refused(text).startswith(f"jobs.toml: {message}"), refused(text)
+
+
+def _fields(extra: str) -> set[str]:
+    return {line.split(" =")[0] for line in extra.splitlines()}
+
+
+def test_a_key_named_twice_is_refused_with_both_places() -> None:
+    assert refused(JOB + JOB) == 'jobs.toml: job "k": key: named twice (jobs #1 and #2)'
+
+
+def test_a_set_label_equal_to_the_files_set_is_allowed() -> None:
+    job_file = read('set = "s"\n' + JOB + 'labels = { "schedd.set" = "s" }')
+    assert job_file.jobs[0].body["labels"] == {"schedd.set": "s"}
+
+
+# ---------------------------------------------------------------- export's writing
+
+
+def job_object(**spec: Any) -> dict[str, Any]:
+    """A job object as GET /v1/jobs answers it (state fields included)."""
+    return {
+        "job_id": "job_01",
+        "tenant_id": "t1",
+        "key": "k",
+        "name": None,
+        "schedule": {"cron": "0 3 * * *", "timezone": "UTC"},
+        "window": None,
+        "target": {"type": "queue", "name": "q"},
+        "payload": None,
+        "retry": {
+            "max_attempts": 3,
+            "backoff": "exponential",
+            "initial_delay": "1s",
+            "max_delay": "5m",
+        },
+        "misfire_policy": "run_once",
+        "overlap_policy": "allow",
+        "max_runs": None,
+        "on_failure": None,
+        "labels": {},
+        "status": "active",
+        "next_run_at": "2027-01-16T03:00:00Z",
+        "version": 3,
+    } | spec
+
+
+def test_export_writes_the_spec_fields_without_nulls_and_reads_back_the_same() -> None:
+    jobs = [
+        job_object(
+            key="a",
+            name="weekly",
+            payload={"user": 42, "nested": {"list": [1, {"x": "y"}]}},
+            on_failure={"alert_url": None, "after": 3, "pause": True},
+            labels={"team": "payments", "schedd.set": "prod"},
+        ),
+        job_object(key="b/c", payload={"account": None}, labels={"schedd.set": "prod"}),
+    ]
+    text = write_job_file(
+        [job_table(job, set_name="prod") for job in jobs], set_name="prod", header="a\n\nb"
+    )
+    assert text.startswith('# a\n#\n# b\n\nset = "prod"\n')
+    assert '"schedd.set"' not in text
+    assert [line for line in text.splitlines() if "null" in line] == [
+        'payload_json = "{\\"account\\": null}"'
+    ]
+    read_back = read(text)
+    assert read_back.set == "prod"
+    first, second = read_back.jobs
+    assert first.body == {
+        "key": "a",
+        "name": "weekly",
+        "schedule": {"cron": "0 3 * * *", "timezone": "UTC"},
+        "target": {"type": "queue", "name": "q"},
+        "payload": {"user": 42, "nested": {"list": [1, {"x": "y"}]}},
+        "retry": jobs[0]["retry"],
+        "misfire_policy": "run_once",
+        "overlap_policy": "allow",
+        "on_failure": {"after": 3, "pause": True},
+        "labels": {"team": "payments", "schedd.set": "prod"},
+    }
+    assert second.body["payload"] == {"account": None}
+    assert second.body["labels"] == {"schedd.set": "prod"}
+
+
+def test_export_without_a_common_set_keeps_each_jobs_set_label() -> None:
+    job = job_object(labels={"schedd.set": "a"}, payload=[1, "two"])
+    table = job_table(job, set_name=None)
+    assert table["labels"] == {"schedd.set": "a"} and table["payload"] == [1, "two"]
+    read_back = read(write_job_file([table], set_name=None, header="h"))
+    assert read_back.set is None and read_back.jobs[0].body["labels"] == {"schedd.set": "a"}
