@@ -12,12 +12,9 @@ import json
 import re
 import sys
 import time
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
-import tomli_w
 
 from schedd.errors import InvalidRequest, SchedError
 from schedd.jobspec import JOB_FIELDS, parse_job
@@ -96,6 +93,8 @@ def read_job_file(source: str, *, now_ms: int | None = None) -> JobFile:
 
 def parse_job_file(text: str, *, name: str, now_ms: int | None = None) -> JobFile:
     """Check a job file's text: TOML, the top-level fields, each job as the API would."""
+    import tomllib  # here: 2 ms of every schedctl start otherwise
+
     try:
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -262,6 +261,8 @@ def write_job_file(
     tables: Sequence[Mapping[str, object]], *, set_name: str | None, header: str
 ) -> str:
     """The TOML text of a job file: a comment header, the set (if any), then the jobs."""
+    import tomli_w  # here, as tomllib above
+
     document: dict[str, object] = {} if set_name is None else {"set": set_name}
     document["job"] = list(tables)
     comment = "".join(f"# {line}\n" if line else "#\n" for line in header.splitlines())
