@@ -125,7 +125,8 @@ def closed_url() -> str:
     [
         ('[[job]]\nkey = "a b"', (), "job #1: key: must match"),
         (
-            '[[job]]\nkey = "k"\nschedule = {every = "1h"}\ntarget = {type = "queue", name = "q"}',
+            '[[job]]\nkey = "k"\nschedule = {cron = "@daily"}\n'
+            'target = {type = "queue", name = "q"}',
             ("--prune",),
             '--prune needs a top-level set = "..."',
         ),

@@ -8,11 +8,13 @@ from typing import Any
 import pytest
 
 from schedd.cli.ctl.jobfile import (
+    FILE_FIELDS,
     InvalidJobFile,
     job_table,
     parse_job_file,
     write_job_file,
 )
+from schedd.jobspec import JOB_FIELDS
 
 NOW_MS = 1_800_000_000_000  # 2027-01-15
 FILE = """
@@ -68,7 +70,7 @@ def test_jobs_are_the_api_bodies_with_the_set_label() -> None:
 
 def test_a_file_without_a_set_adds_no_label_and_may_have_no_jobs() -> None:
     job_file = read(
-        '[[job]]\nkey = "k"\nschedule = {every = "1h"}\ntarget = {type = "queue", name = "q"}\n'
+        '[[job]]\nkey = "k"\nschedule = {cron = "@daily"}\ntarget = {type = "queue", name = "q"}\n'
     )
     assert job_file.set is None and job_file.jobs[0].body["labels"] == {}
     assert read('set = "empty"').jobs == ()
@@ -135,6 +137,10 @@ def test_a_bad_job_names_the_file_the_key_and_the_field(extra: str, message: str
 
 def _fields(extra: str) -> set[str]:
     return {line.split(" =")[0] for line in extra.splitlines()}
+
+
+def test_a_file_has_the_api_job_fields_and_payload_json() -> None:
+    assert FILE_FIELDS - {"payload_json"} == JOB_FIELDS  # a new API field needs a place here
 
 
 def test_a_key_named_twice_is_refused_with_both_places() -> None:

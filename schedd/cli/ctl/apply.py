@@ -12,17 +12,12 @@ from rich.text import Text
 
 from schedd.cli.ctl import render
 from schedd.cli.ctl.client import Client
-from schedd.cli.ctl.jobfile import (
-    LABEL_NAME,
-    SET_LABEL,
-    job_table,
-    read_job_file,
-    write_job_file,
-)
+from schedd.cli.ctl.jobfile import LABEL_NAME, job_table, read_job_file, write_job_file
 from schedd.cli.ctl.plan import Action, Plan, Step, apply_plan, live_jobs, make_plan, text_of
 from schedd.cli.ctl.render import json_option
 from schedd.errors import InvalidRequest, SchedError
 from schedd.jsonbody import JSONObject, JSONValue
+from schedd.wire.jobs import SET_LABEL
 
 DRIFT_EXIT = 2  # --dry-run --exit-code: the plan is not empty
 _MARKS = {
@@ -166,7 +161,8 @@ def summary(plan: Plan, steps: list[Step], *, dry_run: bool) -> str:
         unchanged = f"{counts[Action.UNCHANGED]} unchanged"
         plan_text = ", ".join([*todo, unchanged])
         return f"Plan for {where}: {plan_text}. Dry run: nothing changed."
-    done = ", ".join(f"{counts[action]} {_DONE[action]}" for action in Action if counts[action])
+    order = (Action.CREATE, Action.UPDATE, Action.DELETE, Action.UNCHANGED)
+    done = ", ".join(f"{counts[action]} {_DONE[action]}" for action in order if counts[action])
     return f"Applied {where}: {done}."
 
 

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from email.message import Message
 from http.client import BadStatusLine, HTTPException
 from pathlib import Path
-from typing import Any, Literal, NamedTuple, TypedDict, TypeVar, Unpack
+from typing import Any, NamedTuple, TypedDict, TypeVar, Unpack
 
 import msgspec
 
@@ -40,6 +40,8 @@ from schedd.wire.jobs import (
     Backfilled,
     JobList,
     JobView,
+    KeyedJob,
+    KeyedJobPlan,
     PreviewResult,
     RunList,
     Triggered,
@@ -63,15 +65,6 @@ class RequestOptions(TypedDict, total=False):
     query: Query | None
     headers: Mapping[str, str] | None
     is_safe: bool | None  # may go to another node after a failure (default: GET only)
-
-
-class PutPlan(msgspec.Struct, frozen=True, kw_only=True):
-    """What `PUT /v1/jobs/by-key/{key}` would do (its ?dry_run=true answer): create, update
-    or leave unchanged the job `current` (the job object, or null), to the spec `proposed`."""
-
-    action: Literal["create", "update", "unchanged"]
-    current: dict[str, Any] | None
-    proposed: dict[str, Any]
 
 
 class Reply(NamedTuple):
@@ -286,14 +279,14 @@ class Client:
     def put_job_by_key(self, key: str, body: Mapping[str, JSONValue]) -> tuple[bool, JSONObject]:
         """PUT /v1/jobs/by-key/{key}: (whether it created the job, the job with "changed")."""
         status, raw = self.request_status("PUT", _by_key(key), dict(body), is_safe=True)
-        answer = read_answer(raw, JobView, request=f"PUT {_by_key(key)}")
+        answer = read_answer(raw, KeyedJob, request=f"PUT {_by_key(key)}")
         return status == 201, answer.raw
 
-    def plan_job_by_key(self, key: str, body: Mapping[str, JSONValue]) -> Answer[PutPlan]:
+    def plan_job_by_key(self, key: str, body: Mapping[str, JSONValue]) -> Answer[KeyedJobPlan]:
         """PUT /v1/jobs/by-key/{key}?dry_run=true: what that PUT would do; changes nothing."""
         query = {"dry_run": "true"}
         path = _by_key(key)
-        return self.answer(PutPlan, "PUT", path, dict(body), query=query, is_safe=True)
+        return self.answer(KeyedJobPlan, "PUT", path, dict(body), query=query, is_safe=True)
 
     def cancel_job_by_key(self, key: str) -> None:
         self.request("DELETE", _by_key(key), is_safe=True)

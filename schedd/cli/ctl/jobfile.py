@@ -17,15 +17,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from schedd.errors import InvalidRequest, SchedError
-from schedd.jobspec import JOB_FIELDS, parse_job
+from schedd.jobspec import parse_job
 from schedd.jsonbody import JSONObject, JSONValue, check_value, loads_strict
+from schedd.wire.jobs import (
+    JOB_KEY_PATTERN,
+    LABEL_NAME_PATTERN,
+    MAX_LABEL_VALUE_CHARS,
+    MAX_LABELS,
+    SET_LABEL,
+)
 
-# The contract's key and label rules (API.md, "Schedules as code").
-JOB_KEY = re.compile(r"[A-Za-z0-9_.:/-]{1,200}")
-LABEL_NAME = re.compile(r"[a-z0-9_./-]{1,63}")
-MAX_LABELS = 16
-MAX_LABEL_VALUE_CHARS = 200
-SET_LABEL = "schedd.set"  # the label that says which file's set a job belongs to
+# The contract's key and label rules, matched whole (a pattern's `$` allows a final newline).
+JOB_KEY = re.compile(JOB_KEY_PATTERN.removeprefix("^").removesuffix("$"))
+LABEL_NAME = re.compile(LABEL_NAME_PATTERN.removeprefix("^").removesuffix("$"))
 STDIN = "-"
 NO_PAYLOAD_LIMIT = 2**62  # the server knows its own limit
 # A job table's fields, in the order export writes them: the API's, and payload_json.
@@ -166,17 +170,30 @@ def _body(table: dict[str, object], *, set_name: str | None, now_ms: int) -> JSO
         if "payload" in fields:
             raise InvalidRequest("payload_json", "give payload or payload_json, not both")
         fields["payload"] = _payload_json(fields.pop("payload_json"))
-    schedule = fields.get("schedule")
-    if isinstance(schedule, dict) and "delay" in schedule:
+    _check_fixed(fields.get("schedule"))
+    fields["labels"] = _labels(fields.get("labels", {}), set_name)
+    parse_job(fields, now_ms=now_ms, payload_limit=NO_PAYLOAD_LIMIT)
+    return fields
+
+
+def _check_fixed(schedule: JSONValue) -> None:
+    """Refuse the schedules that count from the moment of each apply: the job made by one
+    apply would never match the file again (each rerun would move it)."""
+    if not isinstance(schedule, dict):
+        return  # parse_job names what is wrong
+    if "delay" in schedule:
         raise InvalidRequest(
             "schedule.delay",
-            "counts from the moment of each apply, so the file would never match the job: "
+            "counts from the moment of each apply, so the job would never match the file: "
             "give run_at (an instant) instead",
         )
-    labels = _labels(fields.pop("labels", {}), set_name)
-    spec = {field: value for field, value in fields.items() if field in JOB_FIELDS}
-    parse_job(spec, now_ms=now_ms, payload_limit=NO_PAYLOAD_LIMIT)
-    return {**fields, "labels": labels}
+    if "every" in schedule and "start_at" not in schedule:
+        raise InvalidRequest(
+            "schedule.start_at",
+            "is needed in a file with every: without it each apply starts the intervals at "
+            "its own moment, so the job would never match the file (e.g. start_at = "
+            '"2027-01-01T00:00:00Z")',
+        )
 
 
 def _json(value: object, field: str) -> JSONValue:
@@ -280,10 +297,11 @@ def _holds_null(value: JSONValue) -> bool:
 
 
 def _without_nulls(value: JSONValue) -> JSONValue:
-    """A spec field with its null members left out: in the API's bodies an optional member
-    left out means null (on_failure's alert_url, a broker target's options)."""
+    """A spec field with its null and empty members left out: in the API's bodies an optional
+    member left out means null (on_failure's alert_url, a broker target's options) or empty
+    (an http target's headers)."""
     if isinstance(value, dict):
-        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None and v != {}}
     if isinstance(value, list):
         return [_without_nulls(item) for item in value]
     return value

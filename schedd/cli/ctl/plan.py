@@ -13,10 +13,10 @@ from enum import StrEnum
 
 from schedd.cli.ctl.answers import Answer, JSONObject, all_pages, raw_items
 from schedd.cli.ctl.client import Client
-from schedd.cli.ctl.jobfile import SET_LABEL, FileJob, InvalidJobFile, JobFile
-from schedd.errors import Conflict, InvalidRequest, NotFound
+from schedd.cli.ctl.jobfile import FileJob, JobFile
+from schedd.errors import Conflict, InvalidRequest, NotFound, SchedError
 from schedd.jsonbody import JSONValue
-from schedd.wire.jobs import JobList
+from schedd.wire.jobs import SET_LABEL, JobList
 
 # The spec fields a plan compares (the dry-run's `proposed` has these, the job object too).
 SPEC_FIELDS = (
@@ -122,7 +122,7 @@ def _planned(client: Client, job_file: JobFile, job: FileJob) -> Step:
         raise job_file.fail(f'job "{job.key}": {exc}') from None
     except Conflict as exc:
         raise Conflict(f'{job_file.name}: job "{job.key}": {exc}') from None
-    current, proposed = answer.view.current, answer.view.proposed
+    current, proposed = _object(answer.raw.get("current")), answer.view.proposed
     action = Action(answer.view.action)
     job_id = None if current is None else text_of(current, "job_id")
     changes = tuple(diff(spec_of(current), proposed)) if current is not None else ()
@@ -190,6 +190,10 @@ def _path(prefix: str, name: str) -> str:
     return f"{prefix}.{part}" if prefix else part
 
 
+def _object(value: JSONValue) -> JSONObject | None:
+    return value if isinstance(value, dict) else None
+
+
 def text_of(job: Mapping[str, JSONValue], name: str) -> str | None:
     """A job object's string field (None when it is null or not a string)."""
     value = job.get(name)
@@ -201,12 +205,23 @@ def text_of(job: Mapping[str, JSONValue], name: str) -> str | None:
 
 def apply_plan(client: Client, plan: Plan, *, on_step: Callable[[Step], None]) -> None:
     """Carry the plan out: PUT each create and update, then DELETE each prune, in order;
-    `on_step` hears of each step done (a failure stops there, raising its error). What another
-    apply did in between is reported as found (an update already made is unchanged)."""
+    `on_step` hears of each step done (a failure stops there, raising its error, which names
+    the file and the job). What another apply did meanwhile is reported as found: an update
+    it already made is unchanged here, a job it already deleted is deleted."""
     for i, step in enumerate(plan.steps):
-        done = _applied(client, step)
+        try:
+            done = _applied(client, step)
+        except InvalidRequest as exc:  # refused by a check the dry run does not make
+            raise plan.file.fail(f"{_named(step)}: {exc}") from None
+        except SchedError as exc:
+            exc.args = (f"{plan.file.name}: {_named(step)}: {exc}",)
+            raise
         plan.steps[i] = done
         on_step(done)
+
+
+def _named(step: Step) -> str:
+    return f'job "{step.key}"' if step.key is not None else f"job {step.job_id}"
 
 
 def _applied(client: Client, step: Step) -> Step:
@@ -223,10 +238,7 @@ def _applied(client: Client, step: Step) -> Step:
             pass  # deleted by another apply meanwhile: what this one would have done
         return replace(step, is_done=True)
     assert step.key is not None and step.body is not None
-    try:
-        created, job = client.put_job_by_key(step.key, step.body)
-    except InvalidRequest as exc:
-        raise InvalidJobFile(f'job "{step.key}": {exc}') from None
+    created, job = client.put_job_by_key(step.key, step.body)
     action = Action.CREATE if created else Action.UPDATE if job.get("changed") else Action.UNCHANGED
     return replace(
         step,
