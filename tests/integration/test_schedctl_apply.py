@@ -6,6 +6,8 @@ file applies nothing, and two applies of one file at once make one job per key."
 from __future__ import annotations
 
 import json
+import re
+import shlex
 import subprocess
 import urllib.parse
 from pathlib import Path
@@ -17,6 +19,7 @@ from schedd.cli.ctl.client import Client
 from schedd.cli.ctl.jobfile import read_job_file
 from schedd.cli.ctl.plan import apply_plan, make_plan
 from tests.integration.test_schedctl import SCHEDCTL, Ctl
+from tests.schedctl_inprocess import run_schedctl
 from tests.servers import ADMIN_TOKEN, NodeProcess, http
 
 JOBS = """\
@@ -260,3 +263,56 @@ def test_two_applies_of_one_file_at_once_make_one_job_per_key(ctl: Ctl, tmp_path
     assert sum(report["counts"]["create"] for report in reports) == 30  # each made once
     assert live_keys(ctl, "race") == sorted(f"race/{i}" for i in range(30))
     assert set(actions(plan(ctl, path, "--prune")).values()) == {"unchanged"}
+
+
+# ---------------------------------------------------------------- docs/schedules-as-code.md
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "schedules-as-code.md"
+BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.S | re.M)
+EXIT = re.compile(r"#\s*exit (\d)")
+JOB_ID = re.compile(r"job_[0-9a-f]{24}")
+
+
+def shell(line: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """A line in bash in the working directory; a plain `schedctl ...` (no pipe, no redirect)
+    in this process, as the other schedctl tests run it (a process start is ~0.3 s)."""
+    command = line.split("#", 1)[0]
+    if command.startswith("schedctl ") and not set(command) & set("|>;&$`"):
+        return run_schedctl(shlex.split(command)[1:], env=env)
+    return subprocess.run(["bash", "-c", line], env=env, capture_output=True, text=True)
+
+
+def test_the_docs_pages_commands_run_in_order_and_print_what_it_shows(
+    ctl: Ctl, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In the page's order: each ```toml block that starts `# FILE` is written to FILE; each
+    ```sh line and each `- run:` line of the CI steps runs (its `# exit N` comment is the exit
+    code, 0 without one); a ```text block right after commands is what they printed (a blank
+    line apart, job ids aside)."""
+    monkeypatch.chdir(tmp_path)
+    tenant = ctl.new_tenant()
+    env = {
+        "SCHEDCTL_URL": tenant.url,
+        "SCHEDCTL_TOKEN": tenant.token,
+        "PATH": f"{Path(SCHEDCTL).parent}:/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+    }
+    ran: list[str] = []
+    printed: list[str] | None = None
+    for kind, text in BLOCK.findall(DOC.read_text()):
+        lines = text.splitlines()
+        if kind == "toml" and lines[0].startswith("# "):
+            (tmp_path / lines[0][2:].split()[0].rstrip(",")).write_text(text)
+        elif kind == "text" and printed is not None:
+            assert JOB_ID.sub("job_", text) == JOB_ID.sub("job_", "\n\n".join(printed) + "\n")
+        commands = [line.split("- run: ", 1)[1] for line in lines if "- run: " in line]
+        if kind == "sh":
+            commands = lines
+        printed = [] if commands else None
+        for line in commands:
+            found = EXIT.search(line)
+            result = shell(line, env)
+            assert result.returncode == (int(found.group(1)) if found else 0), (line, result)
+            printed.append(result.stdout.rstrip("\n"))
+            ran.append(line)
+    assert len(ran) >= 10, ran

@@ -47,7 +47,7 @@ def test_the_diff_goes_into_objects_and_names_each_member() -> None:
     assert quoted.field == 'labels."schedd.set"'
 
 
-def test_a_step_is_one_line_and_an_update_one_more_per_field() -> None:
+def test_a_step_is_one_line_a_create_says_what_and_an_update_shows_each_field() -> None:
     update = Step(
         action=Action.UPDATE,
         key="nightly",
@@ -58,7 +58,16 @@ def test_a_step_is_one_line_and_an_update_one_more_per_field() -> None:
         "~ update    nightly (job_01)",
         '    payload.n: 1 -> {"n":[2]}',
     ]
-    done = Step(action=Action.CREATE, key="k", job_id="job_02", is_done=True)
+    spec = {
+        "schedule": {"cron": "@daily", "timezone": "UTC"},
+        "target": {"type": "queue", "name": "q"},
+    }
+    planned = Step(action=Action.CREATE, key="k", job_id=None, proposed=spec)
+    assert [line.plain for line in step_lines(planned)] == [
+        "+ create    k",
+        "    cron '@daily' UTC -> queue q",
+    ]
+    done = Step(action=Action.CREATE, key="k", job_id="job_02", proposed=spec, is_done=True)
     assert [line.plain for line in step_lines(done)] == ["+ created   k (job_02)"]
     keyless = Step(action=Action.DELETE, key=None, job_id="job_03", name="old one")
     assert [line.plain for line in step_lines(keyless)] == ['- delete    job_03 "old one"']

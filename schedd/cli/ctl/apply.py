@@ -141,10 +141,21 @@ def step_lines(step: Step) -> list[Text]:
     if step.key is None and step.name:
         who += f" {json.dumps(step.name, ensure_ascii=False)}"
     lines = [Text(f"{mark} {verb:<9} {who}", style=style)]
+    if step.proposed is not None and not step.is_done:
+        lines.append(Text(f"    {_what(step.proposed)}"))
     lines.extend(
         Text(f"    {c.field}: {_shown(c.current)} -> {_shown(c.proposed)}") for c in step.changes
     )
     return lines
+
+
+def _what(spec: JSONObject) -> str:
+    """A new job in one line: its schedule and its target."""
+    schedule, target = spec.get("schedule"), spec.get("target")
+    if not isinstance(schedule, dict) or not isinstance(target, dict):
+        return ""
+    shown = {k: v for k, v in schedule.items() if isinstance(v, str)}
+    return f"{render.describe_schedule(shown)} -> {render.describe_target(target)}"
 
 
 def summary(plan: Plan, steps: list[Step], *, dry_run: bool) -> str:
@@ -158,8 +169,8 @@ def summary(plan: Plan, steps: list[Step], *, dry_run: bool) -> str:
             for action in (Action.CREATE, Action.UPDATE, Action.DELETE)
             if counts[action]
         ]
-        unchanged = f"{counts[Action.UNCHANGED]} unchanged"
-        plan_text = ", ".join([*todo, unchanged])
+        unchanged = [f"{counts[Action.UNCHANGED]} unchanged"] if counts[Action.UNCHANGED] else []
+        plan_text = ", ".join([*todo, *unchanged])
         return f"Plan for {where}: {plan_text}. Dry run: nothing changed."
     order = (Action.CREATE, Action.UPDATE, Action.DELETE, Action.UNCHANGED)
     done = ", ".join(f"{counts[action]} {_DONE[action]}" for action in order if counts[action])

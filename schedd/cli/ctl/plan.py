@@ -63,6 +63,7 @@ class Step:
     name: str | None = None
     changes: tuple[Change, ...] = ()
     body: JSONObject | None = None  # what a create or update PUTs
+    proposed: JSONObject | None = None  # a create's spec as the server would store it
     is_done: bool = False
 
     def as_json(self) -> JSONObject:
@@ -138,6 +139,7 @@ def _planned(client: Client, job_file: JobFile, job: FileJob) -> Step:
         name=text_of(proposed, "name"),
         changes=changes if action is Action.UPDATE else (),
         body=job.body,
+        proposed=proposed if action is Action.CREATE else None,
     )
 
 
