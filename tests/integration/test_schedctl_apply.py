@@ -20,7 +20,7 @@ from schedd.cli.ctl.jobfile import read_job_file
 from schedd.cli.ctl.plan import apply_plan, make_plan
 from tests.integration.test_schedctl import SCHEDCTL, Ctl
 from tests.schedctl_inprocess import run_schedctl
-from tests.servers import ADMIN_TOKEN, NodeProcess, http
+from tests.servers import ADMIN_TOKEN, NodeProcess, http, wait_for
 
 JOBS = """\
 set = "{set}"
@@ -202,6 +202,20 @@ def test_a_bad_file_applies_nothing(ctl: Ctl, tmp_path: Path) -> None:
     result = ctl("apply", "-f", str(path))
     assert result.returncode == 1
     assert result.stderr.startswith(f"error: {path}: job #3: key: must match")
+    done = put(ctl, "b/done", schedule={"delay": "0s"})  # runs at once, then is completed
+    wait_for(lambda: job_by_key(ctl, "b/done")["status"] == "completed", 20, "the run")
+    run_at = done["schedule"]["run_at"]
+    path.write_text(
+        JOBS.format(set="b")
+        + f'\n[[job]]\nkey = "b/done"\nschedule = {{run_at = "{run_at}"}}\n'
+        + 'target = {type = "queue", name = "q"}\npayload = "changed"\n'
+    )
+    result = ctl("apply", "-f", str(path))
+    assert result.returncode == 1
+    assert result.stderr == (
+        f'error: {path}: job "b/done": {done["job_id"]} is completed and cannot change; cancel '
+        f"it (schedctl cancel {done['job_id']}) to free its key, then apply again\n"
+    )
     assert [job_by_key(ctl, key) for key in ("b/nightly", "b/year-end", "b/big")] == [None] * 3
 
 

@@ -11,6 +11,7 @@ import click
 from rich.text import Text
 
 from schedd.cli.ctl import render
+from schedd.cli.ctl.answers import UnreadableAnswer
 from schedd.cli.ctl.client import Client
 from schedd.cli.ctl.jobfile import LABEL_NAME, job_table, read_job_file, write_job_file
 from schedd.cli.ctl.plan import Action, Plan, Step, apply_plan, live_jobs, make_plan, text_of
@@ -226,7 +227,11 @@ def export(client: Client, labels: tuple[str, ...]) -> None:
         f"schedctl export{filters}: {len(tables)} job(s)\n"
         "Check with: schedctl apply -f FILE --dry-run"
     )
-    click.echo(write_job_file(tables, set_name=set_name, header=header), nl=False)
+    try:
+        text = write_job_file(tables, set_name=set_name, header=header)
+    except (TypeError, ValueError) as exc:  # a null in a list of a spec field, say
+        raise UnreadableAnswer(f"a job the node listed cannot be written as TOML: {exc}") from None
+    click.echo(text, nl=False)
 
 
 def _label(text: str) -> tuple[str, str]:
