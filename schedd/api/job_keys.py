@@ -82,13 +82,26 @@ def _changed_fields(current: JobView, proposed: dict[str, Any]) -> list[str]:
 
 def _parse(body: dict[str, JSONValue], current: JobView | None, now: int, limit: int) -> JobSpec:
     """The body as a spec. A schedule equal to the job's own is not judged again against now
-    (a one-time job's past run_at stays valid: PUT the same file again and nothing changes)."""
+    (a one-time job's past run_at stays valid: PUT the same file again and nothing changes);
+    an `every` without start_at keeps the job's own start (else each PUT would move it)."""
     if current is None:
         return parse_job(body, now_ms=now, payload_limit=limit)
+    body = _with_current_start(body, current)
     spec = parse_job(body, now_ms=now, payload_limit=limit, is_new_schedule=False)
     if _spec_view(spec_to_json(spec))["schedule"] != current.schedule:
         spec = parse_job(body, now_ms=now, payload_limit=limit)
     return spec
+
+
+def _with_current_start(body: dict[str, JSONValue], current: JobView) -> dict[str, JSONValue]:
+    """The body, its `every` schedule given the job's start_at when it has none (a create
+    starts the intervals at its own moment; an equal schedule then stays equal)."""
+    schedule, stored = body.get("schedule"), current.schedule
+    if not (isinstance(schedule, dict) and "every" in schedule and "start_at" not in schedule):
+        return body
+    if not (isinstance(stored, dict) and "every" in stored and "start_at" in stored):
+        return body
+    return {**body, "schedule": {**schedule, "start_at": stored["start_at"]}}
 
 
 async def put_job(request: web.Request) -> web.Response:
@@ -105,15 +118,16 @@ async def put_job(request: web.Request) -> web.Response:
         spec = _parse(body, current, now, ctx.payload_limit)
         proposed = _spec_view(spec_to_json(spec))
         changed = [] if current is None else _changed_fields(current, proposed)
+        if current is None or changed:  # what a create or change checks, a dry run too
+            [blocked] = await guard_targets(ctx, tenant_id, [spec], request.remote)
+            if blocked is not None:
+                raise blocked
         if dry_run:
             action = "create" if current is None else "update" if changed else "unchanged"
             plan = KeyedJobPlan(action=action, current=current, proposed=proposed)
             return json_response(plan)
         if current is not None and not changed:
             return json_response(_keyed(current, changed=False))
-        [blocked] = await guard_targets(ctx, tenant_id, [spec], request.remote)
-        if blocked is not None:
-            raise blocked
         try:
             if current is None:
                 job = await _create(request, ctx, tenant_id, spec, body, now)

@@ -226,3 +226,30 @@ def test_a_completed_job_of_a_key_is_left_as_it_is_or_refused_a_change(
     assert status == 200 and again["changed"] is False, again
     status, answer = put(node, tenant, "once", {**same, "payload": {"new": 1}})
     assert "completed" in assert_error(status, answer, 409, "conflict")["message"]
+
+
+def test_an_every_schedule_without_start_keeps_the_jobs_own(
+    node: NodeProcess, tenant: Tenant
+) -> None:
+    body = job_body(schedule={"every": "15m"})
+    status, created = put(node, tenant, "every", body)
+    assert status == 201 and "start_at" in created["schedule"], created
+    status, again = put(node, tenant, "every", body)
+    assert status == 200 and again["changed"] is False, again
+    assert again["schedule"] == created["schedule"]
+    status, moved = put(node, tenant, "every", job_body(schedule={"every": "20m"}))
+    assert status == 200 and moved["changed"] is True, moved
+    assert moved["schedule"]["start_at"] == created["schedule"]["start_at"]
+
+
+def test_a_dry_run_checks_the_target_as_the_put_does(node: NodeProcess, tenant: Tenant) -> None:
+    """A plan that says "create" must not meet a refusal when applied: the SSRF guard and a
+    broker target's connection are checked by the dry run too."""
+    private = job_body(target={"type": "http", "url": "http://10.1.2.3/hook"})
+    broker = job_body(target={"type": "redis_stream", "connection": "nope", "stream": "s"})
+    for body in (private, broker):
+        planned = put(node, tenant, "checked", body, "?dry_run=true")
+        applied = put(node, tenant, "checked", body)
+        assert planned[0] == applied[0] and 400 <= planned[0] < 500, (planned, applied)
+        assert planned[1]["error"]["code"] == applied[1]["error"]["code"]
+    assert list_all_jobs(node, tenant.token) == []

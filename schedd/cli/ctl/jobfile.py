@@ -177,8 +177,9 @@ def _body(table: dict[str, object], *, set_name: str | None, now_ms: int) -> JSO
 
 
 def _check_fixed(schedule: JSONValue) -> None:
-    """Refuse the schedules that count from the moment of each apply: the job made by one
-    apply would never match the file again (each rerun would move it)."""
+    """Refuse a delay: it counts from the moment of each apply, so the job made by one apply
+    would never match the file again (each rerun would move it). An `every` without start_at
+    is fine: a PUT keeps the job's own start."""
     if not isinstance(schedule, dict):
         return  # parse_job names what is wrong
     if "delay" in schedule:
@@ -186,13 +187,6 @@ def _check_fixed(schedule: JSONValue) -> None:
             "schedule.delay",
             "counts from the moment of each apply, so the job would never match the file: "
             "give run_at (an instant) instead",
-        )
-    if "every" in schedule and "start_at" not in schedule:
-        raise InvalidRequest(
-            "schedule.start_at",
-            "is needed in a file with every: without it each apply starts the intervals at "
-            "its own moment, so the job would never match the file (e.g. start_at = "
-            '"2027-01-01T00:00:00Z")',
         )
 
 
