@@ -274,6 +274,37 @@ def test_ls_filters_by_target_name_and_next_run(ctl: Ctl) -> None:
     assert_fails(own("ls", "--host", "hooks.example:443"), 2, "host")
 
 
+def test_add_with_a_key_and_labels_then_ls_by_label(ctl: Ctl) -> None:
+    own = ctl.new_tenant()
+    made = own.json(
+        "add",
+        "--every",
+        "1h",
+        "--queue",
+        "q",
+        "--key",
+        "reports/nightly",
+        "--label",
+        "team=payments",
+        "--label",
+        "env=prod",
+    )
+    assert made["key"] == "reports/nightly"
+    assert made["labels"] == {"env": "prod", "team": "payments"}
+    other = own.json("add", "--every", "1h", "--queue", "q", "--label", "team=ops")["job_id"]
+
+    def ids(*args: str) -> list[str]:
+        return [job["job_id"] for job in own.json("ls", *args)["jobs"]]
+
+    assert ids("--label", "team=payments") == [made["job_id"]]
+    assert ids("--label", "team=payments", "--label", "env=dev") == []
+    assert ids("--label", "team=ops", "--queue", "q") == [other]
+    assert_fails(own("ls", "--label", "team"), 2, "--label")
+    assert_fails(own("add", "--in", "1h", "--queue", "q", "--label", "Team=x"), 2, "--label")
+    taken = own("add", "--in", "1h", "--queue", "q", "--key", "reports/nightly")
+    assert taken.returncode != 0 and "reports/nightly" in taken.stderr, taken
+
+
 # ---------------------------------------------------------------- change a job
 
 

@@ -13,10 +13,10 @@ from rich.text import Text
 from schedd.cli.ctl import render
 from schedd.cli.ctl.answers import UnreadableAnswer
 from schedd.cli.ctl.client import Client
-from schedd.cli.ctl.jobfile import LABEL_NAME, job_table, read_job_file, write_job_file
+from schedd.cli.ctl.jobfile import job_table, label_pair, read_job_file, write_job_file
 from schedd.cli.ctl.plan import Action, Plan, Step, apply_plan, live_jobs, make_plan, text_of
 from schedd.cli.ctl.render import json_option
-from schedd.errors import InvalidRequest, SchedError
+from schedd.errors import SchedError
 from schedd.jsonbody import JSONObject, JSONValue
 from schedd.wire.jobs import SET_LABEL
 
@@ -209,7 +209,7 @@ set = NAME instead. A payload holding a JSON null is written as payload_json."""
 @click.pass_obj
 def export(client: Client, labels: tuple[str, ...]) -> None:
     """Write the tenant's jobs as a job file (TOML) on stdout, for `schedctl apply -f`."""
-    wanted = dict(_label(text) for text in labels)
+    wanted = dict(label_pair(text) for text in labels)
     jobs = [
         job
         for job in live_jobs(client, [f"{name}={value}" for name, value in wanted.items()])
@@ -232,15 +232,6 @@ def export(client: Client, labels: tuple[str, ...]) -> None:
     except (TypeError, ValueError) as exc:  # a null in a list of a spec field, say
         raise UnreadableAnswer(f"a job the node listed cannot be written as TOML: {exc}") from None
     click.echo(text, nl=False)
-
-
-def _label(text: str) -> tuple[str, str]:
-    name, sep, value = text.partition("=")
-    if not sep or not LABEL_NAME.fullmatch(name):
-        raise InvalidRequest(
-            "--label", f"must be NAME=VALUE, NAME like team or schedd.set, got {text!r}"
-        )
-    return name, value
 
 
 def _has_labels(job: JSONObject, wanted: dict[str, str]) -> bool:

@@ -299,3 +299,13 @@ def _without_nulls(value: JSONValue) -> JSONValue:
     if isinstance(value, list):
         return [_without_nulls(item) for item in value]
     return value
+
+
+def label_pair(text: str) -> tuple[str, str]:
+    """A `--label NAME=VALUE` option's pair; InvalidRequest naming the option otherwise."""
+    name, sep, value = text.partition("=")
+    if not sep or not LABEL_NAME.fullmatch(name):
+        raise InvalidRequest(
+            "--label", f"must be NAME=VALUE, NAME like team or schedd.set, got {text!r}"
+        )
+    return name, value

@@ -26,6 +26,7 @@ from schedd.cli.ctl.connections import (
     broker_target,
     param_of,
 )
+from schedd.cli.ctl.jobfile import label_pair
 from schedd.cli.ctl.render import json_option, page_options
 from schedd.errors import InvalidRequest
 from schedd.jobspec import HTTP_METHODS, parse_job
@@ -342,6 +343,19 @@ Examples:
 )
 @click.option("--name", metavar="TEXT", help="A name for people (at most 200 chars).")
 @click.option(
+    "--key",
+    "job_key",
+    metavar="KEY",
+    help="The job's stable key, unique among the tenant's live jobs (schedctl apply's).",
+)
+@click.option(
+    "--label",
+    "labels",
+    metavar="NAME=VALUE",
+    multiple=True,
+    help="A label (repeat for more): schedctl ls --label and apply --prune filter by them.",
+)
+@click.option(
     "--idempotency-key", metavar="KEY", help="Create at most one job per KEY; default: random."
 )
 @json_option(JOB_JSON)
@@ -361,6 +375,8 @@ def add(
     alert_after: int | None,
     pause_on_failure: bool,
     name: str | None,
+    job_key: str | None,
+    labels: tuple[str, ...],
     idempotency_key: str | None,
     as_json: bool,
 ) -> None:
@@ -376,6 +392,8 @@ def add(
         "overlap_policy": overlap,
         "max_runs": max_runs,
         "on_failure": _on_failure(alert_url, alert_after, pause_on_failure),
+        "key": job_key,
+        "labels": dict(map(label_pair, labels)) or None,
     }
     body: dict[str, JSONValue] = {k: v for k, v in fields.items() if v is not None}
     if payload is not None:
@@ -404,6 +422,13 @@ _FILTER_OPTIONS = (
     click.option("--queue", metavar="NAME", help="Only jobs delivering to the queue NAME."),
     click.option("--host", metavar="HOST", help="Only jobs calling a URL on HOST (any case)."),
     click.option("--name", metavar="TEXT", help="Only jobs whose name contains TEXT (any case)."),
+    click.option(
+        "--label",
+        "label",
+        metavar="NAME=VALUE",
+        multiple=True,
+        help="Only jobs with this label; repeat for more (a job must have them all).",
+    ),
     click.option("--next-run-after", metavar="INSTANT", help="Only jobs next running at/after."),
     click.option("--next-run-before", metavar="INSTANT", help="Only jobs next running before."),
     click.option(
@@ -418,6 +443,7 @@ _FILTER_FLAGS = (
     "queue",
     "host",
     "name",
+    "label",
     "next_run_after",
     "next_run_before",
     "failing",
@@ -432,6 +458,7 @@ def filter_options(command: Command) -> Command:
     def wrapper(*args: Any, **kwargs: Any) -> None:
         filters = {name: kwargs.pop(name) for name in _FILTER_FLAGS}
         filters["failing"] = "true" if filters["failing"] else None
+        filters["label"] = [f"{n}={v}" for n, v in map(label_pair, filters["label"])] or None
         for name in ("next_run_after", "next_run_before"):
             if filters[name] is not None:
                 parse_instant(filters[name], field="--" + name.replace("_", "-"))
@@ -449,9 +476,10 @@ Examples:
   schedctl ls --host hooks.example.com --name digest
   schedctl ls --queue emails --next-run-before 2026-12-24T00:00:00Z
   schedctl ls --failing --all
+  schedctl ls --label team=payments --label env=prod
 
 \b
-Filters combine (all must match). Except --status, each makes the server read at
+Filters combine (all must match). Except --status and --label, each makes the server read at
 most 10,000 jobs per request: ls asks again until it has --limit jobs or none are left.""",
 )
 @click.option("--status", type=_choices(JobStatus), help="Only jobs with this status.")
