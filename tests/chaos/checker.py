@@ -433,6 +433,11 @@ def percentiles(values: list[float]) -> dict[str, float | None]:
     }
 
 
+def _op_name(op: Op) -> str:
+    """An op's kind; a create by PUT /v1/jobs/by-key (issue 32) counted apart."""
+    return "create_by_key" if op.kind == "create" and op.request.get("by_key") else op.kind
+
+
 def _stats(obs: Observed, ref: NodeView, seen: dict[str, list[Seen]]) -> dict[str, Any]:
     runs = [(ref.jobs[job_id], r) for job_id, rs in ref.runs.items() for r in rs]
     lags: dict[str, list[float]] = defaultdict(list)
@@ -449,7 +454,7 @@ def _stats(obs: Observed, ref: NodeView, seen: dict[str, list[Seen]]) -> dict[st
                 (first - r["fire_at_ms"]) / 1000
             )
     cancels = [op for op in obs.ops if op.kind == "cancel" and op.outcome == "ok"]
-    ops = Counter(f"{op.kind}:{op.outcome}" for op in obs.ops)
+    ops = Counter(f"{_op_name(op)}:{op.outcome}" for op in obs.ops)
     return {
         "ops": dict(sorted(ops.items())),
         "jobs": len(ref.jobs),
