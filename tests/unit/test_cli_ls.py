@@ -76,6 +76,7 @@ def test_ls_asks_again_until_its_page_is_full_and_passes_the_filters() -> None:
         "next_run_after": None,
         "next_run_before": None,
         "failing": None,
+        "label": None,
     }
 
 
