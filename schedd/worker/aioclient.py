@@ -1,0 +1,144 @@
+"""The asyncio worker's requests, on aiohttp: each goes to the node in use, then to each other
+one; answers are read up to a bound (client.py is the same on the stdlib)."""
+
+from __future__ import annotations
+
+import ssl
+import urllib.parse
+from typing import TypeVar
+
+import aiohttp
+
+from schedd.worker.errors import Unavailable
+from schedd.worker.nodes import Nodes, Switched
+from schedd.worker.protocol import (
+    ERROR_ANSWER_BYTES,
+    Message,
+    NodeFailed,
+    Reader,
+    counted,
+    error_of,
+    extend_body,
+    queue_path,
+    read_messages,
+    receive_body,
+    receive_limit,
+    settle_body,
+)
+from schedd.worker.settings import Settings
+
+T = TypeVar("T")
+CHUNK_BYTES = 64 * 1024
+
+
+class AsyncClient:
+    """A worker's requests to the cluster over one aiohttp session; raises Unavailable, Busy or
+    Refused."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        on_switch: Switched,
+        ssl_context: ssl.SSLContext | None,
+        session: aiohttp.ClientSession,
+    ) -> None:
+        self._s = settings
+        self._headers = settings.request_headers()
+        self._ssl: ssl.SSLContext | bool = True if ssl_context is None else ssl_context
+        self._session = session
+        self.nodes = Nodes(settings.urls, on_switch)
+
+    async def check(self) -> None:
+        """One request that any node with the queue API answers (Worker.check's twin)."""
+        await self.request("GET", "/v1/queues", None, _ignore, limit=0)
+
+    async def receive(self, count: int) -> list[Message]:
+        s = self._s
+        body = receive_body(count, s.wait_s, s.visibility_timeout_s, s.consumer)
+        path = queue_path(s.queue, "receive")
+        return await self.request(
+            "POST", path, body, read_messages, limit=receive_limit(count), extra_s=s.wait_s
+        )
+
+    async def settle(self, receipts: list[str], error: str | None) -> int:
+        verb, field = ("ack", "acked") if error is None else ("nack", "nacked")
+        path, body = queue_path(self._s.queue, verb), settle_body(receipts, error)
+        return await self.request("POST", path, body, counted(field))
+
+    async def extend(self, receipts: list[str], visibility_s: float) -> int:
+        path, body = queue_path(self._s.queue, "extend"), extend_body(receipts, visibility_s)
+        return await self.request("POST", path, body, counted("extended"))
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None,
+        read: Reader[T],
+        *,
+        limit: int = ERROR_ANSWER_BYTES,
+        extra_s: float = 0.0,
+    ) -> T:
+        """The answer of the first node that gives one `read` accepts."""
+        failures: list[str] = []
+        timeout_s = self._s.request_timeout_s + extra_s
+        for index in self.nodes.order():
+            url = self.nodes.urls[index]
+            try:
+                return read(*await self._send(method, url + path, body, limit, timeout_s))
+            except NodeFailed as exc:
+                failures.append(str(exc))
+                self.nodes.failed(index, str(exc))
+        raise Unavailable("no schedd node answered: " + "; ".join(failures))
+
+    async def _send(
+        self, method: str, url: str, body: bytes | None, limit: int, timeout_s: float
+    ) -> tuple[bytes, str]:
+        parts = urllib.parse.urlsplit(url)
+        base = f"{parts.scheme}://{parts.netloc}"
+        timeout = aiohttp.ClientTimeout(total=timeout_s)
+        try:
+            async with self._session.request(
+                method, url, data=body, headers=self._headers, timeout=timeout, ssl=self._ssl
+            ) as answer:
+                if answer.status >= 400:
+                    data = await _read(answer.content, ERROR_ANSWER_BYTES, base, is_cut=True)
+                    raise error_of(answer.status, data, base, answer.headers.get("Retry-After"))
+                return await _read(answer.content, limit, base, is_cut=False), base
+        except aiohttp.ClientConnectorError as exc:
+            raise NodeFailed(f"cannot reach {base}: {_reason(exc)}") from None
+        except TimeoutError:
+            raise NodeFailed(f"no answer from {base} within {timeout_s:g}s") from None
+        except aiohttp.ClientError as exc:
+            raise NodeFailed(f"connection to {base} failed: {_reason(exc)}") from None
+
+
+async def _read(content: aiohttp.StreamReader, limit: int, base: str, *, is_cut: bool) -> bytes:
+    """The body up to `limit` bytes: cut there (`is_cut`), else more is a NodeFailed; a limit
+    of 0 reads nothing (the status said enough)."""
+    if limit == 0:
+        return b""
+    chunks: list[bytes] = []
+    size = 0
+    while size <= limit:
+        chunk = await content.read(min(CHUNK_BYTES, limit + 1 - size))
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        size += len(chunk)
+    if is_cut:
+        return b"".join(chunks)[:limit]
+    raise NodeFailed(f"{base} answered with more than {limit} bytes")
+
+
+def _ignore(data: bytes, source: str) -> None:
+    """A check's answer: its status said enough."""
+
+
+def _reason(exc: aiohttp.ClientError) -> str:
+    cause = exc.os_error if isinstance(exc, aiohttp.ClientConnectorError) else exc
+    if isinstance(cause, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(cause, OSError) and cause.strerror:
+        return cause.strerror.lower()
+    return str(exc) or type(exc).__name__

@@ -1,0 +1,359 @@
+"""Worker: consume one queue with a handler function, on threads (stdlib HTTP).
+
+A poll thread long-polls for as many messages as there are free handler slots, each message's
+handler runs on a thread of its own, an extend thread keeps running messages invisible, and the
+calling thread waits, then drains: on SIGTERM/SIGINT or stop() no more receives, running
+handlers get `grace_s`, then `grace_over` is set and, `stop_wait_s` later, the ones still
+running are nacked. The asyncio form is aioworker.AsyncWorker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import ssl
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import TypeVar, overload
+
+from schedd.worker.client import Client
+from schedd.worker.errors import Busy, Unavailable, WorkerError
+from schedd.worker.events import Events, Outcome, tell
+from schedd.worker.nodes import Backoff, parse_urls
+from schedd.worker.once import Once
+from schedd.worker.protocol import MIN_VISIBILITY_S, Message, nack_text
+from schedd.worker.settings import Settings
+
+log = logging.getLogger("schedd.worker")
+H = TypeVar("H", bound=Callable[..., object])
+TICK_S = 0.2  # the calling thread waits in short steps so signal handlers run promptly
+SETTLE_BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0)  # an ack or nack is tried for about 15 s
+SETTLE_BUDGET_S = 2 * sum(SETTLE_BACKOFF_S)
+
+
+@dataclass(slots=True, eq=False)
+class _Task:
+    """One received message and how far its handling got."""
+
+    message: Message
+    started_s: float = field(default_factory=time.monotonic)
+    is_handled: bool = False  # the handler returned or raised
+    is_settling: bool = False  # its thread or the drain settles it (whoever came first)
+
+
+class Worker:
+    """Consume `queue` of the cluster at `urls` (a list, or comma-separated) with one handler.
+
+    `@worker.handler` registers `fn(message)`; `@worker.handler(once=SQLiteOnce(path))`
+    registers `fn(message, tx)`, effectively once (once.py). A handler that returns acks the
+    message; one that raises nacks it with the exception's text. `run()` consumes until
+    SIGTERM/SIGINT (when called on the main thread) or `stop()`; `run_batch()` handles one
+    receive's messages to the end. Both raise WorkerError: Unavailable when no node answers at
+    the start, Refused for a token or tenant the nodes refuse.
+    """
+
+    def __init__(
+        self,
+        urls: str | Sequence[str],
+        token: str | None,
+        queue: str,
+        *,
+        concurrency: int = 1,
+        visibility_timeout_s: float = 30.0,
+        wait_s: float = 20.0,
+        grace_s: float = 30.0,
+        stop_wait_s: float = 0.0,
+        request_timeout_s: float = 10.0,
+        headers: Mapping[str, str] | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        consumer: str | None = None,
+        events: Events | None = None,
+        handle_signals: bool = True,
+    ) -> None:
+        self.settings = Settings(
+            urls=parse_urls(urls),
+            token=token,
+            queue=queue,
+            concurrency=concurrency,
+            visibility_timeout_s=visibility_timeout_s,
+            wait_s=wait_s,
+            grace_s=grace_s,
+            stop_wait_s=stop_wait_s,
+            request_timeout_s=request_timeout_s,
+            consumer=consumer,
+            headers=dict(headers or {}),
+        )
+        self.events = events or Events()
+        self.grace_over = threading.Event()  # a handler that can stop early may watch it
+        self._client = Client(self.settings, self._switched, ssl_context)
+        self._handle_signals = handle_signals
+        self._fn: Callable[..., object] | None = None
+        self._once: Once | None = None
+        self._tasks: set[_Task] = set()
+        self._cond = threading.Condition()  # an RLock: a signal handler may take it again
+        self._stopping = threading.Event()
+        self._done = threading.Event()
+        self._grace_ends_s = float("inf")
+        self._fatal: WorkerError | None = None
+
+    @property
+    def node(self) -> str:
+        """The node URL in use."""
+        return self._client.nodes.current
+
+    @overload
+    def handler(self, fn: H) -> H: ...
+
+    @overload
+    def handler(self, *, once: Once | None = None) -> Callable[[H], H]: ...
+
+    def handler(self, fn: H | None = None, *, once: Once | None = None) -> H | Callable[[H], H]:
+        """Register the worker's handler: `fn(message)`, or with `once` `fn(message, tx)`."""
+
+        def register(fn: H) -> H:
+            if self._fn is not None:
+                raise ValueError(f"this worker has a handler already: {self._fn!r}")
+            self._fn, self._once = fn, once
+            return fn
+
+        return register if fn is None else register(fn)
+
+    def run(self) -> None:
+        """Consume until SIGTERM/SIGINT or stop(), then drain."""
+        self._serve(is_batch=False)
+
+    def run_batch(self) -> None:
+        """Receive once (waiting up to `wait_s`), handle those messages to the end."""
+        self._serve(is_batch=True)
+
+    def stop(self) -> None:
+        """Receive no more; running handlers get `grace_s` (thread-safe; again: no grace)."""
+        self._ask_stop("stop()")
+
+    def _switched(self, failed: str, reason: str, node: str) -> None:
+        tell(self.events.switched, failed, reason, node)
+
+    def _serve(self, *, is_batch: bool) -> None:
+        if self._fn is None:
+            raise WorkerError("no handler: register one with @worker.handler")
+        self._reset()
+        self._client.check()
+        s = self.settings
+        tell(self.events.receiving, s.queue, s.concurrency, self.node)
+        with self._signals():
+            poller = threading.Thread(target=self._poll_loop, args=(is_batch,), daemon=True)
+            extender = threading.Thread(target=self._extend_loop, daemon=True)
+            try:
+                poller.start()
+                extender.start()
+                while poller.is_alive() and not self._stopping.is_set():
+                    poller.join(TICK_S)
+                self._drain()
+            finally:
+                self._done.set()
+        if self._fatal is not None:
+            raise self._fatal
+        tell(self.events.stopped)
+
+    def _reset(self) -> None:
+        for event in (self._stopping, self._done, self.grace_over):
+            event.clear()
+        self._grace_ends_s, self._fatal = float("inf"), None
+
+    def _poll_loop(self, is_batch: bool) -> None:
+        backoff = Backoff()
+        while not self._stopping.is_set():
+            free = self._free_slots()
+            if free == 0:
+                continue
+            try:
+                messages = self._client.receive(free)
+            except (Unavailable, Busy) as exc:
+                if is_batch:
+                    self._fail(exc)
+                    return
+                wait_s = max(backoff.next(), exc.retry_after_s if isinstance(exc, Busy) else 0.0)
+                tell(self.events.receive_failed, str(exc), wait_s)
+                self._stopping.wait(wait_s)
+                continue
+            except Exception as exc:  # the top of a thread: stop, and run() raises it
+                self._fail(exc if isinstance(exc, WorkerError) else WorkerError(repr(exc)))
+                return
+            backoff.reset()
+            self._start(messages)
+            if is_batch:
+                return
+
+    def _free_slots(self) -> int:
+        with self._cond:
+            while len(self._tasks) >= self.settings.concurrency and not self._stopping.is_set():
+                self._cond.wait(0.5)
+            return 0 if self._stopping.is_set() else self.settings.concurrency - len(self._tasks)
+
+    def _start(self, messages: list[Message]) -> None:
+        with self._cond:
+            is_late = self._stopping.is_set()  # the long poll ended after a stop
+            tasks = [] if is_late else [_Task(message=m) for m in messages]
+            self._tasks.update(tasks)
+        for task in tasks:
+            threading.Thread(target=self._run, args=(task,), daemon=True).start()
+        if is_late and messages:
+            self._release(messages)
+
+    def _release(self, messages: list[Message]) -> None:
+        """Give back messages received too late to handle: visible again in a second."""
+        receipts = [m.receipt for m in messages]
+        try:
+            self._client.extend(receipts, MIN_VISIBILITY_S)
+        except WorkerError as exc:
+            tell(self.events.extend_failed, len(receipts), str(exc))
+
+    def _run(self, task: _Task) -> None:
+        message = task.message
+        tell(self.events.started, message)
+        error = self._call(message)
+        tell(self.events.handled, message, error)
+        with self._cond:
+            task.is_handled = True
+            self._cond.notify_all()
+            if task.is_settling:  # nacked by the drain meanwhile
+                return
+            task.is_settling = True
+        self._finish(task, self._settle(message, error), error)
+
+    def _call(self, message: Message) -> str | None:
+        """Run the handler: None, or the error to nack with."""
+        assert self._fn is not None
+        try:
+            if self._once is None:
+                self._fn(message)
+                return None
+            with self._once.transaction(message.idempotency_key) as tx:
+                if tx is None:
+                    tell(self.events.duplicate, message)
+                    return None
+                self._fn(message, tx)
+            return None
+        except BaseException as exc:  # the top of a handler thread: its message is settled
+            return nack_text(exc)
+
+    def _settle(self, message: Message, error: str | None) -> Outcome:
+        """Ack (error None) or nack, tried again for about 15 s while no node answers."""
+        action = "ack" if error is None else "nack"
+        for wait_s in (*SETTLE_BACKOFF_S, None):
+            try:
+                count = self._client.settle([message.receipt], error)
+            except (Unavailable, Busy) as exc:
+                if wait_s is None:
+                    tell(self.events.settle_failed, message, action, str(exc))
+                    return Outcome.UNSETTLED
+                time.sleep(wait_s)
+                continue
+            except WorkerError as exc:
+                tell(self.events.settle_failed, message, action, str(exc))
+                return Outcome.UNSETTLED
+            if not count:
+                return Outcome.EXPIRED
+            return Outcome.ACKED if error is None else Outcome.NACKED
+        return Outcome.UNSETTLED
+
+    def _finish(self, task: _Task, outcome: Outcome, error: str | None) -> None:
+        duration_s = time.monotonic() - task.started_s
+        tell(self.events.settled, task.message, outcome, error, duration_s)
+        with self._cond:
+            self._tasks.discard(task)
+            self._cond.notify_all()
+        if self._once is not None:
+            try:
+                self._once.prune_if_due()
+            except Exception:
+                log.warning("cannot prune the idempotency keys", exc_info=True)
+
+    def _extend_loop(self) -> None:
+        s = self.settings
+        while not self._done.wait(s.extend_every_s):
+            with self._cond:
+                receipts = [task.message.receipt for task in self._tasks]
+            if not receipts:
+                continue
+            try:
+                self._client.extend(receipts, s.visibility_timeout_s)
+            except WorkerError as exc:
+                tell(self.events.extend_failed, len(receipts), str(exc))
+
+    @contextlib.contextmanager
+    def _signals(self) -> Iterator[None]:
+        if not self._handle_signals or threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        signals = (signal.SIGTERM, signal.SIGINT)
+        previous = {sig: signal.signal(sig, self._on_signal) for sig in signals}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self._ask_stop(signal.Signals(signum).name)
+
+    def _ask_stop(self, reason: str) -> None:
+        with self._cond:
+            if self._stopping.is_set():
+                self._grace_ends_s = 0.0
+                self._cond.notify_all()
+                tell(self.events.grace_cut, reason)
+                return
+            self._begin_stop()
+            running = len(self._tasks)
+        tell(self.events.stopping, reason, running, self.settings.grace_s)
+
+    def _begin_stop(self) -> None:
+        with self._cond:
+            self._grace_ends_s = time.monotonic() + self.settings.grace_s
+            self._stopping.set()
+            self._cond.notify_all()
+
+    def _fail(self, exc: WorkerError) -> None:
+        self._fatal = exc
+        tell(self.events.failed, exc)
+        self._begin_stop()
+
+    def _drain(self) -> None:
+        """Wait for running handlers up to the grace period; nack the ones past it."""
+        with self._cond:
+            while self._tasks and time.monotonic() < self._grace_ends_s:
+                self._cond.wait(TICK_S)
+            late = [task for task in self._tasks if not task.is_handled]
+        if late:
+            tell(self.events.grace_over, len(late))
+            self.grace_over.set()
+            self._abandon(late)
+        deadline_s = time.monotonic() + SETTLE_BUDGET_S
+        with self._cond:
+            while self._tasks and time.monotonic() < deadline_s:
+                self._cond.wait(TICK_S)
+
+    def _abandon(self, late: list[_Task]) -> None:
+        """Give `late` handlers `stop_wait_s` to return, then nack the rest ourselves."""
+        deadline_s = time.monotonic() + self.settings.stop_wait_s
+        with self._cond:
+            while any(not t.is_handled for t in late) and time.monotonic() < deadline_s:
+                self._cond.wait(TICK_S)
+            abandoned = [task for task in late if not task.is_settling]
+            for task in abandoned:
+                task.is_settling = True
+        error = f"worker stopped: the {self.settings.grace_s:g}s grace period passed"
+        for task in abandoned:
+            args = (task, error)
+            threading.Thread(target=self._settle_abandoned, args=args, daemon=True).start()
+
+    def _settle_abandoned(self, task: _Task, error: str) -> None:
+        self._finish(task, self._settle(task.message, error), error)
+
+    def __repr__(self) -> str:
+        return f"Worker(queue={self.settings.queue!r}, node={self.node!r})"
