@@ -1,7 +1,9 @@
 """`schedctl work`: a competing consumer that runs a command for each message of one queue.
 
-It long-polls over HTTP, runs each command in its own process group, extends the message's
-visibility while it runs, and acks or nacks it. It never touches the store, raft or the node.
+The receiving, extending, failover and draining are schedd.worker's (the one receive loop of the
+project); this module is the handler (each command in its own process group, its stderr relayed
+and its tail kept for the nack) and the log lines and --json results. It never touches the store,
+raft or the node.
 """
 
 from __future__ import annotations
@@ -16,34 +18,45 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from types import FrameType
 from typing import IO, Any, TypeVar
 
 import click
 
 from schedd.cli.ctl import render
-from schedd.cli.ctl.answers import read_answer
 from schedd.cli.ctl.client import Client, parse_urls
 from schedd.cli.ctl.render import json_option
-from schedd.errors import ClusterUnavailable, InvalidRequest, QuotaExceeded, SchedError
+from schedd.errors import (
+    ClusterUnavailable,
+    InvalidRequest,
+    QuotaExceeded,
+    SchedError,
+    Unauthorized,
+    error_of_answer,
+)
 from schedd.jsonbody import JSONValue
 from schedd.timeformat import format_duration, parse_duration
-from schedd.wire.queues import Message, Messages
+from schedd.worker import (
+    Busy,
+    Events,
+    Message,
+    Nack,
+    Outcome,
+    Refused,
+    Unavailable,
+    Worker,
+    WorkerError,
+)
 
 QUEUE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 MAX_WAIT_MS = 20_000  # the server's longest long poll
 MAX_VISIBILITY_MS = 12 * 3_600_000
 POLL_S = 0.1  # how often a runner looks at its command's deadline
-TICK_S = 0.2  # the main thread waits in short steps so signal handlers run promptly
 KILL_AFTER_S = 5.0  # SIGTERM to a process group, then SIGKILL this much later
+STOP_WAIT_S = KILL_AFTER_S + 2.0  # past the grace period: the commands are killed, then nacked
 TAIL_BYTES = 2_000  # the end of a command's stderr that a nack carries
-SETTLE_BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0)
-SETTLE_BUDGET_S = KILL_AFTER_S + 2 * sum(SETTLE_BACKOFF_S)
-RECONNECT_MAX_S = 10.0
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -74,12 +87,8 @@ class Task:
     tail: bytearray = field(default_factory=bytearray)
 
     @property
-    def receipt(self) -> str:
-        return self.message.receipt
-
-    @property
     def facts(self) -> str:
-        return f"job={self.message.job_id} attempt={self.message.attempt}"
+        return self.message.facts
 
 
 class Log:
@@ -101,148 +110,33 @@ class Log:
             sys.stderr.buffer.flush()
 
 
-class Nodes:
-    """The node URLs: requests stay on the node that answered last and move on when it fails."""
+class Commands:
+    """The handler: runs the command for a message to its end, kills its process group on
+    --timeout or once the worker's grace period is over, and raises Nack(error) unless it
+    exited 0. Each message's exit code is kept for its `finished` line."""
 
-    def __init__(self, client: Client, log: Log) -> None:
-        self._urls = parse_urls(client.url)
-        self._client = client
+    def __init__(self, settings: Settings, log: Log, grace_over: threading.Event) -> None:
+        self._s = settings
         self._log = log
-        self._current = 0
+        self._grace_over = grace_over
+        self._exit_codes: dict[str, int | None] = {}
         self._lock = threading.Lock()
 
-    @property
-    def current(self) -> str:
-        return self._urls[self._current]
-
-    def request(
-        self, method: str, path: str, body: Any = None, *, extra_timeout_s: float = 0.0
-    ) -> Any:
-        """Try the current node, then each other one. Every worker request is safe to repeat:
-        a lost receive delays its messages by one visibility timeout; a repeated ack finds none."""
-        failures: list[str] = []
-        for _ in self._urls:
-            index = self._current
-            node = Client(
-                self._urls[index],
-                token=self._client.token,
-                tenant=self._client.tenant,
-                timeout_s=self._client.timeout_s + extra_timeout_s,
-                cacert=self._client.cacert,
-            )
-            try:
-                return node.request(method, path, body, is_safe=True)
-            except ClusterUnavailable as exc:
-                failures.append(str(exc))
-                self._move_on(index, exc)
-        raise ClusterUnavailable("no schedd node answered: " + "; ".join(failures))
-
-    def _move_on(self, index: int, exc: ClusterUnavailable) -> None:
-        with self._lock:
-            if self._current != index or len(self._urls) == 1:
-                return
-            self._current = (index + 1) % len(self._urls)
-        self._log.line(f"node {self._urls[index]} failed ({exc}); switching to {self.current}")
-
-
-class Worker:
-    """Receives, runs, extends and settles messages until stopped (or after one batch)."""
-
-    def __init__(self, settings: Settings, nodes: Nodes, log: Log) -> None:
-        self._s = settings
-        self._nodes = nodes
-        self._log = log
-        self._path = "/v1/queues/" + urllib.parse.quote(settings.queue, safe="")
-        self._tasks: set[Task] = set()
-        self._cond = threading.Condition()
-        self._stopping = threading.Event()
-        self._done = threading.Event()
-        self._grace_ends_s = float("inf")
-        self._fatal: SchedError | None = None
-        self._grace = format_duration(settings.grace_ms)
-
-    def serve(self) -> None:
-        """Run until SIGTERM/SIGINT (or one batch with --once); raise what stopped it early."""
-        self._nodes.request("GET", "/v1/queues")  # no node at start: exit 3 before anything runs
-        facts = f"queue={self._s.queue} concurrency={self._s.concurrency}"
-        self._log.line(f"receiving {facts} node={self._nodes.current}")
-        signals = (signal.SIGTERM, signal.SIGINT)
-        handlers = {sig: signal.signal(sig, self._on_signal) for sig in signals}
-        poller = threading.Thread(target=self._poll_loop, name="poll", daemon=True)
-        extender = threading.Thread(target=self._extend_loop, name="extend", daemon=True)
-        try:
-            poller.start()
-            extender.start()
-            while poller.is_alive() and not self._stopping.is_set():
-                poller.join(TICK_S)
-            self._drain()
-        finally:
-            self._done.set()
-            for sig, handler in handlers.items():
-                signal.signal(sig, signal.SIG_DFL if handler is None else handler)
-        if self._fatal is not None:
-            raise self._fatal
-        self._log.line("stopped")
-
-    def _poll_loop(self) -> None:
-        backoff_s = 1.0
-        while not self._stopping.is_set():
-            free = self._free_slots()
-            if free == 0:
-                continue
-            try:
-                messages = self._receive(free)
-            except (ClusterUnavailable, QuotaExceeded) as exc:  # 429: the tenant's long polls
-                if self._s.is_once:
-                    self._fail(exc)
-                    return
-                self._log.line(f"{exc}; trying again in {backoff_s:g}s")
-                self._stopping.wait(backoff_s)
-                backoff_s = min(2 * backoff_s, RECONNECT_MAX_S)
-                continue
-            except Exception as exc:  # the top of a thread: stop cleanly, exit with its code
-                self._fail(exc if isinstance(exc, SchedError) else SchedError(repr(exc)))
-                return
-            backoff_s = 1.0
-            for message in messages:
-                self._start(message)
-            if self._s.is_once:
-                return
-
-    def _free_slots(self) -> int:
-        with self._cond:
-            while len(self._tasks) >= self._s.concurrency and not self._stopping.is_set():
-                self._cond.wait(0.5)
-            return 0 if self._stopping.is_set() else self._s.concurrency - len(self._tasks)
-
-    def _receive(self, count: int) -> list[Message]:
-        body: JSONValue = {
-            "max": count,
-            "wait": f"{self._s.wait_ms}ms",
-            "visibility_timeout": f"{self._s.visibility_timeout_ms}ms",
-        }
-        extra_s = self._s.wait_ms / 1000
-        path = self._path + "/receive"
-        answer = self._nodes.request("POST", path, body, extra_timeout_s=extra_s)
-        return read_answer(answer, Messages, request=f"POST {path}").view.messages
-
-    def _start(self, message: Message) -> None:
+    def __call__(self, message: Message) -> None:
         task = Task(message=message)
-        with self._cond:
-            self._tasks.add(task)
-        threading.Thread(target=self._run, args=(task,), name=task.receipt, daemon=True).start()
-
-    def _run(self, task: Task) -> None:
-        self._log.line(f"started {task.facts} scheduled_at={task.message.scheduled_at}")
         try:
             error = self._execute(task)
-        except Exception as exc:  # the top of a runner thread: the message is still nacked
+        except Exception as exc:  # the top of a handler: the message is still nacked
             error = f"schedctl work could not run the command: {exc!r}"
-        outcome = self._settle(task, error)
-        self._report(task, outcome, error)
-        with self._cond:
-            self._tasks.discard(task)
-            self._cond.notify_all()
+        with self._lock:
+            self._exit_codes[message.receipt] = task.exit_code
+        if error is not None:
+            raise Nack(error)
+
+    def exit_code(self, message: Message) -> int | None:
+        """The exit code of the message's command (None: never started, or still running)."""
+        with self._lock:
+            return self._exit_codes.pop(message.receipt, None)
 
     def _execute(self, task: Task) -> str | None:
         """Run the command to its end; the nack error, or None for success."""
@@ -300,7 +194,8 @@ class Worker:
                 del task.tail[:-TAIL_BYTES]
 
     def _wait(self, task: Task, process: subprocess.Popen[bytes]) -> int:
-        """Wait for the command; on timeout or shutdown SIGTERM its group, later SIGKILL."""
+        """Wait for the command; on timeout or past the grace period SIGTERM its group, later
+        SIGKILL."""
         timeout_ms = self._s.timeout_ms
         deadline_s = None if timeout_ms is None else task.started_s + timeout_ms / 1000
         term_sent_s: float | None = None
@@ -314,96 +209,122 @@ class Worker:
                     f"timed out after {format_duration(timeout_ms or 0)}: process group killed"
                 )
                 self._log.line(f"timed out {task.facts}: killing process group {process.pid}")
+            if task.abort_reason is None and self._grace_over.is_set():
+                grace = format_duration(self._s.grace_ms)
+                task.abort_reason = f"schedctl work stopped: the {grace} grace period passed"
             if task.abort_reason is not None and term_sent_s is None:
                 _signal_group(process.pid, signal.SIGTERM)
                 term_sent_s = now
             elif term_sent_s is not None and now - term_sent_s >= KILL_AFTER_S:
                 _signal_group(process.pid, signal.SIGKILL)
 
-    def _settle(self, task: Task, error: str | None) -> str:
-        """Ack (error None) or nack, retried across nodes; "acked", "nacked", "expired" or
-        "unsettled" (then the message comes back after its visibility timeout)."""
-        action, done = ("ack", "acked") if error is None else ("nack", "nacked")
-        body: dict[str, JSONValue] = {"receipts": [task.receipt]}
-        if error is not None:
-            body["error"] = error[:4000]
-        for delay_s in (*SETTLE_BACKOFF_S, None):
-            try:
-                answer = self._nodes.request("POST", f"{self._path}/{action}", body)
-            except ClusterUnavailable as exc:
-                if delay_s is None:
-                    self._log.line(f"cannot {action} {task.facts}: {exc}")
-                    return "unsettled"
-                time.sleep(delay_s)
-                continue
-            except SchedError as exc:
-                self._log.line(f"cannot {action} {task.facts}: {exc}")
-                return "unsettled"
-            return done if isinstance(answer, dict) and answer.get(done) else "expired"
-        return "unsettled"
 
-    def _report(self, task: Task, outcome: str, error: str | None) -> None:
-        duration_s = time.monotonic() - task.started_s
-        shown = _exit_text(task.exit_code)
-        self._log.line(f"finished {task.facts} exit={shown} duration={duration_s:.2f}s {outcome}")
+class WorkLog(Events):
+    """schedd.worker's events as `schedctl work` tells them: a line on stderr each, and with
+    --json one JSON object per finished message on stdout."""
+
+    def __init__(self, settings: Settings, log: Log, commands: Commands) -> None:
+        self._s = settings
+        self._log = log
+        self._commands = commands
+
+    def receiving(self, queue: str, concurrency: int, node: str) -> None:
+        self._log.line(f"receiving queue={queue} concurrency={concurrency} node={node}")
+
+    def switched(self, failed: str, reason: str, node: str) -> None:
+        self._log.line(f"node {failed} failed ({reason}); switching to {node}")
+
+    def receive_failed(self, reason: str, retry_in_s: float) -> None:
+        self._log.line(f"{reason}; trying again in {retry_in_s:g}s")
+
+    def started(self, message: Message) -> None:
+        self._log.line(f"started {message.facts} scheduled_at={message.scheduled_at}")
+
+    def settled(
+        self, message: Message, outcome: Outcome, error: str | None, duration_s: float
+    ) -> None:
+        exit_code = self._commands.exit_code(message)
+        shown = _exit_text(exit_code)
+        facts = f"{message.facts} exit={shown} duration={duration_s:.2f}s"
+        self._log.line(f"finished {facts} {outcome}")
         if self._s.as_json:
-            message = task.message
             result: dict[str, JSONValue] = {
                 "job_id": message.job_id,
                 "scheduled_at": message.scheduled_at,
                 "attempt": message.attempt,
             }
-            result |= {"exit_code": task.exit_code, "duration_s": round(duration_s, 3)}
-            render.print_json(result | {"outcome": outcome, "error": error})
+            result |= {"exit_code": exit_code, "duration_s": round(duration_s, 3)}
+            render.print_json(result | {"outcome": str(outcome), "error": error})
 
-    def _extend_loop(self) -> None:
-        timeout = f"{self._s.visibility_timeout_ms}ms"
-        while not self._done.wait(self._s.visibility_timeout_ms / 3000):
-            with self._cond:
-                receipts: list[JSONValue] = [task.receipt for task in self._tasks]
-            if not receipts:
-                continue
-            body: JSONValue = {"visibility_timeout": timeout, "receipts": receipts}
-            try:
-                self._nodes.request("POST", self._path + "/extend", body)
-            except SchedError as exc:
-                self._log.line(f"cannot extend {len(receipts)} message(s): {exc}")
+    def settle_failed(self, message: Message, action: str, reason: str) -> None:
+        self._log.line(f"cannot {action} {message.facts}: {reason}")
 
-    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        name = signal.Signals(signum).name
-        if self._stopping.is_set():
-            self._log.line(f"{name} again: ending the grace period now")
-            self._grace_ends_s = 0.0
-            return
-        self._stop()
+    def extend_failed(self, count: int, reason: str) -> None:
+        self._log.line(f"cannot extend {count} message(s): {reason}")
+
+    def stopping(self, reason: str, running: int, grace_s: float) -> None:
+        grace = format_duration(self._s.grace_ms)
         self._log.line(
-            f"{name}: receiving no more; waiting up to {self._grace} for "
-            f"{len(self._tasks)} running command(s)"
+            f"{reason}: receiving no more; waiting up to {grace} for {running} running command(s)"
         )
 
-    def _stop(self) -> None:
-        self._grace_ends_s = time.monotonic() + self._s.grace_ms / 1000
-        self._stopping.set()
+    def grace_cut(self, reason: str) -> None:
+        self._log.line(f"{reason} again: ending the grace period now")
 
-    def _fail(self, exc: SchedError) -> None:
-        self._fatal = exc
-        self._log.line(f"stopping: {exc}")
-        self._stop()
+    def grace_over(self, running: int) -> None:
+        self._log.line(f"grace period over: killing {running} running command(s)")
 
-    def _drain(self) -> None:
-        """Wait for running commands; past the grace period kill them (they are nacked)."""
-        with self._cond:
-            while self._tasks and time.monotonic() < self._grace_ends_s:
-                self._cond.wait(TICK_S)
-            late = list(self._tasks)
-        if late:
-            self._log.line(f"grace period over: killing {len(late)} running command(s)")
-        for task in late:
-            task.abort_reason = f"schedctl work stopped: the {self._grace} grace period passed"
-        deadline_s = time.monotonic() + SETTLE_BUDGET_S
-        with self._cond:
-            while self._tasks and time.monotonic() < deadline_s:
-                self._cond.wait(TICK_S)
+    def failed(self, error: Exception) -> None:
+        self._log.line(f"stopping: {error}")
+
+    def stopped(self) -> None:
+        self._log.line("stopped")
+
+
+def consume(client: Client, settings: Settings) -> None:
+    """Run the worker until it stops (after one batch with --once); raise a SchedError for what
+    stopped it early (its exit code: 3 no node, 4 token refused, 1 otherwise)."""
+    log = Log()
+    urls = parse_urls(client.url)
+    worker = Worker(
+        urls,
+        client.token,
+        settings.queue,
+        concurrency=settings.concurrency,
+        visibility_timeout_s=settings.visibility_timeout_ms / 1000,
+        wait_s=settings.wait_ms / 1000,
+        grace_s=settings.grace_ms / 1000,
+        stop_wait_s=STOP_WAIT_S,
+        request_timeout_s=client.timeout_s,
+        headers={} if client.tenant is None else {"X-Tenant": client.tenant},
+        ssl_context=next((client.tls_for(url) for url in urls if url.startswith("https:")), None),
+    )
+    commands = Commands(settings, log, worker.grace_over)
+    worker.events = WorkLog(settings, log, commands)
+    worker.handler(commands)
+    try:
+        if settings.is_once:
+            worker.run_batch()
+        else:
+            worker.run()
+    except WorkerError as exc:
+        raise _sched_error(exc, client) from None
+
+
+def _sched_error(exc: WorkerError, client: Client) -> SchedError:
+    """The schedctl error (and so the exit code) of what stopped the worker."""
+    if isinstance(exc, Unavailable):
+        return ClusterUnavailable(str(exc))
+    if isinstance(exc, Busy):
+        return QuotaExceeded(str(exc))
+    if not isinstance(exc, Refused):
+        return SchedError(str(exc))
+    error = error_of_answer(exc.status, exc.code, exc.detail)
+    if isinstance(error, Unauthorized):
+        hint = "give a token with --token or SCHEDCTL_TOKEN" if not client.token else None
+        source = f"(the token from {client.token_source})"
+        error.args = (f"{error}: {hint}" if hint else f"{error} {source}",)
+    return error
 
 
 def _feed(stream: IO[bytes], data: bytes) -> None:
@@ -533,5 +454,4 @@ def work(client: Client, /, queue: str, argv: tuple[str, ...], **options: Any) -
         raise InvalidRequest("CMD", "missing: schedctl work QUEUE -- CMD [ARGS]... (or --shell)")
     if argv and shutil.which(argv[0]) is None:
         raise InvalidRequest("CMD", f"{argv[0]!r} is not an executable file or on PATH")
-    log = Log()
-    Worker(Settings(queue=queue, argv=argv, **options), Nodes(client, log), log).serve()
+    consume(client, Settings(queue=queue, argv=argv, **options))
