@@ -29,7 +29,7 @@ from schedd.store.queries import Tenant
 from tests.ports import free_port
 
 HOST = "127.0.0.1"
-PORTS = {"redis": 6379, "rabbitmq": 5672, "nats": 4222}
+PORTS = {"redis": 6379, "rabbitmq": 5672, "nats": 4222, "postgres": 5432}
 URLS = {  # the host name never resolves: a delivery that works went to the pinned address
     "redis": "redis://broker.invalid:6379/0",
     "rabbitmq": "amqp://guest:guest@broker.invalid:5672/",
