@@ -12,13 +12,19 @@ It imports nothing of the schedd server (import-linter keeps it so): the sync fo
 stdlib and msgspec, AsyncWorker aiohttp, PostgresOnce psycopg 3. docs/workers.md explains it.
 """
 
+import importlib
+from typing import TYPE_CHECKING
+
 from schedd.worker.errors import Busy, Nack, Refused, Unavailable, WorkerError
 from schedd.worker.events import Events, Outcome
 from schedd.worker.once import Once
-from schedd.worker.postgres_once import PostgresOnce
 from schedd.worker.protocol import Message
-from schedd.worker.sqlite_once import SQLiteOnce
 from schedd.worker.worker import Worker
+
+if TYPE_CHECKING:  # imported on first use (below): a worker pays only for what it uses
+    from schedd.worker.aioworker import AsyncWorker
+    from schedd.worker.postgres_once import PostgresOnce
+    from schedd.worker.sqlite_once import SQLiteOnce
 
 __all__ = [
     "AsyncWorker",
@@ -37,10 +43,15 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    """AsyncWorker is imported on first use: aiohttp costs the sync form nothing."""
-    if name == "AsyncWorker":
-        from schedd.worker.aioworker import AsyncWorker
+_LAZY = {
+    "AsyncWorker": "schedd.worker.aioworker",  # aiohttp
+    "PostgresOnce": "schedd.worker.postgres_once",
+    "SQLiteOnce": "schedd.worker.sqlite_once",  # sqlite3 and asyncio
+}
 
-        return AsyncWorker
-    raise AttributeError(f"module 'schedd.worker' has no attribute {name!r}")
+
+def __getattr__(name: str) -> object:
+    """AsyncWorker, SQLiteOnce and PostgresOnce, imported on first use."""
+    if name not in _LAZY:
+        raise AttributeError(f"module 'schedd.worker' has no attribute {name!r}")
+    return getattr(importlib.import_module(_LAZY[name]), name)

@@ -6,7 +6,6 @@ import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from importlib import metadata
 
 from schedd.worker.protocol import MAX_RECEIVE, MAX_VISIBILITY_S, MAX_WAIT_S, MIN_VISIBILITY_S
 
@@ -69,6 +68,8 @@ def _between(name: str, value: float, low: float, high: float) -> None:
 
 @functools.cache
 def _version() -> str:
+    from importlib import metadata  # about 5 ms, once, at the first worker made
+
     try:
         return metadata.version("schedd")
     except metadata.PackageNotFoundError:
