@@ -76,12 +76,20 @@ def main() -> None:
     parser.add_argument("--postgres")
     parser.add_argument("--crash-after-switch", action="store_true")
     parser.add_argument("--handle-s", type=float, default=0.2)
+    parser.add_argument("--concurrency", type=int, default=3)
     args = parser.parse_args()
     recorder = Recorder(args.events, is_crashing=args.crash_after_switch)
     worker = Worker(
-        args.urls, args.token, args.queue, concurrency=3, visibility_timeout_s=2.0, wait_s=1.0,
-        request_timeout_s=3.0, grace_s=5.0, events=recorder,
-    )  # fmt: skip
+        args.urls,
+        args.token,
+        args.queue,
+        concurrency=args.concurrency,
+        visibility_timeout_s=2.0,
+        wait_s=1.0,
+        request_timeout_s=3.0,
+        grace_s=5.0,
+        events=recorder,
+    )
     effects = f"{args.table}_effects"
     if args.sqlite:
         with sqlite3.connect(args.sqlite) as db:

@@ -134,7 +134,8 @@ def run_through_failures(scenario: Scenario, rows: Callable[[], list[str]]) -> N
     leader = leader_of(cluster)
     ours, other = [n for n in cluster if n is not leader]
     urls = [ours.url, other.url, leader.url]  # the worker starts on `ours`, a follower
-    first = scenario.start_worker(urls, "--crash-after-switch")
+    # One message at a time: the wave lasts WAVE x 0.2 s, time enough to kill the node mid-way.
+    first = scenario.start_worker(urls, "--crash-after-switch", "--concurrency", "1")
     wave_1 = scenario.wave()
     wait_for(lambda: scenario.started_of(wave_1) >= 1, 20, "the first wave's handlers")
     scenario.kill(ours)  # the worker's node, mid-batch: the worker moves on, then crashes
