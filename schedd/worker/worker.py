@@ -160,14 +160,16 @@ class Worker:
         tell(self.events.stopped)
 
     def _reset(self) -> None:
-        for event in (self._stopping, self._done, self.grace_over):
-            event.clear()
+        # New events, not cleared ones: a poll thread of an earlier run, still in its long
+        # poll, keeps the stopped ones and gives back what it receives.
+        self._stopping, self._done = threading.Event(), threading.Event()
+        self.grace_over.clear()
         self._grace_ends_s, self._fatal = float("inf"), None
 
     def _poll_loop(self, is_batch: bool) -> None:
-        backoff = Backoff()
-        while not self._stopping.is_set():
-            free = self._free_slots()
+        stopping, backoff = self._stopping, Backoff()
+        while not stopping.is_set():
+            free = self._free_slots(stopping)
             if free == 0:
                 continue
             try:
@@ -178,25 +180,25 @@ class Worker:
                     return
                 wait_s = max(backoff.next(), exc.retry_after_s if isinstance(exc, Busy) else 0.0)
                 tell(self.events.receive_failed, str(exc), wait_s)
-                self._stopping.wait(wait_s)
+                stopping.wait(wait_s)
                 continue
             except Exception as exc:  # the top of a thread: stop, and run() raises it
                 self._fail(exc if isinstance(exc, WorkerError) else WorkerError(repr(exc)))
                 return
             backoff.reset()
-            self._start(messages)
+            self._start(messages, stopping)
             if is_batch:
                 return
 
-    def _free_slots(self) -> int:
+    def _free_slots(self, stopping: threading.Event) -> int:
         with self._cond:
-            while len(self._tasks) >= self.settings.concurrency and not self._stopping.is_set():
+            while len(self._tasks) >= self.settings.concurrency and not stopping.is_set():
                 self._cond.wait(0.5)
-            return 0 if self._stopping.is_set() else self.settings.concurrency - len(self._tasks)
+            return 0 if stopping.is_set() else self.settings.concurrency - len(self._tasks)
 
-    def _start(self, messages: list[Message]) -> None:
+    def _start(self, messages: list[Message], stopping: threading.Event) -> None:
         with self._cond:
-            is_late = self._stopping.is_set()  # the long poll ended after a stop
+            is_late = stopping.is_set()  # the long poll ended after a stop
             tasks = [] if is_late else [_Task(message=m) for m in messages]
             self._tasks.update(tasks)
         for task in tasks:
@@ -274,8 +276,8 @@ class Worker:
                 log.warning("cannot prune the idempotency keys", exc_info=True)
 
     def _extend_loop(self) -> None:
-        s = self.settings
-        while not self._done.wait(s.extend_every_s):
+        s, done = self.settings, self._done
+        while not done.wait(s.extend_every_s):
             with self._cond:
                 receipts = [task.message.receipt for task in self._tasks]
             if not receipts:
