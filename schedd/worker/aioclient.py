@@ -105,6 +105,9 @@ class AsyncClient:
                     data = await _read(answer.content, ERROR_ANSWER_BYTES, base, is_cut=True)
                     raise error_of(answer.status, data, base, answer.headers.get("Retry-After"))
                 return await _read(answer.content, limit, base, is_cut=False), base
+        except aiohttp.ClientConnectorCertificateError as exc:
+            reason = getattr(exc.certificate_error, "verify_message", None) or exc.certificate_error
+            raise NodeFailed(f"cannot verify the TLS certificate of {base}: {reason}") from None
         except aiohttp.ClientConnectorError as exc:
             raise NodeFailed(f"cannot reach {base}: {_reason(exc)}") from None
         except TimeoutError:

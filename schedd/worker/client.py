@@ -103,6 +103,9 @@ class Client:
                 data = exc.read(ERROR_ANSWER_BYTES)
                 raise error_of(exc.code, data, base, exc.headers.get("Retry-After")) from None
         except urllib.error.URLError as exc:
+            if isinstance(exc.reason, ssl.SSLCertVerificationError):
+                reason = exc.reason.verify_message or exc.reason.reason
+                raise NodeFailed(f"cannot verify the TLS certificate of {base}: {reason}") from None
             raise NodeFailed(f"cannot reach {base}: {_reason(exc.reason)}") from None
         except TimeoutError:
             raise NodeFailed(f"no answer from {base} within {timeout_s:g}s") from None

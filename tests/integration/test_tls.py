@@ -184,6 +184,20 @@ def test_schedctl_without_the_ca_says_so_and_exits_3(tls_node: NodeProcess) -> N
     assert "--cacert" in line and "SCHEDCTL_CACERT" in line
 
 
+def test_schedctl_work_needs_the_ca_too(tls_node: NodeProcess, pki: NodeCert) -> None:
+    """`work` makes its requests through schedd.worker, which takes the --cacert CAs too."""
+    url = f"{tls_node.url}/v1/tenants"
+    status, tenant, _ = http("POST", url, {"name": "tls-work"}, context=tls_node.tls)
+    assert status == 201, tenant
+    env = {"SCHEDCTL_URL": tls_node.url, "SCHEDCTL_TOKEN": tenant["token"]}
+    work = ("work", "q", "--once", "--wait", "0s", "--", "true")
+    trusted = schedctl(*work, env=env | {"SCHEDCTL_CACERT": str(pki.ca)})
+    assert trusted.returncode == 0 and "stopped" in trusted.stderr, trusted.stderr
+    line = one_error_line(schedctl(*work, env=env), 3)
+    assert f"cannot verify the TLS certificate of {tls_node.url}" in line
+    assert "--cacert" in line and "SCHEDCTL_CACERT" in line
+
+
 def test_schedctl_with_another_ca_exits_3(
     tls_node: NodeProcess, tmp_path: Path, pki: NodeCert
 ) -> None:

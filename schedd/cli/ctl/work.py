@@ -314,16 +314,19 @@ def consume(client: Client, settings: Settings) -> None:
 def _sched_error(exc: WorkerError, client: Client) -> SchedError:
     """The schedctl error (and so the exit code) of what stopped the worker."""
     if isinstance(exc, Unavailable):
-        return ClusterUnavailable(str(exc))
+        if "the TLS certificate" not in str(exc):
+            return ClusterUnavailable(str(exc))
+        ca = "give the CA certificate that signed it with --cacert FILE or SCHEDCTL_CACERT"
+        return ClusterUnavailable(f"{exc}; {ca}")
     if isinstance(exc, Busy):
         return QuotaExceeded(str(exc))
     if not isinstance(exc, Refused):
         return SchedError(str(exc))
     error = error_of_answer(exc.status, exc.code, exc.detail)
-    if isinstance(error, Unauthorized):
-        hint = "give a token with --token or SCHEDCTL_TOKEN" if not client.token else None
-        source = f"(the token from {client.token_source})"
-        error.args = (f"{error}: {hint}" if hint else f"{error} {source}",)
+    if isinstance(error, Unauthorized) and not client.token:
+        error.args = (f"{error}: give a token with --token or SCHEDCTL_TOKEN",)
+    elif isinstance(error, Unauthorized):
+        error.args = (f"{error} (the token from {client.token_source})",)
     return error
 
 
