@@ -52,6 +52,7 @@ LONGEST_FILES = (
     "tests/cluster/test_delivery_cluster.py",  # 36-40 s
     "tests/integration/test_docs_commands.py",  # 25-37 s
     "tests/cluster/test_retention_cluster.py",  # 34-36 s
+    "tests/cluster/test_worker_once.py",  # 20-24 s
 )
 
 
