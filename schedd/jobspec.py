@@ -40,26 +40,12 @@ from schedd.wire.jobs import (
     MAX_LABEL_VALUE_CHARS,
     MAX_LABELS,
     MAX_RUNS,
+    SPEC_FIELDS,
     JobKey,
     Labels,
 )
 
-JOB_FIELDS = frozenset(
-    {
-        "name",
-        "schedule",
-        "window",
-        "target",
-        "payload",
-        "retry",
-        "misfire_policy",
-        "overlap_policy",
-        "max_runs",
-        "on_failure",
-        "key",
-        "labels",
-    }
-)
+JOB_FIELDS = frozenset(SPEC_FIELDS)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 MAX_WINDOW_MS = 86_400_000
 MAX_ATTEMPTS = 100  # what a tenant may ask for; a redrive may store one more

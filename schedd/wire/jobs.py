@@ -44,6 +44,22 @@ RECENT_RUNS = 50  # a job's newest runs its last results are read from (store/re
 
 MAX_RUNS = 1_000_000  # a job's run limit: max_runs from 1 to this
 
+# A job's spec fields, in the job object's order (the fields of a job body, jobspec.JOB_FIELDS).
+SPEC_FIELDS = (
+    "name",
+    "schedule",
+    "window",
+    "target",
+    "payload",
+    "retry",
+    "misfire_policy",
+    "overlap_policy",
+    "max_runs",
+    "on_failure",
+    "key",
+    "labels",
+)
+
 # Issue 32 (schedules as code): a job's stable key, unique among its tenant's jobs that are not
 # cancelled, and its labels (filters of GET /v1/jobs, the sets of `schedctl apply --prune`).
 JOB_KEY_PATTERN = r"^[A-Za-z0-9_.:/-]{1,200}$"
@@ -240,20 +256,7 @@ class JobView(msgspec.Struct, frozen=True, kw_only=True):
 
     def spec_fields(self) -> dict[str, object]:
         """The spec's fields as a job body (what jobspec's parse_job and patch_job read)."""
-        return {
-            "name": self.name,
-            "schedule": self.schedule,
-            "window": self.window,
-            "target": self.target,
-            "payload": self.payload,
-            "retry": self.retry,
-            "misfire_policy": self.misfire_policy,
-            "overlap_policy": self.overlap_policy,
-            "max_runs": self.max_runs,
-            "on_failure": self.on_failure,
-            "key": self.key,
-            "labels": self.labels,
-        }
+        return {name: getattr(self, name) for name in SPEC_FIELDS}
 
 
 class KeyedJob(JobView, frozen=True, kw_only=True):

@@ -16,23 +16,8 @@ from schedd.cli.ctl.client import Client
 from schedd.cli.ctl.jobfile import FileJob, JobFile
 from schedd.errors import Conflict, InvalidRequest, NotFound, SchedError
 from schedd.jsonbody import JSONValue
-from schedd.wire.jobs import SET_LABEL, JobList
+from schedd.wire.jobs import SET_LABEL, SPEC_FIELDS, JobList  # SPEC_FIELDS: what a plan compares
 
-# The spec fields a plan compares (the dry-run's `proposed` has these, the job object too).
-SPEC_FIELDS = (
-    "name",
-    "schedule",
-    "window",
-    "target",
-    "payload",
-    "retry",
-    "misfire_policy",
-    "overlap_policy",
-    "max_runs",
-    "on_failure",
-    "key",
-    "labels",
-)
 LIVE_STATUSES = ("active", "paused")  # what --prune deletes and export writes
 _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
