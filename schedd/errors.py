@@ -155,6 +155,14 @@ class ConnectionNotFound(NotFound):
         self.name = name
 
 
+class CalendarNotFound(NotFound):
+    code = "calendar_not_found"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"no calendar named {name!r}")
+        self.name = name
+
+
 class ConnectionExists(Conflict):
     """A connection of that name exists already for the tenant."""
 

@@ -14,7 +14,8 @@ from typing import Annotated, Any, ClassVar, NoReturn
 from msgspec import UNSET, Meta, UnsetType
 
 from schedd.bodies import Body, DurationMs, convert_body, ms_or
-from schedd.errors import InvalidRequest, PayloadTooLarge
+from schedd.calendars import split_exclude
+from schedd.errors import InvalidRequest, InvalidSchedule, PayloadTooLarge
 from schedd.jsonbody import JSONObject, dumps
 from schedd.model import (
     AtSchedule,
@@ -66,6 +67,7 @@ class JobSpec:
     max_runs: int | None = None  # level 8: complete after this many scheduled runs
     on_failure: OnFailure | None = None  # level 8: alert and/or pause after dead runs
     key: str | None = None  # level 9: the job's stable key (PUT /v1/jobs/by-key/{key})
+    exclude: tuple[str, ...] = ()  # level 10: calendars whose local dates the schedule skips
     labels: dict[str, str] = field(default_factory=dict)  # level 9
 
     @property
@@ -211,7 +213,10 @@ def parse_job(
             payload_limit=payload_limit,
             is_new_schedule=is_new_schedule,
         )
-    schedule = parse_schedule(asked.schedule, now_ms=now_ms, needs_a_run_left=is_new_schedule)
+    asked_schedule, exclude = split_exclude(asked.schedule)
+    schedule = parse_schedule(asked_schedule, now_ms=now_ms, needs_a_run_left=is_new_schedule)
+    if exclude and isinstance(schedule, AtSchedule):
+        raise InvalidSchedule("schedule.exclude", "applies to cron and every schedules only")
     spec = JobSpec(
         name=_parse_name(asked.name),
         schedule=schedule,
@@ -225,6 +230,7 @@ def parse_job(
         on_failure=asked.on_failure,
         key=asked.key,
         labels=_parse_labels(asked.labels),
+        exclude=exclude,
     )
     if not spec.is_recurring and spec.overlap_policy is not OverlapPolicy.ALLOW:
         raise InvalidRequest("overlap_policy", "applies to recurring schedules only")
@@ -251,9 +257,11 @@ def _refused(
     size, the retry object (`refused`: msgspec's first in the body's key order, perhaps
     another field's)."""
     if isinstance(body, Mapping) and {"schedule", "target"} <= body.keys() <= JOB_FIELDS:
-        parse_schedule(body["schedule"], now_ms=now_ms, needs_a_run_left=is_new_schedule)
+        schedule = split_exclude(body["schedule"])[0]
+        parse_schedule(schedule, now_ms=now_ms, needs_a_run_left=is_new_schedule)
     asked = convert_body(body, JobCreate)
-    parse_schedule(asked.schedule, now_ms=now_ms, needs_a_run_left=is_new_schedule)
+    schedule = split_exclude(asked.schedule)[0]
+    parse_schedule(schedule, now_ms=now_ms, needs_a_run_left=is_new_schedule)
     parse_target(asked.target)
     check_payload(asked.payload, payload_limit)
     parse_retry(asked.retry)
@@ -280,9 +288,12 @@ def patch_job(
 
 def spec_to_json(spec: JobSpec) -> JSONObject:
     """The canonical JSON of a JobSpec (the API's job fields, instants in UTC)."""
+    schedule: dict[str, JSONValue] = {**schedule_to_json(spec.schedule)}
+    if spec.exclude:  # level 10, absent otherwise
+        schedule["exclude"] = list(spec.exclude)
     stored: dict[str, JSONValue] = {
         "name": spec.name,
-        "schedule": schedule_to_json(spec.schedule),
+        "schedule": schedule,
         "window": None if spec.window_ms is None else format_duration(spec.window_ms),
         "target": target_to_json(spec.target),
         "payload": spec.payload,

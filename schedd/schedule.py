@@ -15,6 +15,7 @@ import unicodedata
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timedelta
 from functools import lru_cache
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from croniter import CroniterBadDateError, croniter
@@ -158,9 +159,10 @@ def _zones_by_lower() -> dict[str, str]:
     return {zone.lower(): zone for zone in available_timezones()}
 
 
-def load_schedule(stored: Mapping[str, str]) -> Schedule:
-    """A Schedule from its stored JSON (schedule_to_json's output): no validation against "now",
-    so a schedule that was valid when accepted stays loadable to its last run."""
+def load_schedule(stored: Mapping[str, Any]) -> Schedule:
+    """A Schedule from its stored JSON (schedule_to_json's output; an `exclude` beside it is
+    the calendars', calendars.py): no validation against "now", so a schedule that was valid
+    when accepted stays loadable to its last run."""
     start = stored.get("start_at")
     end = stored.get("end_at")
     start_ms = None if start is None else parse_instant(start, field="schedule.start_at")

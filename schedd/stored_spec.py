@@ -23,6 +23,7 @@ from typing import Any
 
 import msgspec
 
+from schedd.calendars import stored_exclude
 from schedd.errors import InvalidRequest
 from schedd.jsonbody import as_integer
 from schedd.model import (
@@ -82,10 +83,17 @@ def load_target_fields(text: str | bytes) -> TargetFields:
 class SpecPlan(msgspec.Struct, frozen=True, kw_only=True):
     """The fields of a stored spec that plan its runs, typed (`load_plan`)."""
 
-    schedule: Mapping[str, str] = {}  # as schedule_to_json stored it (schedule.load_schedule)
+    # As jobspec stored it (schedule.load_schedule): schedule_to_json's texts, and a list of
+    # calendar names under "exclude" (level 10).
+    schedule: Mapping[str, str | list[str]] = {}
     window: str | None = None  # as format_duration wrote it
     overlap_policy: OverlapPolicy = OverlapPolicy.ALLOW
     misfire_policy: MisfirePolicy = MisfirePolicy.RUN_ONCE
+
+    @property
+    def exclude(self) -> tuple[str, ...]:
+        """The calendars the schedule excludes (calendars.py), none for most."""
+        return stored_exclude(self.schedule) if "exclude" in self.schedule else ()
 
     def window_ms(self) -> int:
         """The window's length (0: none, or a text that does not parse)."""
@@ -124,6 +132,14 @@ class StoredSpec(msgspec.Struct, frozen=True):
     key: Any = None  # level 9; absent from specs without a key
     labels: Any = None  # level 9; absent from specs without labels
 
+    def schedule_exclude(self) -> dict[str, Any] | None:
+        """The stored schedule's `exclude` (level 10) as a schedule object holding only it (what
+        job_keys.Index reads), or None when the schedule has none (not decoded then)."""
+        if b'"exclude"' not in bytes(self.schedule):
+            return None
+        schedule = msgspec.json.decode(self.schedule)
+        return {"exclude": schedule.get("exclude")} if isinstance(schedule, dict) else None
+
     def run_limit(self) -> int | None:
         """The run limit as stored: a positive integer, else none."""
         limit = self.max_runs
@@ -134,7 +150,8 @@ class StoredSpec(msgspec.Struct, frozen=True):
         (a schedule that is not an object of texts as none: its runs are not planned)."""
         schedule = msgspec.json.decode(self.schedule)
         is_text = isinstance(schedule, Mapping) and all(
-            isinstance(v, str) for v in schedule.values()
+            isinstance(v, str) or (k == "exclude" and isinstance(v, list))
+            for k, v in schedule.items()
         )
         overlap, misfire = self.overlap_policy, self.misfire_policy
         return SpecPlan(

@@ -22,6 +22,7 @@ from schedd.dispatch.plan import ClaimPlan, Hold, PlanJob, plan_run
 from schedd.errors import SchedError
 from schedd.loop import Loop
 from schedd.model import partition_of
+from schedd.store import calendars as stored_calendars
 from schedd.store.commands import DEFERRED_COMPLETION_LEVEL, ClaimBatch, ClaimRuns, LogCommand, R
 from schedd.store.commands import Claim as ClaimObject
 from schedd.store.commands import ClaimRow as ClaimItem
@@ -263,9 +264,10 @@ class Dispatcher(Loop):
             if (job := jobs.get(run.job_id)) is not None and job.tenant_id not in self._paused
         ]
         claims: list[ClaimItem] = []
+        calendars: dict[tuple[str, str], frozenset[str] | None] = {}  # read once a batch
         for run, job in self._admitted(found, now_ms):
             try:
-                claim = self._plan(conn, run, job, now_ms)
+                claim = self._plan(conn, run, job, now_ms, calendars)
             except Exception:  # one job's bad data must not stop the other runs of the batch
                 log.exception("cannot plan a run, skipped job=%s", run.job_id)
                 continue
@@ -300,15 +302,30 @@ class Dispatcher(Loop):
         return admitted_runs
 
     def _plan(
-        self, conn: sqlite3.Connection, run: DueRun, job: JobRow, now_ms: int
+        self,
+        conn: sqlite3.Connection,
+        run: DueRun,
+        job: JobRow,
+        now_ms: int,
+        calendars: dict[tuple[str, str], frozenset[str] | None],
     ) -> ClaimItem | None:
-        """The claim for one due run, or None when it is not (or not yet) to be claimed."""
+        """The claim for one due run, or None when it is not (or not yet) to be claimed. A
+        calendar is read after the job's version: a change of it between the two raised that
+        version, so the claim is refused as stale and planned again (apply/calendars.py)."""
+
+        def dates_of(name: str) -> frozenset[str] | None:
+            key = (job.tenant_id, name)
+            if key not in calendars:
+                calendars[key] = stored_calendars.dates_of(conn, job.tenant_id, name)
+            return calendars[key]
+
         plan = plan_run(
             PlanJob.from_row(run.job_id, job),
             run,
             now_ms,
             misfire_threshold_ms=self.misfire_threshold_ms,
             run_in_flight=lambda: has_run_in_flight(conn, run.job_id),
+            dates_of=dates_of,
         )
         if isinstance(plan, Hold):
             heapq.heappush(self._held, (plan.retry_at_ms, run))

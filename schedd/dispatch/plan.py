@@ -4,9 +4,11 @@ time in the window. A pure function of the job's stored fields and `now`; no sto
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import msgspec
 
+from schedd.calendars import DatesOf, excluded_by, skip_reason, zone_of
 from schedd.model import AtSchedule, MisfirePolicy, OverlapPolicy
 from schedd.schedule import fire_time, load_schedule, next_after
 from schedd.store.dispatch_reads import DueRun, JobRow
@@ -14,6 +16,12 @@ from schedd.stored_spec import SpecPlan
 from schedd.timeformat import parse_instant
 
 HOLD_RETRY_MS = 1_000  # overlap "delay": a held run looks again this much later
+
+
+def _NO_CALENDARS(name: str) -> frozenset[str] | None:
+    return None
+
+
 SKIP_OVERLAP = "skipped: the previous run was still in flight"
 SKIP_MISFIRE = "skipped: missed while dispatch was down (misfire_policy skip)"
 
@@ -47,6 +55,11 @@ class ClaimPlan(msgspec.Struct, frozen=True, kw_only=True):
     next_fire_at_ms: int | None = None
     skip: str | None = None
 
+    def _skip(self, reason: str) -> ClaimPlan:
+        return ClaimPlan(
+            next_run_at_ms=self.next_run_at_ms, next_fire_at_ms=self.next_fire_at_ms, skip=reason
+        )
+
 
 class Stale(msgspec.Struct, frozen=True):
     """Not to be claimed: the job changed since the run was read (its current due row comes)."""
@@ -68,15 +81,23 @@ def plan_run(
     *,
     misfire_threshold_ms: int,
     run_in_flight: Callable[[], bool],
+    dates_of: DatesOf = _NO_CALENDARS,
 ) -> Plan:
     """What to do with one due run at `now_ms`. `run_in_flight` (whether another run of the job
-    is dispatched and unfinished) is asked only when the job's overlap policy needs it."""
+    is dispatched and unfinished) is asked only when the job's overlap policy needs it;
+    `dates_of` (the job's tenant's calendars) only when its schedule excludes some."""
     if run.is_trigger:
         return ClaimPlan()
     if job.status != "active" or job.next_run_at_ms != run.scheduled_at_ms:
         return Stale()
-    skip = None
     spec = job.spec
+    if spec.exclude:  # a calendar's date: the occurrence is skipped, the schedule goes on
+        holiday = excluded_by(spec.exclude, run.scheduled_at_ms, zone_of(spec.schedule), dates_of)
+        if holiday is not None:
+            return _claim_by_schedule(job, run, now_ms, False, spec.misfire_policy, None)._skip(
+                skip_reason(holiday)
+            )
+    skip = None
     overlap = spec.overlap_policy
     if overlap is not OverlapPolicy.ALLOW and run_in_flight():
         if overlap is OverlapPolicy.DELAY:
@@ -88,7 +109,7 @@ def plan_run(
     return _claim_by_schedule(job, run, now_ms, is_late, spec.misfire_policy, skip)
 
 
-def _is_last_one_time_run(schedule: Mapping[str, str], scheduled_at_ms: int) -> bool:
+def _is_last_one_time_run(schedule: Mapping[str, Any], scheduled_at_ms: int) -> bool:
     """Whether the schedule is one-time (`run_at` alone, as `schedule_to_json` stores it) and
     its instant is not after this run: the claim has no next run, whatever the misfire policy
     (what `_claim_by_schedule` finds too, without building the schedule: a spike's runs)."""

@@ -20,6 +20,7 @@ from schedd.store.results import (
     Acked,
     AlertsRecorded,
     Backfilled,
+    CalendarSaved,
     CallbacksRecorded,
     Claimed,
     ConnectionCreated,
@@ -63,10 +64,13 @@ JSONObject = Mapping[str, Any]  # kept as the proposer built it (a job spec, ten
 # that never uses them digests as before.
 # Level 9 (issue 32): job specs with a stable `key` or `labels`, which apply indexes in new
 # tables (job_keys, job_labels): an older node would store such a spec without them.
+# Level 10 (issue 33): calendars (put_calendar, delete_calendar) and schedules that exclude them
+# (a spec whose schedule has `exclude`: apply records its uses in calendar_uses).
 # LEVEL_OF_TYPE names the types above level 1.
-LOG_LEVEL = 9
+LOG_LEVEL = 10
 SCHEDULE_CONTROL_LEVEL = 8
 JOB_KEYS_LEVEL = 9
+CALENDARS_LEVEL = 10
 DEFERRED_COMPLETION_LEVEL = 5
 BY_REFERENCE_LEVEL = 6
 RUNS_BY_REFERENCE_LEVEL = 7
@@ -291,6 +295,9 @@ def spec_level(spec: JSONObject) -> int:
     or a failure policy, else 1."""
     found = BY_NAME.get(target_type(spec.get("target")) or "")
     level = 1 if found is None else found.log_level
+    schedule = spec.get("schedule")
+    if isinstance(schedule, Mapping) and schedule.get("exclude"):
+        return max(level, CALENDARS_LEVEL)
     if spec.get("key") is not None or spec.get("labels"):
         return max(level, JOB_KEYS_LEVEL)
     if spec.get("max_runs") is not None or spec.get("on_failure") is not None:
@@ -669,6 +676,29 @@ class DeleteConnection(LogCommand[Done], frozen=True, kw_only=True, omit_default
     actor: str | None = None
 
 
+class PutCalendar(LogCommand[CalendarSaved], frozen=True, kw_only=True, omit_defaults=True):
+    """Create a tenant's calendar (`create_only`: refused if it exists) or replace its dates; a
+    replace raises the versions of the jobs that exclude it (their planned claims are stale)."""
+
+    TYPE = "put_calendar"
+    LEVEL = CALENDARS_LEVEL
+    tenant_id: str
+    name: str
+    dates: tuple[str, ...]  # sorted, once each (calendars.parse_dates)
+    create_only: bool = False
+    actor: str | None = None
+
+
+class DeleteCalendar(LogCommand[Done], frozen=True, kw_only=True, omit_defaults=True):
+    """Forget a calendar; refused while a job not cancelled excludes it."""
+
+    TYPE = "delete_calendar"
+    LEVEL = CALENDARS_LEVEL
+    tenant_id: str
+    name: str
+    actor: str | None = None
+
+
 CATALOGUE: Mapping[str, type[LogCommand[Any]]] = {
     cls.TYPE: body_type(cls)
     for cls in (
@@ -707,6 +737,8 @@ CATALOGUE: Mapping[str, type[LogCommand[Any]]] = {
         BackfillJob,
         RecordAlerts,
         MarkOverdue,
+        PutCalendar,
+        DeleteCalendar,
     )
 }
 LEVEL_OF_TYPE: Mapping[str, int] = {t: c.LEVEL for t, c in CATALOGUE.items() if c.LEVEL > 1}

@@ -1,9 +1,12 @@
-"""A job's stable key and labels (issue 32, log level 9), indexed from its spec.
+"""What apply indexes from a job's spec: its stable key and labels (issue 32, log level 9) and
+the calendars its schedule excludes (issue 33, log level 10).
 
 `job_keys` holds the key of each job not cancelled (so a key names at most one such job of a
-tenant: PUT /v1/jobs/by-key/{key}); `job_labels` each label of each job while the job is kept.
-Apply writes both from the spec it stores (a create, an update), drops the key when the job is
-cancelled and both when retention deletes it. The readers below never write.
+tenant: PUT /v1/jobs/by-key/{key}); `job_labels` each label of each job while the job is kept;
+`calendar_uses` each calendar each job not cancelled excludes (a calendar in use cannot be
+deleted, and a change of it fences the claims of the jobs that use it). Apply writes them from
+the spec it stores (a create, an update), drops the key and the uses when the job is cancelled
+and all when retention deletes it. The readers below never write.
 """
 
 from __future__ import annotations
@@ -12,18 +15,21 @@ import sqlite3
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
+from schedd.calendars import stored_exclude
+
 _HOLDER = "SELECT job_id FROM job_keys WHERE tenant_id = ? AND key = ?"
 
 
 class Index(NamedTuple):
-    """What a stored spec gives the index: its key and labels (a value no release wrote,
-    as in the store's own tests, reads as none)."""
+    """What a stored spec gives the index: its key, labels and excluded calendars (a value no
+    release wrote, as in the store's own tests, reads as none)."""
 
     key: str | None
     labels: tuple[tuple[str, str], ...]
+    calendars: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, key: Any, labels: Any) -> Index:
+    def of(cls, key: Any, labels: Any, schedule: Any = None) -> Index:
         pairs: tuple[tuple[str, str], ...] = ()
         if isinstance(labels, Mapping):
             pairs = tuple(
@@ -31,17 +37,29 @@ class Index(NamedTuple):
                 for name, value in sorted(labels.items())
                 if isinstance(name, str) and isinstance(value, str)
             )
-        return cls(key if isinstance(key, str) else None, pairs)
+        calendars = stored_exclude(schedule) if isinstance(schedule, Mapping) else ()
+        return cls(key if isinstance(key, str) else None, pairs, calendars)
 
     @classmethod
     def of_spec(cls, spec: Mapping[str, Any]) -> Index:
-        return cls.of(spec.get("key"), spec.get("labels"))
+        return cls.of(spec.get("key"), spec.get("labels"), spec.get("schedule"))
 
     def __bool__(self) -> bool:
-        return self.key is not None or bool(self.labels)
+        return self.key is not None or bool(self.labels) or bool(self.calendars)
 
 
 NONE = Index(None, ())
+
+
+def missing_calendar(conn: sqlite3.Connection, tenant_id: str, index: Index) -> str | None:
+    """Why a spec cannot be stored: a calendar it excludes does not exist (None: all do)."""
+    for name in index.calendars:
+        found = conn.execute(
+            "SELECT 1 FROM calendars WHERE tenant_id = ? AND name = ?", (tenant_id, name)
+        ).fetchone()
+        if found is None:
+            return f"schedule.exclude: no calendar named {name!r} (POST /v1/calendars first)"
+    return None
 
 
 def holder(conn: sqlite3.Connection, tenant_id: str, key: str) -> str | None:
@@ -66,21 +84,29 @@ def add(tx: sqlite3.Connection, tenant_id: str, job_id: str, index: Index) -> No
             "INSERT INTO job_labels (tenant_id, name, value, job_id) VALUES (?, ?, ?, ?)",
             [(tenant_id, name, value, job_id) for name, value in index.labels],
         )
+    if index.calendars:
+        tx.executemany(
+            "INSERT INTO calendar_uses (tenant_id, name, job_id) VALUES (?, ?, ?)",
+            [(tenant_id, name, job_id) for name in index.calendars],
+        )
 
 
 def add_many(tx: sqlite3.Connection, tenant_id: str, jobs: Iterable[tuple[str, Index]]) -> None:
     """`add` for the jobs of one command, a statement per table."""
-    keys, labels = [], []
+    keys, labels, uses = [], [], []
     for job_id, index in jobs:
         if index.key is not None:
             keys.append((tenant_id, index.key, job_id))
         labels += [(tenant_id, name, value, job_id) for name, value in index.labels]
+        uses += [(tenant_id, name, job_id) for name in index.calendars]
     if keys:
         tx.executemany("INSERT INTO job_keys (tenant_id, key, job_id) VALUES (?, ?, ?)", keys)
     if labels:
         tx.executemany(
             "INSERT INTO job_labels (tenant_id, name, value, job_id) VALUES (?, ?, ?, ?)", labels
         )
+    if uses:
+        tx.executemany("INSERT INTO calendar_uses (tenant_id, name, job_id) VALUES (?, ?, ?)", uses)
 
 
 def replace(tx: sqlite3.Connection, tenant_id: str, job_id: str, old: Index, new: Index) -> None:
@@ -89,18 +115,24 @@ def replace(tx: sqlite3.Connection, tenant_id: str, job_id: str, old: Index, new
         tx.execute("DELETE FROM job_keys WHERE job_id = ?", (job_id,))
     if old.labels != new.labels:
         tx.execute("DELETE FROM job_labels WHERE job_id = ?", (job_id,))
+    if old.calendars != new.calendars:
+        tx.execute("DELETE FROM calendar_uses WHERE job_id = ?", (job_id,))
     if old.key != new.key and new.key is not None:
         add(tx, tenant_id, job_id, Index(new.key, ()))
     if old.labels != new.labels:
         add(tx, tenant_id, job_id, Index(None, new.labels))
+    if old.calendars != new.calendars:
+        add(tx, tenant_id, job_id, Index(None, (), new.calendars))
 
 
 def release_key(tx: sqlite3.Connection, job_id: str) -> None:
-    """A job cancelled: its key is free for another job (its labels stay while it is kept)."""
+    """A job cancelled: its key is free for another job, its calendars for a delete (its
+    labels stay while it is kept)."""
     tx.execute("DELETE FROM job_keys WHERE job_id = ?", (job_id,))
+    tx.execute("DELETE FROM calendar_uses WHERE job_id = ?", (job_id,))
 
 
 def forget(tx: sqlite3.Connection, job_id: str) -> None:
     """A job deleted by retention."""
-    tx.execute("DELETE FROM job_keys WHERE job_id = ?", (job_id,))
+    release_key(tx, job_id)
     tx.execute("DELETE FROM job_labels WHERE job_id = ?", (job_id,))

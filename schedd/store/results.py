@@ -29,6 +29,11 @@ class TenantSaved(Done, frozen=True, kw_only=True):
     tenant_id: str = ""
 
 
+class CalendarSaved(Done, frozen=True, kw_only=True):
+    created: bool = False  # a new calendar (else its dates were replaced)
+    jobs_fenced: int = 0  # jobs excluding it whose versions the change raised
+
+
 class JobError(msgspec.Struct, frozen=True, kw_only=True):
     code: str  # an error class's code (errors.BY_CODE)
     message: str

@@ -38,10 +38,13 @@ REPLICATED_TABLES: tuple[tuple[str, str], ...] = (
     ("overdue_jobs", "job_id"),
     ("job_keys", "tenant_id, key"),
     ("job_labels", "tenant_id, name, value, job_id"),
+    ("calendars", "tenant_id, name"),
+    ("calendar_uses", "tenant_id, name, job_id"),
 )
 # Added at log level 3 (issue 17: connections), 4 (issue 29: batches), 5 (completions) and
 # 8 (issue 31: pauses, run_payloads, run_counts, job_versions, backfills, backfill_lanes,
-# failure_policies, alerts, overdue_jobs) and 9 (issue 32: job_keys, job_labels).
+# failure_policies, alerts, overdue_jobs), 9 (issue 32: job_keys, job_labels) and 10 (issue 33:
+# calendars, calendar_uses).
 LATER_TABLES = frozenset(
     {
         "connections",
@@ -60,6 +63,8 @@ LATER_TABLES = frozenset(
         "overdue_jobs",
         "job_keys",
         "job_labels",
+        "calendars",
+        "calendar_uses",
     }
 )
 
@@ -475,5 +480,26 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (tenant_id, name, value, job_id)
     ) WITHOUT ROWID;
     CREATE INDEX job_labels_by_job ON job_labels (job_id);
+    """,  # 14: calendars (issue 33, log level 10; store/calendars.py, store/job_keys.py).
+    """
+    -- A tenant's named set of local dates (JSON: a sorted array of YYYY-MM-DD texts) that cron
+    -- and every schedules may exclude.
+    CREATE TABLE calendars (
+        tenant_id TEXT NOT NULL,
+        name TEXT NOT NULL,
+        dates TEXT NOT NULL,
+        created_at_ms INTEGER NOT NULL,
+        updated_at_ms INTEGER NOT NULL,
+        PRIMARY KEY (tenant_id, name)
+    ) WITHOUT ROWID;
+    -- Which jobs not cancelled exclude a calendar: a delete waits for none; a change of the
+    -- calendar raises their versions (fencing claims planned with its old dates).
+    CREATE TABLE calendar_uses (
+        tenant_id TEXT NOT NULL,
+        name TEXT NOT NULL,
+        job_id TEXT NOT NULL,
+        PRIMARY KEY (tenant_id, name, job_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX calendar_uses_by_job ON calendar_uses (job_id);
     """,
 )

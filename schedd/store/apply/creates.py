@@ -72,10 +72,11 @@ def add_jobs(tx: sqlite3.Connection, cmd: Command[AddJobs]) -> Result:
             errors.append([i, "invalid_request", problem])
             continue
         index = connections.index(job.spec)
-        taken = keys.taken(index, job.job_id)
-        if taken is not None:
-            errors.append([i, "conflict", taken])
+        refused = _index_refusal(tx, tenant_id, keys, index)
+        if refused is not None:
+            errors.append([i, *refused])
             continue
+        keys.take(index, job.job_id)
         live += 1
         if key is not None:
             seen[key] = (job.request_hash, job.job_id)
@@ -111,6 +112,17 @@ def _keys_seen(
     return {key: (request_hash, job_id) for key, request_hash, job_id in found}
 
 
+def _index_refusal(
+    tx: sqlite3.Connection, tenant_id: str, keys: _Keys, index: job_keys.Index
+) -> tuple[str, str] | None:
+    """(code, message) of a job its key or calendars refuse (create_jobs' order), or None."""
+    taken = keys.taken(index)
+    if taken is not None:
+        return "conflict", taken
+    missing = job_keys.missing_calendar(tx, tenant_id, index) if index.calendars else None
+    return None if missing is None else ("invalid_request", missing)
+
+
 class _Keys:
     """The keys of one command's jobs, checked free: against the store and the command's
     jobs before (whose rows are written at the end)."""
@@ -120,21 +132,24 @@ class _Keys:
         self._tenant_id = tenant_id
         self._taken: dict[str, str] = {}  # key -> the job of this command that takes it
 
-    def taken(self, index: job_keys.Index, job_id: str) -> str | None:
-        """Why the job cannot have its key (it is taken), or None (then it is taken now)."""
+    def taken(self, index: job_keys.Index) -> str | None:
+        """Why the job cannot have its key (it is taken), or None."""
         key = index.key
         if key is None:
             return None
         holder = self._taken.get(key) or job_keys.holder(self._tx, self._tenant_id, key)
-        if holder is not None:
-            return job_keys.taken_message(key, holder)
-        self._taken[key] = job_id
-        return None
+        return None if holder is None else job_keys.taken_message(key, holder)
+
+    def take(self, index: job_keys.Index, job_id: str) -> None:
+        """The job is created: its key is taken for the command's later jobs."""
+        if index.key is not None:
+            self._taken[index.key] = job_id
 
 
 class _Connections:
     """The broker connection a spec's target uses, checked against the tenant's connections
-    (read once per name and command: this command writes none); and a spec's key and labels.
+    (read once per name and command: this command writes none); and a spec's key, labels and
+    excluded calendars.
     Each spec text is read once per command (a spike's jobs often share one)."""
 
     def __init__(self, tx: sqlite3.Connection, tenant_id: str) -> None:
@@ -148,10 +163,11 @@ class _Connections:
         found = self._specs.get(text)
         if found is None:
             spec = load_spec(text)
+            schedule = spec.schedule_exclude()
             index = (
                 job_keys.NONE
-                if spec.key is None and spec.labels is None
-                else job_keys.Index.of(spec.key, spec.labels)
+                if spec.key is None and spec.labels is None and schedule is None
+                else job_keys.Index.of(spec.key, spec.labels, schedule)
             )
             self._specs[text] = found = (spec.connection(), index)
         return found

@@ -151,10 +151,13 @@ def _create_one(
     problem = connections.check_target(tx, tenant_id, item.spec)
     if problem is not None:
         return {"error": _error("invalid_request", problem)}
-    index = job_keys.Index.of_spec(item.spec)  # level 9
+    index = job_keys.Index.of_spec(item.spec)  # levels 9 and 10
     holder = None if index.key is None else job_keys.holder(tx, tenant_id, index.key)
     if holder is not None and index.key is not None:
         return {"error": _error("conflict", job_keys.taken_message(index.key, holder))}
+    missing = job_keys.missing_calendar(tx, tenant_id, index)
+    if missing is not None:
+        return {"error": _error("invalid_request", missing)}
     job_id = item.job_id
     tx.execute(
         "INSERT INTO jobs (job_id, tenant_id, partition, spec, status, next_run_at_ms, "
@@ -249,6 +252,9 @@ def update_job(tx: sqlite3.Connection, cmd: Command[UpdateJob]) -> Result:
         holder = job_keys.holder(tx, job.tenant_id, new_index.key)
         if holder is not None:
             return rejected("conflict", job_keys.taken_message(new_index.key, holder))
+    missing = job_keys.missing_calendar(tx, job.tenant_id, new_index)
+    if missing is not None:
+        return rejected("invalid_request", missing)
     is_active = job.status == JobStatus.ACTIVE  # a paused job gets its next run on resume
     spec = compact_json(b.spec)
     versions.record(tx, cmd, job, change_of_update(b.fields), fields=b.fields, spec=spec)
@@ -283,7 +289,7 @@ def _stored_index(tx: sqlite3.Connection, job_id: str) -> job_keys.Index:
     """The key and labels of a job's spec as stored."""
     (spec,) = tx.execute("SELECT spec FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
     stored = load_spec(spec)
-    return job_keys.Index.of(stored.key, stored.labels)
+    return job_keys.Index.of(stored.key, stored.labels, stored.schedule_exclude())
 
 
 def pause_job(tx: sqlite3.Connection, cmd: Command[PauseJob]) -> Result:

@@ -17,6 +17,7 @@ from schedd.jsonbody import JSONObject, JSONValue
 from schedd.store.apply import (
     alerts,
     backfill,
+    calendars,
     cluster,
     connections,
     creates,
@@ -63,6 +64,7 @@ HANDLERS: Mapping[str, Handler] = {
     **overdue.HANDLERS,
     **backfill.HANDLERS,
     **alerts.HANDLERS,
+    **calendars.HANDLERS,
 }
 PRUNE_EVERY = 1_000  # indexes between deterministic clean-ups of the dedupe tables
 APPLIED_COMMANDS_TTL_MS = 3_600_000
