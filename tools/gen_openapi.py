@@ -320,6 +320,7 @@ def document() -> Schema:
             {"name": "queues", "description": "The built-in queue (target type queue)."},
             {"name": "deadletters", "description": "Runs whose last attempt failed."},
             {"name": "connections", "description": "A tenant's broker connections."},
+            {"name": "calendars", "description": "A tenant's calendars of dates schedules skip."},
             {"name": "retention", "description": "How long a tenant's finished data is kept."},
             {"name": "tenants", "description": "Tenants (admin token)."},
             {"name": "cluster", "description": "Cluster state (admin token) and audit."},

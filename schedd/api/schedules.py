@@ -7,12 +7,16 @@ from aiohttp import web
 from schedd.api.context import CONTEXT
 from schedd.api.http import (
     json_response,
+    principal,
     read_object,
     require,
 )
-from schedd.errors import InvalidRequest
+from schedd.calendars import excluded_by, split_exclude
+from schedd.errors import InvalidRequest, InvalidSchedule
 from schedd.jsonbody import as_integer
+from schedd.model import AtSchedule, CronSchedule, Schedule
 from schedd.schedule import occurrences, parse_schedule
+from schedd.store import calendars as stored_calendars
 from schedd.timeformat import format_instant, parse_instant
 from schedd.wire.jobs import PreviewResult
 
@@ -29,6 +33,42 @@ async def preview(request: web.Request) -> web.Response:
     count = as_integer(body.get("count", 10), 1, MAX_PREVIEW)
     if count is None:
         raise InvalidRequest("count", f"must be an integer from 1 to {MAX_PREVIEW}")
-    schedule = parse_schedule(body.get("schedule"), now_ms=min(now, after))
-    runs = occurrences(schedule, after, 2**62, count)
+    asked, exclude = split_exclude(body.get("schedule"))
+    schedule = parse_schedule(asked, now_ms=min(now, after))
+    if exclude and isinstance(schedule, AtSchedule):
+        raise InvalidSchedule("schedule.exclude", "applies to cron and every schedules only")
+    if not exclude:
+        runs = occurrences(schedule, after, 2**62, count)
+    else:  # the caller tenant's calendars, as dispatch reads them
+        tenant_id = principal(request).tenant()
+        dates = await ctx.reads.read(
+            lambda conn: {
+                name: stored_calendars.dates_of(conn, tenant_id, name) for name in exclude
+            }
+        )
+        runs = not_excluded(schedule, after, count, exclude, dates)
     return json_response(PreviewResult(runs=[format_instant(ms) for ms in runs]))
+
+
+PREVIEW_SCAN = 20_000  # occurrences a preview with calendars looks through at most
+
+
+def not_excluded(
+    schedule: Schedule,
+    after: int,
+    count: int,
+    exclude: tuple[str, ...],
+    dates: dict[str, frozenset[str] | None],
+) -> list[int]:
+    """The first `count` occurrences after `after` that no calendar of `exclude` skips."""
+    zone = schedule.timezone if isinstance(schedule, CronSchedule) else "UTC"
+    found: list[int] = []
+    seen = 0
+    while len(found) < count and seen < PREVIEW_SCAN:
+        chunk = occurrences(schedule, after, 2**62, 1_000)
+        if not chunk:
+            break
+        seen += len(chunk)
+        found += [ms for ms in chunk if excluded_by(exclude, ms, zone, dates.get) is None]
+        after = chunk[-1]
+    return found[:count]

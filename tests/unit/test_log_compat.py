@@ -196,8 +196,11 @@ LEVEL_8_TYPES = LEVEL_5_TYPES | {
 }
 
 
-def test_the_level_8_types_are_todays_catalogue() -> None:
-    assert set(CATALOGUE) == LEVEL_8_TYPES
+LEVEL_10_TYPES = LEVEL_8_TYPES | {"put_calendar", "delete_calendar"}
+
+
+def test_the_level_10_types_are_todays_catalogue() -> None:
+    assert set(CATALOGUE) == LEVEL_10_TYPES
 
 
 def test_the_level_4_fixture_claims_only_in_batches() -> None:

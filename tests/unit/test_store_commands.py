@@ -41,6 +41,7 @@ from schedd.store.command import (
 )
 from schedd.store.commands import (
     BY_REFERENCE_LEVEL,
+    CALENDARS_LEVEL,
     CATALOGUE,
     DEFERRED_COMPLETION_LEVEL,
     JOB_KEYS_LEVEL,
@@ -142,10 +143,12 @@ def test_the_catalogue_names_each_type_once_with_its_level() -> None:
         "backfill_job": 8,
         "record_alerts": 8,
         "mark_overdue": 8,
+        "put_calendar": 10,
+        "delete_calendar": 10,
     }
     # Level 9 (issue 32) added no type: job specs with a key or labels need it (spec_level).
-    assert max(cls.LEVEL for cls in CATALOGUE.values()) == 8
-    assert LOG_LEVEL == JOB_KEYS_LEVEL == 9
+    assert JOB_KEYS_LEVEL == 9
+    assert max(cls.LEVEL for cls in CATALOGUE.values()) == LOG_LEVEL == CALENDARS_LEVEL == 10
     assert DEFERRED_COMPLETION_LEVEL == 5  # a body's level: claim_batch's defer_completion
     assert BY_REFERENCE_LEVEL == 6  # a body's level: receive_messages' by_reference
     assert RUNS_BY_REFERENCE_LEVEL == 7  # and its runs_by_reference
@@ -164,8 +167,11 @@ def test_level_8_fields_of_older_types_need_level_8_only_when_used() -> None:
     assert spec_level({"target": {"type": "queue", "queue": "q"}, "max_runs": 3}) == 8
 
 
-def test_a_spec_with_a_key_or_labels_needs_level_9() -> None:
+def test_a_spec_with_a_key_or_labels_needs_level_9_and_one_excluding_calendars_10() -> None:
     queue = {"target": {"type": "queue", "queue": "q"}}
+    cron = {"cron": "0 3 * * *", "timezone": "UTC"}
+    assert spec_level({**queue, "key": "k", "schedule": {**cron, "exclude": ["hols"]}}) == 10
+    assert spec_level({**queue, "schedule": cron}) == 1
     assert spec_level({**queue, "key": "nightly"}) == 9
     assert spec_level({**queue, "labels": {"team": "a"}, "max_runs": 3}) == 9
     assert spec_level({**queue, "labels": {}}) == 1

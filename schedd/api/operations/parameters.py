@@ -9,6 +9,7 @@ from msgspec import Meta
 from schedd.api.audit import MAX_JOB_ID_CHARS
 from schedd.api.job_filters import MAX_HOST_CHARS, MAX_NAME_CHARS
 from schedd.api.operation import Access, Parameter
+from schedd.calendars import NAME_PATTERN as CALENDAR_NAME_PATTERN
 from schedd.model import JobStatus
 from schedd.targets import CONNECTION_NAME as CONNECTION_NAME_TEXT
 from schedd.targets import TARGET_TYPES
@@ -200,3 +201,10 @@ ANY_TOKEN = Access(  # any valid token; the admin may name a tenant
 )
 ADMIN = Access(schemes=("adminToken",), errors=(401, 403, 503))
 PUBLIC = Access(schemes=(), errors=())
+CALENDAR_NAME = Parameter(
+    component="CalendarName",
+    name="name",
+    where="path",
+    kind=Annotated[str, Meta(pattern=CALENDAR_NAME_PATTERN)],
+    description="A calendar's name.",
+)

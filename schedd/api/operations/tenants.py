@@ -1,12 +1,13 @@
-"""The tenant routes (admin), and a tenant's connections and retention."""
+"""The tenant routes (admin), and a tenant's calendars, connections and retention."""
 
 from __future__ import annotations
 
-from schedd.api import connections, retention, tenants
+from schedd.api import calendars, connections, retention, tenants
 from schedd.api.connections import ConnectionInput
 from schedd.api.operation import Answer, Operation
 from schedd.api.operations.parameters import (
     ADMIN,
+    CALENDAR_NAME,
     CONNECTION_NAME,
     CURSOR,
     LIMIT,
@@ -14,6 +15,7 @@ from schedd.api.operations.parameters import (
     TENANT_ID,
 )
 from schedd.retention import RetentionUpdate
+from schedd.wire.calendars import CalendarDates, CalendarInput, CalendarList, CalendarView
 from schedd.wire.tenants import (
     ConnectionList,
     ConnectionTest,
@@ -33,7 +35,74 @@ TENANT_LINKS = {
     }
 }
 
+CALENDAR_OPERATIONS = (
+    Operation(
+        method="GET",
+        path="/v1/calendars",
+        handler=calendars.list_calendars,
+        operation_id="listCalendars",
+        tag="calendars",
+        summary="List the tenant's calendars",
+        access=TENANT,
+        answers={200: Answer("Every calendar, by name (without its dates).", body=CalendarList)},
+    ),
+    Operation(
+        method="POST",
+        path="/v1/calendars",
+        handler=calendars.create_calendar,
+        operation_id="createCalendar",
+        tag="calendars",
+        summary="Create a calendar of local dates",
+        description="Cron and every schedules exclude it by name (`schedule.exclude`): an "
+        "occurrence whose date, in the schedule's zone, is in the calendar is recorded as a "
+        "skipped run with reason calendar:NAME. 409 when the name is taken; 429 past 100.",
+        access=TENANT,
+        body=CalendarInput,
+        answers={201: Answer("Created.", body=CalendarView)},
+        errors=(409, 413, 429, 507),
+    ),
+    Operation(
+        method="GET",
+        path="/v1/calendars/{name}",
+        handler=calendars.get_calendar,
+        operation_id="getCalendar",
+        tag="calendars",
+        summary="Get a calendar with its dates",
+        access=TENANT,
+        parameters=(CALENDAR_NAME,),
+        answers={200: Answer("The calendar.", body=CalendarView)},
+    ),
+    Operation(
+        method="PUT",
+        path="/v1/calendars/{name}",
+        handler=calendars.put_calendar,
+        operation_id="putCalendar",
+        tag="calendars",
+        summary="Create a calendar or replace its dates",
+        description="Takes effect for every occurrence not yet claimed.",
+        access=TENANT,
+        parameters=(CALENDAR_NAME,),
+        body=CalendarDates,
+        answers={200: Answer("The calendar as saved.", body=CalendarView)},
+        errors=(413, 429, 507),
+    ),
+    Operation(
+        method="DELETE",
+        path="/v1/calendars/{name}",
+        handler=calendars.delete_calendar,
+        operation_id="deleteCalendar",
+        tag="calendars",
+        summary="Delete a calendar",
+        description="409 while a job that is not cancelled excludes it (the message names one).",
+        access=TENANT,
+        parameters=(CALENDAR_NAME,),
+        answers={204: Answer("Deleted.")},
+        errors=(409,),
+    ),
+)
+
 OPERATIONS = (
+    *CALENDAR_OPERATIONS,
     Operation(
         method="GET",
         path="/v1/connections",
