@@ -333,3 +333,28 @@ def test_the_level_9_fixture_indexes_keys_and_labels_and_applies_alike(db: Datab
         "SELECT count(*) FROM job_labels WHERE job_id NOT IN (SELECT job_id FROM jobs)"
     ).fetchone()[0]
     assert orphans == 0
+
+
+# Level 10 (issue 33): calendars, and schedules that exclude them.
+def test_the_level_10_fixture_holds_calendars_and_applies_alike(db: Database) -> None:
+    found = _commands(10)
+    assert {"put_calendar", "delete_calendar"} <= {t for t, _, _ in found}
+    assert any(t == "put_calendar" and r.get("jobs_fenced") for t, _, r in found)
+    skipped = [
+        row for t, body, _ in found if t == "claim_batch" for row in body["claims"] if row[-1]
+    ]
+    assert any(row[-1] == "calendar:hols" for row in skipped), skipped
+    most = {"calendars": 0, "calendar_uses": 0}
+    machine = StateMachine(db)
+    for line in _lines(10):
+        result = machine.apply(line["entry"].encode(), index=line["index"])
+        assert result == line["result"], line["index"]
+        for table in most:
+            rows = db.conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+            most[table] = max(most[table], rows)
+    expected = json.loads((FIXTURES / "journal-level10.expected.json").read_text())
+    assert state_digest(db.conn) == (expected["applied_index"], expected["digest"])
+    assert all(most.values()), most
+    # The calendar was deleted once its job was cancelled: nothing of it is left.
+    assert db.conn.execute("SELECT count(*) FROM calendars").fetchone()[0] == 0
+    assert db.conn.execute("SELECT count(*) FROM calendar_uses").fetchone()[0] == 0
