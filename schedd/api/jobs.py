@@ -66,6 +66,7 @@ from schedd.schedule import fire_time, first_run_at, load_schedule, trigger_time
 from schedd.store import queries
 from schedd.store.command import MAX_COMMAND_BYTES, compact_json
 from schedd.store.commands import (
+    CALENDARS_LEVEL,
     JOB_KEYS_LEVEL,
     SCHEDULE_CONTROL_LEVEL,
     CancelJob,
@@ -118,7 +119,9 @@ def _next_runs(job_id: str, spec: JobSpec, now_ms: int) -> tuple[int | None, int
 def new_item(
     ctx: ApiContext, spec: JobSpec, key: str | None, body: dict[str, JSONValue], now: int
 ) -> NewItem:
-    if spec.key is not None or spec.labels:  # indexed by apply at level 9
+    if spec.exclude:  # calendar uses recorded by apply at level 10
+        check_level(ctx.storage, CALENDARS_LEVEL)
+    elif spec.key is not None or spec.labels:  # indexed by apply at level 9
         check_level(ctx.storage, JOB_KEYS_LEVEL)
     elif spec.max_runs is not None:  # counted by apply at level 8
         check_level(ctx.storage, SCHEDULE_CONTROL_LEVEL)
