@@ -26,7 +26,8 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
-from schedd.model import AtSchedule, Schedule
+from schedd.calendars import local_date
+from schedd.model import AtSchedule, CronSchedule, Schedule
 from schedd.schedule import fire_time, first_run_at, next_after, occurrences_between
 from schedd.timeformat import format_instant
 
@@ -68,6 +69,9 @@ class JobTimeline:
     threshold_ms: int
     # The job's backfills: (from, to, outcome, when the client got the answer), ms.
     backfills: tuple[tuple[int, int, str, int], ...] = ()
+    # Issue 33: its tenant's calendar's dates, and whether its first schedule excluded it.
+    calendar: frozenset[str] = frozenset()
+    excludes: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,11 +280,29 @@ def _run_rows(t: JobTimeline) -> list[Violation]:
             )
         if run["status"] == "skipped":
             found += _skip_reason(t, run, key)
+        elif _on_a_holiday(t, run) and not run.get("backfill") and scheduled not in t.triggers:
+            found.append(Violation("calendar_not_honoured", t.job_id, f"{key} {run['status']}"))
     return found
+
+
+def _on_a_holiday(t: JobTimeline, run: dict[str, Any]) -> bool:
+    """A run of a job that excluded its tenant's calendar from its creation, never rescheduled
+    (a reschedule drops the exclude), on one of the calendar's dates (in the schedule's zone)."""
+    if not t.excludes or t.update_ms is not None:
+        return False
+    return _local_day(t, run) in t.calendar
+
+
+def _local_day(t: JobTimeline, run: dict[str, Any]) -> str:
+    schedule = t.first_schedule
+    zone = schedule.timezone if isinstance(schedule, CronSchedule) else "UTC"
+    return local_date(run["scheduled_at_ms"], zone)
 
 
 def _skip_reason(t: JobTimeline, run: dict[str, Any], key: str) -> list[Violation]:
     error = run.get("error") or ""
+    if error.startswith("calendar:") and t.excludes and _local_day(t, run) in t.calendar:
+        return []
     if "misfire_policy skip" in error and t.misfire == "skip" and _late(t, run):
         return []
     if "still in flight" in error and t.overlap == "skip":

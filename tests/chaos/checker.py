@@ -9,6 +9,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from schedd.calendars import split_exclude
 from schedd.schedule import load_schedule, parse_schedule
 from schedd.timeformat import parse_duration, parse_instant
 from tests.chaos.check_deliveries import Seen, check_deliveries
@@ -346,7 +347,9 @@ def _timeline(
         job=job,
         runs=ref.runs.get(job_id, []),
         created_ms=created,
-        first_schedule=parse_schedule(attempts[0].body["schedule"], now_ms=created),
+        first_schedule=parse_schedule(
+            split_exclude(attempts[0].body["schedule"])[0], now_ms=created
+        ),
         final_schedule=final,
         update_ms=updates[0] if updates else None,
         cancel_ms=cancels[0] if cancels else None,
@@ -365,6 +368,11 @@ def _timeline(
             for op in obs.ops
             if op.kind == "backfill" and op.request["job_id"] == job_id
         ),
+        calendar=next(
+            (frozenset(t.calendar) for t in obs.tenants if t.tenant_id == job.get("tenant_id")),
+            frozenset(),
+        ),
+        excludes=bool(split_exclude(attempts[0].body["schedule"])[1]),
     )
 
 

@@ -4,6 +4,7 @@ or early deliveries, lost or phantom creates. Runs in milliseconds, no cluster."
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -178,6 +179,20 @@ def test_skips_need_their_documented_reason() -> None:
     assert kinds(timeline([skipped], schedule=once)) == ["unexplained_skip"]
     late = dict(skipped, dispatched_at_ms=T0 + 12_000)
     assert kinds(timeline([late], schedule=once, misfire="skip")) == []
+
+
+def test_a_calendar_skip_needs_the_exclude_and_the_date_and_a_holiday_run_is_found() -> None:
+    """Issue 33: a run skipped "calendar:hols" must be of a job excluding the calendar, on one
+    of its dates (UTC for every); a run on such a date that was not skipped is a violation."""
+    day = format_instant(T0)[:10]
+    runs = every_2s()
+    skipped = [dict(r, status="skipped", error="calendar:hols") for r in runs]
+    base = timeline(skipped)
+    assert kinds(replace(base, excludes=True, calendar=frozenset({day}))) == []
+    assert set(kinds(base)) == {"unexplained_skip"}  # no exclude
+    assert set(kinds(replace(base, excludes=True))) == {"unexplained_skip"}  # another date
+    delivered = replace(timeline(runs), excludes=True, calendar=frozenset({day}))
+    assert set(kinds(delivered)) == {"calendar_not_honoured"}
 
 
 def test_deliveries_must_cover_every_claimed_run_on_time() -> None:

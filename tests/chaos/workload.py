@@ -8,7 +8,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from schedd.timeformat import format_instant
@@ -27,12 +27,17 @@ BACKFILL_SPAN_MS = 150_000  # a backfill asks for the last 2.5 minutes
 QUEUE_RESUME_WAIT_MS = 60_000  # after the workload: how long a queue's resume is retried
 
 
+CALENDAR = "hols"  # each tenant's calendar (issue 33), holding the round's UTC date
+EXCLUDING = 0.3  # of the recurring and cron jobs, when the cluster has calendars
+
+
 @dataclass(frozen=True, slots=True)
 class Tenant:
     name: str
     tenant_id: str
     token: str
     signing_secret: str
+    calendar: tuple[str, ...] = ()  # the dates of its calendar; () when it has none
 
 
 @dataclass(slots=True)
@@ -58,8 +63,25 @@ def create_tenants(url: str, seed: int, count: int) -> list[Tenant]:
             time.sleep(0.5)
         else:
             raise RuntimeError(f"could not create a tenant: {reply}")
-        tenants.append(Tenant(f"t{i}", **reply.body))
+        tenant = Tenant(f"t{i}", **reply.body)
+        tenants.append(replace(tenant, calendar=_make_calendar(url, tenant.token)))
     return tenants
+
+
+def _make_calendar(url: str, token: str) -> tuple[str, ...]:
+    """The tenant's calendar holding today's UTC date (and the next day's, for a round across
+    midnight); () when the cluster has none (older nodes, in an upgrade round: 404 or 503)."""
+    day = now_ms() // 86_400_000 * 86_400_000
+    dates = [format_instant(day)[:10], format_instant(day + 86_400_000)[:10]]
+    for _ in range(10):
+        body = {"name": CALENDAR, "dates": dates}
+        reply = call(url, "POST", "/v1/calendars", body, token=token)
+        if reply.status == 201:
+            return tuple(dates)
+        if reply.status in (404, 503) and reply.error_code != "no_leader":
+            return ()
+        time.sleep(0.5)
+    return ()
 
 
 class TenantWorker(threading.Thread):
@@ -195,6 +217,8 @@ class TenantWorker(threading.Thread):
         }
         if form != "once":
             body["overlap_policy"] = self.rng.choice(("allow", "allow", "allow", "skip", "delay"))
+            if self.tenant.calendar and self.rng.random() < EXCLUDING:
+                body["schedule"] = {**body["schedule"], "exclude": [CALENDAR]}
         if self.rng.random() < 0.3 and form != "cron":
             body["window"] = "2s"
         return body
