@@ -470,6 +470,7 @@ def _stats(obs: Observed, ref: NodeView, seen: dict[str, list[Seen]]) -> dict[st
         "job_status": dict(Counter(j["status"] for j in ref.jobs.values())),
         "runs": len(runs),
         "run_status": dict(Counter(r["status"] for _, r in runs)),
+        "calendar_skips": sum(1 for _, r in runs if (r.get("error") or "").startswith("calendar:")),
         "deliveries": sum(len(v) for v in seen.values()),
         "runs_delivered_more_than_once": sum(1 for v in seen.values() if len(v) > 1),
         **{name: percentiles(values) for name, values in sorted(lags.items())},
