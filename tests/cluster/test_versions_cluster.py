@@ -1,10 +1,12 @@
 """A job's versions on three real nodes (issue 31): changes proposed through a follower are
 recorded through the log, every replica answers the same history and digests alike; PUTs of one
-key through every node at once make one job (issue 32)."""
+key through every node at once make one job (issue 32); a calendar changed through a follower
+fences its jobs' claims, every replica alike (issue 33)."""
 
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -110,3 +112,40 @@ def test_puts_of_one_key_through_every_node_at_once_make_one_job(nodes: list[Nod
     for node in nodes:
         status, page, _ = http("GET", f"{node.url}/v1/jobs?label=team=a", token=token)
         assert status == 200 and len(page["jobs"]) == 4, page  # the three probes and the race
+
+
+def test_a_calendar_changed_through_a_follower_fences_the_claims_of_its_jobs(
+    nodes: list[NodeProcess],
+) -> None:
+    """Issue 33: a calendar holding today, made and changed through a follower, skips a job's
+    runs on every replica alike (reason calendar:NAME) until the change; then runs resume."""
+    follower = next(n for n in nodes if n is not leader_of(nodes))
+    token = tenant_token(follower, "calendars")
+    today = time.strftime("%Y-%m-%d", time.gmtime())
+    tomorrow = time.strftime("%Y-%m-%d", time.gmtime(time.time() + 86_400))
+    hols = {"name": "hols", "dates": [today, tomorrow]}
+
+    def made() -> bool:  # once the follower has heard every member at log level 10
+        return http("POST", f"{follower.url}/v1/calendars", hols, token=token)[0] == 201
+
+    wait_for(made, 30, "a calendar created (every member heard at log level 10)")
+    body = JOB | {"schedule": {"every": "1s", "exclude": ["hols"]}}
+    status, job, _ = http("POST", f"{follower.url}/v1/jobs", body, token=token)
+    assert status == 201, job
+    runs_url = f"{follower.url}/v1/jobs/{job['job_id']}/runs?limit=100"
+
+    def runs() -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = http("GET", runs_url, token=token)[1]["runs"]
+        return found
+
+    wait_for(lambda: len(runs()) >= 3, 20, "three runs skipped by the calendar")
+    assert {(r["status"], r["error"]) for r in runs()} == {("skipped", "calendar:hols")}
+    status, saved, _ = http(
+        "PUT", f"{follower.url}/v1/calendars/hols", {"dates": ["2030-01-01"]}, token=token
+    )
+    assert status == 200 and saved["used_by"] == 1, saved
+    wait_for(lambda: any(r["status"] != "skipped" for r in runs()), 20, "a run after the change")
+    change(follower, token, "DELETE", f"/v1/jobs/{job['job_id']}")
+    wait_converged(nodes)
+    answers = [http("GET", runs_url.replace(follower.url, n.url), token=token)[1] for n in nodes]
+    assert answers[0] == answers[1] == answers[2]
