@@ -120,3 +120,47 @@ def test_the_admin_pauses_a_tenant_with_a_reason_and_resumes_it(console: Console
     console.confirm()
     page.wait_for_selector("[data-action=pause]")
     assert page.text_content("#tenant-state") == "active"
+
+
+def test_the_calendars_page_creates_shows_replaces_and_deletes_a_calendar(
+    console: Console,
+) -> None:
+    """Issue 33: a calendar created from text, its dates by year and the jobs that exclude it,
+    its dates replaced; deleting is offered only once no job uses it."""
+    tenant = new_tenant(console.node, f"calendars-{uuid.uuid4().hex[:6]}")
+    token = tenant["token"]
+    console.sign_in(token)
+    console.go("#/calendars")
+    page = console.page
+    page.wait_for_selector("#calendar-create")
+    page.fill("#calendar-name", "us-holidays")
+    page.fill("#calendar-dates", "2026-12-25\n2027-01-01\n2027-07-04")
+    page.click("#calendar-create button[type=submit]")
+    page.wait_for_selector("#calendar-title")
+    assert page.text_content("#calendar-title") == "us-holidays"
+    assert page.locator("#calendar-dates-table td.dates").all_text_contents() == [
+        "2026-12-25",
+        "2027-01-01  2027-07-04",
+    ]
+    schedule = {"cron": "0 9 * * *", "timezone": "America/New_York", "exclude": ["us-holidays"]}
+    job = create_job(console.node, token, name="payroll", schedule=schedule)
+    page.reload()  # the same hash: read it again
+    page.wait_for_selector("#calendar-used-by")
+    assert page.text_content("#calendar-used-by") == "excluded by 1 job(s)"
+    assert page.is_disabled("[data-action=delete-calendar]")
+    page.fill("#calendar-edit-dates", "2027-11-25")
+    page.click("[data-action=save-dates]")
+    console.confirm()
+    page.wait_for_function(
+        "() => document.querySelector('#calendar-summary')?.textContent.startsWith('1 date,')"
+    )
+    console.shot("calendar")
+    status, shown, _ = http("GET", f"{console.node.url}/v1/calendars/us-holidays", token=token)
+    assert status == 200 and shown["dates"] == ["2027-11-25"], shown
+    http("DELETE", f"{console.node.url}/v1/jobs/{job['job_id']}", token=token)
+    page.reload()
+    page.wait_for_selector("[data-action=delete-calendar]:not([disabled])")
+    page.click("[data-action=delete-calendar]")
+    console.confirm()
+    page.wait_for_selector("#calendar-create")
+    assert http("GET", f"{console.node.url}/v1/calendars/us-holidays", token=token)[0] == 404

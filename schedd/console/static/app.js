@@ -3,6 +3,7 @@
 
 import { ApiError, get, query, session } from "./api.js";
 import { clear, h, notice } from "./dom.js";
+import * as calendars from "./pages/calendars.js";
 import * as deadletters from "./pages/deadletters.js";
 import * as job from "./pages/job.js";
 import * as jobs from "./pages/jobs.js";
@@ -18,6 +19,8 @@ const ROUTES = [
   { path: /^\/jobs$/, page: jobs, nav: "jobs", tenant: true },
   { path: /^\/jobs\/([^/]+)$/, page: job, nav: "jobs", tenant: true, names: ["job_id"] },
   { path: /^\/queues$/, page: queues, nav: "queues", tenant: true },
+  { path: /^\/calendars$/, page: calendars, nav: "calendars", tenant: true },
+  { path: /^\/calendars\/([^/]+)$/, page: calendars, nav: "calendars", tenant: true, names: ["name"] },
   { path: /^\/deadletters$/, page: deadletters, nav: "deadletters", tenant: true },
   {
     path: /^\/deadletters\/([^/]+)$/,
@@ -32,6 +35,7 @@ const NAV = [
   ["jobs", "Jobs", false],
   ["queues", "Queues", false],
   ["deadletters", "Dead letters", false],
+  ["calendars", "Calendars", false],
   ["tenants", "Tenants", true],
 ];
 
