@@ -93,6 +93,7 @@ class Dispatcher(Loop):
         # Tenants paused (level 8), read at each preload: their runs are left in the due
         # table, out of memory, until a resume makes the dispatcher read them again (forget).
         self._paused: frozenset[str] = frozenset()
+        self._calendars = stored_calendars.DatesCache()  # dates of the calendars jobs exclude
         self.claimed = 0
         self.rejected: Counter[str] = Counter()
         self._claim_started_s = 0.0  # monotonic start of the current _claim, for claim lag
@@ -316,7 +317,7 @@ class Dispatcher(Loop):
         def dates_of(name: str) -> frozenset[str] | None:
             key = (job.tenant_id, name)
             if key not in calendars:
-                calendars[key] = stored_calendars.dates_of(conn, job.tenant_id, name)
+                calendars[key] = self._calendars.dates_of(conn, job.tenant_id, name)
             return calendars[key]
 
         plan = plan_run(

@@ -23,7 +23,8 @@ def put_calendar(tx: sqlite3.Connection, cmd: Command[PutCalendar]) -> Result:
     if not tx.execute("SELECT 1 FROM tenants WHERE tenant_id = ?", (b.tenant_id,)).fetchone():
         return rejected("tenant_not_found", f"no tenant with id {b.tenant_id!r}")
     found = tx.execute(
-        "SELECT 1 FROM calendars WHERE tenant_id = ? AND name = ?", (b.tenant_id, b.name)
+        "SELECT updated_at_ms FROM calendars WHERE tenant_id = ? AND name = ?",
+        (b.tenant_id, b.name),
     ).fetchone()
     dates = json.dumps(list(b.dates))
     detail = {"name": b.name, "dates": len(b.dates)}
@@ -42,9 +43,12 @@ def put_calendar(tx: sqlite3.Connection, cmd: Command[PutCalendar]) -> Result:
         return ok(created=True)
     if b.create_only:
         return rejected("conflict", f"a calendar named {b.name!r} exists already (PUT replaces)")
+    # Strictly later than the last change, even within one millisecond: readers cache a
+    # calendar's dates by it (store/calendars.py DatesCache).
+    updated = max(cmd.ts_ms, found[0] + 1)
     tx.execute(
         "UPDATE calendars SET dates = ?, updated_at_ms = ? WHERE tenant_id = ? AND name = ?",
-        (dates, cmd.ts_ms, b.tenant_id, b.name),
+        (dates, updated, b.tenant_id, b.name),
     )
     fenced = tx.execute(
         "UPDATE jobs SET version = version + 1 WHERE job_id IN "
