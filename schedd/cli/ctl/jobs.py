@@ -18,6 +18,7 @@ import click
 
 from schedd.cli.ctl import render
 from schedd.cli.ctl.answers import Answer, all_pages, filled_page
+from schedd.cli.ctl.calendars import exclude_list
 from schedd.cli.ctl.client import Client
 from schedd.cli.ctl.connections import (
     BROKER_FLAG_NAMES,
@@ -285,6 +286,7 @@ Examples:
   schedctl add --cron '0 8 * * MON' --tz Asia/Kolkata --queue digests --name weekly
   schedctl add --every 5m --queue pings --payload @ping.json --json
   schedctl add --cron '0 8 * * MON' --redis-stream r/digests --maxlen 100000
+  schedctl add --cron '0 9 * * MON-FRI' --tz America/New_York --exclude us-holidays --queue daily
   schedctl add --in 1h --rabbitmq mq//digests   # the default exchange, queue digests""",
 )
 @schedule_options
@@ -319,6 +321,13 @@ Examples:
     help="Recurring: a run due while one is live: allow (default), skip or delay.",
 )
 @click.option("--window", metavar="DURATION", help="Spread each run over [0, DURATION).")
+@click.option(
+    "--exclude",
+    metavar="CALENDAR",
+    multiple=True,
+    help="With --cron or --every: skip runs whose local date is in CALENDAR (repeat for more; "
+    "schedctl calendars).",
+)
 @click.option(
     "--max-runs",
     type=click.IntRange(1, MAX_RUNS),
@@ -370,6 +379,7 @@ def add(
     misfire: str | None,
     overlap: str | None,
     window: str | None,
+    exclude: tuple[str, ...],
     max_runs: int | None,
     alert_url: str | None,
     alert_after: int | None,
@@ -398,7 +408,10 @@ def add(
     body: dict[str, JSONValue] = {k: v for k, v in fields.items() if v is not None}
     if payload is not None:
         body["payload"] = read_payload(payload)
-    _check_locally(lambda: parse_job(body, now_ms=_now_ms(), payload_limit=NO_PAYLOAD_LIMIT))
+    checked = dict(body)  # the schedule without its exclude, checked here by exclude_list
+    _check_locally(lambda: parse_job(checked, now_ms=_now_ms(), payload_limit=NO_PAYLOAD_LIMIT))
+    if exclude:
+        body["schedule"] = {**schedule, "exclude": exclude_list(schedule, exclude)}
     # A key on every create makes a retry on another node safe: it can never make two jobs.
     key = idempotency_key or f"schedctl-{uuid.uuid4().hex}"
     render.show_job(client.create_job(body, idempotency_key=key), as_json=as_json)

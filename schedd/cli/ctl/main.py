@@ -11,6 +11,7 @@ from schedd.cli.ctl import (
     admin,
     alerts,
     apply,
+    calendars,
     connections,
     history,
     jobs,
@@ -72,7 +73,12 @@ for command in apply.COMMANDS:
     cli.add_command(command)
 cli.add_command(top)
 cli.add_command(cluster)
-for command in (*queues.COMMANDS, *retention.COMMANDS, connections.connections):
+for command in (
+    *queues.COMMANDS,
+    *retention.COMMANDS,
+    connections.connections,
+    calendars.calendars,
+):
     cli.add_command(command)
 
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import date
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import click
 from click.core import ParameterSource
 
 from schedd.cli.ctl import render
+from schedd.cli.ctl.calendar_files import occurrences_outside, read_calendar_file
 from schedd.cli.ctl.client import Client
 from schedd.errors import InvalidRequest
 from schedd.schedule import occurrences, parse_schedule
@@ -28,6 +30,7 @@ Examples:
   schedctl next '30 2 * * *' --tz Europe/Berlin --after 2027-03-27T00:00:00Z -n 3
   schedctl next --every 90m --start 2026-12-01T09:00:00Z
   schedctl next --at 2026-12-24T18:00:00+01:00 --json
+  schedctl next '0 9 * * *' --tz America/New_York --calendar us-holidays.ics
   schedctl next job_0123abcd -n 3    # a job's own schedule, through the API""",
 )
 @click.argument("expr", metavar="[EXPR|JOB_ID]", required=False)
@@ -59,6 +62,13 @@ Examples:
 @click.option(
     "-n", "--count", metavar="N", default=5, show_default=True, help="How many runs to show."
 )
+@click.option(
+    "--calendar",
+    "calendar_file",
+    metavar="FILE",
+    help="Leave out runs whose local date (in --tz; UTC for --every) is in FILE: one "
+    "YYYY-MM-DD a line, or an .ics file's all-day days.",
+)
 @click.option("--json", "as_json", is_flag=True, help='Print {"runs": ["...Z", ...]}.')
 @click.pass_context
 def next_runs(
@@ -70,6 +80,7 @@ def next_runs(
     run_at: str | None,
     after: str | None,
     count: int,
+    calendar_file: str | None,
     as_json: bool,
 ) -> None:
     """Show the next runs of a cron EXPR (or --every, or --at) offline, or of JOB_ID's
@@ -91,18 +102,25 @@ def next_runs(
     else:
         spec = {"run_at": str(run_at)}
     schedule = parse_schedule(spec, now_ms=min(now_ms, after_ms))
-    runs = occurrences(schedule, after_ms, 2**62, count)
+    zone = ZoneInfo(timezone) if expr is not None else None
+    if calendar_file is None:
+        runs = occurrences(schedule, after_ms, 2**62, count)
+    elif run_at is not None:
+        raise InvalidRequest("--calendar", "applies to EXPR and --every only")
+    else:
+        dates = set(read_calendar_file(calendar_file, today=date.today()).dates)
+        runs = occurrences_outside(schedule, after_ms, count, dates=dates, zone=zone)
     if as_json:
         click.echo(json.dumps({"runs": [format_instant(ms) for ms in runs]}))
     else:
-        _print_table(runs, ZoneInfo(timezone) if expr is not None else None)
+        _print_table(runs, zone)
 
 
 def _show_job_runs(
     ctx: click.Context, job_id: str, *, after: str | None, count: int, as_json: bool
 ) -> None:
     """GET the job, then preview its schedule (start and end included) through the API."""
-    for name, flag in (("timezone", "--tz"), ("start", "--start")):
+    for name, flag in (("timezone", "--tz"), ("start", "--start"), ("calendar_file", "--calendar")):
         if ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT):
             raise InvalidRequest(flag, "does not go with JOB_ID: the job's own schedule is used")
     if after is not None:
