@@ -14,6 +14,7 @@ import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
 from schedd.bodies import Body
+from schedd.calendars import MAX_EXCLUDE
 from schedd.model import (
     Backoff,
     HttpMethod,
@@ -25,6 +26,7 @@ from schedd.model import (
 )
 from schedd.targets import KINDS as BROKER_KINDS
 from schedd.targets import TargetKind
+from schedd.wire.calendars import CalendarName
 from schedd.wire.errors import Failure
 from schedd.wire.failures import OnFailureView
 from schedd.wire.fields import (
@@ -96,6 +98,16 @@ class RunAtScheduleView(msgspec.Struct, forbid_unknown_fields=True):
     run_at: Instant
 
 
+Exclude = Annotated[
+    list[CalendarName],
+    Meta(
+        min_length=1,
+        max_length=MAX_EXCLUDE,
+        description="Calendars whose local dates (in the schedule's zone; UTC for every) it skips.",
+    ),
+]
+
+
 class CronScheduleView(msgspec.Struct, forbid_unknown_fields=True):
     """Runs at a cron expression's times in a zone, between optional bounds."""
 
@@ -103,6 +115,7 @@ class CronScheduleView(msgspec.Struct, forbid_unknown_fields=True):
     timezone: str
     start_at: Instant | UnsetType = UNSET
     end_at: Instant | UnsetType = UNSET
+    exclude: Exclude | UnsetType = UNSET
 
 
 class EveryScheduleView(msgspec.Struct, forbid_unknown_fields=True):
@@ -111,6 +124,7 @@ class EveryScheduleView(msgspec.Struct, forbid_unknown_fields=True):
     every: Duration
     start_at: Instant
     end_at: Instant | UnsetType = UNSET
+    exclude: Exclude | UnsetType = UNSET
 
 
 class QueueTargetView(msgspec.Struct, tag_field="type", tag="queue"):
@@ -161,7 +175,7 @@ class RetryView(msgspec.Struct):
 
 
 ScheduleJSON = Annotated[
-    dict[str, str],
+    dict[str, Any],  # texts, and a cron or every schedule's `exclude`: a list of calendar names
     Meta(
         description="The normalised schedule: delay becomes run_at, instants are UTC.",
         extra_json_schema=one_of(RunAtScheduleView, CronScheduleView, EveryScheduleView),

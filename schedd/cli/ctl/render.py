@@ -246,8 +246,9 @@ def show_trigger(answer: Answer[Triggered], *, as_json: bool) -> None:
     console().print(Text(f"{run.job_id}: one extra run scheduled at {run.scheduled_at}"))
 
 
-def describe_schedule(schedule: Mapping[str, str]) -> str:
-    """One line for a schedule object: `at ...`, `cron '...' ZONE`, `every 5m from ...`."""
+def describe_schedule(schedule: Mapping[str, Any]) -> str:
+    """One line for a schedule object: `at ...`, `cron '...' ZONE`, `every 5m from ...`,
+    and the calendars whose days it skips."""
     if "run_at" in schedule:
         return f"at {schedule['run_at']}"
     if "delay" in schedule:
@@ -260,6 +261,8 @@ def describe_schedule(schedule: Mapping[str, str]) -> str:
         text += f" from {schedule['start_at']}"
     if schedule.get("end_at"):
         text += f" until {schedule['end_at']}"
+    if schedule.get("exclude"):
+        text += f" except on {', '.join(map(str, schedule['exclude']))}"
     return text
 
 
