@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
+from schedd.calendars import MAX_DATES, local_date
 from schedd.errors import InvalidRequest
 from schedd.schedule import Schedule, next_after
 
 if TYPE_CHECKING:
     from icalendar import Event
 
-MAX_DATES = 10_000  # the API's limit of a calendar
 MAX_FILE_BYTES = 16 * 1024 * 1024
 HORIZON_YEARS = 10  # an .ics file's days are kept from today to this many years ahead
 # Expanding a rule walks from its first day: a daily rule from the year 1000 is refused.
@@ -218,16 +218,11 @@ def _years_after(today: date, years: int) -> date:
 # ---------------------------------------------------------------------------- occurrences
 
 
-def local_date(ms: int, zone: ZoneInfo | None) -> date:
-    """The date of an instant in a schedule's zone (None: UTC, an `every` schedule's)."""
-    return datetime.fromtimestamp(ms / 1000, zone or UTC).date()
-
-
 def occurrences_outside(
-    schedule: Schedule, after_ms: int, count: int, *, dates: Collection[str], zone: ZoneInfo | None
+    schedule: Schedule, after_ms: int, count: int, *, dates: Collection[str], zone: str
 ) -> list[int]:
-    """The first `count` runs after `after_ms` whose local date is not in `dates`: each
-    occurrence on an excluded date is skipped with the rest of that day."""
+    """The first `count` runs after `after_ms` whose local date in `zone` (the schedule's:
+    schedd.calendars.zone_of) is not in `dates`; each excluded date is skipped whole."""
     kept: list[int] = []
     cursor = after_ms
     while len(kept) < count:
@@ -235,10 +230,11 @@ def occurrences_outside(
         if run is None:
             break
         day = local_date(run, zone)
-        if day.isoformat() not in dates:
+        if day not in dates:
             kept.append(run)
             cursor = run
             continue
-        midnight = datetime.combine(day + timedelta(days=1), time(), zone or UTC)
+        tz = UTC if zone == "UTC" else ZoneInfo(zone)
+        midnight = datetime.combine(date.fromisoformat(day) + timedelta(days=1), time(), tz)
         cursor = max(run, int(midnight.timestamp() * 1000) - 1)
     return kept

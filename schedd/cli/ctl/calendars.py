@@ -5,68 +5,26 @@ checked here (calendar_files) before any request.
 
 from __future__ import annotations
 
-import re
 import urllib.parse
-from collections.abc import Mapping
 from datetime import date
 from itertools import groupby
 
 import click
-import msgspec
 
+from schedd.calendars import check_name
 from schedd.cli.ctl import render
 from schedd.cli.ctl.calendar_files import CalendarFile, read_dates_file, read_ics_file
 from schedd.cli.ctl.client import Client
 from schedd.cli.ctl.render import json_option
 from schedd.errors import InvalidRequest
 from schedd.jsonbody import JSONValue
+from schedd.wire.calendars import CalendarList, CalendarSummary, CalendarView
 
-NAME_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,64}\Z")
-MAX_EXCLUDE = 10  # calendars one schedule may exclude
 SUMMARY_JSON = '{"name", "dates_count", "first", "last", "created_at", "updated_at"}'
-
-
-class CalendarSummary(msgspec.Struct):
-    """A calendar as GET /v1/calendars lists it (no dates)."""
-
-    name: str
-    dates_count: int
-    first: str | None = None
-    last: str | None = None
-    created_at: str = ""
-    updated_at: str = ""
-
-
-class CalendarView(CalendarSummary):
-    """A calendar with its dates and how many jobs exclude it."""
-
-    dates: list[str] = msgspec.field(default_factory=list)
-    used_by: int = 0
-
-
-class CalendarList(msgspec.Struct):
-    calendars: list[CalendarSummary]
 
 
 def calendar_path(name: str) -> str:
     return "/v1/calendars/" + urllib.parse.quote(name, safe="")
-
-
-def check_name(name: str, field: str) -> str:
-    """A calendar name as the API takes it, checked before any request."""
-    if not NAME_PATTERN.match(name):
-        raise InvalidRequest(field, f"must be 1-64 characters of A-Z a-z 0-9 _ . -, got {name!r}")
-    return name
-
-
-def exclude_list(schedule: Mapping[str, str], names: tuple[str, ...]) -> list[JSONValue]:
-    """A schedule's `exclude` from `schedctl add --exclude` (given once each, in order)."""
-    if "cron" not in schedule and "every" not in schedule:
-        raise InvalidRequest("--exclude", "applies to --cron and --every only")
-    unique = list(dict.fromkeys(check_name(name, "--exclude") for name in names))
-    if len(unique) > MAX_EXCLUDE:
-        raise InvalidRequest("--exclude", f"names at most {MAX_EXCLUDE} calendars")
-    return list(unique)
 
 
 @click.group()
@@ -106,7 +64,7 @@ def add_calendar(
     """Create calendar NAME from a dates file or an iCalendar file.
 
     Exit 1 when NAME exists, unless --replace."""
-    check_name(name, "NAME")
+    check_name(name, "NAME")  # bad input exits 2 before any request
     loaded = _load(dates_file, ics_file)
     if loaded.timed_events:
         events = "event" if loaded.timed_events == 1 else "events"

@@ -18,7 +18,6 @@ import click
 
 from schedd.cli.ctl import render
 from schedd.cli.ctl.answers import Answer, all_pages, filled_page
-from schedd.cli.ctl.calendars import exclude_list
 from schedd.cli.ctl.client import Client
 from schedd.cli.ctl.connections import (
     BROKER_FLAG_NAMES,
@@ -230,6 +229,7 @@ FLAG_OF_FIELD = {
     "timezone": "--tz",
     "schedule.start_at": "--start",
     "schedule.end_at": "--end",
+    "schedule.exclude": "--exclude",
     "target.url": "--http",
     "target.name": "--queue",
     "target.method": "--method",
@@ -394,7 +394,7 @@ def add(
     retry: dict[str, JSONValue] = {"max_attempts": max_attempts, "backoff": backoff}
     fields: dict[str, JSONValue] = {
         "name": name,
-        "schedule": dict(schedule),
+        "schedule": {**schedule, **({"exclude": list(exclude)} if exclude else {})},
         "window": window,
         "target": target,
         "retry": {key: value for key, value in retry.items() if value is not None} or None,
@@ -408,10 +408,7 @@ def add(
     body: dict[str, JSONValue] = {k: v for k, v in fields.items() if v is not None}
     if payload is not None:
         body["payload"] = read_payload(payload)
-    checked = dict(body)  # the schedule without its exclude, checked here by exclude_list
-    _check_locally(lambda: parse_job(checked, now_ms=_now_ms(), payload_limit=NO_PAYLOAD_LIMIT))
-    if exclude:
-        body["schedule"] = {**schedule, "exclude": exclude_list(schedule, exclude)}
+    _check_locally(lambda: parse_job(body, now_ms=_now_ms(), payload_limit=NO_PAYLOAD_LIMIT))
     # A key on every create makes a retry on another node safe: it can never make two jobs.
     key = idempotency_key or f"schedctl-{uuid.uuid4().hex}"
     render.show_job(client.create_job(body, idempotency_key=key), as_json=as_json)

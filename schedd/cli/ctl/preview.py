@@ -109,7 +109,8 @@ def next_runs(
         raise InvalidRequest("--calendar", "applies to EXPR and --every only")
     else:
         dates = set(read_calendar_file(calendar_file, today=date.today()).dates)
-        runs = occurrences_outside(schedule, after_ms, count, dates=dates, zone=zone)
+        zone_name = timezone if expr is not None else "UTC"
+        runs = occurrences_outside(schedule, after_ms, count, dates=dates, zone=zone_name)
     if as_json:
         click.echo(json.dumps({"runs": [format_instant(ms) for ms in runs]}))
     else:
