@@ -91,6 +91,8 @@ def test_a_job_excluding_a_calendar_skips_its_days_and_keeps_it_from_deletion(ct
 
     [run, *_] = wait_for(skipped, 15, "a skipped run")
     assert run["error"] == "calendar:closed"
+    moved = ctl.json("reschedule", job["job_id"], "--every", "2s", "--exclude", "closed")
+    assert moved["schedule"]["exclude"] == ["closed"]
     refused = ctl("calendars", "rm", "closed")
     assert_fails(refused, 1, job["job_id"])
     ctl.json("cancel", job["job_id"])

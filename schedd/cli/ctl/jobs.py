@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from schedd.calendars import split_exclude
 from schedd.cli.ctl import render
 from schedd.cli.ctl.answers import Answer, all_pages, filled_page
 from schedd.cli.ctl.client import Client
@@ -72,8 +73,15 @@ _SCHEDULE_OPTIONS = (
         "--start", metavar="INSTANT", help="With --cron or --every: no run before INSTANT."
     ),
     click.option("--end", metavar="INSTANT", help="With --cron or --every: no run after INSTANT."),
+    click.option(
+        "--exclude",
+        metavar="CALENDAR",
+        multiple=True,
+        help="With --cron or --every: skip the runs whose local date is in CALENDAR (repeat "
+        "for more; schedctl calendars).",
+    ),
 )
-_SCHEDULE_FLAGS = ("at", "delay", "cron", "tz", "every", "start", "end")
+_SCHEDULE_FLAGS = ("at", "delay", "cron", "tz", "every", "start", "end", "exclude")
 _TARGET_OPTIONS = (
     click.option("--queue", metavar="NAME", help="Deliver runs to the built-in queue NAME."),
     click.option("--http", "url", metavar="URL", help="Deliver runs by calling URL."),
@@ -136,7 +144,8 @@ def schedule_from(
     every: str | None,
     start: str | None,
     end: str | None,
-) -> dict[str, str]:
+    exclude: tuple[str, ...] = (),
+) -> dict[str, Any]:
     """The API's schedule object for exactly one of --at, --in, --cron or --every."""
     forms = {"--at": at, "--in": delay, "--cron": cron, "--every": every}
     given = [flag for flag, value in forms.items() if value is not None]
@@ -150,9 +159,11 @@ def schedule_from(
     if at is not None or delay is not None:
         if start is not None or end is not None:
             raise InvalidRequest("--start/--end", "apply to --cron and --every only")
+        if exclude:
+            raise InvalidRequest("--exclude", "applies to --cron and --every only")
         return {"run_at": at} if at is not None else {"delay": str(delay)}
     spec = {"cron": cron, "timezone": tz or "UTC"} if cron is not None else {"every": str(every)}
-    bounds = {"start_at": start, "end_at": end}
+    bounds = {"start_at": start, "end_at": end, "exclude": list(exclude) or None}
     return {key: value for key, value in (spec | bounds).items() if value is not None}
 
 
@@ -322,13 +333,6 @@ Examples:
 )
 @click.option("--window", metavar="DURATION", help="Spread each run over [0, DURATION).")
 @click.option(
-    "--exclude",
-    metavar="CALENDAR",
-    multiple=True,
-    help="With --cron or --every: skip runs whose local date is in CALENDAR (repeat for more; "
-    "schedctl calendars).",
-)
-@click.option(
     "--max-runs",
     type=click.IntRange(1, MAX_RUNS),
     metavar="N",
@@ -371,7 +375,7 @@ Examples:
 @click.pass_obj
 def add(
     client: Client,
-    schedule: dict[str, str],
+    schedule: dict[str, Any],
     target: dict[str, JSONValue],
     payload: str | None,
     max_attempts: int | None,
@@ -379,7 +383,6 @@ def add(
     misfire: str | None,
     overlap: str | None,
     window: str | None,
-    exclude: tuple[str, ...],
     max_runs: int | None,
     alert_url: str | None,
     alert_after: int | None,
@@ -394,7 +397,7 @@ def add(
     retry: dict[str, JSONValue] = {"max_attempts": max_attempts, "backoff": backoff}
     fields: dict[str, JSONValue] = {
         "name": name,
-        "schedule": {**schedule, **({"exclude": list(exclude)} if exclude else {})},
+        "schedule": dict(schedule),
         "window": window,
         "target": target,
         "retry": {key: value for key, value in retry.items() if value is not None} or None,
@@ -533,15 +536,17 @@ def cancel(client: Client, job_id: str, as_json: bool) -> None:
     epilog="""\b
 Examples:
   schedctl reschedule job_0123abcd --cron '30 9 * * MON-FRI' --tz Europe/Berlin
-  schedctl reschedule job_0123abcd --at 2026-12-24T18:00:00+01:00""",
+  schedctl reschedule job_0123abcd --at 2026-12-24T18:00:00+01:00
+  schedctl reschedule job_0123abcd --cron '0 9 * * *' --exclude us-holidays""",
 )
 @click.argument("job_id")
 @schedule_options
 @json_option(JOB_JSON)
 @click.pass_obj
-def reschedule(client: Client, job_id: str, schedule: dict[str, str], as_json: bool) -> None:
-    """Give JOB_ID a new schedule; its next run is computed again."""
-    _check_locally(lambda: parse_schedule(schedule, now_ms=_now_ms()))
+def reschedule(client: Client, job_id: str, schedule: dict[str, Any], as_json: bool) -> None:
+    """Give JOB_ID a new schedule; its next run is computed again. The schedule is replaced
+    whole: give --exclude again to keep its calendars."""
+    _check_locally(lambda: parse_schedule(split_exclude(schedule)[0], now_ms=_now_ms()))
     render.show_job(client.update_job(job_id, {"schedule": dict(schedule)}), as_json=as_json)
 
 
