@@ -93,9 +93,14 @@ def test_a_job_excluding_a_calendar_skips_its_days_and_keeps_it_from_deletion(ct
     assert run["error"] == "calendar:closed"
     moved = ctl.json("reschedule", job["job_id"], "--every", "2s", "--exclude", "closed")
     assert moved["schedule"]["exclude"] == ["closed"]
+    daily = ctl.json("add", "--cron", "0 12 * * *", "--exclude", "closed", "--queue", "q")
+    # the node's preview of a job applies its calendars: not today's nor tomorrow's noon
+    after_them = f"{(now + timedelta(days=2)).date()}T12:00:00Z"
+    assert ctl.json("next", daily["job_id"], "-n", "1") == {"runs": [after_them]}
     refused = ctl("calendars", "rm", "closed")
-    assert_fails(refused, 1, job["job_id"])
-    ctl.json("cancel", job["job_id"])
+    assert_fails(refused, 1, "is used by jobs")
+    for created in (job, daily):
+        ctl.json("cancel", created["job_id"])
     assert ctl.json("calendars", "rm", "closed") == {"name": "closed", "status": "deleted"}
     assert_fails(ctl("calendars", "rm", "closed"), 1, "closed")
 
