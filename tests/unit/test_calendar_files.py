@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from schedd.calendars import local_date
 from schedd.cli.ctl.calendar_files import (
     MAX_DATES,
     occurrences_outside,
@@ -19,7 +20,7 @@ from schedd.cli.ctl.calendar_files import (
     read_calendar_file,
 )
 from schedd.errors import InvalidRequest
-from schedd.schedule import parse_schedule
+from schedd.schedule import occurrences, parse_schedule
 from schedd.timeformat import format_instant, parse_instant
 from tests.schedctl_inprocess import run_schedctl
 
@@ -172,3 +173,24 @@ def test_schedctl_next_with_a_calendar_file_offline(tmp_path: Path) -> None:
     holidays.write_text("2026-12-25\nChristmas\n")
     bad = run_schedctl((*args, "--calendar", str(holidays)), env=dict(os.environ))
     assert bad.returncode == 2 and "holidays.txt line 2: must be a date" in bad.stderr
+
+
+@pytest.mark.parametrize(
+    ("zone", "holiday", "half_hours"),
+    [
+        ("America/New_York", "2027-03-14", 46),  # spring forward: a 23-hour day
+        ("Europe/Berlin", "2027-10-31", 50),  # fall back: 25 hours, the wildcard fires in both
+        ("Australia/Lord_Howe", "2027-04-04", 49),  # back by 30 minutes
+        ("Asia/Kolkata", "2027-03-14", 48),  # +05:30, no DST
+    ],
+)
+def test_the_filter_agrees_with_the_local_dates_on_dst_days(
+    zone: str, holiday: str, half_hours: int
+) -> None:
+    schedule = parse_schedule({"cron": "*/30 * * * *", "timezone": zone}, now_ms=0)
+    after = parse_instant(f"{holiday}T00:00:00Z", field="after") - 2 * 86_400_000
+    every = occurrences(schedule, after, 2**62, 5 * 48)
+    on_the_day = [ms for ms in every if local_date(ms, zone) == holiday]
+    assert len(on_the_day) == half_hours
+    expected = [ms for ms in every if ms not in on_the_day][:100]
+    assert occurrences_outside(schedule, after, 100, dates={holiday}, zone=zone) == expected
