@@ -1,6 +1,6 @@
 """`schedctl calendars add|ls|show|rm`, `schedctl add --exclude` and the ```sh blocks of
 docs/calendars.md against a real node; schedctl's entry point runs in the test process
-(tests/schedctl_inprocess.py), the docs' blocks as bash scripts."""
+(tests/schedctl_inprocess.py), the docs' blocks as bash scripts (about 1.5 s each)."""
 
 from __future__ import annotations
 
@@ -109,7 +109,6 @@ def sh_blocks() -> list[str]:
     return re.findall(r"^```sh\n(.*?)^```", PAGE.read_text(), re.S | re.M)
 
 
-@pytest.mark.slow  # bash and a schedctl process a line: 3-5 s a block
 @pytest.mark.parametrize("index", [0, 1, 2])
 def test_the_docs_sh_blocks_run(ctl: Ctl, tmp_path: Path, index: int) -> None:
     assert len(sh_blocks()) == 3
