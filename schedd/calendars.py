@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from schedd.errors import InvalidRequest, InvalidSchedule
@@ -86,6 +86,13 @@ def local_date(ms: int, zone: str) -> str:
     """The date (YYYY-MM-DD) of an instant in a zone."""
     tz = UTC if zone == "UTC" else ZoneInfo(zone)
     return datetime.fromtimestamp(ms / 1000, tz).date().isoformat()
+
+
+def next_local_midnight(ms: int, zone: str) -> int:
+    """The instant (epoch ms) the local day after the instant's starts in the zone."""
+    tz = UTC if zone == "UTC" else ZoneInfo(zone)
+    day = datetime.fromtimestamp(ms / 1000, tz).date() + timedelta(days=1)
+    return int(datetime(day.year, day.month, day.day, tzinfo=tz).timestamp() * 1000)
 
 
 def excluded_by(names: Sequence[str], ms: int, zone: str, dates_of: DatesOf) -> str | None:

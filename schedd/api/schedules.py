@@ -11,11 +11,11 @@ from schedd.api.http import (
     read_object,
     require,
 )
-from schedd.calendars import excluded_by, split_exclude
+from schedd.calendars import excluded_by, next_local_midnight, split_exclude
 from schedd.errors import InvalidRequest, InvalidSchedule
 from schedd.jsonbody import as_integer
 from schedd.model import AtSchedule, CronSchedule, Schedule
-from schedd.schedule import occurrences, parse_schedule
+from schedd.schedule import next_after, occurrences, parse_schedule
 from schedd.store import calendars as stored_calendars
 from schedd.timeformat import format_instant, parse_instant
 from schedd.wire.jobs import PreviewResult
@@ -50,7 +50,7 @@ async def preview(request: web.Request) -> web.Response:
     return json_response(PreviewResult(runs=[format_instant(ms) for ms in runs]))
 
 
-PREVIEW_SCAN = 20_000  # occurrences a preview with calendars looks through at most
+PREVIEW_SCAN = 20_000  # occurrences a preview with calendars looks at, at most
 
 
 def not_excluded(
@@ -60,15 +60,20 @@ def not_excluded(
     exclude: tuple[str, ...],
     dates: dict[str, frozenset[str] | None],
 ) -> list[int]:
-    """The first `count` occurrences after `after` that no calendar of `exclude` skips."""
+    """The first `count` occurrences after `after` that no calendar of `exclude` skips; an
+    excluded day is passed over whole (a minutely job's holiday costs one look, not 1,440)."""
     zone = schedule.timezone if isinstance(schedule, CronSchedule) else "UTC"
     found: list[int] = []
-    seen = 0
-    while len(found) < count and seen < PREVIEW_SCAN:
-        chunk = occurrences(schedule, after, 2**62, 1_000)
-        if not chunk:
+    cursor = after
+    for _ in range(PREVIEW_SCAN):
+        if len(found) == count:
             break
-        seen += len(chunk)
-        found += [ms for ms in chunk if excluded_by(exclude, ms, zone, dates.get) is None]
-        after = chunk[-1]
-    return found[:count]
+        run = next_after(schedule, cursor)
+        if run is None:
+            break
+        if excluded_by(exclude, run, zone, dates.get) is None:
+            found.append(run)
+            cursor = run
+        else:
+            cursor = max(run, next_local_midnight(run, zone) - 1)
+    return found

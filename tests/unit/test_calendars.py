@@ -9,10 +9,12 @@ from typing import Any
 
 import pytest
 
+from schedd.api.schedules import not_excluded
 from schedd.calendars import excluded_by, local_date, parse_dates, parse_exclude, zone_of
 from schedd.dispatch.plan import ClaimPlan, PlanJob, plan_run
 from schedd.errors import InvalidRequest, InvalidSchedule
 from schedd.jobspec import parse_job, spec_to_json
+from schedd.model import CronSchedule
 from schedd.schedule import fire_time, load_schedule, next_after
 from schedd.store.dispatch_reads import DueRun
 from schedd.stored_spec import load_plan
@@ -151,3 +153,14 @@ def test_a_trigger_runs_on_a_holiday() -> None:
         dates_of=lambda name: frozenset({"2026-12-25"}),
     )
     assert triggered == ClaimPlan()
+
+
+def test_a_preview_passes_over_an_excluded_day_whole() -> None:
+    # A minutely job in New York excluding 30 days in a row: 43,200 occurrences skipped, the
+    # preview still finds the first one after them (each excluded day costs one look).
+    minutely = CronSchedule(expr="* * * * *", timezone="America/New_York")
+    days = {f"2026-12-{d:02d}" for d in range(1, 31)}
+    runs = not_excluded(
+        minutely, ms("2026-12-01T05:00:00Z"), 2, ("hols",), {"hols": frozenset(days)}
+    )
+    assert runs == [ms("2026-12-31T05:00:00Z"), ms("2026-12-31T05:01:00Z")]  # local midnight
