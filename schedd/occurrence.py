@@ -18,6 +18,7 @@ _MONTHS = (
     "July", "August", "September", "October", "November", "December",
 )  # fmt: skip
 _DAY_MS = 86_400_000
+_LOOKBACK_MS = 5 * 366 * _DAY_MS  # a wildcard job's walls skipped longer ago go unsaid
 _MAX_GAP_MINUTES = 2 * 24 * 60  # the longest gaps on record skip one day (Samoa, 2011)
 
 
@@ -103,19 +104,20 @@ def _fold_note(expr: CronExpr, zone: ZoneInfo, local: datetime) -> str | None:
 def _gap_note(expr: CronExpr, zone: ZoneInfo, previous_ms: int, at_ms: int) -> str | None:
     """A fixed-time run at a gap's end stands for the wall times in the gap it matched; a
     wildcard job's wall times in a gap since its previous run did not run at all."""
-    for gap in _gaps(zone, previous_ms, at_ms):
+    if not expr.is_wildcard:
+        gap = _gap_ending_at(zone, at_ms)  # a gap on a day the job did not run is not its own
+        walls = [] if gap is None else list(_matching_walls(expr, gap.start, gap.end))
+        if gap is None or not walls:
+            return None
+        runs = "runs" if len(walls) == 1 else "runs once,"
+        return f"{_named(walls)} on {_day(walls[0])}: {runs} at {_hm(gap.end)}"
+    for gap in _gaps(zone, max(previous_ms, at_ms - _LOOKBACK_MS), at_ms):
         walls = list(_matching_walls(expr, gap.start, gap.end))
-        if not walls:
-            continue
-        if not expr.is_wildcard:
-            if gap.at_ms != at_ms:
-                continue  # a gap on a day the job did not run (a calendar skipped it)
-            runs = "runs" if len(walls) == 1 else "runs once,"
-            return f"{_named(walls)} on {_day(walls[0])}: {runs} at {_hm(gap.end)}"
-        return (
-            f"{_named(walls)} on {_day(walls[0])}: the clock jumps from {_hm(gap.start)}"
-            f" to {_hm(gap.end)}, so no run then"
-        )
+        if walls:
+            return (
+                f"{_named(walls)} on {_day(walls[0])}: the clock jumps from {_hm(gap.start)}"
+                f" to {_hm(gap.end)}, so no run then"
+            )
     return None
 
 
@@ -125,6 +127,15 @@ def _named(walls: list[datetime]) -> str:
     if len(walls) == 2:
         return f"{_hm(walls[0])} and {_hm(walls[1])} do not exist"
     return f"{_hm(walls[0])} to {_hm(walls[-1])} do not exist"
+
+
+def _gap_ending_at(zone: ZoneInfo, at_ms: int) -> _Gap | None:
+    """The gap whose end is the instant `at_ms`, if it is one."""
+    before, after = _utcoffset(zone, at_ms - 1), _utcoffset(zone, at_ms)
+    if before is None or after is None or after <= before:
+        return None
+    naive_utc = from_ms(at_ms).replace(tzinfo=None)
+    return _Gap(at_ms=at_ms, start=naive_utc + before, end=naive_utc + after)
 
 
 def _gaps(zone: ZoneInfo, after_ms: int, until_ms: int) -> Iterator[_Gap]:
@@ -148,11 +159,9 @@ def _gaps_in_year(zone: ZoneInfo, year: int) -> tuple[_Gap, ...]:
         after = min(before + _DAY_MS, end_ms)
         offset_after = _utcoffset(zone, after)
         if offset_before is not None and offset_after is not None and offset_after > offset_before:
-            at_ms = _transition_ms(zone, before, after)
-            naive_utc = from_ms(at_ms).replace(tzinfo=None)
-            gaps.append(
-                _Gap(at_ms=at_ms, start=naive_utc + offset_before, end=naive_utc + offset_after)
-            )
+            gap = _gap_ending_at(zone, _transition_ms(zone, before, after))
+            if gap is not None:
+                gaps.append(gap)
         before, offset_before = after, offset_after
     return tuple(gaps)
 

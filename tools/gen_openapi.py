@@ -140,6 +140,12 @@ def preview_schemas() -> dict[str, Schema]:
                     "maximum": schedules.MAX_PREVIEW,
                     "default": 10,
                 },
+                "current": {
+                    **nullable(ref("ScheduleInput")),
+                    "description": "The schedule an edit would replace (a job's, as stored): "
+                    "its runs are answered as current_runs and current_occurrences, beside "
+                    "the new ones.",
+                },
             },
             ["schedule"],
         ),

@@ -24,8 +24,10 @@ from schedd.model import (
     OverlapPolicy,
     RunStatus,
 )
+from schedd.occurrence import Occurrence
 from schedd.targets import KINDS as BROKER_KINDS
 from schedd.targets import TargetKind
+from schedd.timeformat import format_instant
 from schedd.wire.calendars import CalendarName
 from schedd.wire.errors import Failure
 from schedd.wire.failures import OnFailureView
@@ -439,7 +441,41 @@ class BatchResults(msgspec.Struct, frozen=True, kw_only=True):
     results: list[Annotated[Any, Meta(extra_json_schema=one_of(Created, Failure))]]
 
 
+class OccurrenceView(msgspec.Struct, frozen=True, kw_only=True):
+    """One run as its schedule's zone shows it (computed by the server from the zone's rules,
+    so no client converts times itself)."""
+
+    at: Instant
+    local: Annotated[
+        str, Meta(description="The wall time in `zone`, RFC 3339 with the offset then.")
+    ]
+    zone: Annotated[str, Meta(description="The schedule's IANA zone (UTC for every, run_at).")]
+    abbreviation: Annotated[str, Meta(description="The zone's name for the offset: CEST, EST.")]
+    note: Annotated[
+        str | None,
+        Meta(
+            description="How daylight saving time shaped this run: a wall time that does not "
+            "exist (moved, or not run) or that happens twice (which pass); null when it did not."
+        ),
+    ]
+
+    @classmethod
+    def of(cls, occurrence: Occurrence) -> OccurrenceView:
+        """The answer's form of a described run."""
+        return cls(
+            at=format_instant(occurrence.at_ms),
+            local=occurrence.local,
+            zone=occurrence.zone,
+            abbreviation=occurrence.abbreviation,
+            note=occurrence.note,
+        )
+
+
 class PreviewResult(msgspec.Struct, frozen=True, kw_only=True):
-    """The next runs of a schedule."""
+    """The next runs of a schedule; with `current` asked, the current schedule's beside them."""
 
     runs: list[Instant]
+    # The runs again, in the schedule's zone (absent from answers of nodes before issue 33).
+    occurrences: list[OccurrenceView] = msgspec.field(default_factory=list)
+    current_runs: list[Instant] | UnsetType = UNSET
+    current_occurrences: list[OccurrenceView] | UnsetType = UNSET

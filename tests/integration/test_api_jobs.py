@@ -652,7 +652,43 @@ def test_preview_answers_the_admin_too(node: NodeProcess) -> None:
     schedule = {"every": "1h", "start_at": "2030-01-01T00:30:00Z"}
     request = {"schedule": schedule, "after": "2030-01-01T00:00:00Z", "count": 2}
     status, body, _ = http("POST", f"{node.url}/v1/schedules:preview", request)
-    assert (status, body) == (200, {"runs": ["2030-01-01T00:30:00Z", "2030-01-01T01:30:00Z"]})
+    assert status == 200, body
+    assert body["runs"] == ["2030-01-01T00:30:00Z", "2030-01-01T01:30:00Z"]
+    assert [o["local"] for o in body["occurrences"]] == [
+        "2030-01-01T00:30:00+00:00",
+        "2030-01-01T01:30:00+00:00",
+    ]
+    assert "current_runs" not in body and "current_occurrences" not in body
+
+
+def test_preview_of_an_edit_gives_the_current_schedules_runs_beside(node: NodeProcess) -> None:
+    request = {
+        "schedule": {"cron": "30 2 * * *", "timezone": "Europe/Berlin"},
+        "current": {"cron": "0 9 * * *", "timezone": "America/New_York"},
+        "after": "2027-03-27T12:00:00Z",
+        "count": 2,
+    }
+    status, body, _ = http("POST", f"{node.url}/v1/schedules:preview", request)
+    assert status == 200, body
+    assert body["runs"] == ["2027-03-28T01:00:00Z", "2027-03-29T00:30:00Z"]
+    assert body["occurrences"][0] == {
+        "at": "2027-03-28T01:00:00Z",
+        "local": "2027-03-28T03:00:00+02:00",
+        "zone": "Europe/Berlin",
+        "abbreviation": "CEST",
+        "note": "02:30 does not exist on 28 March: runs at 03:00",
+    }
+    assert body["current_runs"] == ["2027-03-27T13:00:00Z", "2027-03-28T13:00:00Z"]
+    assert [o["local"] for o in body["current_occurrences"]] == [
+        "2027-03-27T09:00:00-04:00",
+        "2027-03-28T09:00:00-04:00",
+    ]
+    ended = request | {"current": {"run_at": "2027-01-01T00:00:00Z"}}
+    status, body, _ = http("POST", f"{node.url}/v1/schedules:preview", ended)
+    assert (status, body["current_runs"], body["current_occurrences"]) == (200, [], [])
+    bad = request | {"current": {"cron": "0 9 * * *", "timezone": "Mars/Olympus"}}
+    status, body, _ = http("POST", f"{node.url}/v1/schedules:preview", bad)
+    assert status == 400 and body["error"]["message"].startswith("current.timezone: "), body
 
 
 def test_preview_without_after_starts_now(node: NodeProcess) -> None:

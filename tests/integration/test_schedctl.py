@@ -363,9 +363,14 @@ def test_next_of_a_job_previews_its_schedule_with_start_and_end_through_the_node
     job_id = ctl.json("add", *CRON_JOB, *bounds)["job_id"]
     after = ("--after", "2030-01-01T00:00:00Z")
     expected = ["2030-01-07T02:30:00Z", "2030-01-14T02:30:00Z"]  # Mondays; the 21st is past end
-    assert ctl.json("next", job_id, *after, "-n", "5") == {"runs": expected}
+    through_the_node = ctl.json("next", job_id, *after, "-n", "5")
+    assert through_the_node["runs"] == expected
+    assert [o["local"] for o in through_the_node["occurrences"]] == [
+        "2030-01-07T08:00:00+05:30",
+        "2030-01-14T08:00:00+05:30",
+    ]
     offline = ctl.json("next", "0 8 * * MON", "--tz", "Asia/Kolkata", *after, "-n", "2")
-    assert offline == {"runs": expected}
+    assert offline == through_the_node
     table = ctl("next", job_id, *after, "-n", "1")
     assert table.returncode == 0, table.stderr
     assert table.stdout.splitlines()[0].split() == ["#", "local", "(Asia/Kolkata)", "UTC"]

@@ -1,6 +1,7 @@
 """`schedctl next JOB_ID` (issue 31, section 7): an existing job's next runs, its stored
 schedule (zone, start and end included) previewed through the API's preview endpoint, in the
-same table as an expression's; a job that does not exist is the usual 404 and exit 1."""
+same table as an expression's, with the node's local times and notes (issue 33; a node's answer
+without them shows UTC only); a job that does not exist is the usual 404 and exit 1."""
 
 from __future__ import annotations
 
@@ -21,7 +22,25 @@ BERLIN = {
     "start_at": "2027-03-01T00:00:00Z",
     "end_at": "2027-04-01T00:00:00Z",
 }
-PREVIEW = {"runs": ["2027-03-27T01:30:00Z", "2027-03-28T01:00:00Z"]}
+PREVIEW = {
+    "runs": ["2027-03-27T01:30:00Z", "2027-03-28T01:00:00Z"],
+    "occurrences": [
+        {
+            "at": "2027-03-27T01:30:00Z",
+            "local": "2027-03-27T02:30:00+01:00",
+            "zone": "Europe/Berlin",
+            "abbreviation": "CET",
+            "note": None,
+        },
+        {
+            "at": "2027-03-28T01:00:00Z",
+            "local": "2027-03-28T03:00:00+02:00",
+            "zone": "Europe/Berlin",
+            "abbreviation": "CEST",
+            "note": "02:30 does not exist on 28 March: runs at 03:00",
+        },
+    ],
+}
 NOT_FOUND = {"error": {"code": "job_not_found", "message": "no job with id 'job_ffff'"}}
 
 
@@ -80,9 +99,10 @@ def test_next_of_a_job_previews_its_stored_schedule_in_its_zone(
     code, out, err = schedctl(url, "next", JOB_ID, "-n", "2", capsys=capsys)
     assert (code, err) == (0, "")
     assert out.splitlines() == [
-        "#   local (Europe/Berlin)               UTC",
+        "#   local (Europe/Berlin)               UTC                    note",
         "1   Sat 2027-03-27 02:30 CET (+0100)    2027-03-27T01:30:00Z",
-        "2   Sun 2027-03-28 03:00 CEST (+0200)   2027-03-28T01:00:00Z",
+        "2   Sun 2027-03-28 03:00 CEST (+0200)   2027-03-28T01:00:00Z   02:30 does not exist"
+        " on 28 March: runs at 03:00",
     ]
     assert node.sent == [
         ("GET", f"/v1/jobs/{JOB_ID}", None),

@@ -341,11 +341,18 @@ OPERATIONS = (
         operation_id="previewSchedule",
         tag="jobs",
         summary="The next runs of a schedule",
-        description="Any valid token (the admin needs no X-Tenant); the same engine as dispatch.",
+        description="Any valid token (the admin needs no X-Tenant); the same engine as dispatch. "
+        "Each run is also shown in the schedule's zone with a note when daylight saving time "
+        "moved or collapsed it; with `current` (the schedule an edit replaces), that "
+        "schedule's runs come beside the new ones.",
         access=ANY_TOKEN,
         body="PreviewRequest",
         answers={
-            200: Answer("Up to count instants after `after` (default now).", body=PreviewResult),
+            200: Answer(
+                "Up to count instants after `after` (default now), and the same runs as "
+                "occurrences; current_runs and current_occurrences when `current` was given.",
+                body=PreviewResult,
+            ),
         },
         errors=(413,),
     ),

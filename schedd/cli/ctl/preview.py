@@ -3,20 +3,21 @@ an existing job's through the API's preview endpoint (the job's own schedule, as
 
 from __future__ import annotations
 
-import json
 import time
-from datetime import date
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from datetime import date, datetime
 
 import click
+import msgspec
 from click.core import ParameterSource
 
 from schedd.cli.ctl import render
 from schedd.cli.ctl.calendar_files import occurrences_outside, read_calendar_file
 from schedd.cli.ctl.client import Client
 from schedd.errors import InvalidRequest
+from schedd.occurrence import describe
 from schedd.schedule import occurrences, parse_schedule
-from schedd.timeformat import format_instant, from_ms, parse_instant
+from schedd.timeformat import format_instant, parse_instant
+from schedd.wire.jobs import OccurrenceView, PreviewResult
 
 MAX_COUNT = 1000
 JOB_ID_PREFIX = "job_"  # no cron expression starts so: the argument is a job id
@@ -69,7 +70,13 @@ Examples:
     help="Leave out runs whose local date (in --tz; UTC for --every) is in FILE: one "
     "YYYY-MM-DD a line, or an .ics file's all-day days.",
 )
-@click.option("--json", "as_json", is_flag=True, help='Print {"runs": ["...Z", ...]}.')
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help='Print {"runs": ["...Z", ...], "occurrences": [{"at", "local", "zone", "abbreviation",'
+    ' "note"}, ...]}.',
+)
 @click.pass_context
 def next_runs(
     ctx: click.Context,
@@ -84,7 +91,8 @@ def next_runs(
     as_json: bool,
 ) -> None:
     """Show the next runs of a cron EXPR (or --every, or --at) offline, or of JOB_ID's
-    schedule through the API."""
+    schedule through the API: in UTC and in the schedule's zone, with a note where daylight
+    saving time moves or collapses a run."""
     if sum(x is not None for x in (expr, every, run_at)) != 1:
         raise InvalidRequest("schedule", "give exactly one of EXPR, JOB_ID, --every or --at")
     if not 1 <= count <= MAX_COUNT:
@@ -102,7 +110,6 @@ def next_runs(
     else:
         spec = {"run_at": str(run_at)}
     schedule = parse_schedule(spec, now_ms=min(now_ms, after_ms))
-    zone = ZoneInfo(timezone) if expr is not None else None
     if calendar_file is None:
         runs = occurrences(schedule, after_ms, 2**62, count)
     elif run_at is not None:
@@ -111,10 +118,14 @@ def next_runs(
         dates = set(read_calendar_file(calendar_file, today=date.today()).dates)
         zone_name = timezone if expr is not None else "UTC"
         runs = occurrences_outside(schedule, after_ms, count, dates=dates, zone=zone_name)
+    answer = PreviewResult(
+        runs=[format_instant(ms) for ms in runs],
+        occurrences=[OccurrenceView.of(o) for o in describe(schedule, runs, after_ms)],
+    )
     if as_json:
-        click.echo(json.dumps({"runs": [format_instant(ms) for ms in runs]}))
+        click.echo(msgspec.json.encode(answer).decode())
     else:
-        _print_table(runs, zone)
+        _print_table(answer)
 
 
 def _show_job_runs(
@@ -134,29 +145,34 @@ def _show_job_runs(
         return
     if job.status != "active":
         render.note(f"{job_id} is {job.status}: it fires none of these runs while it is")
-    runs = [parse_instant(text, field="runs") for text in answer.view.runs]
-    _print_table(runs, _job_zone(job.schedule))
+    _print_table(answer.view)
 
 
-def _job_zone(schedule: dict[str, str]) -> ZoneInfo | None:
-    """The zone of a cron job's local times (None for `every` and `run_at`: UTC only)."""
-    if "cron" not in schedule:
-        return None
-    try:
-        return ZoneInfo(schedule.get("timezone") or "UTC")
-    except (ZoneInfoNotFoundError, ValueError):  # a zone newer than this machine's tzdata
-        return None
-
-
-def _print_table(runs: list[int], zone: ZoneInfo | None) -> None:
-    if not runs:
+def _print_table(answer: PreviewResult) -> None:
+    """The runs in UTC and, as the node (or this process offline) described them, in the
+    schedule's zone with its DST notes: no conversion here. A zone column only when it is not
+    UTC, a note column only when a run has one."""
+    if not answer.runs:
         render.console().print("no runs left: the schedule has ended", style="yellow")
         return
-    headers = ["#", *([f"local ({zone.key})"] if zone is not None else []), "UTC"]
-    rows = [_row(i, ms, zone) for i, ms in enumerate(runs, start=1)]
+    shown = answer.occurrences if len(answer.occurrences) == len(answer.runs) else []
+    zone = shown[0].zone if shown and shown[0].zone != "UTC" else None
+    has_notes = any(o.note for o in shown)
+    headers = [
+        "#",
+        *([f"local ({zone})"] if zone else []),
+        "UTC",
+        *(["note"] if has_notes else []),
+    ]
+    rows = []
+    for i, at in enumerate(answer.runs, start=1):
+        local = [_local_text(shown[i - 1])] if zone else []
+        note = [shown[i - 1].note or ""] if has_notes else []
+        rows.append([str(i), *local, at, *note])
     render.print_table(headers, rows)
 
 
-def _row(i: int, ms: int, zone: ZoneInfo | None) -> list[str]:
-    local = [from_ms(ms).astimezone(zone).strftime("%a %Y-%m-%d %H:%M %Z (%z)")] if zone else []
-    return [str(i), *local, format_instant(ms)]
+def _local_text(occurrence: OccurrenceView) -> str:
+    """'Sun 2027-03-28 03:00 CEST (+0200)': the node's wall time and offset, as given."""
+    local = datetime.fromisoformat(occurrence.local)
+    return f"{local:%a %Y-%m-%d %H:%M} {occurrence.abbreviation} ({local:%z})"
