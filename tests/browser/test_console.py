@@ -42,9 +42,9 @@ def test_a_tenant_signs_in_sees_its_job_pauses_resumes_and_triggers_it(console: 
     console.shot("jobs")
 
     page.click(f"tr[data-job='{job['job_id']}'] a.job-name")
-    page.wait_for_selector("#upcoming li")
+    page.wait_for_selector("#upcoming-table tbody tr")
     assert page.text_content("#job-title") == name
-    assert page.locator("#upcoming li").count() == 10
+    assert page.locator("#upcoming-table tbody tr").count() == 10
     console.shot("job")
 
     page.click("[data-action=pause]")

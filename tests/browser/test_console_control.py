@@ -1,10 +1,12 @@
 """Schedule control in chromium (issue 31): a job paused with a reason shows it, a trigger with
 its own payload is marked on its run, a run limit, a failure policy, a key and labels are shown (a
 label links to the jobs that have it); the queues page pauses a queue with a reason and resumes
-it."""
+it. A job's runs in its zone with DST notes, and a schedule change previewed beside the current
+one before it is saved (issue 33)."""
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
@@ -164,3 +166,41 @@ def test_the_calendars_page_creates_shows_replaces_and_deletes_a_calendar(
     console.confirm()
     page.wait_for_selector("#calendar-create")
     assert http("GET", f"{console.node.url}/v1/calendars/us-holidays", token=token)[0] == 404
+
+
+def test_the_job_page_shows_runs_in_their_zone_and_previews_a_change_side_by_side(
+    console: Console,
+) -> None:
+    tenant = new_tenant(console.node, f"zones-{uuid.uuid4().hex[:6]}")
+    # Sundays of March at 02:30 in Berlin: the next 10 always hold a last Sunday (the gap).
+    spring = {"cron": "30 2 * 3 SUN", "timezone": "Europe/Berlin"}
+    autumn = {"cron": "30 2 * 10 SUN", "timezone": "Europe/Berlin"}
+    job = create_job(console.node, tenant["token"], schedule=spring)
+    console.sign_in(tenant["token"])
+    console.go(f"#/jobs/{job['job_id']}")
+    page = console.page
+    page.wait_for_selector("#upcoming-table tbody tr")
+    assert page.text_content("#upcoming-table th") == "Local (Europe/Berlin)"
+    notes = [n for n in page.locator("#upcoming-table td.note").all_text_contents() if n]
+    assert notes and all(n.startswith("02:30 does not exist on ") for n in notes), notes
+    assert notes[0].endswith(" March: runs at 03:00")
+    assert "03:00 CEST (+02:00)" in page.text_content("#upcoming-table tr:has(td.dst) td.local")
+
+    page.click("details.reschedule summary")
+    assert page.is_disabled("[data-action=reschedule]")  # nothing previewed yet
+    page.fill("#new-schedule", json.dumps(autumn))
+    page.click("[data-action=preview-schedule]")
+    page.wait_for_selector("#compare-proposed tbody tr")
+    assert page.locator("#compare-current tbody tr").count() == 10
+    assert page.locator("#compare-proposed tbody tr").count() == 10
+    proposed = page.locator("#compare-proposed td.dst").all_text_contents()
+    assert proposed and all("happens twice" in n and "in the first (CEST)" in n for n in proposed)
+    assert page.locator("#compare-current td.dst").count() == len(notes)
+    console.shot("job-schedule-compare")
+    page.click("[data-action=reschedule]")
+    console.confirm()
+    page.wait_for_function(
+        "() => document.querySelector('#upcoming-table td.dst')?.textContent.includes('twice')"
+    )
+    _, shown, _ = http("GET", f"{console.node.url}/v1/jobs/{job['job_id']}", token=tenant["token"])
+    assert shown["schedule"] == autumn

@@ -176,16 +176,77 @@ function actions(job, path, status, refresh) {
       ),
     ),
     act("Cancel", "cancel", "Cancel this job? Its future runs will not fire; this cannot be undone.", () => call("DELETE", path)),
-    h(
-      "details",
-      { class: "reschedule" },
-      h("summary", {}, "Reschedule"),
-      schedule,
-      act("Save schedule", "reschedule", "Replace this job's schedule?", () =>
+    changeSchedule(job, schedule, (enabled) =>
+      act("Save schedule", "reschedule", "Replace this job's schedule with the one previewed?", () =>
         call("PATCH", path, { body: { schedule: JSON.parse(schedule.value) } }),
-      ),
+      enabled),
     ),
   );
+}
+
+// "Change schedule": the proposed schedule's next 10 runs beside the current one's (both from
+// the preview API, in their zones with their DST notes) before it is saved; Save stays disabled
+// until the text in the box has been previewed.
+function changeSchedule(job, schedule, saveButton) {
+  const save = saveButton(false);
+  const compare = h("div", { id: "schedule-compare", class: "compare" });
+  const preview = async () => {
+    save.disabled = true;
+    let proposed;
+    try {
+      proposed = JSON.parse(schedule.value);
+    } catch (error) {
+      compare.replaceChildren(notice(`Not JSON: ${error.message}`));
+      return;
+    }
+    try {
+      const body = { schedule: proposed, current: job.schedule, after: new Date().toISOString(), count: 10 };
+      const answer = await post("/v1/schedules:preview", body);
+      compare.replaceChildren(
+        h("section", {}, h("h3", {}, "Current"), occurrenceTable(answer.current_occurrences, "compare-current")),
+        h("section", {}, h("h3", {}, "Proposed"), occurrenceTable(answer.occurrences, "compare-proposed")),
+      );
+      save.disabled = !(job.status === "active" || job.status === "paused");
+    } catch (error) {
+      compare.replaceChildren(notice(error.message));
+    }
+  };
+  schedule.addEventListener("input", () => {
+    save.disabled = true;
+    compare.replaceChildren();
+  });
+  return h(
+    "details",
+    { class: "reschedule" },
+    h("summary", {}, "Change schedule"),
+    schedule,
+    h("button", { type: "button", "data-action": "preview-schedule", onclick: preview }, "Preview change"),
+    save,
+    compare,
+  );
+}
+
+// Runs as the server described them: the wall time in the schedule's zone (its offset and the
+// zone's name for it, as given: the browser converts nothing), UTC and the DST note.
+function occurrenceTable(occurrences, id) {
+  if (!occurrences.length) return notice("No runs left: the schedule has ended.", "info");
+  const zone = occurrences[0].zone;
+  const rows = occurrences.map((o) =>
+    h(
+      "tr",
+      { "data-at": o.at },
+      h("td", { class: "mono local" }, localText(o)),
+      h("td", { class: "mono utc" }, when(o.at)),
+      h("td", { class: o.note ? "note dst" : "note" }, o.note ?? ""),
+    ),
+  );
+  return table([`Local (${zone})`, "UTC", "Note"], rows, { id, class: "occurrences" });
+}
+
+function localText(occurrence) {
+  const text = occurrence.local; // "2027-03-28T03:00:00+02:00": seconds shown when not 00
+  const time = text.slice(17, 19) === "00" ? text.slice(11, 16) : text.slice(11, 19);
+  return `${text.slice(0, 10)} ${time} ${occurrence.abbreviation} (${text.slice(19)})`;
 }
 
 async function upcoming(job) {
@@ -196,7 +257,7 @@ async function upcoming(job) {
   }
   try {
     const preview = await post("/v1/schedules:preview", { schedule: job.schedule, after: new Date().toISOString(), count: 10 });
-    section.append(h("ol", {}, preview.runs.map((instant) => h("li", { class: "mono" }, when(instant)))));
+    section.append(occurrenceTable(preview.occurrences, "upcoming-table"));
   } catch (error) {
     section.append(notice(error.message));
   }
