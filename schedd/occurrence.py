@@ -45,11 +45,13 @@ class _Gap:
 
 def describe(schedule: Schedule, runs: Sequence[int], after_ms: int) -> list[Occurrence]:
     """The occurrences of `runs`, the schedule's runs after `after_ms` in order (as `occurrences`
-    gives them). A cron schedule's are in its zone with DST notes; the others' in UTC."""
+    gives them). A cron schedule's are in its zone with DST notes; the others' in UTC (or their
+    zone, if they have one), without notes: they follow elapsed time."""
+    # Only cron schedules have a zone today; another form that gains one is shown in it.
+    zone = ZoneInfo(str(getattr(schedule, "timezone", None) or "UTC"))
     if not isinstance(schedule, CronSchedule):
-        return [_occurrence(ms, ZoneInfo("UTC"), None) for ms in runs]
+        return [_occurrence(ms, zone, None) for ms in runs]
     expr = parse_cron(schedule.expr)
-    zone = ZoneInfo(schedule.timezone)
     previous = after_ms
     if schedule.start_at_ms is not None:
         previous = max(previous, schedule.start_at_ms - 1)
