@@ -340,6 +340,24 @@ def test_reschedule_replaces_the_schedule_and_the_next_run(ctl: Ctl) -> None:
     assert again["next_run_at"] == "2031-05-05T00:00:00Z"
 
 
+def test_reschedule_preview_shows_both_schedules_side_by_side_and_changes_nothing(
+    ctl: Ctl,
+) -> None:
+    job_id = ctl.json("add", "--at", "2030-01-01T00:00:00Z", "--queue", "q")["job_id"]
+    new = ("--cron", "30 2 * 3 SUN", "--tz", "Europe/Berlin", "--preview")
+    answer = ctl.json("reschedule", job_id, *new)
+    assert answer["current_runs"] == ["2030-01-01T00:00:00Z"] and len(answer["runs"]) == 10
+    assert any(o["note"] for o in answer["occurrences"])  # a last Sunday of March: the gap
+    table = ctl("reschedule", job_id, *new)
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    assert lines[0].split() == ["#", "current", "(UTC)", "note", "new", "(Europe/Berlin)", "note"]
+    assert lines[1].split()[:6] == ["1", "Tue", "2030-01-01", "00:00", "UTC", "(+0000)"]
+    assert lines[1].split()[6] == "Sun"
+    assert lines[2].split()[:2] == ["2", "-"] and "does not exist on" in table.stdout
+    assert ctl.json("get", job_id)["version"] == 1
+
+
 def test_trigger_prints_the_accepted_run(ctl: Ctl, job: dict[str, Any]) -> None:
     before = datetime.now(UTC) - timedelta(seconds=5)
     answer = ctl.json("trigger", job["job_id"])

@@ -333,13 +333,21 @@ class Client:
         return self.answer(AlertList, "GET", "/v1/alerts", query=query)
 
     def preview_schedule(
-        self, schedule: Mapping[str, str], *, after: str | None, count: int
+        self,
+        schedule: Mapping[str, str],
+        *,
+        after: str | None,
+        count: int,
+        current: Mapping[str, str] | None = None,
     ) -> Answer[PreviewResult]:
         """POST /v1/schedules:preview: the next `count` runs after `after` (default: the
-        node's now). It changes nothing, so it may go to another node."""
+        node's now), and `current`'s beside them when given (an edit's old schedule). It
+        changes nothing, so it may go to another node."""
         body: dict[str, JSONValue] = {"schedule": dict(schedule), "count": count}
         if after is not None:
             body["after"] = after
+        if current is not None:
+            body["current"] = dict(current)
         return self.answer(PreviewResult, "POST", "/v1/schedules:preview", body, is_safe=True)
 
     # ------------------------------------------------------------ tenants and cluster

@@ -28,6 +28,7 @@ from schedd.cli.ctl.connections import (
     param_of,
 )
 from schedd.cli.ctl.jobfile import label_pair
+from schedd.cli.ctl.preview import print_side_by_side
 from schedd.cli.ctl.render import json_option, page_options
 from schedd.errors import InvalidRequest
 from schedd.jobspec import HTTP_METHODS, parse_job
@@ -535,18 +536,36 @@ def cancel(client: Client, job_id: str, as_json: bool) -> None:
 @click.command(
     epilog="""\b
 Examples:
+  schedctl reschedule job_0123abcd --cron '30 9 * * MON-FRI' --tz Europe/Berlin --preview
   schedctl reschedule job_0123abcd --cron '30 9 * * MON-FRI' --tz Europe/Berlin
   schedctl reschedule job_0123abcd --at 2026-12-24T18:00:00+01:00
   schedctl reschedule job_0123abcd --cron '0 9 * * *' --exclude us-holidays""",
 )
 @click.argument("job_id")
 @schedule_options
+@click.option(
+    "--preview",
+    is_flag=True,
+    help="Change nothing: show the current and the new schedule's next 10 runs side by side"
+    " (--json: the preview answer).",
+)
 @json_option(JOB_JSON)
 @click.pass_obj
-def reschedule(client: Client, job_id: str, schedule: dict[str, Any], as_json: bool) -> None:
-    """Give JOB_ID a new schedule; its next run is computed again. The schedule is replaced
-    whole: give --exclude again to keep its calendars."""
+def reschedule(
+    client: Client, job_id: str, schedule: dict[str, Any], preview: bool, as_json: bool
+) -> None:
+    """Give JOB_ID a new schedule; its next run is computed again (--preview compares the two
+    schedules' next runs first and changes nothing). The schedule is replaced whole: give
+    --exclude again to keep its calendars."""
     _check_locally(lambda: parse_schedule(split_exclude(schedule)[0], now_ms=_now_ms()))
+    if preview:
+        current = client.get_job(job_id).view.schedule
+        answer = client.preview_schedule(schedule, after=None, count=10, current=current)
+        if as_json:
+            render.print_json(answer.raw)
+        else:
+            print_side_by_side(answer.view)
+        return
     render.show_job(client.update_job(job_id, {"schedule": dict(schedule)}), as_json=as_json)
 
 

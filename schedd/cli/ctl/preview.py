@@ -176,3 +176,29 @@ def _local_text(occurrence: OccurrenceView) -> str:
     """'Sun 2027-03-28 03:00 CEST (+0200)': the node's wall time and offset, as given."""
     local = datetime.fromisoformat(occurrence.local)
     return f"{local:%a %Y-%m-%d %H:%M} {occurrence.abbreviation} ({local:%z})"
+
+
+def print_side_by_side(answer: PreviewResult) -> None:
+    """An edit's runs: the current schedule's and the new one's, row by row, each as the node
+    described it (its zone, the wall time and offset, the DST note)."""
+    current = answer.current_occurrences if isinstance(answer.current_occurrences, list) else []
+    proposed = answer.occurrences
+    if not current and not proposed:
+        render.console().print("no runs left in either schedule", style="yellow")
+        return
+    headers = ["#", *_side_headers("current", current), *_side_headers("new", proposed)]
+    rows = [
+        [str(i + 1), *_side_cells(current, i), *_side_cells(proposed, i)]
+        for i in range(max(len(current), len(proposed)))
+    ]
+    render.print_table(headers, rows)
+
+
+def _side_headers(name: str, shown: list[OccurrenceView]) -> list[str]:
+    return [f"{name} ({shown[0].zone})" if shown else name, "note"]
+
+
+def _side_cells(shown: list[OccurrenceView], i: int) -> list[str]:
+    if i >= len(shown):
+        return ["-" if i == len(shown) else "", ""]  # "-": the schedule ends here
+    return [_local_text(shown[i]), shown[i].note or ""]
