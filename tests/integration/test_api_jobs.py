@@ -686,6 +686,17 @@ def test_preview_of_an_edit_gives_the_current_schedules_runs_beside(node: NodePr
     ended = request | {"current": {"run_at": "2027-01-01T00:00:00Z"}}
     status, body, _ = http("POST", f"{node.url}/v1/schedules:preview", ended)
     assert (status, body["current_runs"], body["current_occurrences"]) == (200, [], [])
+    tenant = new_tenant(node)  # a job's current schedule may exclude the tenant's calendars
+    hols = {"name": "hols", "dates": ["2027-03-28"]}
+    assert http("POST", f"{node.url}/v1/calendars", hols, token=tenant.token)[0] == 201
+    excluding = request["current"] | {"exclude": ["hols"]}
+    status, body, _ = http(
+        "POST",
+        f"{node.url}/v1/schedules:preview",
+        request | {"current": excluding},
+        token=tenant.token,
+    )
+    assert body["current_runs"] == ["2027-03-27T13:00:00Z", "2027-03-29T13:00:00Z"], body
     bad = request | {"current": {"cron": "0 9 * * *", "timezone": "Mars/Olympus"}}
     status, body, _ = http("POST", f"{node.url}/v1/schedules:preview", bad)
     assert status == 400 and body["error"]["message"].startswith("current.timezone: "), body
