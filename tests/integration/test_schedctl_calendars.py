@@ -96,7 +96,7 @@ def test_a_job_excluding_a_calendar_skips_its_days_and_keeps_it_from_deletion(ct
     daily = ctl.json("add", "--cron", "0 12 * * *", "--exclude", "closed", "--queue", "q")
     # the node's preview of a job applies its calendars: not today's nor tomorrow's noon
     after_them = f"{(now + timedelta(days=2)).date()}T12:00:00Z"
-    assert ctl.json("next", daily["job_id"], "-n", "1") == {"runs": [after_them]}
+    assert ctl.json("next", daily["job_id"], "-n", "1")["runs"] == [after_them]
     refused = ctl("calendars", "rm", "closed")
     assert_fails(refused, 1, "is used by jobs")
     for created in (job, daily):
