@@ -1,0 +1,188 @@
+"""The load ahead (GET /v1/forecast): a span cut into steps and the runs due in each, counted
+from a job's next run and its schedule's own occurrences after it (zones and DST as dispatch
+follows them, the window's offset, start/end, max_runs). Pure: the store hands it the rows.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from schedd.errors import InvalidRequest
+from schedd.schedule import AtSchedule, Schedule, fire_time, load_schedule, occurrences_between
+from schedd.stored_spec import StoredSpec, load_spec
+from schedd.timeformat import parse_duration, parse_instant
+
+MAX_STEPS = 10_000
+MIN_STEP_MS = 1_000
+MAX_STEP_MS = 3_600_000
+DEFAULT_SPAN_MS = 86_400_000
+DEFAULT_STEP_MS = 60_000
+# One job's runs expanded in one forecast at most (an `every 1s` job over a day is 86,400):
+# past it the forecast says it is partial.
+MAX_JOB_RUNS = 100_000
+TOP_TENANTS = 10
+
+# Whether a scheduled occurrence of a job runs: the one place that decides it (calendars'
+# exclusions plug in here). Triggers and backfills always run.
+RunFilter = Callable[[StoredSpec, int], bool]
+
+
+def runs_every_occurrence(spec: StoredSpec, scheduled_at_ms: int) -> bool:
+    """The run filter before calendars: every occurrence of the schedule runs."""
+    return True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Span:
+    """[from_ms, to_ms) cut into steps of step_ms (the last one shorter when it does not
+    divide)."""
+
+    from_ms: int
+    to_ms: int
+    step_ms: int
+
+    @property
+    def steps(self) -> int:
+        return -(-(self.to_ms - self.from_ms) // self.step_ms)
+
+    def index(self, at_ms: int) -> int | None:
+        """The step holding at_ms, None outside the span."""
+        if not self.from_ms <= at_ms < self.to_ms:
+            return None
+        return (at_ms - self.from_ms) // self.step_ms
+
+    def step_at(self, index: int) -> int:
+        return self.from_ms + index * self.step_ms
+
+
+def parse_span(from_: str | None, to: str | None, step: str | None, *, now_ms: int) -> Span:
+    """The span a request names (from: default now; to: default a day after from; step:
+    default 1m, from 1s to 1h, at most MAX_STEPS of them), or InvalidRequest naming the field."""
+    from_ms = now_ms if from_ is None else parse_instant(from_, field="from")
+    to_ms = from_ms + DEFAULT_SPAN_MS if to is None else parse_instant(to, field="to")
+    step_ms = DEFAULT_STEP_MS if step is None else parse_duration(step, field="step")
+    if not MIN_STEP_MS <= step_ms <= MAX_STEP_MS:
+        raise InvalidRequest("step", f"must be from 1s to 1h, got {step!r}")
+    if to_ms <= from_ms:
+        raise InvalidRequest("to", "must be after from")
+    span = Span(from_ms=from_ms, to_ms=to_ms, step_ms=step_ms)
+    if span.steps > MAX_STEPS:
+        raise InvalidRequest(
+            "step", f"gives {span.steps:,} steps from 'from' to 'to', more than {MAX_STEPS:,}"
+        )
+    return span
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ForecastJob:
+    """An active job as the forecast reads it: its stored spec, its next scheduled run (None
+    when it has none) and the runs it has started toward max_runs."""
+
+    job_id: str
+    tenant_id: str
+    spec: str
+    next_run_at_ms: int | None
+    next_fire_at_ms: int | None
+    runs_started: int = 0
+
+
+@dataclass(slots=True)
+class Tally:
+    """Runs per step of a span, the whole's and (when `by_tenant`) each tenant's."""
+
+    span: Span
+    by_tenant: bool = False
+    runs: list[int] = field(default_factory=list)
+    tenants: dict[str, Counter[int]] = field(default_factory=dict)
+    jobs: int = 0
+    is_partial: bool = False
+    _occurrences: dict[tuple[str, int, int], list[int]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.runs = [0] * self.span.steps
+
+    def add_run(self, tenant_id: str, fire_at_ms: int) -> None:
+        """Count one run firing at fire_at_ms (outside the span: nothing)."""
+        index = self.span.index(fire_at_ms)
+        if index is None:
+            return
+        self.runs[index] += 1
+        if self.by_tenant:
+            self.tenants.setdefault(tenant_id, Counter())[index] += 1
+
+    def add_job(self, job: ForecastJob, *, runs: RunFilter = runs_every_occurrence) -> None:
+        """Count a job's scheduled runs: its next one and its schedule's after it."""
+        self.jobs += 1
+        if job.next_run_at_ms is None or job.next_fire_at_ms is None:
+            return
+        spec = load_spec(job.spec)
+        plan = spec.plan()
+        limit = spec.run_limit()
+        left = MAX_JOB_RUNS if limit is None else max(limit - job.runs_started, 0)
+        if left and runs(spec, job.next_run_at_ms):
+            self.add_run(job.tenant_id, job.next_fire_at_ms)
+            left -= 1
+        if not left or not plan.schedule:
+            return
+        window_ms = plan.window_ms()
+        for scheduled in self._after(plan.schedule, job.next_run_at_ms, window_ms, limit):
+            if not runs(spec, scheduled):
+                continue
+            self.add_run(job.tenant_id, fire_time(job.job_id, scheduled, window_ms))
+            left -= 1
+            if not left:
+                break
+
+    def _after(
+        self, stored: Mapping[str, Any], next_ms: int, window_ms: int, limit: int | None
+    ) -> list[int]:
+        """The schedule's occurrences after next_ms whose run can fire in the span (the first
+        MAX_JOB_RUNS; with a run limit, all from next_ms on, so the limit counts them)."""
+        low = next_ms + 1
+        if limit is None:  # occurrences before from - window fire before the span
+            low = max(low, self.span.from_ms - window_ms + 1)
+        key = (repr(sorted(stored.items())), low, window_ms)
+        found = self._occurrences.get(key)
+        if found is None:
+            schedule = _schedule(stored)
+            found = []
+            if schedule is not None and not isinstance(schedule, AtSchedule):
+                found = occurrences_between(schedule, low, self.span.to_ms, MAX_JOB_RUNS + 1)
+            if len(found) > MAX_JOB_RUNS:
+                self.is_partial = True
+                found = found[:MAX_JOB_RUNS]
+            if len(self._occurrences) > 10_000:
+                self._occurrences.clear()
+            self._occurrences[key] = found
+        return found
+
+    def peak(self, runs: Iterable[tuple[int, int]] | None = None) -> tuple[int, int]:
+        """(step index, runs) of the busiest step, the earliest of equals; of the whole, or of
+        the (index, runs) pairs given."""
+        pairs = enumerate(self.runs) if runs is None else runs
+        best = (0, 0)
+        for index, count in pairs:
+            if count > best[1] or (count == best[1] and count and index < best[0]):
+                best = (index, count)
+        return best
+
+    def top_tenants(self) -> list[tuple[str, int, tuple[int, int]]]:
+        """The TOP_TENANTS tenants with the most runs: (tenant_id, runs, peak)."""
+        totals = sorted(
+            ((sum(c.values()), tenant) for tenant, c in self.tenants.items()),
+            key=lambda pair: (-pair[0], pair[1]),
+        )
+        return [
+            (tenant, total, self.peak(sorted(self.tenants[tenant].items())))
+            for total, tenant in totals[:TOP_TENANTS]
+        ]
+
+
+def _schedule(stored: Mapping[str, Any]) -> Schedule | None:
+    try:
+        return load_schedule(stored)
+    except (ValueError, KeyError):  # a stored schedule no release wrote: none of its runs
+        return None
