@@ -36,6 +36,7 @@ from schedd.errors import (
 )
 from schedd.jsonbody import JSONValue
 from schedd.wire.alerts import AlertList
+from schedd.wire.forecast import Forecast
 from schedd.wire.jobs import (
     Backfilled,
     JobList,
@@ -349,6 +350,11 @@ class Client:
         if current is not None:
             body["current"] = dict(current)
         return self.answer(PreviewResult, "POST", "/v1/schedules:preview", body, is_safe=True)
+
+    def forecast(self, *, from_: str | None, to: str | None, step: str) -> Answer[Forecast]:
+        """GET /v1/forecast: the runs due per step of [from, to) (defaults: now, a day on)."""
+        query = {"from": from_, "to": to, "step": step}
+        return self.answer(Forecast, "GET", "/v1/forecast", query=query)
 
     # ------------------------------------------------------------ tenants and cluster
 

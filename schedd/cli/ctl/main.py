@@ -23,6 +23,7 @@ from schedd.cli.ctl.backfill import backfill
 from schedd.cli.ctl.client import Client
 from schedd.cli.ctl.cluster import cluster
 from schedd.cli.ctl.crontab import import_crontab
+from schedd.cli.ctl.forecast import forecast
 from schedd.cli.ctl.options import group_options, stack_on_every_command
 from schedd.cli.ctl.preview import next_runs
 from schedd.cli.ctl.top import top
@@ -64,6 +65,7 @@ for command in (
     *alerts.COMMANDS,
     backfill,
     next_runs,
+    forecast,
     *admin.COMMANDS,
 ):
     cli.add_command(command)
