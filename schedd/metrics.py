@@ -17,7 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, get_args
 
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import (
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -73,6 +80,21 @@ ALERTS = Counter(
     "Failure alert POSTs this node made as leader, by result (sent, retried, failed: given up)",
     ["result"],
 )
+# The leader's look ahead (dispatch/forecast_watch.py); NaN on other nodes and until known.
+DRAIN_CAPACITY = Gauge(
+    "schedd_drain_capacity_runs_per_second",
+    "The best claim rate the cluster sustained through a backlog in the last 6 hours' spikes "
+    "(measured by the leader: its claims over its share of the partitions; NaN until a spike)",
+)
+FORECAST_PEAK = Gauge(
+    "schedd_forecast_peak_runs",
+    "The most runs due in one second of the next hour (the leader's forecast; NaN elsewhere)",
+)
+FORECAST_OVERLOAD = Gauge(
+    "schedd_forecast_overload_seconds",
+    "How late the last run of the next hour's worst second would be at the drain capacity "
+    "(the leader's; 0 when the cluster keeps up; NaN while the capacity is unknown)",
+)
 _CLAIMED = CLAIMS.labels(result="claimed")
 ALERTS_SENT = ALERTS.labels(result="sent")
 ALERTS_RETRIED = ALERTS.labels(result="retried")
@@ -94,6 +116,31 @@ def record_claims(
     lags = collections.Counter(max(committed_ms - fire_at, 0) for fire_at in fire_at_ms)
     for lag_ms, count in lags.items():
         observe_many(CLAIM_LAG, lag_ms / 1000, count)
+
+
+def claimed_total() -> float:
+    """The runs this process's claims have taken so far (the claims counter)."""
+    return sum(
+        sample.value
+        for family in CLAIMS.collect()
+        for sample in family.samples
+        if sample.name.endswith("_total") and sample.labels.get("result") == "claimed"
+    )
+
+
+def record_forecast(
+    *, capacity: float | None, peak_runs: float | None, overload_s: float | None
+) -> None:
+    """The leader's look ahead (None: unknown, exported as NaN)."""
+    for gauge, value in (
+        (DRAIN_CAPACITY, capacity),
+        (FORECAST_PEAK, peak_runs),
+        (FORECAST_OVERLOAD, overload_s),
+    ):
+        gauge.set(float("nan") if value is None else value)
+
+
+record_forecast(capacity=None, peak_runs=None, overload_s=None)
 
 
 def observe_many(histogram: Histogram, amount: float, count: int) -> None:

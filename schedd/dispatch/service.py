@@ -10,6 +10,7 @@ from pathlib import Path
 
 from schedd.dispatch.clock import ClockGuard, ClockProbe
 from schedd.dispatch.dispatcher import Dispatcher
+from schedd.dispatch.forecast_watch import ForecastWatch
 from schedd.dispatch.leases import Heartbeat, LeaseManager
 from schedd.dispatch.overdue import OverdueScanner
 from schedd.dispatch.pruner import Pruner
@@ -83,6 +84,7 @@ class DispatchService:
             OverdueScanner(
                 reader, is_leader, proposer.propose, partitions=partitions, lagging=lagging
             ),
+            ForecastWatch(reader, is_leader, node_id=node_id, partitions=partitions),
         ]
 
     def start(self) -> None:

@@ -47,16 +47,22 @@ def read_forecast(
     deadline = time.monotonic() + budget_s
     conn.execute("BEGIN")
     try:
-        _count_extra_due(conn, tally, tenant_id, partitions)
-        _count_jobs(conn, tally, tenant_id, deadline, runs)
+        count_extra_due(conn, tally, tenant_id, partitions)
+        after: str | None = ""
+        while after is not None:
+            after = count_jobs(conn, tally, tenant_id, after, most=CHUNK, runs=runs)
+            if after is not None and time.monotonic() >= deadline:
+                tally.is_partial = True
+                break
     finally:
         conn.execute("COMMIT")
     return tally
 
 
-def _count_extra_due(
+def count_extra_due(
     conn: sqlite3.Connection, tally: Tally, tenant_id: str | None, partitions: int
 ) -> None:
+    """Count the due index's triggers and backfills of active jobs in the span."""
     span = tally.span
     sql, scope = _EXTRA_DUE, list[str]()
     if tenant_id is not None:
@@ -66,33 +72,31 @@ def _count_extra_due(
             tally.add_run(tenant, fire_at_ms)
 
 
-def _count_jobs(
+def count_jobs(
     conn: sqlite3.Connection,
     tally: Tally,
     tenant_id: str | None,
-    deadline: float,
-    runs: RunFilter,
-) -> None:
+    after: str,
+    *,
+    most: int = CHUNK,
+    runs: RunFilter = runs_every_occurrence,
+) -> str | None:
+    """Count the scheduled runs of up to `most` active jobs after `after` (job_id order) with a
+    next run before the span's end; the last job_id counted when more may follow, else None."""
     sql, scope = _JOBS, list[str]()
     if tenant_id is not None:
         sql, scope = sql + " AND tenant_id = ?", [tenant_id]
-    sql += " ORDER BY job_id LIMIT ?"
-    after = ""
-    while True:
-        rows = conn.execute(sql, (after, tally.span.to_ms, *scope, CHUNK)).fetchall()
-        for job_id, tenant, spec, next_run_at_ms, next_fire_at_ms, started in rows:
-            job = ForecastJob(
-                job_id=job_id,
-                tenant_id=tenant,
-                spec=spec,
-                next_run_at_ms=next_run_at_ms,
-                next_fire_at_ms=next_fire_at_ms,
-                runs_started=started,
-            )
-            tally.add_job(job, runs=runs)
-        if len(rows) < CHUNK:
-            return
-        after = rows[-1][0]
-        if time.monotonic() >= deadline:
-            tally.is_partial = True
-            return
+    rows = conn.execute(
+        sql + " ORDER BY job_id LIMIT ?", (after, tally.span.to_ms, *scope, most)
+    ).fetchall()
+    for job_id, tenant, spec, next_run_at_ms, next_fire_at_ms, started in rows:
+        job = ForecastJob(
+            job_id=job_id,
+            tenant_id=tenant,
+            spec=spec,
+            next_run_at_ms=next_run_at_ms,
+            next_fire_at_ms=next_fire_at_ms,
+            runs_started=started,
+        )
+        tally.add_job(job, runs=runs)
+    return rows[-1][0] if len(rows) == most else None

@@ -4,6 +4,7 @@ view with its tenants, bounds refused naming the field, and the terminal's bars.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import subprocess
@@ -16,7 +17,7 @@ import pytest
 from schedd.timeformat import format_instant
 from tests.integration.api_helpers import Tenant, assert_error, create_job, new_tenant
 from tests.integration.test_schedctl import Ctl, assert_fails
-from tests.servers import NodeProcess, http, now_ms
+from tests.servers import NodeProcess, http, metrics_text, now_ms, wait_for
 
 MIN = 60_000
 HOUR = 60 * MIN
@@ -140,3 +141,19 @@ def test_the_docs_commands_run(node: NodeProcess) -> None:
     )
     assert result.returncode == 0, (result.stdout, result.stderr)
     assert "◀ peak" in result.stdout and '"peak": {' in result.stdout, result.stdout
+
+
+def test_the_leader_exports_the_next_hours_peak_second(
+    node: NodeProcess, planned: tuple[Tenant, int]
+) -> None:
+    def peak() -> float | None:
+        text = metrics_text(node.url)
+        found = re.search(r"^schedd_forecast_peak_runs (\S+)$", text, re.M)
+        assert found and "schedd_drain_capacity_runs_per_second" in text, text
+        value = float(found.group(1))
+        return None if math.isnan(value) else value
+
+    # every job of this module runs at most once in any second of the next hour
+    assert wait_for(peak, 15, "the leader's first forecast pass") >= 1
+    text = metrics_text(node.url)
+    assert re.search(r"^schedd_forecast_overload_seconds NaN$", text, re.M), text
