@@ -3,6 +3,7 @@ tenant isolation, an XSS name, dead letters redriven, the overview's charts."""
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from datetime import datetime
@@ -193,6 +194,22 @@ def test_the_overview_shows_the_nodes_and_a_spike_draining(console: Console) -> 
     nodes = page.locator("#nodes-table tbody tr")
     terms = [nodes.nth(i).locator("td").nth(2).text_content() for i in range(3)]
     assert all(t and t.isdigit() for t in terms), terms
+    # Beside them, the next 24 hours (read once a minute, and on opening the page): 7 runs in
+    # one 15-minute step 20 hours ahead are at least its peak.
+    ahead = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(time.time()) + 20 * 3600))
+    later = [{"schedule": {"run_at": ahead}, "target": {"type": "queue", "name": "later"}}] * 7
+    status, answer, _ = http(
+        "POST", f"{console.node.url}/v1/jobs:batch", {"jobs": later}, token=tenant["token"]
+    )
+    assert status == 200, answer
+    forecast = f"{console.node.url}/v1/forecast?step=15m"
+    wait_for(lambda: http("GET", forecast)[1]["peak"]["runs"] >= 7, 10, "the runs ahead")
+    page.reload()
+    caption = page.locator("[data-chart=forecast] .latest")
+    caption.wait_for()
+    found = re.fullmatch(r"peak (\d+) at \S+Z", caption.text_content() or "")
+    assert found and int(found.group(1)) >= 7, caption.text_content()
+    assert page.locator("[data-chart=forecast] text.axis", has_text="+24 h").count() == 1
     console.shot("overview")
 
 

@@ -12,7 +12,7 @@ from rich.text import Text
 from schedd.cli.ctl import render
 from schedd.cli.ctl.client import Client
 from schedd.cli.ctl.render import json_option
-from schedd.timeformat import format_duration, format_instant, parse_instant
+from schedd.timeformat import format_duration, format_instant, parse_duration, parse_instant
 from schedd.wire.forecast import Forecast, ForecastStep
 
 BAR_WIDTH = 40
@@ -42,7 +42,12 @@ Examples:
     help="A bar's length, 1s to 1h (default: the shortest of 1m, 5m, 10m, 15m, 30m, 1h "
     f"that draws at most {MOST_BARS} bars).",
 )
-@click.option("--from", "from_", metavar="INSTANT", help="Start (RFC 3339; default: now).")
+@click.option(
+    "--from",
+    "from_",
+    metavar="INSTANT",
+    help="Start (RFC 3339; default: the start of the step now is in).",
+)
 @json_option("the API's answer: {steps: [{at, runs}], peak: {at, runs}, ...}")
 @click.pass_obj
 def forecast(
@@ -50,9 +55,13 @@ def forecast(
 ) -> None:
     """Show the runs due per step of the hours ahead: your tenant's, or with the admin token
     and no --tenant, the cluster's and its busiest tenants."""
-    start = format_instant(int(time.time() * 1000)) if from_ is None else from_
-    end = format_instant(parse_instant(start, field="--from") + hours * 3_600_000)
     step = step or default_step(hours)
+    if from_ is None:  # the current step's start: bars on whole minutes, hours
+        step_ms = parse_duration(step, field="--step")
+        start = format_instant(int(time.time() * 1000) // max(step_ms, 1) * max(step_ms, 1))
+    else:
+        start = from_
+    end = format_instant(parse_instant(start, field="--from") + hours * 3_600_000)
     answer = client.forecast(from_=start, to=end, step=step)
     if as_json:
         render.print_json(answer.raw)

@@ -38,7 +38,7 @@ function label(value) {
 }
 
 // series: [{name, points: [[ms, value|null], ...], style?}]; returns an <svg> with one path each.
-export function lineChart({ title, series, fromMs, toMs, unit = "" }) {
+export function lineChart({ title, series, fromMs, toMs, unit = "", ends = ["-15 min", "now"] }) {
   const root = svg("svg", { viewBox: `0 0 ${WIDTH} ${HEIGHT}`, class: "chart", role: "img", "aria-label": title });
   const values = series.flatMap((s) => s.points.map((p) => p[1]).filter((v) => v !== null));
   const top = niceMax(Math.max(0, ...values));
@@ -50,7 +50,7 @@ export function lineChart({ title, series, fromMs, toMs, unit = "" }) {
       svg("text", { x: PAD.left - 4, y: y(tick) + 4, class: "axis", "text-anchor": "end" }, `${label(tick)}${unit}`),
     );
   }
-  for (const [ms, text] of [[fromMs, "-15 min"], [toMs, "now"]]) {
+  for (const [ms, text] of [[fromMs, ends[0]], [toMs, ends[1]]]) {
     root.append(svg("text", { x: x(ms), y: HEIGHT - 6, class: "axis", "text-anchor": ms === fromMs ? "start" : "end" }, text));
   }
   series.forEach((s, i) => {

@@ -1,30 +1,49 @@
 // The cluster overview (admin): the nodes from /v1/cluster with each node's own figures, and
 // charts of the whole cluster's last 15 minutes from /v1/stats?scope=cluster (the serving node
-// asks the others: the page may talk only to its own origin), refreshed every 5 seconds.
+// asks the others: the page may talk only to its own origin), refreshed every 5 seconds; beside
+// them the runs due in the next 24 hours from /v1/forecast, read again every minute.
 
-import { get } from "../api.js";
+import { enc, get } from "../api.js";
 import { lineChart, legend } from "../chart.js";
 import { clear, every, h, notice, table, when } from "../dom.js";
 
 const REFRESH_MS = 5000;
 const WINDOW_MS = 15 * 60 * 1000;
+const AHEAD_MS = 24 * 60 * 60 * 1000;
+const AHEAD_STEP = "15m";
+const AHEAD_STEP_MS = 15 * 60 * 1000; // the steps start on the quarter hours
+const FORECAST_EVERY_MS = 60 * 1000; // a forecast reads every active job: not every 5 s
 
 export async function render(main) {
   const nodes = h("section", { id: "nodes" });
   const charts = h("section", { id: "charts", class: "charts" });
   main.append(h("h1", {}, "Overview"), nodes, charts);
+  const ahead = { forecast: null, readMs: 0, error: null };
   return every(REFRESH_MS, () =>
-    refresh(nodes, charts).catch((error) => {
+    refresh(nodes, charts, ahead).catch((error) => {
       clear(nodes).append(notice(`Cannot show the cluster: ${error.message}`));
     }),
   );
 }
 
-async function refresh(nodes, charts) {
+// The cluster's runs due in the next 24 hours, read at most once a minute (kept between reads).
+async function readAhead(ahead) {
+  if (Date.now() - ahead.readMs < FORECAST_EVERY_MS) return;
+  ahead.readMs = Date.now();
+  try {
+    const from = new Date(Math.floor(Date.now() / AHEAD_STEP_MS) * AHEAD_STEP_MS).toISOString();
+    ahead.forecast = await get(`/v1/forecast?from=${enc(from)}&step=${AHEAD_STEP}`, { tenant: null });
+    ahead.error = null;
+  } catch (error) {
+    ahead.error = error.message;
+  }
+}
+
+async function refresh(nodes, charts, ahead) {
   let cluster;
   let stats;
   try {
-    [cluster, stats] = await Promise.all([get("/v1/cluster", { tenant: null }), get("/v1/stats?scope=cluster", { tenant: null })]);
+    [cluster, stats] = await Promise.all([get("/v1/cluster", { tenant: null }), get("/v1/stats?scope=cluster", { tenant: null }), readAhead(ahead)]);
   } catch (error) {
     clear(nodes).append(notice(`Cannot read the cluster (${new Date().toISOString()}): ${error.message}. The charts below are from the last read.`));
     return;
@@ -41,7 +60,27 @@ async function refresh(nodes, charts) {
       silent.length ? ` Not answering now: ${silent.join(", ")} (their share is missing).` : "",
     ),
   );
-  clear(charts).append(...chartsOf(answered, cluster, stats.interval_s));
+  clear(charts).append(...chartsOf(answered, cluster, stats.interval_s), aheadChart(ahead));
+}
+
+// The next 24 hours: one point per 15-minute step at its start, the peak named.
+function aheadChart({ forecast, error }) {
+  const title = "Runs due, next 24 hours";
+  const points = forecast ? forecast.steps.map((s) => [Date.parse(s.at), s.runs]) : [];
+  const fromMs = points.length ? points[0][0] : Date.now();
+  const lines = [{ name: `runs due per ${AHEAD_STEP}`, points }];
+  let caption = error ? `cannot read the forecast: ${error}` : "";
+  if (forecast) {
+    caption = `peak ${forecast.peak.runs} at ${when(forecast.peak.at)}`;
+    if (forecast.partial) caption += ` (partial: ${forecast.jobs} jobs counted)`;
+  }
+  return h(
+    "figure",
+    { class: "panel", "data-chart": "forecast" },
+    h("figcaption", {}, title, " ", h("span", { class: "latest" }, caption)),
+    lineChart({ title, series: lines, fromMs, toMs: fromMs + AHEAD_MS, ends: ["now", "+24 h"] }),
+    legend(lines),
+  );
 }
 
 function nodesTable(cluster, reports) {
