@@ -10,9 +10,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from schedd.calendars import excluded_by, zone_of
 from schedd.errors import InvalidRequest
 from schedd.schedule import AtSchedule, Schedule, fire_time, load_schedule, occurrences_between
-from schedd.stored_spec import StoredSpec, load_spec
+from schedd.stored_spec import SpecPlan, load_spec
 from schedd.timeformat import parse_duration, parse_instant
 
 MAX_STEPS = 10_000
@@ -25,14 +26,31 @@ DEFAULT_STEP_MS = 60_000
 MAX_JOB_RUNS = 100_000
 TOP_TENANTS = 10
 
-# Whether a scheduled occurrence of a job runs: the one place that decides it (calendars'
-# exclusions plug in here). Triggers and backfills always run.
-RunFilter = Callable[[StoredSpec, int], bool]
+# Whether a scheduled occurrence of a job runs, given the job's tenant, its planning fields
+# and the occurrence: the one place that decides it. Triggers and backfills always run.
+RunFilter = Callable[[str, SpecPlan, int], bool]
+# A tenant's calendar's dates by (tenant_id, name); None: no such calendar.
+CalendarDates = Callable[[str, str], frozenset[str] | None]
 
 
-def runs_every_occurrence(spec: StoredSpec, scheduled_at_ms: int) -> bool:
-    """The run filter before calendars: every occurrence of the schedule runs."""
+def runs_every_occurrence(tenant_id: str, plan: SpecPlan, scheduled_at_ms: int) -> bool:
+    """The run filter without calendars: every occurrence of the schedule runs."""
     return True
+
+
+def outside_calendars(dates_of: CalendarDates) -> RunFilter:
+    """The run filter dispatch follows: an occurrence whose local date (in the schedule's zone)
+    is in a calendar its schedule excludes does not run (it is recorded skipped, and does not
+    count toward max_runs)."""
+
+    def runs(tenant_id: str, plan: SpecPlan, scheduled_at_ms: int) -> bool:
+        names = plan.exclude
+        if not names:
+            return True
+        zone = zone_of(plan.schedule)
+        return excluded_by(names, scheduled_at_ms, zone, lambda n: dates_of(tenant_id, n)) is None
+
+    return runs
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -122,14 +140,14 @@ class Tally:
         plan = spec.plan()
         limit = spec.run_limit()
         left = MAX_JOB_RUNS if limit is None else max(limit - job.runs_started, 0)
-        if left and runs(spec, job.next_run_at_ms):
+        if left and runs(job.tenant_id, plan, job.next_run_at_ms):
             self.add_run(job.tenant_id, job.next_fire_at_ms)
             left -= 1
         if not left or not plan.schedule:
             return
         window_ms = plan.window_ms()
         for scheduled in self._after(plan.schedule, job.next_run_at_ms, window_ms, limit):
-            if not runs(spec, scheduled):
+            if not runs(job.tenant_id, plan, scheduled):
                 continue
             self.add_run(job.tenant_id, fire_time(job.job_id, scheduled, window_ms))
             left -= 1

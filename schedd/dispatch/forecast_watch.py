@@ -16,9 +16,9 @@ from collections.abc import Callable
 from schedd import metrics
 from schedd.dispatch.pruner import SPIKE_OPEN_RUNS, SPIKE_SCAN_BATCHES
 from schedd.drain import DrainMeter, overload_s
-from schedd.forecast import Span, Tally
+from schedd.forecast import RunFilter, Span, Tally
 from schedd.loop import Loop
-from schedd.store.forecast_reads import count_extra_due, count_jobs
+from schedd.store.forecast_reads import calendar_filter, count_extra_due, count_jobs
 from schedd.store.gauges import oldest_due_ms, open_batch_runs
 from schedd.store.leases import held_partitions
 
@@ -53,6 +53,7 @@ class ForecastWatch(Loop):
         self.meter = meter or DrainMeter()
         self._monotonic = monotonic
         self._tally: Tally | None = None  # the pass under way
+        self._runs: RunFilter | None = None  # its calendars, read once a pass
         self._after = ""
         self._next_pass_ms = 0
 
@@ -72,8 +73,12 @@ class ForecastWatch(Loop):
                 return NEXT_S
             span = Span(from_ms=now_ms // 1000 * 1000, to_ms=now_ms + SPAN_MS, step_ms=1000)
             self._tally, self._after = Tally(span), ""
+            self._runs = calendar_filter(self._conn)
             count_extra_due(self._conn, self._tally, None, self._partitions)
-        after = count_jobs(self._conn, self._tally, None, self._after, most=PASS_JOBS)
+        assert self._runs is not None
+        after = count_jobs(
+            self._conn, self._tally, None, self._after, most=PASS_JOBS, runs=self._runs
+        )
         if after is not None:
             self._after = after
             return NEXT_S

@@ -10,7 +10,8 @@ from __future__ import annotations
 import sqlite3
 import time
 
-from schedd.forecast import ForecastJob, RunFilter, Span, Tally, runs_every_occurrence
+from schedd.forecast import ForecastJob, RunFilter, Span, Tally, outside_calendars
+from schedd.store import calendars
 from schedd.store.ledger import completions
 
 BUDGET_S = 1.0  # a forecast stops counting jobs once this has passed (then it is partial)
@@ -39,11 +40,11 @@ def read_forecast(
     tenant_id: str | None,
     partitions: int,
     budget_s: float = BUDGET_S,
-    runs: RunFilter = runs_every_occurrence,
 ) -> Tally:
     """The runs due per step of `span`: one tenant's, or (tenant_id None) the cluster's with
     each tenant's apart. One read transaction; partial when the budget ran out."""
     tally = Tally(span, by_tenant=tenant_id is None)
+    runs = calendar_filter(conn)
     deadline = time.monotonic() + budget_s
     conn.execute("BEGIN")
     try:
@@ -79,7 +80,7 @@ def count_jobs(
     after: str,
     *,
     most: int = CHUNK,
-    runs: RunFilter = runs_every_occurrence,
+    runs: RunFilter,
 ) -> str | None:
     """Count the scheduled runs of up to `most` active jobs after `after` (job_id order) with a
     next run before the span's end; the last job_id counted when more may follow, else None."""
@@ -100,3 +101,16 @@ def count_jobs(
         )
         tally.add_job(job, runs=runs)
     return rows[-1][0] if len(rows) == most else None
+
+
+def calendar_filter(conn: sqlite3.Connection) -> RunFilter:
+    """The run filter of the tenants' calendars as `conn` reads them, each read once."""
+    read: dict[tuple[str, str], frozenset[str] | None] = {}
+
+    def dates_of(tenant_id: str, name: str) -> frozenset[str] | None:
+        key = (tenant_id, name)
+        if key not in read:
+            read[key] = calendars.dates_of(conn, tenant_id, name)
+        return read[key]
+
+    return outside_calendars(dates_of)

@@ -28,7 +28,8 @@ class TenantForecast(msgspec.Struct, frozen=True, kw_only=True):
 
 class Forecast(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """The runs due per step, from each active job's next run and its schedule's occurrences
-    after it (window offsets, start/end, max_runs), pending triggers and paced backfills."""
+    after it (window offsets, start/end, max_runs, excluded calendars), pending triggers and
+    paced backfills."""
 
     steps: list[ForecastStep]
     peak: Annotated[ForecastStep, Meta(description="The busiest step (the earliest of equals).")]

@@ -157,3 +157,24 @@ def test_the_leader_exports_the_next_hours_peak_second(
     assert wait_for(peak, 15, "the leader's first forecast pass") >= 1
     text = metrics_text(node.url)
     assert re.search(r"^schedd_forecast_overload_seconds NaN$", text, re.M), text
+
+
+def test_runs_on_an_excluded_calendars_dates_are_not_ahead(
+    node: NodeProcess, planned: tuple[Tenant, int]
+) -> None:
+    _, t0 = planned
+    tenant = new_tenant(node)
+    days = sorted({format_instant(t0)[:10], format_instant(t0 + 2 * HOUR)[:10]})
+    status, answer, _ = http(
+        "POST", f"{node.url}/v1/calendars", {"name": "hols", "dates": days}, token=tenant.token
+    )
+    assert status == 201, answer
+    for exclude in (["hols"], None):
+        schedule: dict[str, Any] = {"every": "10m", "start_at": format_instant(t0)}
+        if exclude:
+            schedule["exclude"] = exclude
+        create_job(node, tenant.token, {"schedule": schedule, "target": QUEUE})
+    status, answer = forecast(node, span(t0), token=tenant.token)
+    assert status == 200, answer
+    assert [step["runs"] for step in answer["steps"]] == [1] * 12  # the job without exclude
+    assert answer["jobs"] == 2

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import tempfile
 from collections import Counter
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from schedd.errors import InvalidRequest
-from schedd.forecast import MAX_STEPS, ForecastJob, Span, Tally, parse_span
+from schedd.forecast import MAX_STEPS, ForecastJob, Span, Tally, outside_calendars, parse_span
 from schedd.jobspec import parse_job, spec_to_json
 from schedd.schedule import fire_time, first_run_at
 from schedd.store import forecast_reads
@@ -23,7 +24,7 @@ from schedd.store.command import compact_json
 from schedd.store.db import Database, connect
 from schedd.store.forecast_reads import read_forecast
 from schedd.store.queries import list_runs
-from schedd.stored_spec import StoredSpec
+from schedd.stored_spec import SpecPlan
 from schedd.timeformat import format_instant, parse_instant
 from tests.conftest import Applier
 from tests.unit.test_dispatcher import PARTITIONS, Cluster
@@ -105,12 +106,25 @@ def test_the_run_filter_decides_each_scheduled_occurrence() -> None:
     now = ms("2026-06-01T00:00:00Z")
     tally = Tally(Span(from_ms=now, to_ms=now + HOUR_MS, step_ms=MINUTE_MS))
 
-    def odd_minutes(spec: StoredSpec, scheduled_at_ms: int) -> bool:
+    def odd_minutes(tenant_id: str, plan: SpecPlan, scheduled_at_ms: int) -> bool:
         return (scheduled_at_ms // MINUTE_MS) % 2 == 1
 
     tally.add_job(job("job_f", {"schedule": {"every": "1m"}}, now), runs=odd_minutes)
     assert tally.runs[:4] == [0, 1, 0, 1]
     assert sum(tally.runs) == 30
+
+
+def test_a_calendar_holiday_on_a_dst_change_day_removes_that_local_days_runs() -> None:
+    now = ms("2026-10-31T04:00:00Z")  # 00:00 EDT; New York falls back on 1 November
+    span = Span(from_ms=now, to_ms=now + 72 * HOUR_MS, step_ms=HOUR_MS)
+    tally = Tally(span)
+    hols = {("t1", "hols"): frozenset({"2026-11-01"})}
+    runs = outside_calendars(lambda tenant, name: hols.get((tenant, name)))
+    zone = "America/New_York"
+    hourly = {"cron": "0 * * * *", "timezone": zone, "exclude": ["hols", "missing"]}
+    tally.add_job(job("job_h", {"schedule": hourly}, now), runs=runs)
+    # 71 hourly runs after now but the 25 of 1 November's local hours, 04:00Z to 05:00Z next day
+    assert tally.runs == [0] + [1] * 23 + [0] * 25 + [1] * 23
 
 
 def test_an_hourly_job_runs_twice_in_the_repeated_hour_and_a_fixed_one_once() -> None:
@@ -160,6 +174,8 @@ def job_bodies(draw: st.DrawFn, start: int) -> dict[str, Any]:
         body["max_runs"] = draw(st.integers(1, 6))
     if draw(st.booleans()):
         body["schedule"]["end_at"] = _text(start + draw(st.integers(10, 60)) * MINUTE_MS)
+    if draw(st.booleans()):
+        body["schedule"]["exclude"] = ["hols"]
     return body
 
 
@@ -168,23 +184,30 @@ def _text(at_ms: int) -> str:
 
 
 @st.composite
-def hours(draw: st.DrawFn) -> tuple[int, list[dict[str, Any]]]:
+def hours(draw: st.DrawFn) -> tuple[int, list[dict[str, Any]], str]:
+    """A start, the jobs created then, and the one date of the calendar `hols` (the UTC date
+    of the start, or the day before or after: local dates cross midnight within the hour)."""
     start = draw(START)
-    return start, draw(st.lists(job_bodies(start), min_size=1, max_size=5))
+    day = date.fromisoformat(format_instant(start)[:10]) + timedelta(days=draw(st.integers(-1, 1)))
+    return start, draw(st.lists(job_bodies(start), min_size=1, max_size=5)), day.isoformat()
 
 
 @settings(max_examples=25, suppress_health_check=[HealthCheck.too_slow])
 @given(hours())
 def test_the_forecast_of_an_hour_is_what_dispatch_then_claims(
-    hour: tuple[int, list[dict[str, Any]]],
+    hour: tuple[int, list[dict[str, Any]], str],
 ) -> None:
-    start, bodies = hour
+    """Runs skipped by the calendar are claimed (recorded skipped) but do not run: the forecast
+    leaves them out."""
+    start, bodies, holiday = hour
     span = Span(from_ms=start, to_ms=start + HOUR_MS, step_ms=MINUTE_MS)
     with tempfile.TemporaryDirectory() as tmp:
         db = Database(Path(tmp) / "state.db")
         try:
             cluster = Cluster(Applier(StateMachine(db)), db)
             cluster.now = start
+            calendar = {"tenant_id": "t1", "name": "hols", "dates": [holiday]}
+            assert "error" not in cluster.apply("put_calendar", calendar, ts_ms=start)
             ids = [f"job_{i}" for i in range(len(bodies))]
             for job_id, body in zip(ids, bodies, strict=True):
                 try:
@@ -201,7 +224,7 @@ def test_the_forecast_of_an_hour_is_what_dispatch_then_claims(
             for job_id in ids:
                 for run in list_runs(db.conn, job_id, before_ms=2**62, limit=10_000):
                     index = span.index(ms(run.fire_at))
-                    if index is not None:
+                    if index is not None and run.status != "skipped":
                         claimed[index] += 1
         finally:
             db.close()

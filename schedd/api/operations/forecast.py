@@ -47,7 +47,8 @@ OPERATIONS = (
         summary="The runs due per step of a span ahead",
         description="Counted from each active job's next run and its schedule's own "
         "occurrences after it (time zones and DST, the window's offset, start_at/end_at, "
-        "max_runs), and from the due index's pending triggers and paced backfills. A tenant's "
+        "max_runs, the calendars a schedule excludes), and from the due index's pending "
+        "triggers and paced backfills. A tenant's "
         "own jobs (the admin with X-Tenant: that tenant's); the admin without X-Tenant: the "
         "whole cluster and its 10 busiest tenants. Counting stops after about a second "
         "(`partial`: the steps are then a lower bound). A run already late is not ahead: see "
