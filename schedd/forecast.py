@@ -25,6 +25,7 @@ DEFAULT_STEP_MS = 60_000
 # past it the forecast says it is partial.
 MAX_JOB_RUNS = 100_000
 TOP_TENANTS = 10
+MAX_KEPT = 1_000_000  # occurrences a forecast keeps for the jobs that share a schedule
 
 # Whether a scheduled occurrence of a job runs, given the job's tenant, its planning fields
 # and the occurrence: the one place that decides it. Triggers and backfills always run.
@@ -118,6 +119,7 @@ class Tally:
     jobs: int = 0
     is_partial: bool = False
     _occurrences: dict[tuple[str, int, int], list[int]] = field(default_factory=dict)
+    _kept: int = 0  # occurrences held in _occurrences
 
     def __post_init__(self) -> None:
         self.runs = [0] * self.span.steps
@@ -139,26 +141,31 @@ class Tally:
         spec = load_spec(job.spec)
         plan = spec.plan()
         limit = spec.run_limit()
-        left = MAX_JOB_RUNS if limit is None else max(limit - job.runs_started, 0)
+        # runs the job has left to start; without a limit, more than one forecast counts
+        left = MAX_JOB_RUNS + 2 if limit is None else max(limit - job.runs_started, 0)
         if left and runs(job.tenant_id, plan, job.next_run_at_ms):
             self.add_run(job.tenant_id, job.next_fire_at_ms)
             left -= 1
         if not left or not plan.schedule:
             return
         window_ms = plan.window_ms()
-        for scheduled in self._after(plan.schedule, job.next_run_at_ms, window_ms, limit):
+        after = self._after(plan.schedule, job.next_run_at_ms, window_ms, limit)
+        for scheduled in after[:MAX_JOB_RUNS]:
             if not runs(job.tenant_id, plan, scheduled):
                 continue
             self.add_run(job.tenant_id, fire_time(job.job_id, scheduled, window_ms))
             left -= 1
             if not left:
-                break
+                return
+        if len(after) > MAX_JOB_RUNS:  # runs left beyond what one forecast expands
+            self.is_partial = True
 
     def _after(
         self, stored: Mapping[str, Any], next_ms: int, window_ms: int, limit: int | None
     ) -> list[int]:
-        """The schedule's occurrences after next_ms whose run can fire in the span (the first
-        MAX_JOB_RUNS; with a run limit, all from next_ms on, so the limit counts them)."""
+        """The schedule's occurrences after next_ms whose run can fire in the span: the first
+        MAX_JOB_RUNS + 1 (more than one forecast counts for a job); with a run limit, from
+        next_ms on, so the limit counts them. Kept by schedule: jobs share a few."""
         low = next_ms + 1
         if limit is None:  # occurrences before from - window fire before the span
             low = max(low, self.span.from_ms - window_ms + 1)
@@ -169,11 +176,10 @@ class Tally:
             found = []
             if schedule is not None and not isinstance(schedule, AtSchedule):
                 found = occurrences_between(schedule, low, self.span.to_ms, MAX_JOB_RUNS + 1)
-            if len(found) > MAX_JOB_RUNS:
-                self.is_partial = True
-                found = found[:MAX_JOB_RUNS]
-            if len(self._occurrences) > 10_000:
+            self._kept += len(found)
+            if self._kept > MAX_KEPT:
                 self._occurrences.clear()
+                self._kept = len(found)
             self._occurrences[key] = found
         return found
 

@@ -15,7 +15,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from schedd.errors import InvalidRequest
-from schedd.forecast import MAX_STEPS, ForecastJob, Span, Tally, outside_calendars, parse_span
+from schedd.forecast import (
+    MAX_JOB_RUNS,
+    MAX_STEPS,
+    ForecastJob,
+    Span,
+    Tally,
+    outside_calendars,
+    parse_span,
+)
 from schedd.jobspec import parse_job, spec_to_json
 from schedd.schedule import fire_time, first_run_at
 from schedd.store import forecast_reads
@@ -250,3 +258,14 @@ def test_a_forecast_out_of_budget_is_partial(
     assert (whole.jobs, whole.is_partial, sum(whole.runs)) == (5, False, 5 * 59)
     assert (cut.jobs, cut.is_partial, sum(cut.runs)) == (2, True, 2 * 59)
     assert whole.top_tenants() == [("t1", 5 * 59, (1, 5))]
+
+
+def test_a_job_with_more_runs_in_the_span_than_one_forecast_expands_makes_it_partial() -> None:
+    now = ms("2026-06-01T00:00:00Z")
+    span = Span(from_ms=now, to_ms=now + 30 * HOUR_MS, step_ms=HOUR_MS)
+    tally = Tally(span)
+    tally.add_job(job("job_s", {"schedule": {"every": "1s"}}, now))
+    assert tally.is_partial and sum(tally.runs) == 1 + MAX_JOB_RUNS
+    limited = Tally(span)  # far fewer left than the span holds: all of them, not partial
+    limited.add_job(job("job_l", {"schedule": {"every": "1s"}, "max_runs": 500}, now))
+    assert not limited.is_partial and sum(limited.runs) == 500
