@@ -13,7 +13,7 @@ from typing import Any
 from schedd.calendars import excluded_by, zone_of
 from schedd.errors import InvalidRequest
 from schedd.schedule import AtSchedule, Schedule, fire_time, load_schedule, occurrences_between
-from schedd.stored_spec import SpecPlan, load_spec
+from schedd.stored_spec import SpecPlan, load_plan
 from schedd.timeformat import parse_duration, parse_instant
 
 MAX_STEPS = 10_000
@@ -97,15 +97,33 @@ def parse_span(from_: str | None, to: str | None, step: str | None, *, now_ms: i
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ForecastJob:
-    """An active job as the forecast reads it: its stored spec, its next scheduled run (None
-    when it has none) and the runs it has started toward max_runs."""
+    """An active job as the forecast reads it: its planning fields (`plan`: a JSON object of
+    the stored spec's schedule and window, what stored_spec.load_plan reads), its run limit as
+    stored, its next scheduled run (None when it has none) and the runs it has started."""
 
     job_id: str
     tenant_id: str
-    spec: str
+    plan: str | bytes
+    max_runs: object = None
     next_run_at_ms: int | None
     next_fire_at_ms: int | None
     runs_started: int = 0
+
+    @property
+    def run_limit(self) -> int | None:
+        """max_runs as stored: a positive integer, else none (StoredSpec.run_limit's rule)."""
+        limit = self.max_runs
+        return limit if type(limit) is int and limit > 0 else None
+
+
+@dataclass(slots=True)
+class _Shared:
+    """Jobs of one tenant with one schedule, no window and no run limit, whose runs after the
+    same instant are the same: expanded once, counted `jobs` times."""
+
+    plan: SpecPlan
+    low_ms: int
+    jobs: int = 0
 
 
 @dataclass(slots=True)
@@ -114,33 +132,54 @@ class Tally:
 
     span: Span
     by_tenant: bool = False
-    runs: list[int] = field(default_factory=list)
-    tenants: dict[str, Counter[int]] = field(default_factory=dict)
-    jobs: int = 0
-    is_partial: bool = False
-    _occurrences: dict[tuple[str, int, int], list[int]] = field(default_factory=dict)
-    _kept: int = 0  # occurrences held in _occurrences
+    # Whether an occurrence runs: it may decide on the tenant, the schedule and the occurrence
+    # only (the jobs of a schedule share its answers).
+    run_filter: RunFilter = runs_every_occurrence
+    tenants: dict[str, Counter[int]] = field(default_factory=dict, init=False)
+    jobs: int = field(default=0, init=False)
+    _is_partial: bool = field(default=False, init=False)
+    _runs: list[int] = field(default_factory=list, init=False)
+    _shared: dict[tuple[str, str, int], _Shared] = field(default_factory=dict, init=False)
+    _occurrences: dict[tuple[str, int, int], list[int]] = field(default_factory=dict, init=False)
+    _kept: int = field(default=0, init=False)  # occurrences held in _occurrences
 
     def __post_init__(self) -> None:
-        self.runs = [0] * self.span.steps
+        self._runs = [0] * self.span.steps
 
-    def add_run(self, tenant_id: str, fire_at_ms: int) -> None:
-        """Count one run firing at fire_at_ms (outside the span: nothing)."""
+    @property
+    def runs(self) -> list[int]:
+        """The runs per step (the shared schedules' counted first)."""
+        self._settle()
+        return self._runs
+
+    @property
+    def is_partial(self) -> bool:
+        """Whether some runs were left out: a job had more in the span than one forecast
+        expands, or the reader stopped before every job was counted (`mark_partial`)."""
+        self._settle()
+        return self._is_partial
+
+    def mark_partial(self) -> None:
+        """The reader stopped before every job was counted."""
+        self._is_partial = True
+
+    def add_run(self, tenant_id: str, fire_at_ms: int, times: int = 1) -> None:
+        """Count `times` runs firing at fire_at_ms (outside the span: nothing)."""
         index = self.span.index(fire_at_ms)
         if index is None:
             return
-        self.runs[index] += 1
+        self._runs[index] += times
         if self.by_tenant:
-            self.tenants.setdefault(tenant_id, Counter())[index] += 1
+            self.tenants.setdefault(tenant_id, Counter())[index] += times
 
-    def add_job(self, job: ForecastJob, *, runs: RunFilter = runs_every_occurrence) -> None:
+    def add_job(self, job: ForecastJob) -> None:
         """Count a job's scheduled runs: its next one and its schedule's after it."""
         self.jobs += 1
+        runs = self.run_filter
         if job.next_run_at_ms is None or job.next_fire_at_ms is None:
             return
-        spec = load_spec(job.spec)
-        plan = spec.plan()
-        limit = spec.run_limit()
+        plan = load_plan(job.plan)
+        limit = job.run_limit
         # runs the job has left to start; without a limit, more than one forecast counts
         left = MAX_JOB_RUNS + 2 if limit is None else max(limit - job.runs_started, 0)
         if left and runs(job.tenant_id, plan, job.next_run_at_ms):
@@ -149,16 +188,46 @@ class Tally:
         if not left or not plan.schedule:
             return
         window_ms = plan.window_ms()
+        if window_ms == 0 and limit is None:
+            self._share(job.tenant_id, plan, job.next_run_at_ms)
+            return
         after = self._after(plan.schedule, job.next_run_at_ms, window_ms, limit)
         for scheduled in after[:MAX_JOB_RUNS]:
             if not runs(job.tenant_id, plan, scheduled):
                 continue
-            self.add_run(job.tenant_id, fire_time(job.job_id, scheduled, window_ms))
+            self.add_run(job.tenant_id, self._fire_at(job.job_id, scheduled, window_ms))
             left -= 1
             if not left:
                 return
         if len(after) > MAX_JOB_RUNS:  # runs left beyond what one forecast expands
-            self.is_partial = True
+            self._is_partial = True
+
+    def _fire_at(self, job_id: str, scheduled_ms: int, window_ms: int) -> int:
+        """The run's fire time, or its scheduled time when its whole window falls in one step
+        (the offset, a hash, would not move it to another)."""
+        first = self.span.index(scheduled_ms)
+        if first is not None and first == self.span.index(scheduled_ms + window_ms - 1):
+            return scheduled_ms
+        return fire_time(job_id, scheduled_ms, window_ms)
+
+    def _share(self, tenant_id: str, plan: SpecPlan, next_ms: int) -> None:
+        low = max(next_ms + 1, self.span.from_ms)
+        key = (tenant_id, repr(sorted(plan.schedule.items())), low)
+        shared = self._shared.get(key)
+        if shared is None:
+            shared = self._shared[key] = _Shared(plan=plan, low_ms=low)
+        shared.jobs += 1
+
+    def _settle(self) -> None:
+        """Count the shared schedules' runs: each one's occurrences once, times its jobs."""
+        for (tenant_id, _, _), shared in self._shared.items():
+            after = self._after(shared.plan.schedule, shared.low_ms - 1, 0, None)
+            for scheduled in after[:MAX_JOB_RUNS]:
+                if self.run_filter(tenant_id, shared.plan, scheduled):
+                    self.add_run(tenant_id, scheduled, shared.jobs)
+            if len(after) > MAX_JOB_RUNS:
+                self._is_partial = True
+        self._shared.clear()
 
     def _after(
         self, stored: Mapping[str, Any], next_ms: int, window_ms: int, limit: int | None
@@ -195,6 +264,7 @@ class Tally:
 
     def top_tenants(self) -> list[tuple[str, int, tuple[int, int]]]:
         """The TOP_TENANTS tenants with the most runs: (tenant_id, runs, peak)."""
+        self._settle()
         totals = sorted(
             ((sum(c.values()), tenant) for tenant, c in self.tenants.items()),
             key=lambda pair: (-pair[0], pair[1]),

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from schedd import metrics
 from schedd.dispatch.pruner import SPIKE_OPEN_RUNS, SPIKE_SCAN_BATCHES
 from schedd.drain import DrainMeter, overload_s
-from schedd.forecast import RunFilter, Span, Tally
+from schedd.forecast import Span, Tally
 from schedd.loop import Loop
 from schedd.store.forecast_reads import calendar_filter, count_extra_due, count_jobs
 from schedd.store.gauges import oldest_due_ms, open_batch_runs
@@ -53,7 +53,6 @@ class ForecastWatch(Loop):
         self.meter = meter or DrainMeter()
         self._monotonic = monotonic
         self._tally: Tally | None = None  # the pass under way
-        self._runs: RunFilter | None = None  # its calendars, read once a pass
         self._after = ""
         self._next_pass_ms = 0
 
@@ -72,13 +71,10 @@ class ForecastWatch(Loop):
             if now_ms < self._next_pass_ms:
                 return NEXT_S
             span = Span(from_ms=now_ms // 1000 * 1000, to_ms=now_ms + SPAN_MS, step_ms=1000)
-            self._tally, self._after = Tally(span), ""
-            self._runs = calendar_filter(self._conn)
+            self._tally = Tally(span, run_filter=calendar_filter(self._conn))
+            self._after = ""  # its calendars are read once a pass
             count_extra_due(self._conn, self._tally, None, self._partitions)
-        assert self._runs is not None
-        after = count_jobs(
-            self._conn, self._tally, None, self._after, most=PASS_JOBS, runs=self._runs
-        )
+        after = count_jobs(self._conn, self._tally, None, self._after, most=PASS_JOBS)
         if after is not None:
             self._after = after
             return NEXT_S

@@ -19,8 +19,12 @@ CHUNK = 500  # jobs read per query; the budget is checked between chunks
 
 # Active jobs with a next run before the span's end, their run count toward max_runs. A job
 # whose last run was claimed but whose completion is not written yet has no next run.
+# The spec's planning fields are taken out in SQL: its payload (up to the payload limit) never
+# reaches Python.
 _JOBS = (
-    "SELECT job_id, tenant_id, spec, next_run_at_ms, next_fire_at_ms, "
+    "SELECT job_id, tenant_id, json_object('schedule', json(json_extract(spec, '$.schedule')), "
+    "'window', json_extract(spec, '$.window')), json_extract(spec, '$.max_runs'), "
+    "next_run_at_ms, next_fire_at_ms, "
     "coalesce((SELECT runs_started FROM run_counts c WHERE c.job_id = jobs.job_id), 0) "
     "FROM jobs WHERE status = 'active' AND job_id > ? AND next_run_at_ms < ? "
     f"AND ({completions.PENDING_SINCE}) IS NULL"
@@ -43,17 +47,16 @@ def read_forecast(
 ) -> Tally:
     """The runs due per step of `span`: one tenant's, or (tenant_id None) the cluster's with
     each tenant's apart. One read transaction; partial when the budget ran out."""
-    tally = Tally(span, by_tenant=tenant_id is None)
-    runs = calendar_filter(conn)
+    tally = Tally(span, by_tenant=tenant_id is None, run_filter=calendar_filter(conn))
     deadline = time.monotonic() + budget_s
     conn.execute("BEGIN")
     try:
         count_extra_due(conn, tally, tenant_id, partitions)
         after: str | None = ""
         while after is not None:
-            after = count_jobs(conn, tally, tenant_id, after, most=CHUNK, runs=runs)
+            after = count_jobs(conn, tally, tenant_id, after, most=CHUNK)
             if after is not None and time.monotonic() >= deadline:
-                tally.is_partial = True
+                tally.mark_partial()
                 break
     finally:
         conn.execute("COMMIT")
@@ -80,7 +83,6 @@ def count_jobs(
     after: str,
     *,
     most: int = CHUNK,
-    runs: RunFilter,
 ) -> str | None:
     """Count the scheduled runs of up to `most` active jobs after `after` (job_id order) with a
     next run before the span's end; the last job_id counted when more may follow, else None."""
@@ -90,16 +92,17 @@ def count_jobs(
     rows = conn.execute(
         sql + " ORDER BY job_id LIMIT ?", (after, tally.span.to_ms, *scope, most)
     ).fetchall()
-    for job_id, tenant, spec, next_run_at_ms, next_fire_at_ms, started in rows:
+    for job_id, tenant, plan, max_runs, next_run_at_ms, next_fire_at_ms, started in rows:
         job = ForecastJob(
             job_id=job_id,
             tenant_id=tenant,
-            spec=spec,
+            plan=plan,
+            max_runs=max_runs,
             next_run_at_ms=next_run_at_ms,
             next_fire_at_ms=next_fire_at_ms,
             runs_started=started,
         )
-        tally.add_job(job, runs=runs)
+        tally.add_job(job)
     return rows[-1][0] if len(rows) == most else None
 
 

@@ -51,10 +51,12 @@ def job(job_id: str, body: dict[str, Any], now: int, **fields: Any) -> ForecastJ
     run_at = first_run_at(spec.schedule, now)
     assert run_at is not None
     fire_at = fire_time(job_id, run_at, spec.window_ms or 0)
+    stored = spec_to_json(spec)
     values: dict[str, Any] = {
         "job_id": job_id,
         "tenant_id": "t1",
-        "spec": compact_json(spec_to_json(spec)),
+        "plan": compact_json({"schedule": stored["schedule"], "window": stored["window"]}),
+        "max_runs": stored.get("max_runs"),
         "next_run_at_ms": run_at,
         "next_fire_at_ms": fire_at,
     }
@@ -110,27 +112,30 @@ def test_max_runs_counts_only_the_runs_left() -> None:
     assert tally.runs[1:4] == [1, 1, 1]
 
 
-def test_the_run_filter_decides_each_scheduled_occurrence() -> None:
+def test_the_run_filter_decides_each_occurrence_of_jobs_alike_and_apart() -> None:
     now = ms("2026-06-01T00:00:00Z")
-    tally = Tally(Span(from_ms=now, to_ms=now + HOUR_MS, step_ms=MINUTE_MS))
 
     def odd_minutes(tenant_id: str, plan: SpecPlan, scheduled_at_ms: int) -> bool:
         return (scheduled_at_ms // MINUTE_MS) % 2 == 1
 
-    tally.add_job(job("job_f", {"schedule": {"every": "1m"}}, now), runs=odd_minutes)
-    assert tally.runs[:4] == [0, 1, 0, 1]
-    assert sum(tally.runs) == 30
+    span = Span(from_ms=now, to_ms=now + HOUR_MS, step_ms=MINUTE_MS)
+    tally = Tally(span, by_tenant=True, run_filter=odd_minutes)
+    for k in range(3):  # one schedule, no window: expanded once, counted three times
+        tally.add_job(job(f"job_{k}", {"schedule": {"every": "1m"}}, now))
+    tally.add_job(job("job_w", {"schedule": {"every": "1m"}, "window": "30s"}, now))
+    assert tally.runs[:4] == [0, 4, 0, 4]
+    assert sum(tally.runs) == 4 * 30 and tally.jobs == 4
+    assert tally.top_tenants() == [("t1", 120, (1, 4))]
 
 
 def test_a_calendar_holiday_on_a_dst_change_day_removes_that_local_days_runs() -> None:
     now = ms("2026-10-31T04:00:00Z")  # 00:00 EDT; New York falls back on 1 November
     span = Span(from_ms=now, to_ms=now + 72 * HOUR_MS, step_ms=HOUR_MS)
-    tally = Tally(span)
     hols = {("t1", "hols"): frozenset({"2026-11-01"})}
-    runs = outside_calendars(lambda tenant, name: hols.get((tenant, name)))
+    tally = Tally(span, run_filter=outside_calendars(lambda tenant, name: hols.get((tenant, name))))
     zone = "America/New_York"
     hourly = {"cron": "0 * * * *", "timezone": zone, "exclude": ["hols", "missing"]}
-    tally.add_job(job("job_h", {"schedule": hourly}, now), runs=runs)
+    tally.add_job(job("job_h", {"schedule": hourly}, now))
     # 71 hourly runs after now but the 25 of 1 November's local hours, 04:00Z to 05:00Z next day
     assert tally.runs == [0] + [1] * 23 + [0] * 25 + [1] * 23
 
