@@ -20,9 +20,10 @@ CHUNK = 500  # jobs read per query; the budget is checked between chunks
 # Active jobs with a next run before the span's end, their run count toward max_runs. A job
 # whose last run was claimed but whose completion is not written yet has no next run.
 # The spec's planning fields are taken out in SQL: its payload (up to the payload limit) never
-# reaches Python.
+# reaches Python. A schedule that is not an object (no release wrote one) reads as none.
 _JOBS = (
-    "SELECT job_id, tenant_id, json_object('schedule', json(json_extract(spec, '$.schedule')), "
+    "SELECT job_id, tenant_id, json_object('schedule', CASE json_type(spec, '$.schedule') "
+    "WHEN 'object' THEN json(json_extract(spec, '$.schedule')) END, "
     "'window', json_extract(spec, '$.window')), json_extract(spec, '$.max_runs'), "
     "next_run_at_ms, next_fire_at_ms, "
     "coalesce((SELECT runs_started FROM run_counts c WHERE c.job_id = jobs.job_id), 0) "

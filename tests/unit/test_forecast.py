@@ -274,3 +274,23 @@ def test_a_job_with_more_runs_in_the_span_than_one_forecast_expands_makes_it_par
     limited = Tally(span)  # far fewer left than the span holds: all of them, not partial
     limited.add_job(job("job_l", {"schedule": {"every": "1s"}, "max_runs": 500}, now))
     assert not limited.is_partial and sum(limited.runs) == 500
+
+
+def test_a_stored_spec_no_release_wrote_counts_its_next_run_only(
+    apply: Applier, db: Database
+) -> None:
+    cluster = Cluster(apply, db)
+    start = ms("2026-09-21T14:00:00Z")
+    cluster.add_job("job_ok", {"schedule": {"every": "10m"}}, start)
+    cluster.add_job("job_odd", {"schedule": {"every": "10m"}}, start)
+    db.conn.execute(  # a schedule as text, a window as a number of seconds
+        "UPDATE jobs SET spec = json_set(spec, '$.schedule', 'every 10m', '$.window', 30) "
+        "WHERE job_id = 'job_odd'"
+    )
+    span = Span(from_ms=start, to_ms=start + HOUR_MS, step_ms=10 * MINUTE_MS)
+    reader = connect(db.path, readonly=True)
+    try:
+        tally = read_forecast(reader, span, tenant_id="t1", partitions=PARTITIONS)
+    finally:
+        reader.close()
+    assert tally.runs == [0, 2, 1, 1, 1, 1] and tally.jobs == 2
