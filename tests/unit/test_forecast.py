@@ -205,7 +205,7 @@ def hours(draw: st.DrawFn) -> tuple[int, list[dict[str, Any]], str]:
     return start, draw(st.lists(job_bodies(start), min_size=1, max_size=5)), day.isoformat()
 
 
-@settings(max_examples=25, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=15, suppress_health_check=[HealthCheck.too_slow])
 @given(hours())
 def test_the_forecast_of_an_hour_is_what_dispatch_then_claims(
     hour: tuple[int, list[dict[str, Any]], str],
