@@ -28,4 +28,6 @@ def test_a_seeded_chaos_round_has_no_violation(tmp_path: Path) -> None:
     summary = {k: report[k] for k in ("seed", "violation_counts")} | {"report": str(tmp_path)}
     assert report["violations"] == [], json.dumps(summary | {"first": report["violations"][:20]})
     assert len(report["faults"]["events"]) >= 3, report["faults"]  # the faults really happened
-    assert stats["runs"] > 200 and stats["deliveries"] >= stats["runs"] * 0.9, stats
+    # Skipped runs (a calendar's days, overlap and misfire skips) are delivered to nobody.
+    delivered = stats["runs"] - stats["run_status"].get("skipped", 0)
+    assert stats["runs"] > 200 and stats["deliveries"] >= delivered * 0.9, stats
