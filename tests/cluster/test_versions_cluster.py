@@ -1,7 +1,7 @@
 """A job's versions on three real nodes (issue 31): changes proposed through a follower are
 recorded through the log, every replica answers the same history and digests alike; PUTs of one
 key through every node at once make one job (issue 32); a calendar changed through a follower
-fences its jobs' claims, every replica alike (issue 33)."""
+fences its jobs' claims, every replica alike, and every node forecasts the same load (issue 33)."""
 
 from __future__ import annotations
 
@@ -149,3 +149,20 @@ def test_a_calendar_changed_through_a_follower_fences_the_claims_of_its_jobs(
     wait_converged(nodes)
     answers = [http("GET", runs_url.replace(follower.url, n.url), token=token)[1] for n in nodes]
     assert answers[0] == answers[1] == answers[2]
+
+
+def test_every_node_forecasts_the_same_load_ahead(nodes: list[NodeProcess]) -> None:
+    """Issue 33 §3: a forecast is read from each node's replica: once they converge, the three
+    nodes answer the same steps and peak (the hourly jobs made through the leader)."""
+    leader = leader_of(nodes)
+    token = tenant_token(leader, "forecast")
+    for minute in (0, 0, 0, 30):
+        body = JOB | {"schedule": {"cron": f"{minute} * * * *"}}
+        assert http("POST", f"{leader.url}/v1/jobs", body, token=token)[0] == 201
+    wait_converged(nodes)
+    start = time.strftime("%Y-%m-%dT%H:00:00Z", time.gmtime(time.time() + 3_600))
+    query = f"/v1/forecast?from={start}&step=30m&to={start.replace(':00:00Z', ':59:59Z')}"
+    answers = [http("GET", f"{n.url}{query}", token=token)[1] for n in nodes]
+    assert answers[0] == answers[1] == answers[2], answers
+    assert [s["runs"] for s in answers[0]["steps"]] == [3, 1]
+    assert answers[0]["peak"] == {"at": start, "runs": 3}
