@@ -3,7 +3,10 @@
 export function scheduleText(schedule) {
   if (!schedule || typeof schedule !== "object") return String(schedule ?? "—");
   return Object.entries(schedule)
-    .map(([key, value]) => `${key} ${typeof value === "object" ? JSON.stringify(value) : value}`)
+    .map(([key, value]) => {
+      if (key === "exclude" && Array.isArray(value)) return `except on ${value.join(", ")}`; // calendars
+      return `${key} ${typeof value === "object" ? JSON.stringify(value) : value}`;
+    })
     .join(", ");
 }
 
