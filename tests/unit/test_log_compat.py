@@ -275,6 +275,22 @@ def test_the_level_7_fixture_names_the_runs_it_receives(db: Database) -> None:
     assert state_digest(db.conn) == (expected["applied_index"], expected["digest"])
 
 
+def replay_counting(db: Database, level: int, tables: tuple[str, ...]) -> dict[str, int]:
+    """Apply a level's fixture entry by entry, each result as recorded, to the recorded digest;
+    the most rows each of `tables` held at once."""
+    most = dict.fromkeys(tables, 0)
+    machine = StateMachine(db)
+    for line in _lines(level):
+        result = machine.apply(line["entry"].encode(), index=line["index"])
+        assert result == line["result"], line["index"]
+        for table in tables:
+            rows = db.conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+            most[table] = max(most[table], rows)
+    expected = json.loads((FIXTURES / f"journal-level{level}.expected.json").read_text())
+    assert state_digest(db.conn) == (expected["applied_index"], expected["digest"])
+    return most
+
+
 # Level 8 (issue 31): schedule control.
 def test_the_level_8_fixture_holds_every_type_and_applies_alike(db: Database) -> None:
     seen = {t for line in _lines(8) for t in _types(line["entry"])}
@@ -295,16 +311,7 @@ def test_the_level_8_fixture_holds_every_type_and_applies_alike(db: Database) ->
         "alerts",
         "overdue_jobs",
     )
-    most = dict.fromkeys(later, 0)  # rows each new table held at once (retention prunes some)
-    machine = StateMachine(db)
-    for line in _lines(8):
-        result = machine.apply(line["entry"].encode(), index=line["index"])
-        assert result == line["result"], line["index"]
-        for table in later:
-            rows = db.conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-            most[table] = max(most[table], rows)
-    expected = json.loads((FIXTURES / "journal-level8.expected.json").read_text())
-    assert state_digest(db.conn) == (expected["applied_index"], expected["digest"])
+    most = replay_counting(db, 8, later)  # rows each new table held at once (retention prunes some)
     assert all(most.values()), most
 
 
@@ -314,16 +321,7 @@ def test_the_level_9_fixture_indexes_keys_and_labels_and_applies_alike(db: Datab
     refused = [e for t, _, r in found if t == "add_jobs" for e in r.get("errors", ())]
     assert [e[1] for e in refused] == ["conflict", "conflict"]  # a POST and a batch's second
     assert any(t == "update_job" and body["spec"].get("key") for t, body, _ in found)
-    most = {"job_keys": 0, "job_labels": 0}
-    machine = StateMachine(db)
-    for line in _lines(9):
-        result = machine.apply(line["entry"].encode(), index=line["index"])
-        assert result == line["result"], line["index"]
-        for table in most:
-            rows = db.conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-            most[table] = max(most[table], rows)
-    expected = json.loads((FIXTURES / "journal-level9.expected.json").read_text())
-    assert state_digest(db.conn) == (expected["applied_index"], expected["digest"])
+    most = replay_counting(db, 9, ("job_keys", "job_labels"))
     assert all(most.values()), most
     # The renamed key and the re-created "pair" name their jobs; the cancelled one holds none,
     # and retention took its labels with it.
@@ -344,16 +342,7 @@ def test_the_level_10_fixture_holds_calendars_and_applies_alike(db: Database) ->
         row for t, body, _ in found if t == "claim_batch" for row in body["claims"] if row[-1]
     ]
     assert any(row[-1] == "calendar:hols" for row in skipped), skipped
-    most = {"calendars": 0, "calendar_uses": 0}
-    machine = StateMachine(db)
-    for line in _lines(10):
-        result = machine.apply(line["entry"].encode(), index=line["index"])
-        assert result == line["result"], line["index"]
-        for table in most:
-            rows = db.conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-            most[table] = max(most[table], rows)
-    expected = json.loads((FIXTURES / "journal-level10.expected.json").read_text())
-    assert state_digest(db.conn) == (expected["applied_index"], expected["digest"])
+    most = replay_counting(db, 10, ("calendars", "calendar_uses"))
     assert all(most.values()), most
     # The calendar was deleted once its job was cancelled: nothing of it is left.
     assert db.conn.execute("SELECT count(*) FROM calendars").fetchone()[0] == 0
