@@ -132,13 +132,13 @@ class StoredSpec(msgspec.Struct, frozen=True):
     key: Any = None  # level 9; absent from specs without a key
     labels: Any = None  # level 9; absent from specs without labels
 
-    def schedule_exclude(self) -> dict[str, Any] | None:
-        """The stored schedule's `exclude` (level 10) as a schedule object holding only it (what
-        job_keys.Index reads), or None when the schedule has none (not decoded then)."""
+    def excluded_calendars(self) -> tuple[str, ...]:
+        """The calendars the stored schedule excludes (level 10); the schedule is decoded only
+        when its text names `exclude`."""
         if b'"exclude"' not in bytes(self.schedule):
-            return None
+            return ()
         schedule = msgspec.json.decode(self.schedule)
-        return {"exclude": schedule.get("exclude")} if isinstance(schedule, dict) else None
+        return stored_exclude(schedule) if isinstance(schedule, dict) else ()
 
     def run_limit(self) -> int | None:
         """The run limit as stored: a positive integer, else none."""

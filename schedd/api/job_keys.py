@@ -41,12 +41,12 @@ from schedd.jsonbody import JSONValue
 from schedd.model import JobStatus
 from schedd.store import job_keys, queries
 from schedd.store.commands import CancelJob, UpdateJob
-from schedd.wire.jobs import JOB_KEY_PATTERN, JobView, KeyedJob, KeyedJobPlan
+from schedd.wire.jobs import JOB_KEY_PATTERN, SPEC_FIELDS, JobView, KeyedJob, KeyedJobPlan
 
 _KEY = re.compile(JOB_KEY_PATTERN[:-1] + r"\Z")
 # A spec's fields as the job object shows them, each present (a stored spec leaves out the
-# level-8 and level-9 fields it does not use).
-_SPEC_DEFAULTS: dict[str, Any] = {"max_runs": None, "on_failure": None, "key": None, "labels": {}}
+# level-8 and level-9 fields it does not use; the job object shows no labels as {}).
+_SPEC_DEFAULTS: dict[str, Any] = {**dict.fromkeys(SPEC_FIELDS), "labels": {}}
 
 
 def _path_key(request: web.Request) -> str:

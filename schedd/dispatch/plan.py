@@ -18,7 +18,7 @@ from schedd.timeformat import parse_instant
 HOLD_RETRY_MS = 1_000  # overlap "delay": a held run looks again this much later
 
 
-def _NO_CALENDARS(name: str) -> frozenset[str] | None:
+def _no_calendars(name: str) -> frozenset[str] | None:
     return None
 
 
@@ -55,11 +55,6 @@ class ClaimPlan(msgspec.Struct, frozen=True, kw_only=True):
     next_fire_at_ms: int | None = None
     skip: str | None = None
 
-    def _skip(self, reason: str) -> ClaimPlan:
-        return ClaimPlan(
-            next_run_at_ms=self.next_run_at_ms, next_fire_at_ms=self.next_fire_at_ms, skip=reason
-        )
-
 
 class Stale(msgspec.Struct, frozen=True):
     """Not to be claimed: the job changed since the run was read (its current due row comes)."""
@@ -81,7 +76,7 @@ def plan_run(
     *,
     misfire_threshold_ms: int,
     run_in_flight: Callable[[], bool],
-    dates_of: DatesOf = _NO_CALENDARS,
+    dates_of: DatesOf = _no_calendars,
 ) -> Plan:
     """What to do with one due run at `now_ms`. `run_in_flight` (whether another run of the job
     is dispatched and unfinished) is asked only when the job's overlap policy needs it;
@@ -91,22 +86,24 @@ def plan_run(
     if job.status != "active" or job.next_run_at_ms != run.scheduled_at_ms:
         return Stale()
     spec = job.spec
-    if spec.exclude:  # a calendar's date: the occurrence is skipped, the schedule goes on
-        holiday = excluded_by(spec.exclude, run.scheduled_at_ms, zone_of(spec.schedule), dates_of)
-        if holiday is not None:
-            return _claim_by_schedule(job, run, now_ms, False, spec.misfire_policy, None)._skip(
-                skip_reason(holiday)
-            )
-    skip = None
+    # A calendar's date: the occurrence is skipped, the schedule goes on (by its misfire policy).
+    holiday = (
+        excluded_by(spec.exclude, run.scheduled_at_ms, zone_of(spec.schedule), dates_of)
+        if spec.exclude
+        else None
+    )
+    skip = None if holiday is None else skip_reason(holiday)
     overlap = spec.overlap_policy
-    if overlap is not OverlapPolicy.ALLOW and run_in_flight():
+    if holiday is None and overlap is not OverlapPolicy.ALLOW and run_in_flight():
         if overlap is OverlapPolicy.DELAY:
             return Hold(now_ms + HOLD_RETRY_MS)
         skip = SKIP_OVERLAP
     if _is_last_one_time_run(spec.schedule, run.scheduled_at_ms):
         return ClaimPlan(skip=skip)
     is_late = now_ms - run.fire_at_ms > misfire_threshold_ms
-    return _claim_by_schedule(job, run, now_ms, is_late, spec.misfire_policy, skip)
+    plan = _claim_by_schedule(job, run, now_ms, is_late, spec.misfire_policy, skip)
+    # A late holiday run keeps its calendar's reason (its next run still follows the policy).
+    return plan if holiday is None else msgspec.structs.replace(plan, skip=skip)
 
 
 def _is_last_one_time_run(schedule: Mapping[str, Any], scheduled_at_ms: int) -> bool:

@@ -29,7 +29,7 @@ class Index(NamedTuple):
     calendars: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, key: Any, labels: Any, schedule: Any = None) -> Index:
+    def of(cls, key: Any, labels: Any, calendars: tuple[str, ...] = ()) -> Index:
         pairs: tuple[tuple[str, str], ...] = ()
         if isinstance(labels, Mapping):
             pairs = tuple(
@@ -37,15 +37,18 @@ class Index(NamedTuple):
                 for name, value in sorted(labels.items())
                 if isinstance(name, str) and isinstance(value, str)
             )
-        calendars = stored_exclude(schedule) if isinstance(schedule, Mapping) else ()
         return cls(key if isinstance(key, str) else None, pairs, calendars)
 
     @classmethod
     def of_spec(cls, spec: Mapping[str, Any]) -> Index:
-        return cls.of(spec.get("key"), spec.get("labels"), spec.get("schedule"))
+        schedule = spec.get("schedule")
+        calendars = stored_exclude(schedule) if isinstance(schedule, Mapping) else ()
+        return cls.of(spec.get("key"), spec.get("labels"), calendars)
 
-    def __bool__(self) -> bool:
-        return self.key is not None or bool(self.labels) or bool(self.calendars)
+    @property
+    def is_empty(self) -> bool:
+        """Nothing to index (most specs): no key, no labels, no calendars."""
+        return self == NONE
 
 
 NONE = Index(None, ())

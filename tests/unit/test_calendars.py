@@ -164,3 +164,22 @@ def test_a_preview_passes_over_an_excluded_day_whole() -> None:
         minutely, ms("2026-12-01T05:00:00Z"), 2, ("hols",), {"hols": frozenset(days)}
     )
     assert runs == [ms("2026-12-31T05:00:00Z"), ms("2026-12-31T05:01:00Z")]  # local midnight
+
+
+def test_a_late_holiday_run_keeps_its_reason_and_its_next_run_follows_the_misfire_policy() -> None:
+    every = {"every": "1h", "start_at": "2026-12-24T00:00:00Z", "exclude": ["hols"]}
+    run_ms = ms("2026-12-25T10:00:00Z")
+    now = ms("2026-12-25T13:30:00Z")  # 3.5 h late: run_once catches up from now
+    late = plan_run(
+        plan_job(every, run_ms),
+        DueRun(run_ms, 0, JOB, run_ms),
+        now,
+        misfire_threshold_ms=60_000,
+        run_in_flight=lambda: True,  # overlap is not asked about a holiday run
+        dates_of=lambda name: frozenset({"2026-12-25"}),
+    )
+    assert late == ClaimPlan(
+        next_run_at_ms=ms("2026-12-25T14:00:00Z"),
+        next_fire_at_ms=ms("2026-12-25T14:00:00Z"),
+        skip="calendar:hols",
+    )

@@ -38,7 +38,7 @@ class _Rows:
         self.due: list[tuple[Any, ...]] = []
         self.keys: list[tuple[Any, ...]] = []
         self.uses: list[tuple[Any, ...]] = []
-        self.indexed: list[tuple[str, job_keys.Index]] = []  # level 9: keys and labels
+        self.indexed: list[tuple[str, job_keys.Index]] = []  # keys, labels, calendars (9, 10)
         self.events: list[DueAdded] = []
 
 
@@ -50,7 +50,7 @@ def add_jobs(tx: sqlite3.Connection, cmd: Command[AddJobs]) -> Result:
     limit, live = quota
     jobs = cmd.body.jobs
     seen = _keys_seen(tx, tenant_id, (job.idempotency_key for job in jobs))
-    connections = _Connections(tx, tenant_id)
+    specs = _Specs(tx, tenant_id)
     keys = _Keys(tx, tenant_id)
     rows = _Rows()
     existing: list[list[int | str]] = []  # [index, job_id]
@@ -67,11 +67,11 @@ def add_jobs(tx: sqlite3.Connection, cmd: Command[AddJobs]) -> Result:
         if live >= limit:
             errors.append([i, "quota_exceeded", "tenant has reached max_active_jobs"])
             continue
-        used, problem = connections.check(job.spec)
+        used, problem = specs.check(job.spec)
         if problem is not None:
             errors.append([i, "invalid_request", problem])
             continue
-        index = connections.index(job.spec)
+        index = specs.index(job.spec)
         refused = _index_refusal(tx, tenant_id, keys, index)
         if refused is not None:
             errors.append([i, *refused])
@@ -81,7 +81,7 @@ def add_jobs(tx: sqlite3.Connection, cmd: Command[AddJobs]) -> Result:
         if key is not None:
             seen[key] = (job.request_hash, job.job_id)
         _add(rows, cmd, job, used)
-        if index:
+        if not index.is_empty:
             rows.indexed.append((job.job_id, index))
     _write(tx, cmd, rows)
     tx.execute("UPDATE tenants SET live_jobs = ? WHERE tenant_id = ?", (live, tenant_id))
@@ -146,7 +146,7 @@ class _Keys:
             self._taken[index.key] = job_id
 
 
-class _Connections:
+class _Specs:
     """The broker connection a spec's target uses, checked against the tenant's connections
     (read once per name and command: this command writes none); and a spec's key, labels and
     excluded calendars.
@@ -155,7 +155,7 @@ class _Connections:
     def __init__(self, tx: sqlite3.Connection, tenant_id: str) -> None:
         self._tx = tx
         self._tenant_id = tenant_id
-        # spec text -> ((name, kind) of its connection or None, its key and labels)
+        # spec text -> ((name, kind) of its connection or None, its key, labels and calendars)
         self._specs: dict[str, tuple[tuple[str, str] | None, job_keys.Index]] = {}
         self._kinds: dict[str, str | None] = {}  # name -> the stored connection's kind
 
@@ -163,12 +163,7 @@ class _Connections:
         found = self._specs.get(text)
         if found is None:
             spec = load_spec(text)
-            schedule = spec.schedule_exclude()
-            index = (
-                job_keys.NONE
-                if spec.key is None and spec.labels is None and schedule is None
-                else job_keys.Index.of(spec.key, spec.labels, schedule)
-            )
+            index = job_keys.Index.of(spec.key, spec.labels, spec.excluded_calendars())
             self._specs[text] = found = (spec.connection(), index)
         return found
 

@@ -181,7 +181,7 @@ def _create_one(
             (tenant_id, key, item.request_hash, job_id, cmd.ts_ms),
         )
     connections.use(tx, tenant_id, job_id, item.spec)
-    if index:
+    if not index.is_empty:
         job_keys.add(tx, tenant_id, job_id, index)
     audit(tx, cmd, tenant_id=tenant_id, job_id=job_id, detail=None)
     return {"job_id": job_id, "created": True}
@@ -272,7 +272,7 @@ def update_job(tx: sqlite3.Connection, cmd: Command[UpdateJob]) -> Result:
             b.job_id,
         ),
     )
-    if old_index or new_index:
+    if not (old_index.is_empty and new_index.is_empty):
         job_keys.replace(tx, job.tenant_id, b.job_id, old_index, new_index)
     due = (
         _add_due(tx, job.partition, b.job_id, b.next_fire_at_ms, b.next_run_at_ms)
@@ -289,7 +289,7 @@ def _stored_index(tx: sqlite3.Connection, job_id: str) -> job_keys.Index:
     """The key and labels of a job's spec as stored."""
     (spec,) = tx.execute("SELECT spec FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
     stored = load_spec(spec)
-    return job_keys.Index.of(stored.key, stored.labels, stored.schedule_exclude())
+    return job_keys.Index.of(stored.key, stored.labels, stored.excluded_calendars())
 
 
 def pause_job(tx: sqlite3.Connection, cmd: Command[PauseJob]) -> Result:
