@@ -265,10 +265,10 @@ class Dispatcher(Loop):
             if (job := jobs.get(run.job_id)) is not None and job.tenant_id not in self._paused
         ]
         claims: list[ClaimItem] = []
-        calendars: dict[tuple[str, str], frozenset[str] | None] = {}  # read once a batch
+        self._calendars.new_batch()  # a calendar is checked for a change once a batch
         for run, job in self._admitted(found, now_ms):
             try:
-                claim = self._plan(conn, run, job, now_ms, calendars)
+                claim = self._plan(conn, run, job, now_ms)
             except Exception:  # one job's bad data must not stop the other runs of the batch
                 log.exception("cannot plan a run, skipped job=%s", run.job_id)
                 continue
@@ -308,17 +308,13 @@ class Dispatcher(Loop):
         run: DueRun,
         job: JobRow,
         now_ms: int,
-        calendars: dict[tuple[str, str], frozenset[str] | None],
     ) -> ClaimItem | None:
         """The claim for one due run, or None when it is not (or not yet) to be claimed. A
         calendar is read after the job's version: a change of it between the two raised that
         version, so the claim is refused as stale and planned again (apply/calendars.py)."""
 
         def dates_of(name: str) -> frozenset[str] | None:
-            key = (job.tenant_id, name)
-            if key not in calendars:
-                calendars[key] = self._calendars.dates_of(conn, job.tenant_id, name)
-            return calendars[key]
+            return self._calendars.dates_of(conn, job.tenant_id, name)
 
         plan = plan_run(
             PlanJob.from_row(run.job_id, job),

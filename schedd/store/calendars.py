@@ -24,15 +24,26 @@ def dates_of(conn: sqlite3.Connection, tenant_id: str, name: str) -> frozenset[s
 
 
 class DatesCache:
-    """Calendars' dates as a reader last parsed them, read again only when a calendar changed
-    (its updated_at_ms: one indexed look-up, not 10,000 dates' JSON, per dispatch batch)."""
+    """Calendars' dates as a reader last parsed them, read again only when a calendar changed:
+    once a batch (`new_batch`), one indexed look-up of its updated_at_ms, not 10,000 dates'
+    JSON."""
 
     def __init__(self) -> None:
         self._found: dict[tuple[str, str], tuple[int, frozenset[str]]] = {}
+        self._checked: dict[tuple[str, str], frozenset[str] | None] = {}  # this batch's
+
+    def new_batch(self) -> None:
+        self._checked.clear()
 
     def dates_of(
         self, conn: sqlite3.Connection, tenant_id: str, name: str
     ) -> frozenset[str] | None:
+        key = (tenant_id, name)
+        if key not in self._checked:
+            self._checked[key] = self._read(conn, tenant_id, name)
+        return self._checked[key]
+
+    def _read(self, conn: sqlite3.Connection, tenant_id: str, name: str) -> frozenset[str] | None:
         row = conn.execute(
             "SELECT updated_at_ms FROM calendars WHERE tenant_id = ? AND name = ?",
             (tenant_id, name),

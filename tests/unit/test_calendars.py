@@ -16,6 +16,8 @@ from schedd.errors import InvalidRequest, InvalidSchedule
 from schedd.jobspec import parse_job, spec_to_json
 from schedd.model import CronSchedule
 from schedd.schedule import fire_time, load_schedule, next_after
+from schedd.store.calendars import DatesCache
+from schedd.store.db import Database
 from schedd.store.dispatch_reads import DueRun
 from schedd.stored_spec import load_plan
 from schedd.timeformat import parse_instant
@@ -183,3 +185,17 @@ def test_a_late_holiday_run_keeps_its_reason_and_its_next_run_follows_the_misfir
         next_fire_at_ms=ms("2026-12-25T14:00:00Z"),
         skip="calendar:hols",
     )
+
+
+def test_the_dispatchers_cache_reads_a_calendar_again_only_when_it_changed(db: Database) -> None:
+    db.conn.execute("INSERT INTO calendars VALUES ('t1', 'hols', '[\"2026-12-25\"]', 1, 1)")
+    cache = DatesCache()
+    cache.new_batch()
+    assert cache.dates_of(db.conn, "t1", "hols") == frozenset({"2026-12-25"})
+    db.conn.execute("UPDATE calendars SET dates = '[\"2027-01-01\"]', updated_at_ms = 2")
+    assert cache.dates_of(db.conn, "t1", "hols") == frozenset({"2026-12-25"})  # this batch
+    cache.new_batch()
+    assert cache.dates_of(db.conn, "t1", "hols") == frozenset({"2027-01-01"})
+    db.conn.execute("DELETE FROM calendars")
+    cache.new_batch()
+    assert cache.dates_of(db.conn, "t1", "hols") is None
