@@ -4,8 +4,9 @@ sender, retried until it is answered 2xx or given up; `next_at_ms` is NULL once 
 
 from __future__ import annotations
 
+import json
 import sqlite3
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 
 class Alert(NamedTuple):
@@ -17,6 +18,20 @@ class Alert(NamedTuple):
     created_at_ms: int
     attempts: int
     next_at_ms: int | None
+
+
+def queue(
+    tx: sqlite3.Connection,
+    *,
+    tenant_id: str,
+    job_id: str,
+    url: str,
+    body: dict[str, Any],
+    at_ms: int,
+) -> int:
+    """Queue one alert whose body is this JSON (compact, as every replica writes it)."""
+    text = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+    return add(tx, tenant_id=tenant_id, job_id=job_id, url=url, body=text, at_ms=at_ms)
 
 
 def add(

@@ -8,8 +8,6 @@ import json
 import sqlite3
 from typing import NamedTuple
 
-from schedd.stored_spec import load_spec
-
 
 class Policy(NamedTuple):
     alert_url: str | None
@@ -47,9 +45,13 @@ def default_of(conn: sqlite3.Connection, tenant_id: str) -> Policy | None:
     return None if row is None else policy_of(json.loads(row[0]))
 
 
-def job_policy(conn: sqlite3.Connection, tenant_id: str, spec: str) -> Policy | None:
-    """The policy a job follows: its own, else its tenant's default."""
-    own = load_spec(spec).on_failure
+# A job's own policy as SQL reads it from the stored spec, without decoding the spec (its payload)
+OWN_POLICY = "json_extract(spec, '$.on_failure')"
+
+
+def job_policy(conn: sqlite3.Connection, tenant_id: str, own: str | None) -> Policy | None:
+    """The policy a job follows: its own (`own`: OWN_POLICY's value, a JSON text or a scalar),
+    else its tenant's default."""
     if own is not None:
-        return policy_of(own)
+        return policy_of(json.loads(own) if isinstance(own, str) and own[:1] == "{" else own)
     return default_of(conn, tenant_id)

@@ -20,7 +20,7 @@ from schedd.store.command import Command
 from schedd.store.ledger import completions
 from schedd.store.pauses import Scope
 from schedd.store.records import remove_scheduled_due
-from schedd.timeformat import format_instant, parse_instant
+from schedd.timeformat import format_instant
 
 ALERT_TYPE = "job.failing"
 
@@ -32,15 +32,15 @@ class _Job(NamedTuple):
     tenant_id: str
     partition: int
     status: str
-    spec: str
+    own_policy: str | None  # failures.OWN_POLICY
     name: str | None
     next_run_at_ms: int | None
     next_fire_at_ms: int | None
 
 
 _JOB = (
-    "SELECT job_id, tenant_id, partition, status, spec, json_extract(spec, '$.name'), "
-    "next_run_at_ms, next_fire_at_ms FROM jobs WHERE job_id = ?"
+    f"SELECT job_id, tenant_id, partition, status, {failures.OWN_POLICY}, "
+    "json_extract(spec, '$.name'), next_run_at_ms, next_fire_at_ms FROM jobs WHERE job_id = ?"
 )
 
 
@@ -51,7 +51,7 @@ def on_dead(tx: sqlite3.Connection, cmd: Command[Any], job_id: str, error: str) 
     if row is None:
         return
     job = _Job(*row)
-    policy = failures.job_policy(tx, job.tenant_id, job.spec)
+    policy = failures.job_policy(tx, job.tenant_id, job.own_policy)
     if policy is None:
         return
     streak = dead_streak(tx, job_id, policy.after)
@@ -66,22 +66,18 @@ def on_dead(tx: sqlite3.Connection, cmd: Command[Any], job_id: str, error: str) 
         "tenant_id": job.tenant_id,
         "name": job.name,
         "consecutive_failures": len(streak),
-        "runs": [
-            {"scheduled_at": format_instant(run.scheduled_at_ms), "error": run.error}
-            for run in streak
-        ],
+        "runs": [{"scheduled_at": run.scheduled_at, "error": run.error} for run in streak],
         "last_error": error,
         "paused": paused,
         "at": format_instant(cmd.ts_ms),
     }
-    text = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
-    alerts.add(
-        tx, tenant_id=job.tenant_id, job_id=job_id, url=policy.alert_url, body=text, at_ms=cmd.ts_ms
+    alerts.queue(
+        tx, tenant_id=job.tenant_id, job_id=job_id, url=policy.alert_url, body=body, at_ms=cmd.ts_ms
     )
 
 
 class DeadRun(NamedTuple):
-    scheduled_at_ms: int
+    scheduled_at: str  # as the runs listing formats it (the alert body's text)
     error: str | None
 
 
@@ -96,7 +92,7 @@ def dead_streak(tx: sqlite3.Connection, job_id: str, most: int) -> list[DeadRun]
             continue
         if run.status != RunStatus.DEAD:
             break
-        streak.append(DeadRun(parse_instant(run.scheduled_at, field="scheduled_at"), run.error))
+        streak.append(DeadRun(run.scheduled_at, run.error))
         if len(streak) > most:
             break
     return streak

@@ -4,7 +4,6 @@ gets a row and, where its failure policy (its own or its tenant's) has an alert_
 
 from __future__ import annotations
 
-import json
 import sqlite3
 
 from schedd.model import JobStatus
@@ -22,20 +21,22 @@ def mark_overdue(tx: sqlite3.Connection, cmd: Command[MarkOverdue]) -> Result:
     alerted = False
     for mark in cmd.body.marked:
         row = tx.execute(
-            "SELECT tenant_id, status, spec, json_extract(spec, '$.name') FROM jobs "
-            "WHERE job_id = ?",
+            f"SELECT tenant_id, status, {failures.OWN_POLICY}, json_extract(spec, '$.name') "
+            "FROM jobs WHERE job_id = ?",
             (mark.job_id,),
         ).fetchone()
         if row is None or row[1] != JobStatus.ACTIVE:
             continue  # paused, cancelled or gone since the scanner read it
-        tenant_id, _, spec, name = row
+        tenant_id, _, own_policy, name = row
         written = tx.execute(
             "INSERT OR IGNORE INTO overdue_jobs (job_id, tenant_id, since_ms, marked_at_ms) "
             "VALUES (?, ?, ?, ?)",
             (mark.job_id, tenant_id, mark.since_ms, cmd.ts_ms),
         )
-        policy = failures.job_policy(tx, tenant_id, spec)
-        if written.rowcount and policy is not None and policy.alert_url is not None:
+        if not written.rowcount:
+            continue  # marked already: alerted then
+        policy = failures.job_policy(tx, tenant_id, own_policy)
+        if policy is not None and policy.alert_url is not None:
             body = {
                 "type": ALERT_TYPE,
                 "job_id": mark.job_id,
@@ -45,13 +46,12 @@ def mark_overdue(tx: sqlite3.Connection, cmd: Command[MarkOverdue]) -> Result:
                 "longest_gap": format_duration(mark.gap_ms),
                 "at": format_instant(cmd.ts_ms),
             }
-            text = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
-            alerts.add(
+            alerts.queue(
                 tx,
                 tenant_id=tenant_id,
                 job_id=mark.job_id,
                 url=policy.alert_url,
-                body=text,
+                body=body,
                 at_ms=cmd.ts_ms,
             )
             alerted = True
