@@ -38,15 +38,19 @@ def parse_dates(value: object, field: str = "dates") -> tuple[str, ...]:
     if len(value) > MAX_DATES:
         raise InvalidRequest(field, f"may hold at most {MAX_DATES:,} dates, got {len(value):,}")
     for k, text in enumerate(value):
-        if not isinstance(text, str) or not _DATE.match(text):
-            raise InvalidRequest(f"{field}[{k}]", f"must be a date as YYYY-MM-DD, got {text!r}")
-        try:
-            date.fromisoformat(text)
-        except ValueError:
-            raise InvalidRequest(
-                f"{field}[{k}]", f"is not a day of the calendar: {text!r}"
-            ) from None
+        check_date(text, f"{field}[{k}]")
     return tuple(sorted(set(value)))
+
+
+def check_date(text: object, field: str) -> str:
+    """A YYYY-MM-DD text of a real day; InvalidRequest naming `field` otherwise."""
+    if not isinstance(text, str) or not _DATE.match(text):
+        raise InvalidRequest(field, f"must be a date as YYYY-MM-DD, got {text!r}")
+    try:
+        date.fromisoformat(text)
+    except ValueError:
+        raise InvalidRequest(field, f"is not a day of the calendar: {text!r}") from None
+    return text
 
 
 def parse_exclude(value: object) -> tuple[str, ...]:

@@ -258,7 +258,7 @@ class Tally:
         pairs = enumerate(self.runs) if runs is None else runs
         best = (0, 0)
         for index, count in pairs:
-            if count > best[1] or (count == best[1] and count and index < best[0]):
+            if count > best[1]:  # pairs come in index order: the earliest of equals stays
                 best = (index, count)
         return best
 

@@ -86,7 +86,11 @@ class ForecastWatch(Loop):
         """Feed the drain meter; whether a spike is draining (runs late, or queues full)."""
         oldest = oldest_due_ms(conn, self._partitions)
         is_late = oldest is not None and oldest < now_ms - SPIKE_LAG_MS
-        share = len(held_partitions(conn, self._node_id, now_ms, margin_ms=0)) / self._partitions
+        share = (  # the meter reads it only while a backlog lasts
+            len(held_partitions(conn, self._node_id, now_ms, margin_ms=0)) / self._partitions
+            if is_late
+            else 0.0
+        )
         self.meter.sample(
             self._monotonic(), metrics.claimed_total(), is_backlogged=is_late, share=share
         )

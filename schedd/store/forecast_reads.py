@@ -32,9 +32,9 @@ _JOBS = (
 )
 # Triggers and backfills (is_trigger rows) of active jobs, one partition's range of the key.
 _EXTRA_DUE = (
-    "SELECT d.fire_at_ms, j.tenant_id FROM due d JOIN jobs j ON j.job_id = d.job_id "
+    "SELECT d.fire_at_ms, j.tenant_id, count(*) FROM due d JOIN jobs j ON j.job_id = d.job_id "
     "WHERE d.partition = ? AND d.fire_at_ms >= ? AND d.fire_at_ms < ? AND d.is_trigger = 1 "
-    "AND j.status = 'active'"
+    "AND j.status = 'active'{scope} GROUP BY d.fire_at_ms, j.tenant_id"
 )
 
 
@@ -67,14 +67,16 @@ def read_forecast(
 def count_extra_due(
     conn: sqlite3.Connection, tally: Tally, tenant_id: str | None, partitions: int
 ) -> None:
-    """Count the due index's triggers and backfills of active jobs in the span."""
+    """Count the due index's triggers and backfills of active jobs in the span (counted per
+    fire time in SQL: a paced backfill's many runs are not rows in Python)."""
     span = tally.span
-    sql, scope = _EXTRA_DUE, list[str]()
+    sql, scope = _EXTRA_DUE.format(scope=""), list[str]()
     if tenant_id is not None:
-        sql, scope = sql + " AND j.tenant_id = ?", [tenant_id]
+        sql, scope = _EXTRA_DUE.format(scope=" AND j.tenant_id = ?"), [tenant_id]
     for partition in range(partitions):
-        for fire_at_ms, tenant in conn.execute(sql, (partition, span.from_ms, span.to_ms, *scope)):
-            tally.add_run(tenant, fire_at_ms)
+        rows = conn.execute(sql, (partition, span.from_ms, span.to_ms, *scope))
+        for fire_at_ms, tenant, runs in rows:
+            tally.add_run(tenant, fire_at_ms, runs)
 
 
 def count_jobs(

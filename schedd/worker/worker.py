@@ -31,7 +31,7 @@ from schedd.worker.settings import Settings
 log = logging.getLogger("schedd.worker")
 H = TypeVar("H", bound=Callable[..., object])
 TICK_S = 0.2  # the calling thread waits in short steps so signal handlers run promptly
-SETTLE_BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0)  # an ack or nack is tried for about 15 s
+SETTLE_BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0)  # the waits between an ack's or nack's 6 tries
 SETTLE_BUDGET_S = 2 * sum(SETTLE_BACKOFF_S)
 
 
@@ -244,7 +244,8 @@ class Worker:
             return nack_text(exc)
 
     def _settle(self, message: Message, error: str | None) -> Outcome:
-        """Ack (error None) or nack, tried again for about 15 s while no node answers."""
+        """Ack (error None) or nack, tried 6 times (SETTLE_BACKOFF_S apart) while no node
+        answers."""
         action = "ack" if error is None else "nack"
         for wait_s in (*SETTLE_BACKOFF_S, None):
             try:

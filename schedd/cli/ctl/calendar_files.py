@@ -5,7 +5,6 @@ and the occurrences a schedule keeps outside such dates. Reads local files only,
 
 from __future__ import annotations
 
-import re
 import sys
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
@@ -14,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
-from schedd.calendars import MAX_DATES, local_date
+from schedd.calendars import MAX_DATES, check_date, local_date
 from schedd.errors import InvalidRequest
 from schedd.schedule import Schedule, next_after
 
@@ -25,7 +24,6 @@ MAX_FILE_BYTES = 16 * 1024 * 1024
 HORIZON_YEARS = 10  # an .ics file's days are kept from today to this many years ahead
 # Expanding a rule walks from its first day: a daily rule from the year 1000 is refused.
 MAX_RULE_STEPS = 400_000
-_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}\Z")
 _DAILY_OR_SLOWER = frozenset({"DAILY", "WEEKLY", "MONTHLY", "YEARLY"})
 
 
@@ -92,14 +90,7 @@ def parse_dates_text(text: str, *, source: str) -> tuple[str, ...]:
         value = line.split("#", 1)[0].strip()
         if not value:
             continue
-        where = f"{source} line {number}"
-        if not _DATE.match(value):
-            raise InvalidRequest(where, f"must be a date as YYYY-MM-DD, got {value!r}")
-        try:
-            date.fromisoformat(value)
-        except ValueError:
-            raise InvalidRequest(where, f"is not a day of the calendar: {value!r}") from None
-        dates.add(value)
+        dates.add(check_date(value, f"{source} line {number}"))
     return _capped(dates, source)
 
 

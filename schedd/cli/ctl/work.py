@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -49,10 +48,11 @@ from schedd.worker import (
     Worker,
     WorkerError,
 )
+from schedd.worker.protocol import MAX_RECEIVE, MAX_VISIBILITY_S, MAX_WAIT_S
+from schedd.worker.settings import QUEUE_NAME
 
-QUEUE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
-MAX_WAIT_MS = 20_000  # the server's longest long poll
-MAX_VISIBILITY_MS = 12 * 3_600_000
+MAX_WAIT_MS = int(MAX_WAIT_S * 1000)  # the server's longest long poll
+MAX_VISIBILITY_MS = int(MAX_VISIBILITY_S * 1000)
 POLL_S = 0.1  # how often a runner looks at its command's deadline
 KILL_AFTER_S = 5.0  # SIGTERM to a process group, then SIGKILL this much later
 STOP_WAIT_S = KILL_AFTER_S + 2.0  # past the grace period: the commands are killed, then nacked
@@ -418,7 +418,7 @@ else nacks it with the end of CMD's stderr, and the job's retry policy decides w
 )
 @click.option(
     "--concurrency",
-    type=click.IntRange(1, 100),
+    type=click.IntRange(1, MAX_RECEIVE),
     default=1,
     show_default=True,
     metavar="N",
