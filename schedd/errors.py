@@ -65,6 +65,15 @@ class InvalidSchedule(InvalidRequest):
     code = "invalid_schedule"
 
 
+class InvalidDependency(InvalidSchedule):
+    """An `after` schedule the store cannot take: its upstream is not the tenant's job, is
+    cancelled, is the job itself, would close a cycle (named), or the chain would be too long
+    (422, `schedule.after.job_id`)."""
+
+    code = "invalid_dependency"
+    http_status = 422
+
+
 class InvalidBackfill(InvalidRequest):
     """A backfill the API cannot take: a bad or missing field, a range reversed or in the
     future, more occurrences than one backfill takes (422, the field named)."""

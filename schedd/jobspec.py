@@ -18,6 +18,7 @@ from schedd.calendars import split_exclude
 from schedd.errors import InvalidRequest, InvalidSchedule, PayloadTooLarge
 from schedd.jsonbody import JSONObject, dumps
 from schedd.model import (
+    AfterSchedule,
     AtSchedule,
     Backoff,
     JSONValue,
@@ -72,7 +73,14 @@ class JobSpec:
 
     @property
     def is_recurring(self) -> bool:
-        return not isinstance(self.schedule, AtSchedule)
+        """Runs at times of its own, more than once (an `after` schedule's runs are its
+        upstream's: like a one-time job's, they ignore overlap, misfire and run limits)."""
+        return not isinstance(self.schedule, AtSchedule | AfterSchedule)
+
+    @property
+    def upstream(self) -> AfterSchedule | None:
+        """The job this one runs after (level 11), if its schedule is `after`."""
+        return self.schedule if isinstance(self.schedule, AfterSchedule) else None
 
 
 SCHEDULE_INPUT = {"$ref": SCHEMAS + "ScheduleInput"}  # tools/gen_openapi.py writes these two
@@ -215,8 +223,10 @@ def parse_job(
         )
     asked_schedule, exclude = split_exclude(asked.schedule)
     schedule = parse_schedule(asked_schedule, now_ms=now_ms, needs_a_run_left=is_new_schedule)
-    if exclude and isinstance(schedule, AtSchedule):
+    if exclude and isinstance(schedule, AtSchedule | AfterSchedule):
         raise InvalidSchedule("schedule.exclude", "applies to cron and every schedules only")
+    if isinstance(schedule, AfterSchedule) and asked.window is not None:
+        raise InvalidRequest("window", "does not apply to after schedules: they run at once")
     spec = JobSpec(
         name=_parse_name(asked.name),
         schedule=schedule,

@@ -125,7 +125,18 @@ class EverySchedule:
     end_at_ms: int | None = None
 
 
-Schedule = AtSchedule | CronSchedule | EverySchedule
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AfterSchedule:
+    """No times of its own: a run each time a run of job `job_id` ends as `on` says (issue 33
+    §2, log level 11; store/dependencies.py writes it, with the upstream run's scheduled time)."""
+
+    job_id: str
+    on: str = "success"  # one of AFTER_OUTCOMES
+
+
+AFTER_OUTCOMES = ("success", "failure", "finished")
+
+Schedule = AtSchedule | CronSchedule | EverySchedule | AfterSchedule
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -22,7 +22,11 @@ from croniter import CroniterBadDateError, croniter
 
 from schedd.cron import CronExpr, parse_cron
 from schedd.errors import InvalidRequest, InvalidSchedule
+from schedd.model import AFTER_OUTCOMES
 from schedd.model import (  # re-exported: callers name schedules through this module too
+    AfterSchedule as AfterSchedule,
+)
+from schedd.model import (
     AtSchedule as AtSchedule,
 )
 from schedd.model import (
@@ -49,10 +53,12 @@ _EPOCH_NAIVE = EPOCH.replace(tzinfo=None)
 _ZONE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+){0,2}")
 _NOT_ZONES = {"localtime", "posixrules", "Factory"}
 _SCAN_LIMIT = 10_000  # naive matches examined for one answer; only folds need more than two
+_AFTER_JOB_ID = re.compile(r"[\x21-\x7e]{1,128}")  # a job id as the API reads one
 
 
-_FORMS = ("run_at", "delay", "cron", "every")
+_FORMS = ("run_at", "delay", "cron", "every", "after")
 _KEYS = {
+    "after": {"after"},
     "run_at": {"run_at"},
     "delay": {"delay"},
     "cron": {"cron", "timezone", "start_at", "end_at"},
@@ -72,12 +78,14 @@ def parse_schedule(spec: object, *, now_ms: int, needs_a_run_left: bool = True) 
     forms = [form for form in _FORMS if form in spec]
     if len(forms) != 1:
         raise InvalidSchedule(
-            "schedule", "needs exactly one of 'run_at', 'delay', 'cron' or 'every'"
+            "schedule", "needs exactly one of 'run_at', 'delay', 'cron', 'every' or 'after'"
         )
     form = forms[0]
     unknown = sorted(set(spec) - _KEYS[form])
     if unknown:
         raise InvalidSchedule(f"schedule.{unknown[0]}", f"is not allowed with '{form}' schedules")
+    if form == "after":
+        return parse_after(spec["after"])
     if form in ("run_at", "delay"):
         return _parse_one_time(spec, form, now_ms)
     start_ms = _optional_instant(spec, "start_at")
@@ -110,6 +118,29 @@ def _parse_one_time(spec: Mapping[str, object], form: str, now_ms: int) -> AtSch
     if at_ms > now_ms + MAX_AHEAD_MS:
         raise InvalidSchedule(f"schedule.{form}", "is more than 10 years ahead")
     return AtSchedule(at_ms=at_ms)
+
+
+def parse_after(value: object) -> AfterSchedule:
+    """`{"job_id": "<A>", "on": "success"|"failure"|"finished"}` (`on` defaults to success):
+    whether A exists, is the tenant's and closes no cycle is the store's to say
+    (store/dependencies.py)."""
+    if not isinstance(value, Mapping):
+        raise InvalidSchedule(
+            "schedule.after", f"must be an object with job_id and on, got {type(value).__name__}"
+        )
+    unknown = sorted(set(value) - {"job_id", "on"})
+    if unknown:
+        raise InvalidSchedule(f"schedule.after.{str(unknown[0])[:40]}", "is not a field of after")
+    job_id = value.get("job_id")
+    if not isinstance(job_id, str) or not _AFTER_JOB_ID.fullmatch(job_id):
+        raise InvalidSchedule("schedule.after.job_id", f"must be a job id, got {job_id!r:.80}")
+    on = value.get("on", "success")
+    if on not in AFTER_OUTCOMES:
+        raise InvalidSchedule(
+            "schedule.after.on",
+            f"must be one of {', '.join(map(repr, AFTER_OUTCOMES))}, got {on!r:.80}",
+        )
+    return AfterSchedule(job_id=job_id, on=str(on))
 
 
 def _optional_instant(spec: Mapping[str, object], key: str) -> int | None:
@@ -169,6 +200,9 @@ def load_schedule(stored: Mapping[str, Any]) -> Schedule:
     end_ms = None if end is None else parse_instant(end, field="schedule.end_at")
     if "run_at" in stored:
         return AtSchedule(at_ms=parse_instant(stored["run_at"], field="schedule.run_at"))
+    after = stored.get("after")
+    if isinstance(after, Mapping):
+        return AfterSchedule(job_id=str(after.get("job_id")), on=str(after.get("on", "success")))
     if "cron" in stored:
         expr = _ascii_digits(stored["cron"])
         return CronSchedule(
@@ -186,10 +220,13 @@ def _ascii_digits(expr: str) -> str:
     return "".join(str(unicodedata.decimal(c)) if c.isdecimal() else c for c in expr)
 
 
-def schedule_to_json(schedule: Schedule) -> dict[str, str]:
-    """The API's normalised form of a schedule (instants in UTC, `delay` as `run_at`)."""
+def schedule_to_json(schedule: Schedule) -> dict[str, Any]:
+    """The API's normalised form of a schedule (instants in UTC, `delay` as `run_at`, an
+    `after`'s `on` always written)."""
     if isinstance(schedule, AtSchedule):
         return {"run_at": format_instant(schedule.at_ms)}
+    if isinstance(schedule, AfterSchedule):
+        return {"after": {"job_id": schedule.job_id, "on": schedule.on}}
     out: dict[str, str]
     if isinstance(schedule, CronSchedule):
         out = {"cron": schedule.expr, "timezone": schedule.timezone}
@@ -206,7 +243,8 @@ def schedule_to_json(schedule: Schedule) -> dict[str, str]:
 
 
 def first_run_at(schedule: Schedule, now_ms: int) -> int | None:
-    """The first run of a new job: a past run_at runs at once, the rest strictly after now."""
+    """The first run of a new job: a past run_at runs at once, the rest strictly after now (an
+    `after` schedule has none: its runs come from its upstream's)."""
     if isinstance(schedule, AtSchedule):
         return schedule.at_ms
     return next_after(schedule, now_ms)
@@ -216,6 +254,8 @@ def next_after(schedule: Schedule, after_ms: int) -> int | None:
     """The first run strictly after `after_ms` (epoch ms, UTC), or None when none is left."""
     if isinstance(schedule, AtSchedule):
         return schedule.at_ms if schedule.at_ms > after_ms else None
+    if isinstance(schedule, AfterSchedule):
+        return None
     result: int | None
     if isinstance(schedule, EverySchedule):
         result = _every_next(schedule, after_ms)

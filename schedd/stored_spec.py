@@ -80,11 +80,21 @@ def load_target_fields(text: str | bytes) -> TargetFields:
     return _TARGET_FIELDS.decode(text)
 
 
+def stored_upstream(schedule: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(job_id, on) of a stored `after` schedule (schedule_to_json's form), else None."""
+    after = schedule.get("after")
+    if not isinstance(after, Mapping):
+        return None
+    job_id, on = after.get("job_id"), after.get("on", "success")
+    return (job_id, on) if isinstance(job_id, str) and isinstance(on, str) else None
+
+
 class SpecPlan(msgspec.Struct, frozen=True, kw_only=True):
     """The fields of a stored spec that plan its runs, typed (`load_plan`)."""
 
     # As jobspec stored it (schedule.load_schedule): schedule_to_json's texts, and a list of
-    # calendar names under "exclude" (level 10).
+    # calendar names under "exclude" (level 10). An `after` schedule (level 11) plans as none
+    # (`StoredSpec.plan`): its job only ever has trigger-like runs, which are not planned.
     schedule: Mapping[str, str | list[str]] = {}
     window: str | None = None  # as format_duration wrote it
     overlap_policy: OverlapPolicy = OverlapPolicy.ALLOW
@@ -139,6 +149,14 @@ class StoredSpec(msgspec.Struct, frozen=True):
             return ()
         schedule = msgspec.json.decode(self.schedule)
         return stored_exclude(schedule) if isinstance(schedule, dict) else ()
+
+    def upstream(self) -> tuple[str, str] | None:
+        """(job_id, on) of the job the stored schedule runs after (level 11), else None; the
+        schedule is decoded only when its text names `after`."""
+        if b'"after"' not in bytes(self.schedule):
+            return None
+        schedule = msgspec.json.decode(self.schedule)
+        return stored_upstream(schedule) if isinstance(schedule, Mapping) else None
 
     def run_limit(self) -> int | None:
         """The run limit as stored: a positive integer, else none."""

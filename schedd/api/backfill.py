@@ -16,7 +16,7 @@ from schedd.api.context import CONTEXT, ApiContext
 from schedd.api.http import json_response, principal, propose, read_object
 from schedd.bodies import convert_body
 from schedd.errors import Conflict, InvalidBackfill, InvalidRequest, JobNotFound
-from schedd.model import JobStatus
+from schedd.model import AfterSchedule, JobStatus
 from schedd.schedule import load_schedule, occurrences_between
 from schedd.store import queries
 from schedd.store.commands import BackfillJob
@@ -48,6 +48,12 @@ async def backfill_job(request: web.Request) -> web.Response:
     if job.status == JobStatus.CANCELLED:
         raise Conflict("a cancelled job cannot be backfilled")
     schedule = load_schedule(job.schedule)
+    if isinstance(schedule, AfterSchedule):
+        raise InvalidBackfill(
+            "job_id",
+            f"an after schedule has no occurrences to backfill: its runs come from job "
+            f"{schedule.job_id}'s (backfill that job)",
+        )
     slots = await asyncio.to_thread(occurrences_between, schedule, from_ms, to_ms, MAX_BACKFILL + 1)
     if len(slots) > MAX_BACKFILL:
         raise InvalidBackfill(

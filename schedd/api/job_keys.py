@@ -22,6 +22,7 @@ from schedd.api.jobs import (
     check_run_limit,
     current_or_new_run,
     guard_targets,
+    job_with_downstream,
     new_item,
     opened,
     read_job,
@@ -39,7 +40,7 @@ from schedd.errors import (
 from schedd.jobspec import KEY_MESSAGE, JobSpec, parse_job, spec_to_json
 from schedd.jsonbody import JSONValue
 from schedd.model import JobStatus
-from schedd.store import job_keys, queries
+from schedd.store import job_keys
 from schedd.store.commands import CancelJob, UpdateJob
 from schedd.wire.jobs import JOB_KEY_PATTERN, SPEC_FIELDS, JobView, KeyedJob, KeyedJobPlan
 
@@ -63,7 +64,7 @@ def _not_found(key: str) -> JobNotFound:
 async def _job_by_key(ctx: ApiContext, tenant_id: str, key: str) -> JobView | None:
     def read(conn: Any) -> JobView | None:
         job_id = job_keys.holder(conn, tenant_id, key)
-        return None if job_id is None else queries.get_job(conn, tenant_id, job_id)
+        return None if job_id is None else job_with_downstream(conn, tenant_id, job_id)
 
     job = await ctx.reads.read(read)
     return None if job is None else opened(ctx, job)

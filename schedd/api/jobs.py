@@ -11,6 +11,7 @@ import hashlib
 import json
 import re
 import secrets
+import sqlite3
 import time
 from collections.abc import Collection
 from typing import Any
@@ -63,10 +64,11 @@ from schedd.jobspec import (
 from schedd.jsonbody import JSONObject, JSONValue
 from schedd.model import HttpTarget, JobStatus, not_live_message, partition_of
 from schedd.schedule import fire_time, first_run_at, load_schedule, trigger_time
-from schedd.store import queries
+from schedd.store import dependencies, queries
 from schedd.store.command import MAX_COMMAND_BYTES, compact_json
 from schedd.store.commands import (
     CALENDARS_LEVEL,
+    DEPENDENCIES_LEVEL,
     JOB_KEYS_LEVEL,
     SCHEDULE_CONTROL_LEVEL,
     CancelJob,
@@ -79,7 +81,17 @@ from schedd.store.job_search import labelled_jobs, search_jobs
 from schedd.store.results import JobError, JobOutcome
 from schedd.timeformat import format_instant, parse_instant
 from schedd.wire.errors import Failure
-from schedd.wire.jobs import BatchResults, Created, JobList, JobView, RunList, Triggered
+from schedd.wire.jobs import (
+    BatchResults,
+    Created,
+    Downstream,
+    JobList,
+    JobView,
+    RunList,
+    RunView,
+    Triggered,
+    UpstreamRun,
+)
 from schedd.wire.pauses import PauseRequest, TriggerRequest
 
 BODY_OVERHEAD = 64 * 1024  # room around the payload for the rest of a job body
@@ -119,7 +131,9 @@ def _next_runs(job_id: str, spec: JobSpec, now_ms: int) -> tuple[int | None, int
 def new_item(
     ctx: ApiContext, spec: JobSpec, key: str | None, body: dict[str, JSONValue], now: int
 ) -> NewItem:
-    if spec.exclude:  # calendar uses recorded by apply at level 10
+    if spec.upstream is not None:  # recorded in dependencies by apply at level 11
+        check_level(ctx.storage, DEPENDENCIES_LEVEL)
+    elif spec.exclude:  # calendar uses recorded by apply at level 10
         check_level(ctx.storage, CALENDARS_LEVEL)
     elif spec.key is not None or spec.labels:  # indexed by apply at level 9
         check_level(ctx.storage, JOB_KEYS_LEVEL)
@@ -214,10 +228,22 @@ def _live(job: JobView, done: str) -> JobView:
 
 
 async def read_job(ctx: ApiContext, tenant_id: str, job_id: str) -> JobView:
-    job = await ctx.reads.read(lambda conn: queries.get_job(conn, tenant_id, job_id))
+    job = await ctx.reads.read(lambda conn: job_with_downstream(conn, tenant_id, job_id))
     if job is None:
         raise JobNotFound(job_id)
     return opened(ctx, job)
+
+
+def job_with_downstream(conn: sqlite3.Connection, tenant_id: str, job_id: str) -> JobView | None:
+    """One job, with the jobs that run after it when there are some (GET of one job: lists
+    leave them out)."""
+    job = queries.get_job(conn, tenant_id, job_id)
+    if job is None:
+        return None
+    after = [
+        Downstream(job_id=b, on=on) for b, on in dependencies.downstream(conn, tenant_id, job_id)
+    ]
+    return msgspec.structs.replace(job, downstream=after) if after else job
 
 
 async def _create(
@@ -507,11 +533,29 @@ async def list_runs(request: web.Request) -> web.Response:
     await read_job(ctx, tenant_id, job_id)
     limit, before = query_limit(request), int_cursor(request)
     before_ms = 2**62 if before is None else before
-    runs = await ctx.reads.read(
-        lambda conn: queries.list_runs(conn, job_id, before_ms=before_ms, limit=limit)
-    )
+    runs = await ctx.reads.read(lambda conn: _runs_page(conn, job_id, before_ms, limit))
     cursor = page(runs, limit, lambda r: _ms(r.scheduled_at))
     return json_response(RunList(runs=runs, next_cursor=cursor))
+
+
+def _runs_page(conn: sqlite3.Connection, job_id: str, before_ms: int, limit: int) -> list[RunView]:
+    """A page of the job's runs, each run another job's run made with its `triggered_by`."""
+    runs = queries.list_runs(conn, job_id, before_ms=before_ms, limit=limit)
+    if not runs:
+        return runs
+    made = dependencies.upstream_runs(
+        conn, job_id, _ms(runs[-1].scheduled_at), _ms(runs[0].scheduled_at)
+    )
+    if not made:
+        return runs
+    return [
+        run
+        if (by := made.get(_ms(run.scheduled_at))) is None
+        else msgspec.structs.replace(
+            run, triggered_by=UpstreamRun(job_id=by[0], scheduled_at=run.scheduled_at, status=by[1])
+        )
+        for run in runs
+    ]
 
 
 def _ms(instant: str) -> int:

@@ -15,7 +15,7 @@ from schedd.api.http import (
 from schedd.calendars import excluded_by, next_local_midnight, split_exclude
 from schedd.errors import InvalidRequest, InvalidSchedule
 from schedd.jsonbody import as_integer
-from schedd.model import AtSchedule, CronSchedule, Schedule
+from schedd.model import AfterSchedule, AtSchedule, CronSchedule, Schedule
 from schedd.occurrence import describe
 from schedd.schedule import next_after, occurrences, parse_schedule
 from schedd.store import calendars as stored_calendars
@@ -60,6 +60,11 @@ def _parsed(spec: object, *, now_ms: int, is_new: bool = True) -> tuple[Schedule
     """A schedule of the body and the calendars it excludes."""
     asked, exclude = split_exclude(spec)
     schedule = parse_schedule(asked, now_ms=now_ms, needs_a_run_left=is_new)
+    if isinstance(schedule, AfterSchedule):
+        raise InvalidSchedule(
+            "schedule.after",
+            f"has no times of its own: it runs when job {schedule.job_id} ends ({schedule.on})",
+        )
     if exclude and isinstance(schedule, AtSchedule):
         raise InvalidSchedule("schedule.exclude", "applies to cron and every schedules only")
     return schedule, exclude

@@ -19,7 +19,7 @@ from schedd.dispatch.leases import Propose
 from schedd.dispatch.pruner import SPIKE_OPEN_RUNS, SPIKE_SCAN_BATCHES
 from schedd.errors import SchedError
 from schedd.loop import Loop
-from schedd.model import AtSchedule
+from schedd.model import AfterSchedule, AtSchedule
 from schedd.schedule import load_schedule, next_after
 from schedd.store import overdue
 from schedd.store.commands import SCHEDULE_CONTROL_LEVEL, MarkOverdue, OverdueMark
@@ -50,7 +50,7 @@ log = logging.getLogger(__name__)
 def overdue_since(job: JobView, now_ms: int) -> OverdueMark | None:
     """The mark of an active recurring job that is overdue at `now_ms`, or None."""
     schedule = load_schedule(job.schedule)
-    if isinstance(schedule, AtSchedule):
+    if isinstance(schedule, AtSchedule | AfterSchedule):  # no clock of its own
         return None
     since = parse_instant(job.last_success_at or job.created_at, field="since")
     first = next_after(schedule, since)

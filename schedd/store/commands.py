@@ -66,11 +66,15 @@ JSONObject = Mapping[str, Any]  # kept as the proposer built it (a job spec, ten
 # tables (job_keys, job_labels): an older node would store such a spec without them.
 # Level 10 (issue 33): calendars (put_calendar, delete_calendar) and schedules that exclude them
 # (a spec whose schedule has `exclude`: apply records its uses in calendar_uses).
+# Level 11 (issue 33): "run B after A", a spec whose schedule is `after` (apply records it in
+# `dependencies`, and the end of a run of A adds B's run: store/dependencies.py). No new type:
+# commands that end runs do more only where a level-11 spec left a `dependencies` row.
 # LEVEL_OF_TYPE names the types above level 1.
-LOG_LEVEL = 10
+LOG_LEVEL = 11
 SCHEDULE_CONTROL_LEVEL = 8
 JOB_KEYS_LEVEL = 9
 CALENDARS_LEVEL = 10
+DEPENDENCIES_LEVEL = 11
 DEFERRED_COMPLETION_LEVEL = 5
 BY_REFERENCE_LEVEL = 6
 RUNS_BY_REFERENCE_LEVEL = 7
@@ -290,12 +294,15 @@ class UpdateJob(LogCommand[Done], frozen=True, kw_only=True, omit_defaults=True)
 
 
 def spec_level(spec: JSONObject) -> int:
-    """The log level a job spec needs: its broker target kind's (`TargetKind.log_level`), 9
+    """The log level a job spec needs: its broker target kind's (`TargetKind.log_level`), 11
+    with an `after` schedule, 10 with excluded calendars, 9
     with a key or labels (indexed by apply), 8 with a run limit (`max_runs`, counted by apply)
     or a failure policy, else 1."""
     found = BY_NAME.get(target_type(spec.get("target")) or "")
     level = 1 if found is None else found.log_level
     schedule = spec.get("schedule")
+    if isinstance(schedule, Mapping) and "after" in schedule:
+        return max(level, DEPENDENCIES_LEVEL)
     if isinstance(schedule, Mapping) and schedule.get("exclude"):
         return max(level, CALENDARS_LEVEL)
     if spec.get("key") is not None or spec.get("labels"):

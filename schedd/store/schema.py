@@ -40,11 +40,13 @@ REPLICATED_TABLES: tuple[tuple[str, str], ...] = (
     ("job_labels", "tenant_id, name, value, job_id"),
     ("calendars", "tenant_id, name"),
     ("calendar_uses", "tenant_id, name, job_id"),
+    ("dependencies", "tenant_id, upstream_job_id, job_id"),
+    ("run_upstreams", "job_id, scheduled_at_ms"),
 )
 # Added at log level 3 (issue 17: connections), 4 (issue 29: batches), 5 (completions) and
 # 8 (issue 31: pauses, run_payloads, run_counts, job_versions, backfills, backfill_lanes,
-# failure_policies, alerts, overdue_jobs), 9 (issue 32: job_keys, job_labels) and 10 (issue 33:
-# calendars, calendar_uses).
+# failure_policies, alerts, overdue_jobs), 9 (issue 32: job_keys, job_labels), 10 (issue 33:
+# calendars, calendar_uses) and 11 (issue 33: dependencies, run_upstreams).
 LATER_TABLES = frozenset(
     {
         "connections",
@@ -65,6 +67,8 @@ LATER_TABLES = frozenset(
         "job_labels",
         "calendars",
         "calendar_uses",
+        "dependencies",
+        "run_upstreams",
     }
 )
 
@@ -501,5 +505,25 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (tenant_id, name, job_id)
     ) WITHOUT ROWID;
     CREATE INDEX calendar_uses_by_job ON calendar_uses (job_id);
+    """,  # 15: "run B after A" (issue 33, log level 11; store/dependencies.py).
+    """
+    -- A job B not cancelled whose schedule is {"after": {"job_id": A, "on": ...}}: the end of
+    -- a run of A (`on`: success, failure or finished) gives B a run at A's scheduled time.
+    CREATE TABLE dependencies (
+        tenant_id TEXT NOT NULL,
+        upstream_job_id TEXT NOT NULL,
+        job_id TEXT NOT NULL,
+        on_outcome TEXT NOT NULL,
+        PRIMARY KEY (tenant_id, upstream_job_id, job_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX dependencies_by_job ON dependencies (job_id);
+    -- Which run of A gave B this run (B's run has A's run's scheduled time), kept while it is.
+    CREATE TABLE run_upstreams (
+        job_id TEXT NOT NULL,
+        scheduled_at_ms INTEGER NOT NULL,
+        upstream_job_id TEXT NOT NULL,
+        upstream_status TEXT NOT NULL,
+        PRIMARY KEY (job_id, scheduled_at_ms)
+    ) WITHOUT ROWID;
     """,
 )

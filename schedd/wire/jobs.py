@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import typing
 from collections.abc import Mapping
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
@@ -16,6 +16,7 @@ from msgspec import UNSET, Meta, UnsetType
 from schedd.bodies import Body
 from schedd.calendars import MAX_EXCLUDE
 from schedd.model import (
+    AFTER_OUTCOMES,
     Backoff,
     HttpMethod,
     JobChange,
@@ -129,6 +130,19 @@ class EveryScheduleView(msgspec.Struct, forbid_unknown_fields=True):
     exclude: Exclude | UnsetType = UNSET
 
 
+class AfterView(msgspec.Struct, forbid_unknown_fields=True):
+    """The upstream job and which of its run endings start a run."""
+
+    job_id: str
+    on: Literal["success", "failure", "finished"]
+
+
+class AfterScheduleView(msgspec.Struct, forbid_unknown_fields=True):
+    """A run each time a run of job `after.job_id` ends as `after.on` says."""
+
+    after: AfterView
+
+
 class QueueTargetView(msgspec.Struct, tag_field="type", tag="queue"):
     """Messages on the tenant's built-in queue `name`."""
 
@@ -180,13 +194,22 @@ ScheduleJSON = Annotated[
     dict[str, Any],  # texts, and a cron or every schedule's `exclude`: a list of calendar names
     Meta(
         description="The normalised schedule: delay becomes run_at, instants are UTC.",
-        extra_json_schema=one_of(RunAtScheduleView, CronScheduleView, EveryScheduleView),
+        extra_json_schema=one_of(
+            RunAtScheduleView, CronScheduleView, EveryScheduleView, AfterScheduleView
+        ),
     ),
 ]
 TargetJSON = Annotated[
     dict[str, Any],
     Meta(extra_json_schema=one_of(QueueTargetView, HttpTargetView, *BROKER_TARGET_VIEWS)),
 ]
+
+
+class Downstream(msgspec.Struct, frozen=True, kw_only=True):
+    """A job that runs after another: its id, and which of the other's run endings start it."""
+
+    job_id: str
+    on: Annotated[str, Meta(extra_json_schema={"enum": list(AFTER_OUTCOMES)})]
 
 
 class JobView(msgspec.Struct, frozen=True, kw_only=True):
@@ -269,6 +292,15 @@ class JobView(msgspec.Struct, frozen=True, kw_only=True):
             "one ended)."
         ),
     ] = False
+
+    downstream: Annotated[
+        list[Downstream] | UnsetType,
+        Meta(
+            description="The jobs, not cancelled, that run after this one (schedule `after`), "
+            "in job_id order, at most 1,000; shown by GET of one job when there is one, not "
+            "in lists."
+        ),
+    ] = UNSET
 
     def spec_fields(self) -> dict[str, object]:
         """The spec's fields as a job body (what jobspec's parse_job and patch_job read)."""
@@ -383,6 +415,21 @@ class RunView(msgspec.Struct, frozen=True, kw_only=True):
         bool,
         Meta(description="Whether a backfill (POST /v1/jobs/{id}/backfill) added this run."),
     ] = False
+    triggered_by: Annotated[
+        UpstreamRun | None,
+        Meta(
+            description="For a job whose schedule is `after`: the run of the upstream job whose "
+            "end made this run (the same scheduled_at); null for others, and for a manual trigger."
+        ),
+    ] = None
+
+
+class UpstreamRun(msgspec.Struct, frozen=True, kw_only=True):
+    """The run of another job whose end made a run: (job_id, scheduled_at) and how it ended."""
+
+    job_id: str
+    scheduled_at: Instant
+    status: Annotated[str, Meta(extra_json_schema={"enum": ["succeeded", "dead"]})]
 
 
 class RunList(msgspec.Struct, frozen=True, kw_only=True):

@@ -1,11 +1,11 @@
-"""A job's schedule as a request gives it: one struct per form (run_at, delay, cron, every), the
-OpenAPI schema of each. schedule.parse_schedule reads a body's schedule (its own errors:
+"""A job's schedule as a request gives it: one struct per form (run_at, delay, cron, every,
+after), the OpenAPI schema of each. schedule.parse_schedule reads a body's schedule (its own errors:
 invalid_schedule, a form told by its key); tests/unit/test_schedule_forms.py holds its keys to
 these structs' fields."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from msgspec import Meta
 
@@ -79,7 +79,34 @@ class EverySchedule(Body, kw_only=True):
     end_at: Bound = None
 
 
-SCHEDULE_FORMS: tuple[type[Body], ...] = (RunAtSchedule, DelaySchedule, CronSchedule, EverySchedule)
-SCHEDULE_INPUT = {"description": "Exactly one of run_at, delay, cron or every."} | one_of(
+AFTER_JOB_ID = r"^[\x21-\x7e]{1,128}$"  # as schedule.parse_after
+AfterOutcome = Literal["success", "failure", "finished"]  # model.AFTER_OUTCOMES
+
+
+class After(Body, kw_only=True):
+    """The upstream job (the same tenant's) and which of its run endings start a run."""
+
+    job_id: Annotated[str, Meta(pattern=AFTER_JOB_ID, examples=["job_0190a1b2c3d4e5f6"])]
+    on: Annotated[
+        AfterOutcome,
+        Meta(description="success (default), failure (the run ended dead) or finished (either)."),
+    ] = "success"
+
+
+class AfterSchedule(Body):
+    """No times of its own: a run each time a run of another job ends as `on` says, at once,
+    with that run's scheduled_at."""
+
+    after: After
+
+
+SCHEDULE_FORMS: tuple[type[Body], ...] = (
+    RunAtSchedule,
+    DelaySchedule,
+    CronSchedule,
+    EverySchedule,
+    AfterSchedule,
+)
+SCHEDULE_INPUT = {"description": "Exactly one of run_at, delay, cron, every or after."} | one_of(
     *SCHEDULE_FORMS
 )

@@ -35,6 +35,13 @@ def test_each_form_has_its_struct_s_fields() -> None:
         ({"every": "5m", "start_at": "2030-01-01T00:00:00Z"}, True),
         ({"every": "0.5s"}, False),
         ({"every": "5m", "timezone": "UTC"}, False),
+        ({"after": {"job_id": "job_0190a1b2c3d4e5f6"}}, True),
+        ({"after": {"job_id": "job_1", "on": "finished"}}, True),
+        ({"after": {"job_id": "job_1", "on": "done"}}, False),
+        ({"after": {"job_id": "job 1"}}, False),
+        ({"after": {"job_id": "job_1", "when": "now"}}, False),
+        ({"after": "job_1"}, False),
+        ({"after": {"job_id": "job_1"}, "timezone": "UTC"}, False),
     ],
 )
 def test_a_form_the_struct_takes_the_parser_takes(body: dict[str, object], accepted: bool) -> None:

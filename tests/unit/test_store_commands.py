@@ -44,6 +44,7 @@ from schedd.store.commands import (
     CALENDARS_LEVEL,
     CATALOGUE,
     DEFERRED_COMPLETION_LEVEL,
+    DEPENDENCIES_LEVEL,
     JOB_KEYS_LEVEL,
     LEVEL_OF_TYPE,
     LOG_LEVEL,
@@ -148,7 +149,9 @@ def test_the_catalogue_names_each_type_once_with_its_level() -> None:
     }
     # Level 9 (issue 32) added no type: job specs with a key or labels need it (spec_level).
     assert JOB_KEYS_LEVEL == 9
-    assert max(cls.LEVEL for cls in CATALOGUE.values()) == LOG_LEVEL == CALENDARS_LEVEL == 10
+    assert max(cls.LEVEL for cls in CATALOGUE.values()) == CALENDARS_LEVEL == 10
+    # Level 11 (issue 33) added no type: job specs with an `after` schedule need it.
+    assert LOG_LEVEL == DEPENDENCIES_LEVEL == 11
     assert DEFERRED_COMPLETION_LEVEL == 5  # a body's level: claim_batch's defer_completion
     assert BY_REFERENCE_LEVEL == 6  # a body's level: receive_messages' by_reference
     assert RUNS_BY_REFERENCE_LEVEL == 7  # and its runs_by_reference
@@ -175,6 +178,8 @@ def test_a_spec_with_a_key_or_labels_needs_level_9_and_one_excluding_calendars_1
     assert spec_level({**queue, "key": "nightly"}) == 9
     assert spec_level({**queue, "labels": {"team": "a"}, "max_runs": 3}) == 9
     assert spec_level({**queue, "labels": {}}) == 1
+    after = {"after": {"job_id": "job_a", "on": "success"}}
+    assert spec_level({**queue, "key": "k", "schedule": after}) == 11
     update = UpdateJob(
         tenant_id="t",
         job_id="j",

@@ -100,6 +100,7 @@ def test_a_run_encodes_as_its_dict_did() -> None:
         "error": "http 500",
         "payload_overridden": False,  # level 8 (issue 31)
         "backfill": False,
+        "triggered_by": None,  # level 11 (issue 33)
     }
     assert ENCODER.encode(queries._run_to_json(row, attempts)) == ENCODER.encode(as_dict)
 

@@ -31,15 +31,16 @@ _KEYS_SEEN = (
 
 
 class _Rows:
-    """The row sets of one command's created jobs, in the command's order."""
+    """The row sets of one command's created jobs, in the command's order (written before a
+    job that runs after another, which may be one of them)."""
 
-    def __init__(self) -> None:
+    def __init__(self, events: list[DueAdded] | None = None) -> None:
         self.jobs: list[tuple[Any, ...]] = []
         self.due: list[tuple[Any, ...]] = []
         self.keys: list[tuple[Any, ...]] = []
         self.uses: list[tuple[Any, ...]] = []
-        self.indexed: list[tuple[str, job_keys.Index]] = []  # keys, labels, calendars (9, 10)
-        self.events: list[DueAdded] = []
+        self.indexed: list[tuple[str, job_keys.Index]] = []  # levels 9, 10 and 11
+        self.events: list[DueAdded] = [] if events is None else events
 
 
 def add_jobs(tx: sqlite3.Connection, cmd: Command[AddJobs]) -> Result:
@@ -53,16 +54,17 @@ def add_jobs(tx: sqlite3.Connection, cmd: Command[AddJobs]) -> Result:
     specs = _Specs(tx, tenant_id)
     keys = _Keys(tx, tenant_id)
     rows = _Rows()
+    created = 0
     existing: list[list[int | str]] = []  # [index, job_id]
     errors: list[list[int | str]] = []  # [index, code, message]
     for i, job in enumerate(jobs):
         key = job.idempotency_key
         if key is not None and key in seen:
             request_hash, job_id = seen[key]
-            if request_hash != job.request_hash:
-                errors.append([i, "idempotency_mismatch", _MISMATCH])
-            else:
-                existing.append([i, job_id])
+            same = request_hash == job.request_hash
+            (existing if same else errors).append(
+                [i, job_id] if same else [i, "idempotency_mismatch", _MISMATCH]
+            )
             continue
         if live >= limit:
             errors.append([i, "quota_exceeded", "tenant has reached max_active_jobs"])
@@ -72,12 +74,16 @@ def add_jobs(tx: sqlite3.Connection, cmd: Command[AddJobs]) -> Result:
             errors.append([i, "invalid_request", problem])
             continue
         index = specs.index(job.spec)
-        refused = _index_refusal(tx, tenant_id, keys, index)
+        if index.upstream is not None:  # its upstream may be a job of this command (level 11)
+            _write(tx, cmd, rows)
+            rows = _Rows(rows.events)
+        refused = _index_refusal(tx, tenant_id, job.job_id, keys, index)
         if refused is not None:
             errors.append([i, *refused])
             continue
         keys.take(index, job.job_id)
         live += 1
+        created += 1
         if key is not None:
             seen[key] = (job.request_hash, job.job_id)
         _add(rows, cmd, job, used)
@@ -85,7 +91,7 @@ def add_jobs(tx: sqlite3.Connection, cmd: Command[AddJobs]) -> Result:
             rows.indexed.append((job.job_id, index))
     _write(tx, cmd, rows)
     tx.execute("UPDATE tenants SET live_jobs = ? WHERE tenant_id = ?", (live, tenant_id))
-    fields: AddedJSON = {"created": len(rows.jobs)}
+    fields: AddedJSON = {"created": created}
     if existing:
         fields["existing"] = existing
     if errors:
@@ -113,14 +119,14 @@ def _keys_seen(
 
 
 def _index_refusal(
-    tx: sqlite3.Connection, tenant_id: str, keys: _Keys, index: job_keys.Index
+    tx: sqlite3.Connection, tenant_id: str, job_id: str, keys: _Keys, index: job_keys.Index
 ) -> tuple[str, str] | None:
-    """(code, message) of a job its key or calendars refuse (create_jobs' order), or None."""
+    """(code, message) of a job its key, calendars or upstream refuse (create_jobs' order),
+    or None."""
     taken = keys.taken(index)
     if taken is not None:
         return "conflict", taken
-    missing = job_keys.missing_calendar(tx, tenant_id, index) if index.calendars else None
-    return None if missing is None else ("invalid_request", missing)
+    return job_keys.refusal(tx, tenant_id, job_id, index)
 
 
 class _Keys:
@@ -163,7 +169,7 @@ class _Specs:
         found = self._specs.get(text)
         if found is None:
             spec = load_spec(text)
-            index = job_keys.Index.of(spec.key, spec.labels, spec.excluded_calendars())
+            index = job_keys.Index.of_stored(spec)
             self._specs[text] = found = (spec.connection(), index)
         return found
 

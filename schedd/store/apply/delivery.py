@@ -14,11 +14,12 @@ from typing import TypedDict
 
 from schedd.model import RunStatus, Verdict, delivery_id
 from schedd.retry import has_attempts_left
-from schedd.store import ledger
+from schedd.store import dependencies, ledger
 from schedd.store.apply import failures
 from schedd.store.apply.jobs import cancel_job
 from schedd.store.command import Command, Handler, Result, ok
 from schedd.store.commands import CallbackOutcome, CancelJob, RecordCallbacks
+from schedd.store.events import DueAdded
 from schedd.stored_spec import load_retry
 
 
@@ -65,7 +66,22 @@ def record_callbacks(tx: sqlite3.Connection, cmd: Command[RecordCallbacks]) -> R
             fates["retrying"] += 1
     _record_successes(tx, successes)
     fates["succeeded"] += len(successes)
-    return ok(**{fate: n for fate, n in fates.items() if n}, dead_runs=dead)
+    followers = _follow(tx, cmd.ts_ms, [row for row, _ in successes], dead)
+    return ok(*followers, **{fate: n for fate, n in fates.items() if n}, dead_runs=dead)
+
+
+def _follow(
+    tx: sqlite3.Connection, ts_ms: int, succeeded: list[ledger.OutboxRow], dead: list[DeadRunJSON]
+) -> list[DueAdded]:
+    """The runs these ends give other jobs (store/dependencies.py), tenant by tenant: a caller
+    reports one partition's runs, of one or a few tenants."""
+    followers: list[DueAdded] = []
+    for tenant_id in sorted({r.tenant_id for r in succeeded} | {d["tenant_id"] for d in dead}):
+        ended = ((r.job_id, r.scheduled_at_ms) for r in succeeded if r.tenant_id == tenant_id)
+        followers += dependencies.follow(tx, ts_ms, tenant_id, ended, "succeeded")
+        died = ((d["job_id"], d["scheduled_at_ms"]) for d in dead if d["tenant_id"] == tenant_id)
+        followers += dependencies.follow(tx, ts_ms, tenant_id, died, "dead")
+    return followers
 
 
 def _record_successes(

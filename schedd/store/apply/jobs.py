@@ -155,10 +155,10 @@ def _create_one(
     holder = None if index.key is None else job_keys.holder(tx, tenant_id, index.key)
     if holder is not None and index.key is not None:
         return {"error": _error("conflict", job_keys.taken_message(index.key, holder))}
-    missing = job_keys.missing_calendar(tx, tenant_id, index)
-    if missing is not None:
-        return {"error": _error("invalid_request", missing)}
     job_id = item.job_id
+    refused = job_keys.refusal(tx, tenant_id, job_id, index)  # levels 10 and 11
+    if refused is not None:
+        return {"error": _error(*refused)}
     tx.execute(
         "INSERT INTO jobs (job_id, tenant_id, partition, spec, status, next_run_at_ms, "
         "next_fire_at_ms, version, created_at_ms, updated_at_ms) "
@@ -252,9 +252,9 @@ def update_job(tx: sqlite3.Connection, cmd: Command[UpdateJob]) -> Result:
         holder = job_keys.holder(tx, job.tenant_id, new_index.key)
         if holder is not None:
             return rejected("conflict", job_keys.taken_message(new_index.key, holder))
-    missing = job_keys.missing_calendar(tx, job.tenant_id, new_index)
-    if missing is not None:
-        return rejected("invalid_request", missing)
+    refused = job_keys.refusal(tx, job.tenant_id, b.job_id, new_index, old_index)
+    if refused is not None:
+        return rejected(*refused)
     is_active = job.status == JobStatus.ACTIVE  # a paused job gets its next run on resume
     spec = compact_json(b.spec)
     versions.record(tx, cmd, job, change_of_update(b.fields), fields=b.fields, spec=spec)
@@ -289,7 +289,7 @@ def _stored_index(tx: sqlite3.Connection, job_id: str) -> job_keys.Index:
     """The key and labels of a job's spec as stored."""
     (spec,) = tx.execute("SELECT spec FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
     stored = load_spec(spec)
-    return job_keys.Index.of(stored.key, stored.labels, stored.excluded_calendars())
+    return job_keys.Index.of_stored(stored)
 
 
 def pause_job(tx: sqlite3.Connection, cmd: Command[PauseJob]) -> Result:

@@ -6,12 +6,13 @@ failed, and the job's retry policy decides when the message is visible again or 
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 from typing import Any, NamedTuple
 
 from schedd.model import RunStatus, idempotency_key
 from schedd.retry import has_attempts_left, retry_delay_ms
-from schedd.store import ledger, pauses
+from schedd.store import dependencies, ledger, pauses
 from schedd.store.apply import failures
 from schedd.store.command import (
     Applied,
@@ -24,7 +25,7 @@ from schedd.store.command import (
     stored_json_as_canonical,
 )
 from schedd.store.commands import AckMessages, ExtendMessages, NackMessages, ReceiveMessages
-from schedd.store.events import MessagesReady
+from schedd.store.events import DueAdded, Event, MessagesReady
 from schedd.store.ledger import batches
 from schedd.store.pauses import Scope
 from schedd.stored_spec import load_retry
@@ -61,13 +62,15 @@ def receive_messages(tx: sqlite3.Connection, cmd: Command[ReceiveMessages]) -> R
         (b.tenant_id, b.queue, cmd.ts_ms, most),
     ).fetchall()
     messages = []
+    followers: list[Event] = []
     for message in map(Message._make, rows):
         timed_out = message.receipt is not None  # its visibility timeout passed without an ack
         if not timed_out or _fail_attempt(
-            tx, cmd, message, "visibility timeout expired", "timed_out"
+            tx, cmd, message, "visibility timeout expired", "timed_out", followers
         ):
             messages.append(message)
-    held = _receive_batches(tx, cmd, messages, min(most, len(b.receipts)) - len(messages))
+    room = min(most, len(b.receipts)) - len(messages)
+    held = _receive_batches(tx, cmd, messages, room, followers)
     nonces = b.receipts
     receipts = [f"{nonce}.{m.msg_id}" for nonce, m in zip(nonces, messages, strict=False)]
     _hand_out(tx, cmd, messages, receipts)
@@ -93,7 +96,7 @@ def receive_messages(tx: sqlite3.Connection, cmd: Command[ReceiveMessages]) -> R
     kept = fast_canonical_json({"status": "ok", **fields})
     for delivery, payload in zip(delivered, payloads, strict=True):
         delivery["payload"] = stored_json(payload)  # what the receiver is answered
-    return Applied(fields, kept=kept)
+    return Applied(fields, tuple(followers), kept=kept)
 
 
 def _message(
@@ -123,7 +126,11 @@ def _references(held: list[tuple[batches.Batch, int]]) -> list[list[int]]:
 
 
 def _receive_batches(
-    tx: sqlite3.Connection, cmd: Command[ReceiveMessages], messages: list[Message], room: int
+    tx: sqlite3.Connection,
+    cmd: Command[ReceiveMessages],
+    messages: list[Message],
+    room: int,
+    followers: list[Event],
 ) -> list[tuple[batches.Batch, int]]:
     """Take up to `room` slots of the queue's batches, oldest first: a ready slot is held
     (attempt 1); a held one past its deadline is spilled and fails as timed out, and if it is
@@ -144,7 +151,9 @@ def _receive_batches(
                 held.append((batch, slot))
                 continue
             message = _spilled(tx, batch, slot, now)
-            if _fail_attempt(tx, cmd, message, "visibility timeout expired", "timed_out"):
+            if _fail_attempt(
+                tx, cmd, message, "visibility timeout expired", "timed_out", followers
+            ):
                 messages.append(message)
     batches.save_all(tx, touched, now)
     return held
@@ -258,7 +267,12 @@ def ack_messages(tx: sqlite3.Connection, cmd: Command[AckMessages]) -> Result:
     for batch, slot in held:
         batch.finish(slot, batches.DONE, now)
     batches.save_all(tx, (batch for batch, _ in held), now)
-    return ok(acked=len(messages) + len(held))
+    ended = itertools.chain(
+        ((m.job_id, m.scheduled_at_ms) for m in messages),
+        ((batch.runs[slot].job_id, batch.runs[slot].scheduled_at_ms) for batch, slot in held),
+    )
+    followers = dependencies.follow(tx, now, cmd.body.tenant_id, ended, "succeeded")
+    return ok(*followers, acked=len(messages) + len(held))
 
 
 def _held(
@@ -273,16 +287,18 @@ def nack_messages(tx: sqlite3.Connection, cmd: Command[NackMessages]) -> Result:
     """The consumer failed: retry per the job's policy, or make the run a dead letter."""
     nacked = 0
     error = (cmd.body.error or "nacked")[:4000]
+    followers: list[Event] = []
     for message in _by_receipts(tx, cmd):
-        _fail_attempt(tx, cmd, message, error, "failed")
+        _fail_attempt(tx, cmd, message, error, "failed", followers)
         nacked += 1
     held = _held(tx, cmd)
     for batch, slot in held:
-        _fail_attempt(tx, cmd, _spilled(tx, batch, slot, cmd.ts_ms), error, "failed")
+        message = _spilled(tx, batch, slot, cmd.ts_ms)
+        _fail_attempt(tx, cmd, message, error, "failed", followers)
         nacked += 1
     batches.save_all(tx, (batch for batch, _ in held), cmd.ts_ms)
     fed = [MessagesReady(cmd.body.tenant_id, cmd.body.queue)] if nacked else []
-    return ok(*fed, nacked=nacked)
+    return ok(*fed, *followers, nacked=nacked)
 
 
 def extend_messages(tx: sqlite3.Connection, cmd: Command[ExtendMessages]) -> Result:
@@ -298,9 +314,15 @@ def extend_messages(tx: sqlite3.Connection, cmd: Command[ExtendMessages]) -> Res
 
 
 def _fail_attempt(
-    tx: sqlite3.Connection, cmd: Command[Any], message: Message, error: str, outcome: str
+    tx: sqlite3.Connection,
+    cmd: Command[Any],
+    message: Message,
+    error: str,
+    outcome: str,
+    followers: list[Event],
 ) -> bool:
-    """End the current attempt as failed; True if the run will be tried again."""
+    """End the current attempt as failed; True if the run will be tried again (else it is
+    dead, and the runs its end gives other jobs are added to `followers`)."""
     now = cmd.ts_ms
     ledger.finish_attempts(
         tx, [_current_attempt(message)], finished_at_ms=now, outcome=outcome, error=error
@@ -311,7 +333,9 @@ def _fail_attempt(
         ledger.schedule_retry(tx, message.msg_id, now + delay)
         ledger.set_runs(tx, [_run(message, RunStatus.RETRYING, error=error)])
         return True
-    _bury(tx, cmd, message, tenant_id=cmd.body.tenant_id, queue=cmd.body.queue, error=error)
+    followers += _bury(
+        tx, cmd, message, tenant_id=cmd.body.tenant_id, queue=cmd.body.queue, error=error
+    )
     return False
 
 
@@ -323,9 +347,10 @@ def expire_message(
     tenant_id: str,
     queue: str,
     error: str,
-) -> None:
+) -> list[DueAdded]:
     """Retention: a message nobody received in time becomes a dead letter, its run dead (an
-    attempt whose visibility timeout passed ends as timed out)."""
+    attempt whose visibility timeout passed ends as timed out). Returns the runs its end
+    gives other jobs."""
     if message.receipt is not None:
         ledger.finish_attempts(
             tx,
@@ -334,7 +359,7 @@ def expire_message(
             outcome="timed_out",
             error="visibility timeout expired",
         )
-    _bury(tx, cmd, message, tenant_id=tenant_id, queue=queue, error=error)
+    return _bury(tx, cmd, message, tenant_id=tenant_id, queue=queue, error=error)
 
 
 def _bury(
@@ -345,8 +370,9 @@ def _bury(
     tenant_id: str,
     queue: str,
     error: str,
-) -> None:
-    """The message becomes a dead letter (of its id) and its run is dead."""
+) -> list[DueAdded]:
+    """The message becomes a dead letter (of its id) and its run is dead; returns the runs
+    its end gives other jobs (store/dependencies.py)."""
     dead = ledger.DeadLetter(
         id=message.msg_id,
         tenant_id=tenant_id,
@@ -361,6 +387,8 @@ def _bury(
     run = _run(message, RunStatus.DEAD, error=error, finished_at_ms=cmd.ts_ms)
     ledger.bury(tx, message.msg_id, dead, run)
     failures.on_dead(tx, cmd, message.job_id, error)
+    ended = [(message.job_id, message.scheduled_at_ms)]
+    return dependencies.follow(tx, cmd.ts_ms, tenant_id, ended, "dead")
 
 
 HANDLERS: dict[str, Handler] = {

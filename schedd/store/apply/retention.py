@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from schedd import metrics
 from schedd.retention import KINDS, TENANT_KINDS, Retention
-from schedd.store import job_keys, overdue, run_limits, run_payloads
+from schedd.store import dependencies, job_keys, overdue, run_limits, run_payloads
 from schedd.store.apply.queue import Message, expire_batch_slots, expire_message
 from schedd.store.command import Command, Handler, Result, ok, rejected
 from schedd.store.commands import Prune, SetRetention
@@ -126,7 +126,9 @@ def _expire_messages(
     retention_ms: int,
     budget: Budget,
 ) -> None:
-    """Messages visible since before the cutoff and not received since: dead letters now."""
+    """Messages visible since before the cutoff and not received since: dead letters now.
+    The runs their ends give other jobs (expire_message's answer) are not offered to the
+    dispatcher: its once-a-minute full read of the due index finds them."""
     error = f"not received within {format_duration(retention_ms)} (retention.messages)"
     for queue in tenant_queues(tx, tenant_id):
         if budget.left <= 0:
@@ -163,6 +165,7 @@ def _prune_runs(tx: sqlite3.Connection, tenant_id: str, cutoff_ms: int, budget: 
     tx.executemany("DELETE FROM attempts WHERE job_id = ? AND scheduled_at_ms = ?", runs)
     tx.executemany("DELETE FROM runs WHERE job_id = ? AND scheduled_at_ms = ?", runs)
     run_payloads.forget_runs(tx, runs)
+    dependencies.forget_runs(tx, runs)
     tx.executemany(_DELETE_BACKFILL_MARK, runs)
     budget.take("runs", len(runs))
     _prune_batches(tx, tenant_id, cutoff_ms, budget)
@@ -182,6 +185,7 @@ def _prune_batches(tx: sqlite3.Connection, tenant_id: str, cutoff_ms: int, budge
         keys = batches.run_keys(runs)
         tx.executemany("DELETE FROM run_keys WHERE job_id = ? AND scheduled_at_ms = ?", keys)
         run_payloads.forget_runs(tx, keys)
+        dependencies.forget_runs(tx, keys)
         tx.executemany(_DELETE_BACKFILL_MARK, keys)
         tx.execute("DELETE FROM batches WHERE batch_id = ?", (batch_id,))
         budget.take("runs", len(keys))
@@ -214,6 +218,7 @@ def _prune_jobs(tx: sqlite3.Connection, tenant_id: str, cutoff_ms: int, budget: 
         run_limits.forget(tx, job_id)
         overdue.forget(tx, [job_id])
         job_keys.forget(tx, job_id)
+        dependencies.forget_job(tx, tenant_id, job_id)
         budget.take("runs", runs)
         budget.take("jobs", 1)
 
