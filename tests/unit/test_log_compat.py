@@ -347,3 +347,15 @@ def test_the_level_10_fixture_holds_calendars_and_applies_alike(db: Database) ->
     # The calendar was deleted once its job was cancelled: nothing of it is left.
     assert db.conn.execute("SELECT count(*) FROM calendars").fetchone()[0] == 0
     assert db.conn.execute("SELECT count(*) FROM calendar_uses").fetchone()[0] == 0
+
+
+# Level 11 (issue 33): jobs that run after others; no new type.
+def test_the_level_11_fixture_runs_jobs_after_others_and_applies_alike(db: Database) -> None:
+    found = _commands(11)
+    assert {t for t, _, _ in found} <= LEVEL_10_TYPES
+    refused = [r for t, _, r in found if t == "update_job" and r.get("status") == "rejected"]
+    assert [r["code"] for r in refused] == ["invalid_dependency"]
+    most = replay_counting(db, 11, ("dependencies", "run_upstreams"))
+    # Five links; five runs made by others' ends: B after A's ack, C after B's death, E after
+    # C's ack, D after A's death, H after an HTTP success (retention took them by the end).
+    assert most == {"dependencies": 5, "run_upstreams": 5}, most
