@@ -85,7 +85,7 @@ def create_spike(
         "name": "bench",
         "token_hash": "h",
         "signing_secret": "s",
-        "max_active_jobs": n + 1,
+        "max_active_jobs": n + 3,
         "dispatch_rate": dispatch_rate,
         "allowed_hosts": [],
     }
@@ -239,15 +239,48 @@ def main() -> None:
         help="the runs a dispatcher takes at one instant: whole partitions in turn (partition, "
         "the dispatcher's order) or consecutive jobs of all partitions (job)",
     )
+    parser.add_argument(
+        "--dependents",
+        action="store_true",
+        help="the spike's tenant also has one job that runs after another (log level 11): its "
+        "acks read the dependencies of the runs they end, not only the one-row probe",
+    )
     args = parser.parse_args()
     forms = {"deferred": ["deferred"], "batch": ["claim_batch"], "runs": ["claim_runs"]}
     for form in forms.get(args.form, ["claim_runs", "claim_batch", "deferred"]):
-        _print_form(args.n, args.repeat, form, args.order)
+        _print_form(args.n, args.repeat, form, args.order, dependents=args.dependents)
     if args.proto:
         _print_proto(args.n, args.repeat)
 
 
-def _print_form(n: int, repeat: int, form: str, order: str) -> None:
+def _add_dependency(log: Log) -> None:
+    """Job dep-b runs after dep-a (neither in the spike): the tenant has a dependency."""
+    spec = {
+        "name": None,
+        "schedule": {"every": "1h", "start_at": "2026-09-21T14:13:20Z"},
+        "window": None,
+        "target": {"type": "queue", "name": "other"},
+        "payload": None,
+        "retry": {"max_attempts": 3, "backoff": "fixed", "initial_delay": "10s"},
+        "misfire_policy": "run_once",
+        "overlap_policy": "allow",
+    }
+    after = spec | {"schedule": {"after": {"job_id": "dep-a", "on": "success"}}}
+    for job_id, job_spec in (("dep-a", spec), ("dep-b", after)):
+        item = {
+            "job_id": job_id,
+            "partition": 0,
+            "spec": job_spec,
+            "next_run_at_ms": None,
+            "next_fire_at_ms": None,
+            "idempotency_key": None,
+            "request_hash": None,
+        }
+        result, _ = log.apply("create_jobs", {"tenant_id": "t1", "jobs": [item]})
+        assert result["results"][0].get("created"), result
+
+
+def _print_form(n: int, repeat: int, form: str, order: str, *, dependents: bool = False) -> None:
     """Apply N runs claimed with `form` in `order`, received and acked, `repeat` times; print
     the best."""
     best: dict[str, tuple[float, float]] = {}
@@ -257,6 +290,8 @@ def _print_form(n: int, repeat: int, form: str, order: str) -> None:
             try:
                 log = Log(StateMachine(db))
                 jobs = create_spike(log, n)
+                if dependents:
+                    _add_dependency(log)
                 claim_s = _claims(log, jobs, form, order)
                 receive_s, ack_s, received = _receives_and_acks(log, n)
                 assert received == n
@@ -270,8 +305,8 @@ def _print_form(n: int, repeat: int, form: str, order: str) -> None:
             wall, cpu = best.get(name, (spent.wall, spent.cpu))
             best[name] = (min(wall, spent.wall), min(cpu, spent.cpu))
     print(
-        f"apply cost per run, one replica, {n:,} runs, {form}, claimed in {order} order "
-        f"(best of {repeat}):"
+        f"apply cost per run, one replica, {n:,} runs, {form}, claimed in {order} order"
+        f"{', the tenant has a dependency' if dependents else ''} (best of {repeat}):"
     )
     print(f"  {'':<8} {'wall':>8} {'cpu':>8}")
     for name, (wall, cpu) in [*best.items(), ("total", _sums(best.values()))]:
