@@ -5,10 +5,21 @@ export function scheduleText(schedule) {
   return Object.entries(schedule)
     .map(([key, value]) => {
       if (key === "exclude" && Array.isArray(value)) return `except on ${value.join(", ")}`; // calendars
+      if (key === "after" && value && typeof value === "object") return `after ${value.job_id} on ${value.on ?? "success"}`;
       return `${key} ${typeof value === "object" ? JSON.stringify(value) : value}`;
     })
     .join(", ");
 }
+
+// The upstream of a "run after" schedule ({"after": {"job_id", "on"}}), or null for a schedule
+// with times of its own.
+export function upstream(schedule) {
+  const after = schedule && typeof schedule === "object" ? schedule.after : null;
+  return after && typeof after === "object" ? { job_id: after.job_id, on: after.on ?? "success" } : null;
+}
+
+// How a run of the upstream ends for `on`: "Runs when job_X succeeds".
+export const ENDS = { success: "succeeds", failure: "fails", finished: "finishes" };
 
 export function targetText(target) {
   if (!target || typeof target !== "object") return "—";

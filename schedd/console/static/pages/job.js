@@ -1,10 +1,12 @@
-// One job: its spec, the next 10 occurrences (the preview API), its runs with their attempts,
-// its versions (each change of its spec or status), its audit trail, and the actions (pause,
-// resume, trigger now, reschedule, cancel), each confirmed first.
+// One job: its spec, the next 10 occurrences (the preview API; for a job that runs after
+// another, which job and which end start it), the jobs that run after it, its runs with their
+// attempts (and the upstream run that started one), its versions (each change of its spec or
+// status), its audit trail, and the actions (pause, resume, trigger now, reschedule, cancel),
+// each confirmed first.
 
 import { ApiError, call, enc, get, post, query } from "../api.js";
 import { clear, confirmAction, h, link, notice, pretty, table, when } from "../dom.js";
-import { scheduleText, seconds, targetText } from "../format.js";
+import { ENDS, scheduleText, seconds, targetText, upstream } from "../format.js";
 
 const RUNS = 20;
 const VERSIONS = 20;
@@ -111,8 +113,9 @@ function summary(job, last, versions) {
     ...(job.max_runs ? [["Runs", h("span", { id: "job-runs-limit" }, `${job.runs_started ?? 0} of max ${job.max_runs}`)]] : []),
     ...(job.on_failure ? [["On failure", h("span", { id: "job-on-failure" }, failureText(job.on_failure))]] : []),
     ["Schedule", scheduleText(job.schedule)],
+    ...(job.downstream?.length ? [[downstreamLabel(), downstreamText(job.downstream)]] : []),
     ["Target", targetText(job.target)],
-    ["Next run", when(job.next_run_at)],
+    ["Next run", upstream(job.schedule) ? runsWhen(upstream(job.schedule), "when") : when(job.next_run_at)],
     ["Last success", h("span", { id: "job-last-success" }, when(job.last_success_at))],
     ["Last failure", h("span", { id: "job-last-failure" }, lastFailure(job))],
     ["Version", version],
@@ -120,6 +123,25 @@ function summary(job, last, versions) {
     ["Job id", h("span", { class: "mono" }, job.job_id)],
   ];
   return h("dl", { class: "summary" }, rows.map(([key, value]) => [typeof key === "string" ? h("dt", {}, key) : key, h("dd", {}, value)]));
+}
+
+// "Runs when job_X succeeds": the job whose runs start this one, as a link, and how they end.
+function runsWhen(up, opening = "Runs when") {
+  return [`${opening} `, link(`#/jobs/${enc(up.job_id)}`, up.job_id, { class: "mono upstream" }), ` ${ENDS[up.on] ?? `ends (${up.on})`}`];
+}
+
+function downstreamLabel() {
+  const title = "The jobs that run after this one: each gets a run when a run of this job ends as it says";
+  return h("dt", { title }, "Downstream");
+}
+
+// The jobs that run after this one (GET /v1/jobs/{id} gives at most 1,000), each as a link.
+function downstreamText(downstream) {
+  return h(
+    "span",
+    { id: "job-downstream" },
+    downstream.map((d, i) => [i ? ", " : "", link(`#/jobs/${enc(d.job_id)}`, d.job_id, { class: "mono", "data-downstream": d.job_id }), ` on ${d.on}`]),
+  );
 }
 
 // Each label as a link to the jobs that have it.
@@ -200,12 +222,7 @@ function changeSchedule(job, schedule, saveButton) {
       return;
     }
     try {
-      const body = { schedule: proposed, current: job.schedule, after: new Date().toISOString(), count: 10 };
-      const answer = await post("/v1/schedules:preview", body);
-      compare.replaceChildren(
-        h("section", {}, h("h3", {}, "Current"), occurrenceTable(answer.current_occurrences, "compare-current")),
-        h("section", {}, h("h3", {}, "Proposed"), occurrenceTable(answer.occurrences, "compare-proposed")),
-      );
+      compare.replaceChildren(...(await comparison(job.schedule, proposed)));
       save.disabled = !(job.status === "active" || job.status === "paused");
     } catch (error) {
       compare.replaceChildren(notice(error.message));
@@ -223,6 +240,40 @@ function changeSchedule(job, schedule, saveButton) {
     h("button", { type: "button", "data-action": "preview-schedule", onclick: preview }, "Preview change"),
     save,
     compare,
+  );
+}
+
+// The current and the proposed schedule's next 10 runs side by side, from one preview call. An
+// after schedule has no times of its own (the preview API refuses it): its side says when it
+// runs instead, and the other side is previewed alone when it is the proposed one.
+async function comparison(current, proposed) {
+  const body = { after: new Date().toISOString(), count: 10 };
+  const [was, next] = [upstream(current), upstream(proposed)];
+  const side = (title, content) => h("section", {}, h("h3", {}, title), content);
+  if (!was && !next) {
+    const answer = await post("/v1/schedules:preview", { ...body, schedule: proposed, current });
+    return [
+      side("Current", occurrenceTable(answer.current_occurrences, "compare-current")),
+      side("Proposed", occurrenceTable(answer.occurrences, "compare-proposed")),
+    ];
+  }
+  if (next && typeof next.job_id !== "string") throw new Error("schedule.after.job_id: the job to run after is missing");
+  const proposedSide = next
+    ? afterNote(next, "compare-proposed-after")
+    : occurrenceTable((await post("/v1/schedules:preview", { ...body, schedule: proposed })).occurrences, "compare-proposed");
+  const currentSide = was
+    ? afterNote(was, "compare-current-after")
+    : h("p", { class: "hint", id: "compare-current-text" }, `${scheduleText(current)}: not previewed, as the proposed schedule has no times to set beside it.`);
+  return [side("Current", currentSide), side("Proposed", proposedSide)];
+}
+
+// Why an after schedule shows no runs in the comparison.
+function afterNote(up, id) {
+  return h(
+    "div",
+    { id, class: "after-note" },
+    h("p", {}, runsWhen(up), "."),
+    h("p", { class: "hint" }, "No side-by-side preview: an after schedule has no times of its own. Each such run of that job gives this one a run at the same scheduled time."),
   );
 }
 
@@ -249,10 +300,20 @@ function localText(occurrence) {
   return `${text.slice(0, 10)} ${time} ${occurrence.abbreviation} (${text.slice(19)})`;
 }
 
+// The next 10 occurrences from the preview API; for an after schedule, which has no times of its
+// own, the job whose runs start it instead.
 async function upcoming(job) {
-  const section = h("section", { id: "upcoming" }, h("h2", {}, "Next 10 occurrences"));
+  const up = upstream(job.schedule);
+  const section = h("section", { id: "upcoming" }, h("h2", {}, up ? "Next runs" : "Next 10 occurrences"));
   if (job.status !== "active") {
     section.append(notice(`None while the job is ${job.status}.`, "info"));
+    return section;
+  }
+  if (up) {
+    section.append(
+      h("p", { id: "upcoming-after" }, runsWhen(up), "."),
+      h("p", { class: "hint" }, "Each such run of that job gives this one a run at the same scheduled time (shown below as triggered by it)."),
+    );
     return section;
   }
   try {
@@ -273,8 +334,11 @@ async function showRuns(section, path, cursor) {
     section.append(notice(error.message));
     return;
   }
+  // The "Triggered by" column only on a page where a run was started by another job's run.
+  const triggered = page.runs.some((run) => run.triggered_by);
+  const headers = ["Scheduled", "Status", ...(triggered ? ["Triggered by"] : []), "Attempt", "Dispatched", "Finished", "Attempts"];
   if (!page.runs.length) section.append(notice("No runs yet.", "info"));
-  else section.append(table(["Scheduled", "Status", "Attempt", "Dispatched", "Finished", "Attempts"], page.runs.map(runRow), { id: "runs-table" }));
+  else section.append(table(headers, page.runs.map((run) => runRow(run, triggered)), { id: "runs-table" }));
   if (page.next_cursor) {
     section.append(h("button", { type: "button", class: "link", onclick: () => showRuns(section, path, page.next_cursor) }, "Older runs"));
   }
@@ -293,7 +357,20 @@ function runMarks(run) {
   return marks.map((mark) => [" ", h("span", { class: "mark" }, mark)]);
 }
 
-function runRow(run) {
+// The run of another job whose end started this one: that job (a link), its scheduled time and
+// how it ended; "—" for a run of this job not started so (a trigger by hand).
+function triggeredText(by) {
+  if (!by) return "—";
+  return [
+    link(`#/jobs/${enc(by.job_id)}`, by.job_id, { class: "mono" }),
+    " · run ",
+    h("span", { class: "mono" }, when(by.scheduled_at)),
+    " ",
+    h("span", { class: `status ${by.status}` }, by.status),
+  ];
+}
+
+function runRow(run, triggered) {
   const attempts = (run.attempts ?? []).map((a) =>
     h("li", {}, `#${a.attempt} ${a.outcome ?? "…"} at ${when(a.started_at)}${took(a)}`, a.error ? h("span", { class: "error" }, ` — ${a.error}`) : null),
   );
@@ -302,6 +379,7 @@ function runRow(run) {
     { "data-run": run.scheduled_at },
     h("td", { class: "mono" }, when(run.scheduled_at)),
     h("td", { class: `status ${run.status}` }, run.status, runMarks(run)),
+    triggered ? h("td", { class: "triggered-by" }, triggeredText(run.triggered_by)) : null,
     h("td", {}, run.attempt),
     h("td", {}, when(run.dispatched_at)),
     h("td", {}, when(run.finished_at)),
