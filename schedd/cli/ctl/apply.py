@@ -155,7 +155,7 @@ def _what(spec: JSONObject) -> str:
     schedule, target = spec.get("schedule"), spec.get("target")
     if not isinstance(schedule, dict) or not isinstance(target, dict):
         return ""
-    shown = {k: v for k, v in schedule.items() if isinstance(v, str)}
+    shown = {k: v for k, v in schedule.items() if isinstance(v, str) or k == "after"}
     return f"{render.describe_schedule(shown)} -> {render.describe_target(target)}"
 
 
