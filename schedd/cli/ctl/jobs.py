@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.text import Text
 
 from schedd.calendars import split_exclude
 from schedd.cli.ctl import render
@@ -29,8 +28,8 @@ from schedd.cli.ctl.connections import (
     param_of,
 )
 from schedd.cli.ctl.jobfile import label_pair
-from schedd.cli.ctl.preview import print_runs, print_side_by_side
-from schedd.cli.ctl.render import after_text, json_option, page_options
+from schedd.cli.ctl.preview import preview_change
+from schedd.cli.ctl.render import json_option, page_options
 from schedd.errors import InvalidRequest
 from schedd.jobspec import HTTP_METHODS, parse_job
 from schedd.jsonbody import JSONValue
@@ -597,37 +596,9 @@ def reschedule(
     --exclude again to keep its calendars."""
     _check_locally(lambda: parse_schedule(split_exclude(schedule)[0], now_ms=_now_ms()))
     if preview:
-        _preview_change(client, job_id, schedule, as_json=as_json)
+        preview_change(client, job_id, schedule, as_json=as_json)
         return
     render.show_job(client.update_job(job_id, {"schedule": dict(schedule)}), as_json=as_json)
-
-
-def _preview_change(
-    client: Client, job_id: str, schedule: dict[str, Any], *, as_json: bool
-) -> None:
-    """The current and the new schedule's next 10 runs side by side; an `after` schedule has no
-    times to show (the node's preview refuses it), so its side is said in a sentence instead."""
-    current = client.get_job(job_id).view.schedule
-    new_after, current_after = after_text(schedule), after_text(current)
-    if new_after is None and current_after is None:
-        answer = client.preview_schedule(schedule, after=None, count=10, current=current)
-        if as_json:
-            render.print_json(answer.raw)
-        else:
-            print_side_by_side(answer.view)
-        return
-    if new_after is not None:  # nothing of the node's to show for the new side
-        if as_json:
-            render.print_json({"runs": [], "occurrences": [], "after": schedule["after"]})
-        else:
-            render.console().print(Text(f"{job_id} would have no times of its own: {new_after}"))
-        return
-    render.note(f"{job_id} has no times of its own now: {current_after}")
-    answer = client.preview_schedule(schedule, after=None, count=10)
-    if as_json:
-        render.print_json(answer.raw)
-    else:
-        print_runs(answer.view)
 
 
 @click.command(

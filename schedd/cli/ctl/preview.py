@@ -1,11 +1,13 @@
 """`schedctl next`: show a schedule's next runs offline, with the same engine dispatch uses, or
 an existing job's through the API's preview endpoint (the job's own schedule, as stored; a job
-that runs after another has no times of its own, and is said so without a preview)."""
+that runs after another has no times of its own, and is said so without a preview); and
+`schedctl reschedule --preview`'s comparison of a job's schedule with a new one."""
 
 from __future__ import annotations
 
 import time
 from datetime import date, datetime
+from typing import Any
 
 import click
 import msgspec
@@ -192,6 +194,33 @@ def _local_text(occurrence: OccurrenceView) -> str:
     """'Sun 2027-03-28 03:00 CEST (+0200)': the node's wall time and offset, as given."""
     local = datetime.fromisoformat(occurrence.local)
     return f"{local:%a %Y-%m-%d %H:%M} {occurrence.abbreviation} ({local:%z})"
+
+
+def preview_change(client: Client, job_id: str, schedule: dict[str, Any], *, as_json: bool) -> None:
+    """`reschedule --preview`: the current and the new schedule's next 10 runs side by side;
+    an `after` schedule has no times to show (the node's preview refuses it), so its side is
+    said in a sentence instead."""
+    current = client.get_job(job_id).view.schedule
+    new_after, current_after = render.after_text(schedule), render.after_text(current)
+    if new_after is None and current_after is None:
+        answer = client.preview_schedule(schedule, after=None, count=10, current=current)
+        if as_json:
+            render.print_json(answer.raw)
+        else:
+            print_side_by_side(answer.view)
+        return
+    if new_after is not None:  # nothing of the node's to show for the new side
+        if as_json:
+            render.print_json({"runs": [], "occurrences": [], "after": schedule["after"]})
+        else:
+            render.console().print(Text(f"{job_id} would have no times of its own: {new_after}"))
+        return
+    render.note(f"{job_id} has no times of its own now: {current_after}")
+    answer = client.preview_schedule(schedule, after=None, count=10)
+    if as_json:
+        render.print_json(answer.raw)
+    else:
+        print_runs(answer.view)
 
 
 def print_side_by_side(answer: PreviewResult) -> None:
