@@ -304,3 +304,46 @@ def test_queue_ages_show_their_two_largest_units() -> None:
         "1h20m",
         "2d4h",
     ]
+
+
+def test_runs_made_by_another_jobs_end_get_a_triggered_by_column(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    made = FakeClient().list_runs(JOB_ID).raw["runs"][0] | {
+        "status": "succeeded",
+        "attempt": 1,
+        "finished_at": "2026-12-01T08:00:01Z",
+        "error": None,
+        "attempts": ATTEMPTS[:1],
+        "triggered_by": {
+            "job_id": "job_a",
+            "scheduled_at": "2026-12-01T08:00:00Z",
+            "status": "dead",
+        },
+    }
+    by_hand = made | {"scheduled_at": "2026-12-01T07:00:00Z", "triggered_by": None}
+    page = read_answer({"runs": [made, by_hand], "next_cursor": None}, RunList, request="runs")
+    render.show_runs(page, as_json=False, has_attempts=True)
+    assert capsys.readouterr().out.splitlines() == [
+        "SCHEDULED (UTC)        FIRES/STARTED              STATUS/OUTCOME   ATTEMPT   "
+        "FINISHED                   TRIGGERED BY   ERROR",
+        "2026-12-01T08:00:00Z   2026-12-01T08:00:00Z       succeeded        1         "
+        "2026-12-01T08:00:01Z       job_a dead",
+        "  attempt 1            2026-12-01T08:00:00.012Z   failed           1         "
+        "2026-12-01T08:00:10.015Z                  POST https://example.com/hook answered "
+        "HTTP 503 after 10.0s",
+        "2026-12-01T07:00:00Z   2026-12-01T08:00:00Z       succeeded        1         "
+        "2026-12-01T08:00:01Z       -",
+        "  attempt 1            2026-12-01T08:00:00.012Z   failed           1         "
+        "2026-12-01T08:00:10.015Z                  POST https://example.com/hook answered "
+        "HTTP 503 after 10.0s",
+    ]
+
+
+def test_an_after_schedule_reads_as_the_job_it_follows() -> None:
+    schedule = {"after": {"job_id": "job_a", "on": "failure"}}
+    assert render.describe_schedule(schedule) == "after job_a (on failure)"
+    assert render.after_text(schedule) == "it runs when job_a ends (failure)"
+    assert render.after_text({"every": "5m"}) is None
+    job = read_answer(JOB | {"schedule": schedule, "next_run_at": None}, JobView, request="get")
+    assert render._next_run(job.view) == "when job_a ends (failure)"

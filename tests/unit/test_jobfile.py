@@ -12,6 +12,7 @@ from schedd.cli.ctl.jobfile import (
     InvalidJobFile,
     job_table,
     parse_job_file,
+    with_upstream,
     write_job_file,
 )
 from schedd.jobspec import JOB_FIELDS
@@ -227,3 +228,87 @@ def test_export_without_a_common_set_keeps_each_jobs_set_label() -> None:
     assert table["labels"] == {"schedd.set": "a"} and table["payload"] == [1, "two"]
     read_back = read(write_job_file([table], set_name=None, header="h"))
     assert read_back.set is None and read_back.jobs[0].body["labels"] == {"schedd.set": "a"}
+
+
+# ---------------------------------------------------------------- after: by id or by key
+
+
+def after_job(key: str, after: str) -> str:
+    return (
+        f'[[job]]\nkey = "{key}"\nschedule = {{ after = {after} }}\n'
+        'target = { type = "queue", name = "q" }\n'
+    )
+
+
+def test_an_after_schedule_by_id_is_the_api_body() -> None:
+    [job] = read(after_job("load", '{ job_id = "job_01a2", on = "failure" }')).jobs
+    assert job.body["schedule"] == {"after": {"job_id": "job_01a2", "on": "failure"}}
+    assert job.upstream_key is None
+
+
+def test_an_after_by_key_stands_in_and_comes_after_the_job_of_the_file_it_names() -> None:
+    text = (
+        after_job("report", '{ key = "load", on = "finished" }')
+        + after_job("load", '{ key = "extract" }')
+        + JOB.replace('"k"', '"extract"')
+        + after_job("elsewhere", '{ key = "on-the-node" }')
+    )
+    jobs = read(text).jobs
+    assert [job.key for job in jobs] == ["extract", "load", "report", "elsewhere"]
+    report = jobs[2]
+    assert report.upstream_key == "load"
+    assert report.body["schedule"] == {"after": {"job_id": "<load>", "on": "finished"}}
+    assert with_upstream(report.body, "job_9")["schedule"] == {
+        "after": {"job_id": "job_9", "on": "finished"}
+    }
+    assert jobs[1].body["schedule"] == {"after": {"job_id": "<extract>"}}  # on: the server's
+    assert jobs[3].upstream_key == "on-the-node"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (after_job("a", '{ key = "a" }'), 'job "a": schedule.after.key: a job cannot run after'),
+        (
+            after_job("a", '{ key = "b" }')
+            + after_job("b", '{ key = "c" }')
+            + after_job("c", '{ key = "b" }'),
+            'job "b": schedule.after.key: would close a cycle b -> c -> b',
+        ),
+        (
+            after_job("a", '{ key = "b", job_id = "job_1" }'),
+            'job "a": schedule.after: give job_id or key, not both',
+        ),
+        (after_job("a", '{ key = "has space" }'), 'job "a": schedule.after.key: must match'),
+        (after_job("a", '{ key = "b", on = "never" }'), 'job "a": schedule.after.on: must be'),
+        (after_job("a", '{ job = "b" }'), 'job "a": schedule.after.job: is not a field of after'),
+        (
+            after_job("a", '{ key = "b" }') + 'window = "1m"',
+            'job "a": window: does not apply to after schedules',
+        ),
+        (
+            after_job("a", '{ key = "b" }').replace("} }", '}, exclude = ["hols"] }'),
+            'job "a": schedule.exclude: applies to cron and every schedules only',
+        ),
+    ],
+)
+def test_a_bad_after_names_the_job_and_the_field(text: str, message: str) -> None:
+    assert refused(text).startswith(f"jobs.toml: {message}"), refused(text)
+
+
+def test_export_names_an_upstream_of_the_file_by_key_and_others_by_id() -> None:
+    extract = job_object(job_id="job_e", key="extract")
+    load = job_object(
+        job_id="job_l", key="load", schedule={"after": {"job_id": "job_e", "on": "success"}}
+    )
+    other = job_object(
+        job_id="job_o", key="other", schedule={"after": {"job_id": "job_x", "on": "failure"}}
+    )
+    keys = {"job_e": "extract", "job_l": "load", "job_o": "other"}
+    tables = [job_table(job, set_name=None, keys=keys) for job in (load, other, extract)]
+    assert tables[0]["schedule"] == {"after": {"key": "extract", "on": "success"}}
+    assert tables[1]["schedule"] == {"after": {"job_id": "job_x", "on": "failure"}}
+    jobs = read(write_job_file(tables, set_name=None, header="h")).jobs
+    assert [job.key for job in jobs] == ["extract", "load", "other"]
+    assert (jobs[1].upstream_key, jobs[2].upstream_key) == ("extract", None)
+    assert jobs[1].body["schedule"] == {"after": {"job_id": "<extract>", "on": "success"}}

@@ -155,7 +155,7 @@ def _what(spec: JSONObject) -> str:
     schedule, target = spec.get("schedule"), spec.get("target")
     if not isinstance(schedule, dict) or not isinstance(target, dict):
         return ""
-    shown = {k: v for k, v in schedule.items() if isinstance(v, str)}
+    shown = {k: v for k, v in schedule.items() if isinstance(v, str) or k == "after"}
     return f"{render.describe_schedule(shown)} -> {render.describe_target(target)}"
 
 
@@ -221,7 +221,8 @@ def export(client: Client, labels: tuple[str, ...]) -> None:
         render.note(f"left out {len(keyless)} job(s) without a key: {names}")
     keyed = sorted((job for job in jobs if text_of(job, "key")), key=lambda j: str(j["key"]))
     set_name = _common_set(keyed)
-    tables = [job_table(job, set_name=set_name) for job in keyed]
+    keys = {str(job["job_id"]): str(job["key"]) for job in keyed}  # an after names these by key
+    tables = [job_table(job, set_name=set_name, keys=keys) for job in keyed]
     filters = "".join(f" --label {text}" for text in labels)
     header = (
         f"schedctl export{filters}: {len(tables)} job(s)\n"

@@ -10,7 +10,7 @@ import click
 from schedd.cli.ctl import render
 from schedd.cli.ctl.client import Client
 from schedd.cli.ctl.render import json_option
-from schedd.errors import InvalidRequest, InvalidSchedule
+from schedd.errors import InvalidBackfill, InvalidRequest, InvalidSchedule
 from schedd.timeformat import format_instant, parse_instant
 
 MAX_BACKFILL = 100_000  # the API's limit (api/backfill.py): a dry run says so before a request
@@ -72,6 +72,13 @@ def _preview(client: Client, job_id: str, from_ms: int, to_ms: int) -> list[int]
     """The job's occurrences in [from, to), page by page of the preview (the job's schedule
     as stored: zone, DST rule, start and end); more than MAX_BACKFILL is refused."""
     schedule = client.get_job(job_id).view.schedule
+    after_job = schedule.get("after")
+    if isinstance(after_job, dict):  # the node's backfill refuses it: so does its dry run
+        raise InvalidBackfill(
+            "job_id",
+            f"an after schedule has no occurrences to backfill: its runs come from job "
+            f"{after_job.get('job_id')}'s (backfill that job)",
+        )
     slots: list[int] = []
     after = from_ms - 1
     while True:

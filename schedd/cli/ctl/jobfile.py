@@ -3,6 +3,8 @@ the API's field shapes, read and checked whole before any request, and written b
 
 Reading never sends anything: every message names the file, the job (by key, or its place
 when it has none) and the field. TOML has no null: a payload holding one is `payload_json`.
+An `after` schedule may name its upstream by key (`after = { key = "..." }`): a job of the same
+file, put before it, or a job on the node; apply gives it the job's id.
 """
 
 from __future__ import annotations
@@ -64,10 +66,12 @@ class InvalidJobFile(SchedError):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FileJob:
-    """One `[[job]]` of a file: its key and the full body `PUT /v1/jobs/by-key/{key}` takes."""
+    """One `[[job]]` of a file: its key and the full body `PUT /v1/jobs/by-key/{key}` takes;
+    with `upstream_key`, the body's `after` holds a stand-in id until apply knows the job's."""
 
     key: str
     body: JSONObject
+    upstream_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -124,7 +128,31 @@ def parse_job_file(text: str, *, name: str, now_ms: int | None = None) -> JobFil
             )
         seen[job.key] = number
         jobs.append(job)
-    return JobFile(name=name, set=set_name, jobs=tuple(jobs))
+    return JobFile(name=name, set=set_name, jobs=_upstreams_first(jobs, name))
+
+
+def _upstreams_first(jobs: list[FileJob], name: str) -> tuple[FileJob, ...]:
+    """The jobs in file order, but each after the job of the file it names by key (apply
+    creates that one first); a job named by itself or a cycle of such names is refused."""
+    by_key = {job.key: job for job in jobs}
+    ordered: dict[str, FileJob] = {}
+    for job in jobs:
+        chain, up = [job], job.upstream_key
+        while up is not None and up in by_key and up not in ordered:
+            keys = [j.key for j in chain]
+            if up in keys:
+                cycle = [*keys[keys.index(up) :], up]
+                reason = (
+                    f"would close a cycle {' -> '.join(cycle)}"
+                    if len(cycle) > 2
+                    else "a job cannot run after itself"
+                )
+                raise InvalidJobFile(f'{name}: job "{up}": schedule.after.key: {reason}')
+            chain.append(by_key[up])
+            up = by_key[up].upstream_key
+        for upstream_first in reversed(chain):
+            ordered.setdefault(upstream_first.key, upstream_first)
+    return tuple(ordered.values())
 
 
 def _set_of(value: object, name: str) -> str | None:
@@ -150,18 +178,21 @@ def _job(table: object, number: int, *, set_name: str | None, file: str, now_ms:
         raise InvalidJobFile(f"{where}: key: must match {JOB_KEY.pattern}, got {_shown(key)}")
     where = f'{file}: job "{key}"'
     try:
-        body = _body(table, set_name=set_name, now_ms=now_ms)
+        body, upstream_key = _body(table, set_name=set_name, now_ms=now_ms)
     except InvalidRequest as exc:
         field = _SCHEDULE_MEMBERS.get(exc.field, exc.field)
         raise InvalidJobFile(
             f"{where}: {field}: {exc.reason}" if field else f"{where}: {exc}"
         ) from None
-    return FileJob(key=key, body=body)
+    return FileJob(key=key, body=body, upstream_key=upstream_key)
 
 
-def _body(table: dict[str, object], *, set_name: str | None, now_ms: int) -> JSONObject:
+def _body(
+    table: dict[str, object], *, set_name: str | None, now_ms: int
+) -> tuple[JSONObject, str | None]:
     """The API body of a job table: fields checked, labels with the file's set, the job as a
-    whole judged by the server's own validation (jobspec.parse_job)."""
+    whole judged by the server's own validation (jobspec.parse_job); and the key its `after`
+    names, if it names one."""
     for field in table:
         if field not in FILE_FIELDS:
             raise InvalidRequest(field, f"unknown field (a job's fields: {', '.join(FIELD_ORDER)})")
@@ -171,9 +202,44 @@ def _body(table: dict[str, object], *, set_name: str | None, now_ms: int) -> JSO
             raise InvalidRequest("payload_json", "give payload or payload_json, not both")
         fields["payload"] = _payload_json(fields.pop("payload_json"))
     _check_fixed(fields.get("schedule"))
+    upstream_key = _after_key(fields)
     fields["labels"] = _labels(fields.get("labels", {}), set_name)
     parse_job(fields, now_ms=now_ms, payload_limit=NO_PAYLOAD_LIMIT)
-    return fields
+    return fields, upstream_key
+
+
+def _after_key(fields: dict[str, JSONValue]) -> str | None:
+    """The key an `after` schedule names its upstream by (None: it names none), its `after`
+    given a stand-in job id meanwhile (so the rest is checked as the API checks it)."""
+    schedule = fields.get("schedule")
+    after = schedule.get("after") if isinstance(schedule, dict) else None
+    if not isinstance(schedule, dict) or not isinstance(after, dict) or "key" not in after:
+        return None
+    key = after["key"]
+    if "job_id" in after:
+        raise InvalidRequest("schedule.after", "give job_id or key, not both")
+    if not isinstance(key, str) or not JOB_KEY.fullmatch(key):
+        raise InvalidRequest(
+            "schedule.after.key", f"must match {JOB_KEY.pattern}, got {_shown(key)}"
+        )
+    rest = {name: value for name, value in after.items() if name != "key"}
+    fields["schedule"] = {**schedule, "after": {"job_id": stand_in(key), **rest}}
+    return key
+
+
+def stand_in(key: str) -> str:
+    """The id an `after` shows for a job apply has yet to create: `<KEY>` (a job id's length
+    and characters, so the rest of the body can be checked and planned meanwhile)."""
+    return f"<{key[:126]}>"
+
+
+def with_upstream(body: JSONObject, job_id: str) -> JSONObject:
+    """The body with its `after` naming the upstream `job_id`."""
+    schedule = body.get("schedule")
+    after = schedule.get("after") if isinstance(schedule, dict) else None
+    if not isinstance(schedule, dict) or not isinstance(after, dict):
+        return body
+    return {**body, "schedule": {**schedule, "after": {**after, "job_id": job_id}}}
 
 
 def _check_fixed(schedule: JSONValue) -> None:
@@ -247,12 +313,20 @@ def _shown(value: object) -> str:
 # ---------------------------------------------------------------- writing (export)
 
 
-def job_table(job: Mapping[str, JSONValue], *, set_name: str | None) -> dict[str, object]:
+def job_table(
+    job: Mapping[str, JSONValue],
+    *,
+    set_name: str | None,
+    keys: Mapping[str, str] | None = None,
+) -> dict[str, object]:
     """A job object (GET /v1/jobs) as a [[job]] table: its spec fields in the file's order,
-    nulls left out, the file's set label too; a payload TOML cannot hold as payload_json."""
+    nulls left out, the file's set label too; a payload TOML cannot hold as payload_json. An
+    `after` whose upstream is in `keys` (job id -> key: the file's jobs) names it by key."""
     table: dict[str, object] = {}
     for field in FIELD_ORDER:
         value = job.get(field)
+        if field == "schedule" and keys:
+            value = _after_by_key(value, keys)
         if field == "labels" and isinstance(value, dict):
             value = {k: v for k, v in value.items() if set_name is None or k != SET_LABEL}
             value = value or None  # no labels: no table
@@ -266,6 +340,17 @@ def job_table(job: Mapping[str, JSONValue], *, set_name: str | None) -> dict[str
         else:
             table[field] = _without_nulls(value)
     return table
+
+
+def _after_by_key(schedule: JSONValue, keys: Mapping[str, str]) -> JSONValue:
+    after = schedule.get("after") if isinstance(schedule, dict) else None
+    if not isinstance(schedule, dict) or not isinstance(after, dict):
+        return schedule
+    key = keys.get(str(after.get("job_id")))
+    if key is None:
+        return schedule
+    rest = {name: value for name, value in after.items() if name != "job_id"}
+    return {**schedule, "after": {"key": key, **rest}}
 
 
 def write_job_file(

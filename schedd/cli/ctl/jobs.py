@@ -28,12 +28,12 @@ from schedd.cli.ctl.connections import (
     param_of,
 )
 from schedd.cli.ctl.jobfile import label_pair
-from schedd.cli.ctl.preview import print_side_by_side
+from schedd.cli.ctl.preview import preview_change
 from schedd.cli.ctl.render import json_option, page_options
 from schedd.errors import InvalidRequest
 from schedd.jobspec import HTTP_METHODS, parse_job
 from schedd.jsonbody import JSONValue
-from schedd.model import Backoff, JobStatus, MisfirePolicy, OverlapPolicy
+from schedd.model import AFTER_OUTCOMES, Backoff, JobStatus, MisfirePolicy, OverlapPolicy
 from schedd.schedule import parse_schedule
 from schedd.targets import KINDS, TARGET_TYPES
 from schedd.timeformat import parse_instant
@@ -81,8 +81,34 @@ _SCHEDULE_OPTIONS = (
         help="With --cron or --every: skip the runs whose local date is in CALENDAR (repeat "
         "for more; schedctl calendars).",
     ),
+    click.option(
+        "--after",
+        "after_job",
+        metavar="JOB_ID",
+        help="Run each time a run of JOB_ID ends (see --on), at once, with that run's "
+        "scheduled time: no times of its own.",
+    ),
+    click.option(
+        "--on",
+        "on",
+        type=click.Choice(AFTER_OUTCOMES),
+        metavar="OUTCOME",
+        help="With --after: the ends that start a run: success (default), failure (the run "
+        "died) or finished (either).",
+    ),
 )
-_SCHEDULE_FLAGS = ("at", "delay", "cron", "tz", "every", "start", "end", "exclude")
+_SCHEDULE_FLAGS = (
+    "at",
+    "delay",
+    "cron",
+    "tz",
+    "every",
+    "start",
+    "end",
+    "exclude",
+    "after_job",
+    "on",
+)
 _TARGET_OPTIONS = (
     click.option("--queue", metavar="NAME", help="Deliver runs to the built-in queue NAME."),
     click.option("--http", "url", metavar="URL", help="Deliver runs by calling URL."),
@@ -146,22 +172,28 @@ def schedule_from(
     start: str | None,
     end: str | None,
     exclude: tuple[str, ...] = (),
+    after_job: str | None = None,
+    on: str | None = None,
 ) -> dict[str, Any]:
-    """The API's schedule object for exactly one of --at, --in, --cron or --every."""
-    forms = {"--at": at, "--in": delay, "--cron": cron, "--every": every}
+    """The API's schedule object for exactly one of --at, --in, --cron, --every or --after."""
+    forms = {"--at": at, "--in": delay, "--cron": cron, "--every": every, "--after": after_job}
     given = [flag for flag, value in forms.items() if value is not None]
     if len(given) != 1:
         found = f", got {' and '.join(given)}" if given else ""
         raise InvalidRequest(
-            "schedule", f"give exactly one of --at, --in, --cron or --every{found}"
+            "schedule", f"give exactly one of --at, --in, --cron, --every or --after{found}"
         )
     if tz is not None and cron is None:
         raise InvalidRequest("--tz", "applies to --cron only")
-    if at is not None or delay is not None:
+    if on is not None and after_job is None:
+        raise InvalidRequest("--on", "applies to --after only")
+    if cron is None and every is None:
         if start is not None or end is not None:
             raise InvalidRequest("--start/--end", "apply to --cron and --every only")
         if exclude:
             raise InvalidRequest("--exclude", "applies to --cron and --every only")
+        if after_job is not None:
+            return {"after": {"job_id": after_job, "on": on or "success"}}
         return {"run_at": at} if at is not None else {"delay": str(delay)}
     spec = {"cron": cron, "timezone": tz or "UTC"} if cron is not None else {"every": str(every)}
     bounds = {"start_at": start, "end_at": end, "exclude": list(exclude) or None}
@@ -242,6 +274,9 @@ FLAG_OF_FIELD = {
     "schedule.start_at": "--start",
     "schedule.end_at": "--end",
     "schedule.exclude": "--exclude",
+    "schedule.after": "--after",
+    "schedule.after.job_id": "--after",
+    "schedule.after.on": "--on",
     "target.url": "--http",
     "target.name": "--queue",
     "target.method": "--method",
@@ -299,7 +334,8 @@ Examples:
   schedctl add --every 5m --queue pings --payload @ping.json --json
   schedctl add --cron '0 8 * * MON' --redis-stream r/digests --maxlen 100000
   schedctl add --cron '0 9 * * MON-FRI' --tz America/New_York --exclude us-holidays --queue daily
-  schedctl add --in 1h --rabbitmq mq//digests   # the default exchange, queue digests""",
+  schedctl add --in 1h --rabbitmq mq//digests   # the default exchange, queue digests
+  schedctl add --after job_0123abcd --on failure --queue cleanup""",
 )
 @schedule_options
 @target_options
@@ -394,7 +430,7 @@ def add(
     idempotency_key: str | None,
     as_json: bool,
 ) -> None:
-    """Create a job: one schedule (--at, --in, --cron or --every) and one target."""
+    """Create a job: one schedule (--at, --in, --cron, --every or --after) and one target."""
     retry: dict[str, JSONValue] = {"max_attempts": max_attempts, "backoff": backoff}
     fields: dict[str, JSONValue] = {
         "name": name,
@@ -539,7 +575,8 @@ Examples:
   schedctl reschedule job_0123abcd --cron '30 9 * * MON-FRI' --tz Europe/Berlin --preview
   schedctl reschedule job_0123abcd --cron '30 9 * * MON-FRI' --tz Europe/Berlin
   schedctl reschedule job_0123abcd --at 2026-12-24T18:00:00+01:00
-  schedctl reschedule job_0123abcd --cron '0 9 * * *' --exclude us-holidays""",
+  schedctl reschedule job_0123abcd --cron '0 9 * * *' --exclude us-holidays
+  schedctl reschedule job_0123abcd --after job_4567cdef --on finished""",
 )
 @click.argument("job_id")
 @schedule_options
@@ -559,12 +596,7 @@ def reschedule(
     --exclude again to keep its calendars."""
     _check_locally(lambda: parse_schedule(split_exclude(schedule)[0], now_ms=_now_ms()))
     if preview:
-        current = client.get_job(job_id).view.schedule
-        answer = client.preview_schedule(schedule, after=None, count=10, current=current)
-        if as_json:
-            render.print_json(answer.raw)
-        else:
-            print_side_by_side(answer.view)
+        preview_change(client, job_id, schedule, as_json=as_json)
         return
     render.show_job(client.update_job(job_id, {"schedule": dict(schedule)}), as_json=as_json)
 

@@ -1,6 +1,9 @@
 """The plan of `schedctl apply`: what each job of a file needs (asked of the API with dry-run
 PUTs by key, so the server's defaults and normal forms decide it), the set's jobs the file no
 longer names (--prune), and carrying the plan out. It never writes anything while planning.
+
+A job that runs after another named by key gets that job's id: planned, the id it has (or,
+for a job this apply creates, a stand-in `<KEY>`); applied, the id it has by then.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from enum import StrEnum
 
 from schedd.cli.ctl.answers import Answer, JSONObject, all_pages, raw_items
 from schedd.cli.ctl.client import Client
-from schedd.cli.ctl.jobfile import FileJob, JobFile
+from schedd.cli.ctl.jobfile import FileJob, JobFile, with_upstream
 from schedd.errors import Conflict, InvalidRequest, NotFound, SchedError
 from schedd.jsonbody import JSONValue
 from schedd.wire.jobs import SET_LABEL, SPEC_FIELDS, JobList  # SPEC_FIELDS: what a plan compares
@@ -48,6 +51,7 @@ class Step:
     name: str | None = None
     changes: tuple[Change, ...] = ()
     body: JSONObject | None = None  # what a create or update PUTs
+    upstream_key: str | None = None  # the body's `after` names this job by key: its id goes in
     proposed: JSONObject | None = None  # a create's spec as the server would store it
     is_done: bool = False
 
@@ -71,6 +75,8 @@ class Plan:
     file: JobFile
     is_pruning: bool
     steps: list[Step] = field(default_factory=list)
+    # The ids of the keys `after` names (None: this apply creates the job), more as it applies.
+    ids: dict[str, str | None] = field(default_factory=dict)
 
     @property
     def is_empty(self) -> bool:
@@ -84,7 +90,12 @@ def make_plan(client: Client, job_file: JobFile, *, prune: bool) -> Plan:
     if prune and job_file.set is None:
         raise job_file.fail('--prune needs a top-level set = "..." (the jobs the file owns)')
     plan = Plan(file=job_file, is_pruning=prune)
-    plan.steps.extend(_planned(client, job_file, job) for job in job_file.jobs)
+    for job in job_file.jobs:  # a job the file names by key is planned before the job after it
+        upstream = _upstream_id(client, job_file, job, plan.ids)
+        body = job.body if upstream is None else with_upstream(job.body, upstream)
+        step = _planned(client, job_file, job, body)
+        plan.ids[job.key] = step.job_id
+        plan.steps.append(step)
     if prune:
         assert job_file.set is not None
         named = {job.key for job in job_file.jobs}
@@ -101,9 +112,28 @@ def make_plan(client: Client, job_file: JobFile, *, prune: bool) -> Plan:
     return plan
 
 
-def _planned(client: Client, job_file: JobFile, job: FileJob) -> Step:
+def _upstream_id(
+    client: Client, job_file: JobFile, job: FileJob, ids: dict[str, str | None]
+) -> str | None:
+    """The id of the job `job` names by key (None: none named, or this apply creates it):
+    a job of the file planned before, else the node's job with that key."""
+    key = job.upstream_key
+    if key is None:
+        return None
+    if key not in ids:
+        try:
+            ids[key] = client.get_job_by_key(key).view.job_id
+        except NotFound:
+            raise job_file.fail(
+                f'job "{job.key}": schedule.after.key: no job has the key {key!r} (in this '
+                "file or on the node)"
+            ) from None
+    return ids[key]
+
+
+def _planned(client: Client, job_file: JobFile, job: FileJob, body: JSONObject) -> Step:
     try:
-        answer = client.plan_job_by_key(job.key, job.body)
+        answer = client.plan_job_by_key(job.key, body)
     except InvalidRequest as exc:  # the server judged the body: the file is at fault
         raise job_file.fail(f'job "{job.key}": {exc}') from None
     except Conflict as exc:
@@ -124,6 +154,7 @@ def _planned(client: Client, job_file: JobFile, job: FileJob) -> Step:
         name=text_of(proposed, "name"),
         changes=changes if action is Action.UPDATE else (),
         body=job.body,
+        upstream_key=job.upstream_key,
         proposed=proposed if action is Action.CREATE else None,
     )
 
@@ -197,13 +228,15 @@ def apply_plan(client: Client, plan: Plan, *, on_step: Callable[[Step], None]) -
     it already made is unchanged here, a job it already deleted is deleted."""
     for i, step in enumerate(plan.steps):
         try:
-            done = _applied(client, step)
+            done = _applied(client, step, plan.ids)
         except InvalidRequest as exc:  # refused by a check the dry run does not make
             raise plan.file.fail(f"{_named(step)}: {exc}") from None
         except SchedError as exc:
             exc.args = (f"{plan.file.name}: {_named(step)}: {exc}",)
             raise
         plan.steps[i] = done
+        if done.key is not None:
+            plan.ids[done.key] = done.job_id
         on_step(done)
 
 
@@ -211,7 +244,7 @@ def _named(step: Step) -> str:
     return f'job "{step.key}"' if step.key is not None else f"job {step.job_id}"
 
 
-def _applied(client: Client, step: Step) -> Step:
+def _applied(client: Client, step: Step, ids: Mapping[str, str | None]) -> Step:
     if step.action is Action.UNCHANGED:
         return replace(step, is_done=True)
     if step.action is Action.DELETE:
@@ -225,7 +258,12 @@ def _applied(client: Client, step: Step) -> Step:
             pass  # deleted by another apply meanwhile: what this one would have done
         return replace(step, is_done=True)
     assert step.key is not None and step.body is not None
-    created, job = client.put_job_by_key(step.key, step.body)
+    body = step.body
+    if step.upstream_key is not None:
+        upstream = ids.get(step.upstream_key)
+        assert upstream is not None  # planned: known then, or made by an earlier step
+        body = with_upstream(body, upstream)
+    created, job = client.put_job_by_key(step.key, body)
     action = Action.CREATE if created else Action.UPDATE if job.get("changed") else Action.UNCHANGED
     return replace(
         step,

@@ -1,14 +1,18 @@
 """`schedctl next`: show a schedule's next runs offline, with the same engine dispatch uses, or
-an existing job's through the API's preview endpoint (the job's own schedule, as stored)."""
+an existing job's through the API's preview endpoint (the job's own schedule, as stored; a job
+that runs after another has no times of its own, and is said so without a preview); and
+`schedctl reschedule --preview`'s comparison of a job's schedule with a new one."""
 
 from __future__ import annotations
 
 import time
 from datetime import date, datetime
+from typing import Any
 
 import click
 import msgspec
 from click.core import ParameterSource
+from rich.text import Text
 
 from schedd.cli.ctl import render
 from schedd.cli.ctl.calendar_files import occurrences_outside, read_calendar_file
@@ -93,6 +97,13 @@ def next_runs(
     """Show the next runs of a cron EXPR (or --every, or --at) offline, or of JOB_ID's
     schedule through the API: in UTC and in the schedule's zone, with a note where daylight
     saving time moves or collapses a run."""
+    if after is not None and after.startswith(JOB_ID_PREFIX):
+        raise InvalidRequest(
+            "--after",
+            "is an instant here (the runs after it are shown), not a job: a job that runs after "
+            f"another has no times of its own to preview (schedctl next {JOB_ID_PREFIX}... "
+            "says which job it follows)",
+        )
     if sum(x is not None for x in (expr, every, run_at)) != 1:
         raise InvalidRequest("schedule", "give exactly one of EXPR, JOB_ID, --every or --at")
     if not 1 <= count <= MAX_COUNT:
@@ -125,7 +136,7 @@ def next_runs(
     if as_json:
         click.echo(msgspec.json.encode(answer).decode())
     else:
-        _print_table(answer)
+        print_runs(answer)
 
 
 def _show_job_runs(
@@ -139,16 +150,23 @@ def _show_job_runs(
         parse_instant(after, field="after")  # bad input fails before any request
     client: Client = ctx.obj
     job = client.get_job(job_id).view
+    follows = render.after_text(job.schedule)
+    if follows is not None:  # no times of its own: the node's preview refuses it
+        if as_json:
+            render.print_json({"runs": [], "occurrences": [], "after": job.schedule["after"]})
+        else:
+            render.console().print(Text(f"{job_id} has no times of its own: {follows}"))
+        return
     answer = client.preview_schedule(job.schedule, after=after, count=count)
     if as_json:
         render.print_json(answer.raw)
         return
     if job.status != "active":
         render.note(f"{job_id} is {job.status}: it fires none of these runs while it is")
-    _print_table(answer.view)
+    print_runs(answer.view)
 
 
-def _print_table(answer: PreviewResult) -> None:
+def print_runs(answer: PreviewResult) -> None:
     """The runs in UTC and, as the node (or this process offline) described them, in the
     schedule's zone with its DST notes: no conversion here. A zone column only when it is not
     UTC, a note column only when a run has one."""
@@ -176,6 +194,33 @@ def _local_text(occurrence: OccurrenceView) -> str:
     """'Sun 2027-03-28 03:00 CEST (+0200)': the node's wall time and offset, as given."""
     local = datetime.fromisoformat(occurrence.local)
     return f"{local:%a %Y-%m-%d %H:%M} {occurrence.abbreviation} ({local:%z})"
+
+
+def preview_change(client: Client, job_id: str, schedule: dict[str, Any], *, as_json: bool) -> None:
+    """`reschedule --preview`: the current and the new schedule's next 10 runs side by side;
+    an `after` schedule has no times to show (the node's preview refuses it), so its side is
+    said in a sentence instead."""
+    current = client.get_job(job_id).view.schedule
+    new_after, current_after = render.after_text(schedule), render.after_text(current)
+    if new_after is None and current_after is None:
+        answer = client.preview_schedule(schedule, after=None, count=10, current=current)
+        if as_json:
+            render.print_json(answer.raw)
+        else:
+            print_side_by_side(answer.view)
+        return
+    if new_after is not None:  # nothing of the node's to show for the new side
+        if as_json:
+            render.print_json({"runs": [], "occurrences": [], "after": schedule["after"]})
+        else:
+            render.console().print(Text(f"{job_id} would have no times of its own: {new_after}"))
+        return
+    render.note(f"{job_id} has no times of its own now: {current_after}")
+    answer = client.preview_schedule(schedule, after=None, count=10)
+    if as_json:
+        render.print_json(answer.raw)
+    else:
+        print_runs(answer.view)
 
 
 def print_side_by_side(answer: PreviewResult) -> None:

@@ -24,7 +24,16 @@ from schedd.cli.ctl.answers import Answer
 from schedd.cli.ctl.older_nodes import Tenants
 from schedd.jsonbody import JSONValue
 from schedd.targets import BY_NAME
-from schedd.wire.jobs import RECENT_RUNS, AttemptView, JobList, JobView, RunList, Triggered
+from schedd.wire.jobs import (
+    RECENT_RUNS,
+    AttemptView,
+    Downstream,
+    JobList,
+    JobView,
+    RunList,
+    RunView,
+    Triggered,
+)
 from schedd.wire.tenants import TenantCredentials
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -96,6 +105,7 @@ def show_job(job: Answer[JobView], *, as_json: bool) -> None:
         *([("paused because", view.paused_reason)] if view.paused_reason else []),
         ("schedule", describe_schedule(view.schedule)),
         ("next run", _next_run(view)),
+        *([("downstream", _downstream(view.downstream))] if view.downstream else []),
         *([("runs", f"{view.runs_started or 0} of max {view.max_runs}")] if view.max_runs else []),
         *([("on failure", _on_failure(view.on_failure))] if view.on_failure else []),
         ("window", view.window or "-"),
@@ -112,6 +122,11 @@ def show_job(job: Answer[JobView], *, as_json: bool) -> None:
         ("failed in a row", _in_a_row(view.consecutive_failures)),
     ]
     print_fields(rows)
+
+
+def _downstream(jobs: Sequence[Downstream]) -> str:
+    """The jobs that run after this one: `job_B (on success), job_C (on failure)`."""
+    return ", ".join(f"{job.job_id} (on {job.on})" for job in jobs)
 
 
 def _on_failure(policy: Mapping[str, object]) -> str:
@@ -176,15 +191,19 @@ def _in_a_row(count: int) -> str:
 
 def show_runs(page: Answer[RunList], *, as_json: bool, has_attempts: bool = False) -> None:
     """The runs, one row each; `has_attempts` adds one indented row per attempt under each
-    (the columns then also name what an attempt row holds)."""
+    (the columns then also name what an attempt row holds). A TRIGGERED BY column (the job
+    whose run's end made the run, and how that run ended) only when a run of the page has one."""
     if as_json:
         print_json(page.raw)
         return
-    headers = ("SCHEDULED (UTC)", "FIRES AT", "STATUS", "ATTEMPT", "FINISHED", "ERROR")
+    is_triggered = any(run.triggered_by is not None for run in page.view.runs)
+    headers: tuple[str, ...] = ("SCHEDULED (UTC)", "FIRES AT", "STATUS", "ATTEMPT", "FINISHED")
     if has_attempts:
         headers = ("SCHEDULED (UTC)", "FIRES/STARTED", "STATUS/OUTCOME", *headers[3:])
+    headers += ("TRIGGERED BY", "ERROR") if is_triggered else ("ERROR",)
     rows: list[tuple[Cell, ...]] = []
     for run in page.view.runs:
+        by = (_triggered_by(run),) if is_triggered else ()
         rows.append(
             (
                 run.scheduled_at,
@@ -192,21 +211,29 @@ def show_runs(page: Answer[RunList], *, as_json: bool, has_attempts: bool = Fals
                 _status(run.status),
                 str(run.attempt),
                 run.finished_at or "-",
+                *by,
                 run.error or "",
             )
         )
         if has_attempts:
-            rows.extend(_attempt_row(attempt) for attempt in run.attempts)
+            rows.extend(_attempt_row(attempt, is_triggered) for attempt in run.attempts)
     print_page(headers, rows, page.view.next_cursor, "runs")
 
 
-def _attempt_row(attempt: AttemptView) -> tuple[Cell, ...]:
+def _triggered_by(run: RunView) -> str:
+    """`job_A succeeded`: the run of job_A at this run's scheduled time, and how it ended."""
+    by = run.triggered_by
+    return "-" if by is None else f"{by.job_id} {by.status}"
+
+
+def _attempt_row(attempt: AttemptView, is_triggered: bool) -> tuple[Cell, ...]:
     return (
         f"  attempt {attempt.attempt}",
         attempt.started_at,
         _status(attempt.outcome) if attempt.outcome else "-",
         str(attempt.attempt),
         attempt.finished_at or "-",
+        *(("",) if is_triggered else ()),
         attempt.error or "",
     )
 
@@ -248,7 +275,10 @@ def show_trigger(answer: Answer[Triggered], *, as_json: bool) -> None:
 
 def describe_schedule(schedule: Mapping[str, Any]) -> str:
     """One line for a schedule object: `at ...`, `cron '...' ZONE`, `every 5m from ...`,
-    and the calendars whose days it skips."""
+    and the calendars whose days it skips; `after job_X (on success)`."""
+    after = schedule.get("after")
+    if isinstance(after, Mapping):
+        return f"after {after.get('job_id')} (on {after.get('on') or 'success'})"
     if "run_at" in schedule:
         return f"at {schedule['run_at']}"
     if "delay" in schedule:
@@ -264,6 +294,15 @@ def describe_schedule(schedule: Mapping[str, Any]) -> str:
     if schedule.get("exclude"):
         text += f" except on {', '.join(map(str, schedule['exclude']))}"
     return text
+
+
+def after_text(schedule: Mapping[str, Any]) -> str | None:
+    """For an `after` schedule, when its job runs: `it runs when job_X ends (success)`; None
+    for a schedule with times of its own."""
+    after = schedule.get("after")
+    if not isinstance(after, Mapping):
+        return None
+    return f"it runs when {after.get('job_id')} ends ({after.get('on') or 'success'})"
 
 
 def describe_target(target: Mapping[str, JSONValue]) -> str:
@@ -296,7 +335,12 @@ def _status(status: str) -> Text:
 def _next_run(job: JobView) -> str:
     if job.next_run_at:
         return job.next_run_at
-    return "paused" if job.status == "paused" else "none left"
+    if job.status == "paused":
+        return "paused"
+    after = job.schedule.get("after")
+    if isinstance(after, Mapping) and job.status == "active":
+        return f"when {after.get('job_id')} ends ({after.get('on') or 'success'})"
+    return "none left"
 
 
 def print_table(headers: Sequence[str], rows: Iterable[Sequence[Cell]]) -> None:
