@@ -123,6 +123,8 @@ async def put_job(request: web.Request) -> web.Response:
             [blocked] = await guard_targets(ctx, tenant_id, [spec], request.remote)
             if blocked is not None:
                 raise blocked
+            if dry_run:  # apply's own checks, read here: a plan meets no refusal when applied
+                await _check_index(ctx, tenant_id, current, spec)
         if dry_run:
             action = "create" if current is None else "update" if changed else "unchanged"
             plan = KeyedJobPlan(action=action, current=current, proposed=proposed)
@@ -140,6 +142,22 @@ async def put_job(request: web.Request) -> web.Response:
                 raise  # a completed job cannot change: cancel it (DELETE) and PUT again
             last = exc  # another request took the key or changed the job: read it again
     raise StaleState(f"the job kept changing; try again ({last})")
+
+
+async def _check_index(
+    ctx: ApiContext, tenant_id: str, current: JobView | None, spec: JobSpec
+) -> None:
+    """What apply refuses of a spec beyond its key (job_keys.refusal: a missing calendar, an
+    upstream that cannot be), asked of this node's store for a dry run. An upstream that does
+    not exist yet passes: the plan may create it (schedctl apply's stand-ins)."""
+    index = job_keys.Index.of_spec(spec_to_json(spec))
+    old = job_keys.NONE if current is None else job_keys.Index.of_spec(current.spec_fields())
+    job_id = "" if current is None else current.job_id
+    refused = await ctx.reads.read(
+        lambda conn: job_keys.refusal(conn, tenant_id, job_id, index, old, planning=True)
+    )
+    if refused is not None:
+        raise rejection_error(*refused)
 
 
 def _dry_run(request: web.Request) -> bool:

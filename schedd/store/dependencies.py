@@ -64,12 +64,19 @@ _JSON = msgspec.json.Encoder()
 
 
 def refusal(
-    conn: sqlite3.Connection, tenant_id: str, job_id: str, upstream_job_id: str
+    conn: sqlite3.Connection,
+    tenant_id: str,
+    job_id: str,
+    upstream_job_id: str,
+    *,
+    unknown_ok: bool = False,
 ) -> str | None:
     """Why job `job_id` cannot run after `upstream_job_id` (None: it can): the upstream is not
     this tenant's job, is cancelled, is the job itself, would close a cycle (named), or the
     chain would be longer than MAX_CHAIN_JOBS. The API asks first (its 422) and apply again
-    (two changes that pass alone are ordered by the log): the same answer from the same state."""
+    (two changes that pass alone are ordered by the log): the same answer from the same state.
+    `unknown_ok`: a plan's (a dry run's) question, whose upstream may be made by the same plan:
+    an upstream that does not exist yet is no refusal there."""
     field = "schedule.after.job_id"
     if upstream_job_id == job_id:
         return f"{field}: a job cannot run after itself"
@@ -77,7 +84,7 @@ def refusal(
         "SELECT status FROM jobs WHERE job_id = ? AND tenant_id = ?", (upstream_job_id, tenant_id)
     ).fetchone()
     if row is None:
-        return f"{field}: no job {upstream_job_id!r}"
+        return None if unknown_ok else f"{field}: no job {upstream_job_id!r}"
     if row[0] == "cancelled":
         return f"{field}: job {upstream_job_id} is cancelled"
     chain = [job_id, upstream_job_id]

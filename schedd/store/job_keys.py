@@ -72,12 +72,19 @@ NONE = Index(None, ())
 
 
 def refusal(
-    conn: sqlite3.Connection, tenant_id: str, job_id: str, index: Index, old: Index = NONE
+    conn: sqlite3.Connection,
+    tenant_id: str,
+    job_id: str,
+    index: Index,
+    old: Index = NONE,
+    *,
+    planning: bool = False,
 ) -> tuple[str, str] | None:
     """Why a spec (replacing `old`'s) cannot be stored, beyond its key, as (error code,
     message): a calendar it excludes does not exist (`invalid_request`, as at level 10), or the
     job it runs after cannot be (`invalid_dependency`; a new upstream only: a job whose
-    upstream was pruned can still be changed). None: it can."""
+    upstream was pruned can still be changed). None: it can. `planning`: a dry run's question
+    (an upstream that does not exist yet may be made by the same plan)."""
     missing = missing_calendar(conn, tenant_id, index) if index.calendars else None
     if missing is not None:
         return "invalid_request", missing
@@ -85,7 +92,7 @@ def refusal(
         old.upstream is not None and old.upstream[0] == index.upstream[0]
     ):
         return None
-    refused = dependencies.refusal(conn, tenant_id, job_id, index.upstream[0])
+    refused = dependencies.refusal(conn, tenant_id, job_id, index.upstream[0], unknown_ok=planning)
     return None if refused is None else ("invalid_dependency", refused)
 
 

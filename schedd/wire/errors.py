@@ -9,10 +9,10 @@ import msgspec
 from msgspec import Meta
 
 ERROR_CODES = (
-    "invalid_request, invalid_schedule, invalid_dependency, unauthorized, forbidden, job_not_found, "
-    "tenant_not_found, deadletter_not_found, not_found, conflict, stale_state, tenant_exists, "
-    "payload_too_large, idempotency_mismatch, blocked_target, quota_exceeded, no_leader, "
-    "outcome_unknown, cluster_unavailable, request_timeout, server_busy, storage_low"
+    "invalid_request, invalid_schedule, invalid_dependency, unauthorized, forbidden, "
+    "job_not_found, tenant_not_found, deadletter_not_found, not_found, conflict, stale_state, "
+    "tenant_exists, payload_too_large, idempotency_mismatch, blocked_target, quota_exceeded, "
+    "no_leader, outcome_unknown, cluster_unavailable, request_timeout, server_busy, storage_low"
 )
 
 

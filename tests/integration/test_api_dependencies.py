@@ -192,3 +192,27 @@ def test_an_after_job_has_no_preview_and_no_backfill_and_outlives_its_upstream(
     assert get_job(node, tenant.token, a["job_id"])["downstream"] == [
         {"job_id": b["job_id"], "on": "success"}
     ]
+
+
+def test_a_dry_run_put_by_key_refuses_what_apply_would_except_an_upstream_yet_to_be_made(
+    node: NodeProcess, tenant: Tenant
+) -> None:
+    a = create_job(node, tenant.token, {"schedule": {"every": "1h"}, "target": queue("q")})
+    b = {"schedule": after(a["job_id"]), "target": queue("q")}
+    status, made = call(node, tenant, "PUT", "/v1/jobs/by-key/b", b)
+    assert status == 201, made
+    # A after b would close a cycle: refused by the plan as by the PUT itself.
+    cyclic = {"schedule": after(made["job_id"]), "target": queue("q")}
+    a_key = "/v1/jobs/by-key/a?dry_run=true"
+    status, body = call(node, tenant, "PUT", a_key, cyclic)  # no job has key a: a new one
+    assert status == 200 and body["action"] == "create", body
+    status, body = call(node, tenant, "PATCH", f"/v1/jobs/{a['job_id']}", {"key": "a"})
+    assert status == 200, body
+    status, body = call(node, tenant, "PUT", a_key, cyclic)
+    assert "would close a cycle" in assert_error(status, body, 422, "invalid_dependency")["message"]
+    missing = {"schedule": {"every": "1h", "exclude": ["nope"]}, "target": queue("q")}
+    status, body = call(node, tenant, "PUT", "/v1/jobs/by-key/c?dry_run=true", missing)
+    assert "no calendar named 'nope'" in assert_error(status, body, 400)["message"]
+    later = {"schedule": after("<upstream-key>"), "target": queue("q")}
+    status, body = call(node, tenant, "PUT", "/v1/jobs/by-key/d?dry_run=true", later)
+    assert status == 200 and body["action"] == "create", body
