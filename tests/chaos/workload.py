@@ -35,9 +35,11 @@ EXCLUDING = 0.3  # of the recurring and cron jobs, when the cluster has calendar
 # Run B after A (issue 33 §2): of the new recurring jobs (single or in a batch), this share runs
 # after one of the tenant's known jobs not cancelled (chains of at most MAX_AFTER_DEPTH after
 # jobs below a job with a schedule of its own), `on` drawn at random; this share of those asks
-# for an upstream whose cancel was sent (refused 422 if the cancel committed first).
-AFTER = 0.15
+# for an upstream whose cancel was sent (refused 422 if the cancel committed first). Half the
+# reschedules pick an after job when there is one.
+AFTER = 0.3
 MAX_AFTER_DEPTH = 3
+UPSTREAM_WITH_RUNS = 0.75  # how often the upstream is picked among recurring and after jobs
 AFTER_ON_CANCELLED = 0.1
 ON = ("success", "failure", "finished")
 # Doomed jobs: every run ends dead (an HTTP target answering 500, or a queue message the
@@ -291,9 +293,14 @@ class TenantWorker(threading.Thread):
         return form
 
     def _pick_upstream(self, candidates: list[KnownJob]) -> KnownJob:
+        """Mostly a job with runs ahead (recurring, or after one), sometimes a doomed one."""
+        draw = self.rng.random()
         doomed = [j for j in candidates if j.is_doomed]
-        if doomed and self.rng.random() < DOOMED_UPSTREAM:
+        if doomed and draw < DOOMED_UPSTREAM:
             return self.rng.choice(doomed)
+        recurring = [j for j in candidates if j.form in ("every", "cron", "after")]
+        if recurring and self.rng.random() < UPSTREAM_WITH_RUNS:
+            return self.rng.choice(recurring)
         return self.rng.choice(candidates)
 
     def _upstreams(self, job: KnownJob | None, *, cancelled: bool = False) -> list[KnownJob]:
@@ -432,16 +439,17 @@ class TenantWorker(threading.Thread):
     def _choose(self, candidates: list[KnownJob]) -> KnownJob | None:
         return self.rng.choice(candidates) if candidates else None
 
-    def _take_unchanged(self, *, but_not: str) -> KnownJob | None:
-        """A job not yet rescheduled, paused or cancelled (and not of form `but_not`), now
-        marked as changed: one change of course per job."""
-        job = self._choose(
-            [
-                j
-                for j in self.jobs
-                if not j.is_rescheduled and not j.is_cancel_tried and j.form != but_not
-            ]
-        )
+    def _take_unchanged(self, *, but_not: str, prefer: str | None = None) -> KnownJob | None:
+        """A job not yet rescheduled, paused or cancelled (and not of form `but_not`; of form
+        `prefer` half the time when there is one), now marked as changed: one change of course
+        per job."""
+        unchanged = [
+            j
+            for j in self.jobs
+            if not j.is_rescheduled and not j.is_cancel_tried and j.form != but_not
+        ]
+        preferred = [j for j in unchanged if j.form == prefer]
+        job = self._choose(preferred if preferred and self.rng.random() < 0.5 else unchanged)
         if job is not None:
             job.is_rescheduled = True
         return job
@@ -457,7 +465,7 @@ class TenantWorker(threading.Thread):
         self.history.record(self.name, "cancel", self.tenant.name, node_id, reply, request)
 
     def reschedule(self) -> None:
-        job = self._take_unchanged(but_not="cron")
+        job = self._take_unchanged(but_not="cron", prefer="after")
         if job is None:
             return
         from_after = job.form == "after"
