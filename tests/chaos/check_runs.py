@@ -277,24 +277,42 @@ def _surely_in_force(t: JobTimeline, link: Link, ended_ms: int, record_lag_ms: i
     return not (paused_from <= ended_ms and (paused_until is None or ended_ms <= paused_until))
 
 
-def _after_runs_made(
-    t: JobTimeline, link: Link, upstream: JobTimeline, end_ms: int
-) -> list[Violation]:
-    """The runs of A this link must have given B: one each."""
+def owed_after_runs(timelines: dict[str, JobTimeline], end_ms: int) -> int:
+    """How many ends of upstream runs `check_after` required a run of B for (a figure)."""
+    return sum(
+        len(_owed(t, link, timelines[link.upstream], end_ms))
+        for t in timelines.values()
+        for link in links_of(t)
+        if link.upstream in timelines
+    )
+
+
+def _owed(t: JobTimeline, link: Link, upstream: JobTimeline, end_ms: int) -> list[dict[str, Any]]:
+    """The runs of A whose ends this link surely had to follow."""
     # An HTTP outcome carries its caller's clock and is recorded when reported (after a
     # failover, up to the late bound); a queue's ack, nack or expiry is stamped as it applies.
     http = upstream.job.get("target", {}).get("type") == "http"
     record_lag = LATE_BOUND_MS if http else 0
+    return [
+        run
+        for run in upstream.runs
+        if run["status"] in ENDS_OF[link.on]
+        and (ended := run.get("finished_at_ms")) is not None
+        and ended + AFTER_GRACE_MS <= end_ms
+        and _surely_in_force(t, link, ended, record_lag)
+    ]
+
+
+def _after_runs_made(
+    t: JobTimeline, link: Link, upstream: JobTimeline, end_ms: int
+) -> list[Violation]:
+    """The runs of A this link must have given B: one each."""
     have: dict[int, int] = {}
     for run in t.runs:
         have[run["scheduled_at_ms"]] = have.get(run["scheduled_at_ms"], 0) + 1
     found = []
-    for run in upstream.runs:
-        ended = run.get("finished_at_ms")
-        if run["status"] not in ENDS_OF[link.on] or ended is None:
-            continue
-        if ended + AFTER_GRACE_MS > end_ms or not _surely_in_force(t, link, ended, record_lag):
-            continue
+    for run in _owed(t, link, upstream, end_ms):
+        ended = run["finished_at_ms"]
         count = have.get(run["scheduled_at_ms"], 0)
         what = f"{link.upstream}@{run['scheduled_at']} ended {run['status']} {_fmt(ended)}"
         if count == 0:

@@ -18,6 +18,7 @@ from tests.chaos.check_runs import (
     Violation,
     check_after,
     check_job,
+    owed_after_runs,
 )
 from tests.chaos.collect import NodeView
 from tests.chaos.history import FaultEvent, Op, QueueDelivery
@@ -89,13 +90,14 @@ def check(obs: Observed) -> tuple[list[Violation], dict[str, Any]]:
     claims = _claims(obs.ops)
     found += _creates(claims, obs.views)
     found += _changes(obs.ops, ref)
-    found += _jobs(obs, ref, claims)
+    job_violations, owed = _jobs(obs, ref, claims)
+    found += job_violations
     deliveries, more = check_deliveries(obs.queue_deliveries, obs.http_calls, obs.tenants, ref)
     found += more
     found += queue_pauses(obs.ops)
     found += _minority(obs.ops, obs.faults)
     found += _digests(obs.digests)
-    return found, _stats(obs, ref, deliveries)
+    return found, _stats(obs, ref, deliveries) | {"after_runs_owed": owed}
 
 
 # ------------------------------------------------------------------ replicas
@@ -313,7 +315,10 @@ def _trigger_ms(record: dict[str, Any]) -> int:
 # ------------------------------------------------------------------ runs
 
 
-def _jobs(obs: Observed, ref: NodeView, claims: dict[str, list[Claim]]) -> list[Violation]:
+def _jobs(
+    obs: Observed, ref: NodeView, claims: dict[str, list[Claim]]
+) -> tuple[list[Violation], int]:
+    """The run checks of every job, and how many upstream ends were owed a run (a figure)."""
     audit = _audit_by_job(ref)
     acked_end = {
         (kind, job_id): at
@@ -328,7 +333,7 @@ def _jobs(obs: Observed, ref: NodeView, claims: dict[str, list[Claim]]) -> list[
         timelines[job_id] = _timeline(obs, job_id, job, ref, audit[job_id], attempts, acked_end)
     found = [v for t in timelines.values() for v in check_job(t)]
     end_ms = obs.collected_ms or max((op.end_ms for op in obs.ops), default=0)
-    return found + check_after(timelines, end_ms)
+    return found + check_after(timelines, end_ms), owed_after_runs(timelines, end_ms)
 
 
 def _timeline(

@@ -17,6 +17,7 @@ from tests.chaos.check_runs import (
     JobTimeline,
     check_after,
     check_job,
+    owed_after_runs,
 )
 from tests.chaos.collect import NodeView
 from tests.chaos.history import QueueDelivery
@@ -115,6 +116,9 @@ def pair(
 
 def test_every_end_of_a_made_one_run_of_b() -> None:
     assert pair([b_run(a) for a in a_runs()]) == []
+    upstream = timeline("job_a", a_runs(), A_EVERY, status="completed")
+    b = timeline("job_b", [], AfterSchedule(job_id="job_a", on="finished"))
+    assert owed_after_runs({"job_a": upstream, "job_b": b}, LATER) == len(a_runs())
 
 
 def test_an_end_that_made_no_run_is_missing_and_two_runs_at_a_slot_are_twice() -> None:

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
-from schedd.timeformat import format_instant
+from schedd.timeformat import format_instant, parse_instant
 from tests.chaos.client import Reply, call, now_ms
 from tests.chaos.history import History
 from tests.receiver import Answer, Receiver
@@ -39,7 +39,7 @@ EXCLUDING = 0.3  # of the recurring and cron jobs, when the cluster has calendar
 # reschedules pick an after job when there is one.
 AFTER = 0.3
 MAX_AFTER_DEPTH = 3
-UPSTREAM_WITH_RUNS = 0.75  # how often the upstream is picked among recurring and after jobs
+UPSTREAM_WITH_RUNS = 0.75  # how often the upstream is picked among jobs with runs ahead
 AFTER_ON_CANCELLED = 0.1
 ON = ("success", "failure", "finished")
 # Doomed jobs: every run ends dead (an HTTP target answering 500, or a queue message the
@@ -71,6 +71,22 @@ class KnownJob:
     resume_at_ms: int | None = None  # paused: when to resume it
     upstream: str | None = None  # the job it runs after (form after)
     is_doomed: bool = False  # every run of it ends dead
+    runs_until_ms: int | None = None  # its schedule's last instant (None: after another)
+    is_excluding: bool = False  # its runs on the calendar's dates (today) are skipped
+
+    def has_runs_ahead(self, now: int) -> bool:
+        """Runs to come that are not skipped: an upstream worth following."""
+        if self.form == "after":
+            return True
+        return not self.is_excluding and (self.runs_until_ms or 0) > now + 5_000
+
+
+def _runs_until(schedule: dict[str, Any]) -> int | None:
+    """A schedule's last instant as the workload writes them (None for an after schedule)."""
+    if "delay" in schedule:
+        return now_ms() + int(schedule["delay"].removesuffix("s")) * 1000
+    last = schedule.get("run_at") or schedule.get("end_at")
+    return None if last is None else parse_instant(last, field="schedule")
 
 
 def create_tenants(url: str, seed: int, count: int) -> list[Tenant]:
@@ -293,14 +309,15 @@ class TenantWorker(threading.Thread):
         return form
 
     def _pick_upstream(self, candidates: list[KnownJob]) -> KnownJob:
-        """Mostly a job with runs ahead (recurring, or after one), sometimes a doomed one."""
+        """Mostly a job with runs ahead (not all skipped, or after one), sometimes a doomed
+        one."""
         draw = self.rng.random()
         doomed = [j for j in candidates if j.is_doomed]
         if doomed and draw < DOOMED_UPSTREAM:
-            return self.rng.choice(doomed)
-        recurring = [j for j in candidates if j.form in ("every", "cron", "after")]
-        if recurring and self.rng.random() < UPSTREAM_WITH_RUNS:
-            return self.rng.choice(recurring)
+            return self.rng.choice([j for j in doomed if j.has_runs_ahead(now_ms())] or doomed)
+        ahead = [j for j in candidates if j.has_runs_ahead(now_ms())]
+        if ahead and self.rng.random() < UPSTREAM_WITH_RUNS:
+            return self.rng.choice(ahead)
         return self.rng.choice(candidates)
 
     def _upstreams(self, job: KnownJob | None, *, cancelled: bool = False) -> list[KnownJob]:
@@ -413,8 +430,15 @@ class TenantWorker(threading.Thread):
         if all(j.job_id != job_id for j in self.jobs):
             after = body["schedule"].get("after")
             upstream = None if after is None else after["job_id"]
-            doomed = bool(body["payload"].get("doomed"))
-            known = KnownJob(job_id, body["name"], form, upstream=upstream, is_doomed=doomed)
+            known = KnownJob(
+                job_id,
+                body["name"],
+                form,
+                upstream=upstream,
+                is_doomed=bool(body["payload"].get("doomed")),
+                runs_until_ms=_runs_until(body["schedule"]),
+                is_excluding="exclude" in body["schedule"],
+            )
             self.jobs.append(known)
 
     def batch(self) -> None:
@@ -480,6 +504,7 @@ class TenantWorker(threading.Thread):
         response = {}
         if reply.status == 200:
             response = {k: reply.body.get(k) for k in ("schedule", "next_run_at", "version")}
+            job.runs_until_ms = _runs_until(schedule)
             if from_after:  # an unknown outcome leaves it as it was, for the workload's choices
                 job.form = form
                 job.upstream = schedule["after"]["job_id"] if "after" in schedule else None
