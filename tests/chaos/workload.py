@@ -181,8 +181,8 @@ class TenantWorker(threading.Thread):
         if due:
             self.resume(due[0])
             return
-        if left < MIN_LEFT_MS:
-            self.cancel()
+        if left < MIN_LEFT_MS:  # jobs that run after another stay: their upstreams' ends owe runs
+            self.cancel(spare_after=True)
             return
         action = self.rng.choices(
             (
@@ -478,8 +478,15 @@ class TenantWorker(threading.Thread):
             job.is_rescheduled = True
         return job
 
-    def cancel(self) -> None:
-        job = self._choose([j for j in self.jobs if not j.is_cancel_tried or j.form != "once"])
+    def cancel(self, *, spare_after: bool = False) -> None:
+        job = self._choose(
+            [
+                j
+                for j in self.jobs
+                if (not j.is_cancel_tried or j.form != "once")
+                and not (spare_after and j.form == "after")
+            ]
+        )
         if job is None:
             return
         job.is_cancel_tried = True
