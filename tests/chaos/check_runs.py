@@ -231,10 +231,11 @@ def _unexplained(
     linked = [link for link in links if link.upstream == by["job_id"]]
     if not linked:
         return "the job never ran after that job"
-    if not any(_maybe_in_force(t, link, fired) for link in linked):
+    in_force = [link for link in linked if _maybe_in_force(t, link, fired)]
+    if not in_force:
         return f"it fired {_fmt(fired)}, when the job did not run after that job (or was paused)"
-    if not any(by["status"] in ENDS_OF[link.on] for link in linked):
-        return f"the job ran after it on {'/'.join(sorted({k.on for k in linked}))}"
+    if not any(by["status"] in ENDS_OF[link.on] for link in in_force):
+        return f"the job ran after it on {'/'.join(sorted({k.on for k in in_force}))} then"
     upstream = timelines.get(by["job_id"])
     theirs = [r for r in (upstream.runs if upstream else []) if r["scheduled_at_ms"] == at]
     if not theirs:

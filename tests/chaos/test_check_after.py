@@ -240,6 +240,25 @@ def test_a_reschedule_moves_the_link_to_another_upstream() -> None:
     assert [v.kind for v in check_after(jobs | {"job_b": lost}, LATER)] == ["after_run_missing"]
 
 
+def test_the_on_is_the_one_in_force_when_the_run_fired() -> None:
+    """B after A on success, then after A on failure: a run for a success after the change is
+    unexplained though the first link matched it."""
+    upstream = timeline("job_a", a_runs(), A_EVERY, status="completed")
+    update = T0 + 20_000
+    runs = [b_run(a) for a in upstream.runs if a["finished_at_ms"] < update]
+    b = timeline(
+        "job_b",
+        runs,
+        AfterSchedule(job_id="job_a", on="failure"),
+        first=AfterSchedule(job_id="job_a"),
+        update_ms=update,
+    )
+    assert check_after({"job_a": upstream, "job_b": b}, LATER) == []
+    late = replace(b, runs=[*runs, b_run(upstream.runs[-1])])
+    kinds = [v.kind for v in check_after({"job_a": upstream, "job_b": late}, LATER)]
+    assert kinds == ["after_run_unexplained"]
+
+
 def test_ends_within_the_grace_of_the_collection_are_not_owed() -> None:
     runs = [b_run(a) for a in a_runs()]
     last_end = runs[-1]["fire_at_ms"]
