@@ -1,7 +1,7 @@
-"""The delivery check: every claimed run reached its consumer or its HTTP endpoint at least once,
-never before its fire time (minus EARLY_TOLERANCE_MS), always under its run's idempotency key,
-signed with the tenant's secret; a queue attempt is handed out once; nothing delivered that was
-never claimed or was skipped."""
+"""The delivery check: every claimed run reached its consumer or its HTTP endpoint at least once
+and ended succeeded (dead: the workload's doomed jobs), never before its fire time (minus
+EARLY_TOLERANCE_MS), always under its run's idempotency key, signed with the tenant's secret;
+a queue attempt is handed out once; nothing delivered that was never claimed or was skipped."""
 
 from __future__ import annotations
 
@@ -58,8 +58,14 @@ def check_deliveries(
     for key, items in seen.items():
         found += _delivered_run(key, items, runs.get(key))
     for key, (job_id, run) in runs.items():
-        found += _run_outcome(key, job_id, run, seen.get(key, []))
+        found += _run_outcome(key, job_id, run, seen.get(key, []), is_doomed(ref.jobs.get(job_id)))
     return seen, found
+
+
+def is_doomed(job: dict[str, Any] | None) -> bool:
+    """A job of the workload's whose every run must end dead (workload.DOOMED)."""
+    payload = None if job is None else job.get("payload")
+    return isinstance(payload, dict) and payload.get("doomed") is True
 
 
 def _http_delivery(
@@ -117,14 +123,19 @@ def _delivered_run(
     return found
 
 
-def _run_outcome(key: str, job_id: str, run: dict[str, Any], items: list[Seen]) -> list[Violation]:
-    """A claimed run was delivered at least once and, with this workload, ended succeeded."""
+def _run_outcome(
+    key: str, job_id: str, run: dict[str, Any], items: list[Seen], doomed: bool = False
+) -> list[Violation]:
+    """A claimed run was delivered at least once and, with this workload, ended succeeded (a
+    doomed job's: dead, its every attempt failed)."""
     if run["status"] == "skipped":
         return []
     found = []
     if not items:
         found.append(Violation("undelivered_run", job_id, f"{key} is {run['status']}"))
-    if run["status"] != "succeeded":
+    if doomed and run["status"] != "dead":
+        found.append(Violation("doomed_run_not_dead", job_id, f"{key} is {run['status']}"))
+    elif not doomed and run["status"] != "succeeded":
         found.append(Violation("run_not_succeeded", job_id, f"{key} is {run['status']}"))
     # An attempt the run history dates before the run was even claimed was made for something
     # else: an outcome recorded against the wrong run.

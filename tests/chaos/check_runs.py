@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from schedd.calendars import local_date
-from schedd.model import AtSchedule, CronSchedule, Schedule
+from schedd.model import AfterSchedule, AtSchedule, CronSchedule, Schedule
 from schedd.schedule import fire_time, first_run_at, next_after, occurrences_between
 from schedd.timeformat import format_instant
 
@@ -35,6 +35,17 @@ LATE_BOUND_MS = 30_000  # the published late-claim bound during failovers
 EARLY_TOLERANCE_MS = 100  # nothing is claimed or delivered earlier than fire time minus this
 APPLY_LAG_MS = 6_000  # a change's command may be proposed this long after its request began
 MAX_LISTED = 5
+# Run B after A: commands are stamped with their proposer's clock when proposed, and applied in
+# log order, up to a request timeout later (a proposal is resubmitted with its stamp): an end of
+# A's run and a change of B (create, patch, pause, cancel) this close may have committed in
+# either order, so either outcome is allowed.
+AFTER_SLACK_MS = 10_000
+AFTER_GRACE_MS = 30_000  # an end of A's run this close to the collection may not show B's run
+ENDS_OF = {  # an after schedule's `on` -> the ends of A's run that give B a run
+    "success": frozenset({"succeeded"}),
+    "failure": frozenset({"dead"}),
+    "finished": frozenset({"succeeded", "dead"}),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,11 +102,25 @@ def ms_of(run: dict[str, Any], key: str) -> int:
 
 
 def check_job(t: JobTimeline) -> list[Violation]:
-    """Every violation of the run rules for one job."""
+    """Every violation of the run rules for one job (the runs another job's ends made are
+    `check_after`'s)."""
     scheduled = [
-        r for r in t.runs if r["scheduled_at_ms"] not in t.triggers and not r.get("backfill")
+        r
+        for r in t.runs
+        if r["scheduled_at_ms"] not in t.triggers
+        and not r.get("backfill")
+        and not r.get("triggered_by")
     ]
     found = _run_rows(t) + _claims_after_acks(t, scheduled) + _triggered(t) + _backfilled(t)
+    if isinstance(t.first_schedule, AfterSchedule) and isinstance(t.final_schedule, AfterSchedule):
+        # No times of its own, ever: every run came from a run of its upstream, or a trigger.
+        found += [
+            Violation("after_run_unexplained", t.job_id, f"{r['scheduled_at']}: no triggered_by")
+            for r in scheduled
+        ]
+        if t.job["status"] == "active":  # it never completes
+            return found
+        scheduled = []
     is_left_paused = t.pause_ms is not None and t.resume_ms is None
     if t.job["status"] == "active" or (t.job["status"] == "paused" and not is_left_paused):
         return [*found, Violation("not_quiescent", t.job_id, f"still {t.job['status']}")]
@@ -129,6 +154,174 @@ def _triggered(t: JobTimeline) -> list[Violation]:
         for at in sorted(t.triggers)
         if at not in have and (t.cancel_ms is None or t.cancel_ms > at + LATE_BOUND_MS)
     ]
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """Job B ran after `upstream` (on `on`) from `start_ms` until `end_ms` (audit clock; None:
+    still), unless paused meanwhile."""
+
+    upstream: str
+    on: str
+    start_ms: int
+    end_ms: int | None
+    ended_by_cancel: bool
+
+
+def links_of(t: JobTimeline) -> list[Link]:
+    """The upstreams a job ran after, in order: its first schedule's from its creation until a
+    reschedule or cancel, and its final schedule's from a reschedule until a cancel."""
+    links = []
+    first, final = t.first_schedule, t.final_schedule
+    if isinstance(first, AfterSchedule):
+        end = t.update_ms if t.update_ms is not None else t.cancel_ms
+        by_cancel = t.update_ms is None and t.cancel_ms is not None
+        links.append(Link(first.job_id, first.on, t.created_ms, end, by_cancel))
+    if t.update_ms is not None and isinstance(final, AfterSchedule):
+        links.append(
+            Link(final.job_id, final.on, t.update_ms, t.cancel_ms, t.cancel_ms is not None)
+        )
+    return links
+
+
+def check_after(timelines: dict[str, JobTimeline], end_ms: int) -> list[Violation]:
+    """Runs of B after A (issue 33 §2). Each run of B marked `triggered_by` came from a run of A
+    at its slot that ended so (its final status) while B ran after A on that status (active,
+    not paused), and no earlier than that end; a run of an after job that is neither marked nor
+    a trigger is `check_job`'s. Conversely, each run of A that ended matching B's `on` while
+    that link was surely in force (AFTER_SLACK_MS from its start; from its end as well, plus
+    how late A's end may be recorded and, before a cancel, claimed), and AFTER_GRACE_MS before
+    `end_ms` (the collection), gave B exactly one run at its slot (a run already there counts:
+    apply adds none twice)."""
+    found: list[Violation] = []
+    for t in timelines.values():
+        found += _after_runs_explained(t, timelines)
+        for link in links_of(t):
+            upstream = timelines.get(link.upstream)
+            if upstream is not None:
+                found += _after_runs_made(t, link, upstream, end_ms)
+    return found
+
+
+def _after_runs_explained(t: JobTimeline, timelines: dict[str, JobTimeline]) -> list[Violation]:
+    found = []
+    links = links_of(t)
+    for run in t.runs:
+        by = run.get("triggered_by")
+        if not by:
+            continue
+        why = _unexplained(t, run, by, links, timelines)
+        if why is not None:
+            detail = f"{run['scheduled_at']} triggered by {by['job_id']} ({by['status']}): {why}"
+            found.append(Violation("after_run_unexplained", t.job_id, detail))
+    return found
+
+
+def _unexplained(
+    t: JobTimeline,
+    run: dict[str, Any],
+    by: dict[str, Any],
+    links: list[Link],
+    timelines: dict[str, JobTimeline],
+) -> str | None:
+    """Why this run of B cannot have come from the run of A it names (None: it can)."""
+    at, fired = run["scheduled_at_ms"], ms_of(run, "fire_at")  # fired: when A's end applied
+    if by.get("scheduled_at") != run["scheduled_at"]:
+        return f"names A's run at {by.get('scheduled_at')}"
+    linked = [link for link in links if link.upstream == by["job_id"]]
+    if not linked:
+        return "the job never ran after that job"
+    in_force = [link for link in linked if _maybe_in_force(t, link, fired)]
+    if not in_force:
+        return f"it fired {_fmt(fired)}, when the job did not run after that job (or was paused)"
+    if not any(by["status"] in ENDS_OF[link.on] for link in in_force):
+        return f"the job ran after it on {'/'.join(sorted({k.on for k in in_force}))} then"
+    upstream = timelines.get(by["job_id"])
+    theirs = [r for r in (upstream.runs if upstream else []) if r["scheduled_at_ms"] == at]
+    if not theirs:
+        return "that job has no run at this slot"
+    if theirs[0]["status"] != by["status"]:
+        return f"that job's run ended {theirs[0]['status']}"
+    ended = theirs[0].get("finished_at_ms")
+    if ended is not None and ended > fired + AFTER_SLACK_MS:
+        return f"it fired {_fmt(fired)}, before that run ended ({_fmt(ended)})"
+    return None
+
+
+def _maybe_in_force(t: JobTimeline, link: Link, at_ms: int) -> bool:
+    """B may have run after A at `at_ms` (commit order unknown within AFTER_SLACK_MS)."""
+    if at_ms < link.start_ms - AFTER_SLACK_MS:
+        return False
+    if link.end_ms is not None and at_ms > link.end_ms + AFTER_SLACK_MS:
+        return False
+    if t.pause_ms is None:
+        return True
+    paused_from = t.pause_ms + AFTER_SLACK_MS
+    paused_until = None if t.resume_ms is None else t.resume_ms - AFTER_SLACK_MS
+    return not (paused_from <= at_ms and (paused_until is None or at_ms <= paused_until))
+
+
+def _surely_in_force(t: JobTimeline, link: Link, ended_ms: int, record_lag_ms: int) -> bool:
+    """A run of A that ended at `ended_ms` (recorded up to `record_lag_ms` later) ended while
+    B surely ran after A: B's run was added, and claimed before any cancel of B dropped it."""
+    if ended_ms < link.start_ms + AFTER_SLACK_MS:
+        return False
+    if link.end_ms is not None:
+        # A cancel drops B's run if it was not claimed yet (LATE_BOUND_MS under faults).
+        margin = AFTER_SLACK_MS + record_lag_ms + (LATE_BOUND_MS if link.ended_by_cancel else 0)
+        if ended_ms > link.end_ms - margin:
+            return False
+    if t.pause_ms is None:
+        return True
+    paused_from = t.pause_ms - AFTER_SLACK_MS - record_lag_ms
+    paused_until = None if t.resume_ms is None else t.resume_ms + AFTER_SLACK_MS
+    return not (paused_from <= ended_ms and (paused_until is None or ended_ms <= paused_until))
+
+
+def owed_after_runs(timelines: dict[str, JobTimeline], end_ms: int) -> int:
+    """How many ends of upstream runs `check_after` required a run of B for (a figure)."""
+    return sum(
+        len(_owed(t, link, timelines[link.upstream], end_ms))
+        for t in timelines.values()
+        for link in links_of(t)
+        if link.upstream in timelines
+    )
+
+
+def _owed(t: JobTimeline, link: Link, upstream: JobTimeline, end_ms: int) -> list[dict[str, Any]]:
+    """The runs of A whose ends this link surely had to follow."""
+    # An HTTP outcome carries its caller's clock and is recorded when reported (after a
+    # failover, up to the late bound); a queue's ack, nack or expiry is stamped as it applies.
+    http = upstream.job.get("target", {}).get("type") == "http"
+    record_lag = LATE_BOUND_MS if http else 0
+    return [
+        run
+        for run in upstream.runs
+        if run["status"] in ENDS_OF[link.on]
+        and (ended := run.get("finished_at_ms")) is not None
+        and ended + AFTER_GRACE_MS <= end_ms
+        and _surely_in_force(t, link, ended, record_lag)
+    ]
+
+
+def _after_runs_made(
+    t: JobTimeline, link: Link, upstream: JobTimeline, end_ms: int
+) -> list[Violation]:
+    """The runs of A this link must have given B: one each."""
+    have: dict[int, int] = {}
+    for run in t.runs:
+        have[run["scheduled_at_ms"]] = have.get(run["scheduled_at_ms"], 0) + 1
+    found = []
+    for run in _owed(t, link, upstream, end_ms):
+        ended = run["finished_at_ms"]
+        count = have.get(run["scheduled_at_ms"], 0)
+        what = f"{link.upstream}@{run['scheduled_at']} ended {run['status']} {_fmt(ended)}"
+        if count == 0:
+            detail = f"{what}, the job running after it on {link.on}: no run at that slot"
+            found.append(Violation("after_run_missing", t.job_id, detail))
+        elif count > 1:
+            found.append(Violation("after_run_twice", t.job_id, f"{what}: {count} runs"))
+    return found
 
 
 def _backfilled(t: JobTimeline) -> list[Violation]:
@@ -260,8 +453,10 @@ def _run_rows(t: JobTimeline) -> list[Violation]:
         key = f"{t.job_id}@{run['scheduled_at']}"
         scheduled, fired = run["scheduled_at_ms"], ms_of(run, "fire_at")
         window = 0 if scheduled in t.triggers else t.window_ms  # a trigger fires at once
-        # A backfill run fires paced on its tenant's lane, not at its scheduled time.
-        if not run.get("backfill") and fired != fire_time(t.job_id, scheduled, window):
+        # A backfill run fires paced on its tenant's lane, not at its scheduled time; an after
+        # run when its upstream's run ended (check_after).
+        is_paced = run.get("backfill") or run.get("triggered_by")
+        if not is_paced and fired != fire_time(t.job_id, scheduled, window):
             found.append(Violation("wrong_fire_time", t.job_id, f"{key} fires {run['fire_at']}"))
         claimed = ms_of(run, "dispatched_at")
         if claimed < fired - EARLY_TOLERANCE_MS:

@@ -16,7 +16,9 @@ from tests.chaos.check_deliveries import Seen, check_deliveries
 from tests.chaos.check_runs import (
     JobTimeline,
     Violation,
+    check_after,
     check_job,
+    owed_after_runs,
 )
 from tests.chaos.collect import NodeView
 from tests.chaos.history import FaultEvent, Op, QueueDelivery
@@ -63,6 +65,7 @@ class Observed:
     threshold_ms: int
     notes: list[Violation] = field(default_factory=list)  # runner-found problems
     leader_terms: dict[str, list[int]] = field(default_factory=dict)  # node -> terms it led
+    collected_ms: int | None = None  # when the views were read (None: the last op's end)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,13 +90,14 @@ def check(obs: Observed) -> tuple[list[Violation], dict[str, Any]]:
     claims = _claims(obs.ops)
     found += _creates(claims, obs.views)
     found += _changes(obs.ops, ref)
-    found += _jobs(obs, ref, claims)
+    job_violations, owed = _jobs(obs, ref, claims)
+    found += job_violations
     deliveries, more = check_deliveries(obs.queue_deliveries, obs.http_calls, obs.tenants, ref)
     found += more
     found += queue_pauses(obs.ops)
     found += _minority(obs.ops, obs.faults)
     found += _digests(obs.digests)
-    return found, _stats(obs, ref, deliveries)
+    return found, _stats(obs, ref, deliveries) | {"after_runs_owed": owed}
 
 
 # ------------------------------------------------------------------ replicas
@@ -311,20 +315,25 @@ def _trigger_ms(record: dict[str, Any]) -> int:
 # ------------------------------------------------------------------ runs
 
 
-def _jobs(obs: Observed, ref: NodeView, claims: dict[str, list[Claim]]) -> list[Violation]:
+def _jobs(
+    obs: Observed, ref: NodeView, claims: dict[str, list[Claim]]
+) -> tuple[list[Violation], int]:
+    """The run checks of every job, and how many upstream ends were owed a run (a figure)."""
     audit = _audit_by_job(ref)
     acked_end = {
         (kind, job_id): at
         for kind in ("cancel", "reschedule", "pause")
         for job_id, at in _first_acks(obs.ops, kind).items()
     }
-    found = []
+    timelines: dict[str, JobTimeline] = {}
     for job_id, job in ref.jobs.items():
         attempts = claims.get(job.get("name") or "", [])
         if not attempts:
             continue  # a phantom: reported already
-        found += check_job(_timeline(obs, job_id, job, ref, audit[job_id], attempts, acked_end))
-    return found
+        timelines[job_id] = _timeline(obs, job_id, job, ref, audit[job_id], attempts, acked_end)
+    found = [v for t in timelines.values() for v in check_job(t)]
+    end_ms = obs.collected_ms or max((op.end_ms for op in obs.ops), default=0)
+    return found + check_after(timelines, end_ms), owed_after_runs(timelines, end_ms)
 
 
 def _timeline(
@@ -442,8 +451,15 @@ def percentiles(values: list[float]) -> dict[str, float | None]:
 
 
 def _op_name(op: Op) -> str:
-    """An op's kind; a create by PUT /v1/jobs/by-key (issue 32) counted apart."""
-    return "create_by_key" if op.kind == "create" and op.request.get("by_key") else op.kind
+    """An op's kind; a create by PUT /v1/jobs/by-key (issue 32) and a create or reschedule of a
+    job that runs after another (issue 33 §2) counted apart."""
+    if op.kind == "create" and op.request.get("by_key"):
+        return "create_by_key"
+    if op.kind == "create" and op.request.get("form") == "after":
+        return "create_after"
+    if op.kind == "reschedule" and op.request.get("from_after"):
+        return "reschedule_after"
+    return op.kind
 
 
 def _stats(obs: Observed, ref: NodeView, seen: dict[str, list[Seen]]) -> dict[str, Any]:
@@ -471,12 +487,27 @@ def _stats(obs: Observed, ref: NodeView, seen: dict[str, list[Seen]]) -> dict[st
         "runs": len(runs),
         "run_status": dict(Counter(r["status"] for _, r in runs)),
         "calendar_skips": sum(1 for _, r in runs if (r.get("error") or "").startswith("calendar:")),
+        **_after_stats(ref, runs),
         "deliveries": sum(len(v) for v in seen.values()),
         "runs_delivered_more_than_once": sum(1 for v in seen.values() if len(v) > 1),
         **{name: percentiles(values) for name, values in sorted(lags.items())},
         "slowest_claims": sorted(slowest, reverse=True)[:10],
         "cancel_latency_s": percentiles([(op.end_ms - op.start_ms) / 1000 for op in cancels]),
         "claims_during_cancel_request": _cancel_races(cancels, ref),
+    }
+
+
+def _after_stats(
+    ref: NodeView, runs: list[tuple[dict[str, Any], dict[str, Any]]]
+) -> dict[str, Any]:
+    """Issue 33 §2: jobs that run after another (now), their runs made by another's end (by
+    how that run ended), and how many jobs got one."""
+    made = [(job, r) for job, r in runs if r.get("triggered_by")]
+    return {
+        "after_jobs": sum(1 for j in ref.jobs.values() if "after" in j["schedule"]),
+        "after_runs": len(made),
+        "after_runs_by_upstream_end": dict(Counter(r["triggered_by"]["status"] for _, r in made)),
+        "jobs_with_after_runs": len({job["job_id"] for job, _ in made}),
     }
 
 

@@ -114,9 +114,9 @@ def fingerprint(runs: dict[str, list[dict[str, Any]]]) -> tuple[Any, ...]:
 
 
 def wait_quiet(url: str, tenants: list[Tenant], timeout_s: float) -> tuple[float | None, list[str]]:
-    """Until no job is active and every run is finished and unchanged over two reads two
-    seconds apart (a job the workload paused may stay paused). Returns (seconds waited or
-    None, what was still moving at the end)."""
+    """Until no job is active (but those that run after another) and every run is finished
+    and unchanged over two reads two seconds apart (a job the workload paused may stay
+    paused). Returns (seconds waited or None, what was still moving at the end)."""
     start = time.monotonic()
     tokens = {t.name: t.token for t in tenants}
     last: tuple[Any, ...] | None = None
@@ -128,7 +128,13 @@ def wait_quiet(url: str, tenants: list[Tenant], timeout_s: float) -> tuple[float
             moving = ["reads failed"]
             time.sleep(1.0)
             continue
-        live = [j for j, job in jobs.items() if job["status"] == "active"]
+        # A job that runs after another stays active, with no times of its own: its runs are
+        # added as its upstream's end (and then show, or are claimed, like any run).
+        live = [
+            j
+            for j, job in jobs.items()
+            if job["status"] == "active" and "after" not in job["schedule"]
+        ]
         open_runs = [
             f"{j}@{r['scheduled_at']}:{r['status']}"
             for j, rs in runs.items()

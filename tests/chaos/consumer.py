@@ -1,5 +1,6 @@
 """Queue consumers: receive from random nodes and mostly ack, but sometimes nack, sometimes work
-past the visibility timeout, sometimes drop a message. Every message seen is logged."""
+past the visibility timeout, sometimes drop a message; a doomed job's message (the workload's
+payload says so) is always nacked. Every message seen is logged."""
 
 from __future__ import annotations
 
@@ -83,7 +84,8 @@ class QueueConsumer(threading.Thread):
         acks, nacks, slow = [], [], []
         for m in messages:
             draw = self.rng.random()
-            if draw < 0.08 and m["attempt"] <= 2:
+            # A doomed job's every attempt fails: the run dies.
+            if _is_doomed(m) or (draw < 0.08 and m["attempt"] <= 2):
                 nacks.append(m["receipt"])
             elif draw < 0.14:
                 slow.append(m["receipt"])
@@ -117,3 +119,8 @@ class QueueConsumer(threading.Thread):
             {"queue": self.queue, "count": len(receipts)},
             reply.body if reply.status == 200 else {},
         )
+
+
+def _is_doomed(message: dict[str, Any]) -> bool:
+    payload = message.get("payload")
+    return isinstance(payload, dict) and payload.get("doomed") is True

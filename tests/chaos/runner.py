@@ -181,6 +181,7 @@ def _round(
     notes += _failed_upgrades(history)
     errors = [(t.name, t.errors) for t in workers] + [(t.name, t.errors) for t in consumers]
     notes += [Violation("harness_error", None, f"{n}: {e}") for n, es in errors for e in es]
+    collected_ms = now_ms()
     views = {node_id: read_view(node_id, url, tenants) for node_id, url in urls.items()}
     digests = catch_digests(urls)
     observed = Observed(
@@ -194,6 +195,7 @@ def _round(
         threshold_ms=int(MISFIRE_THRESHOLD_S * 1000),
         notes=notes,
         leader_terms=leader_terms({n.node_id: n.log_path for n in cluster.nodes}),
+        collected_ms=collected_ms,
     )
     violations, stats = check(observed)
     dump = {

@@ -1,7 +1,9 @@
 """The client workload: per tenant, a worker that creates one-time, recurring and cron jobs
-(single and batched), cancels, reschedules, pauses and resumes, triggers some and backfills
-some, and pauses its queues for a few seconds, each call recorded in the history. Every
-schedule ends before the workload does, so the cluster goes quiet on its own afterwards."""
+(single and batched) and jobs that run after another (issue 33 §2), cancels, reschedules,
+pauses and resumes, triggers some and backfills some, and pauses its queues for a few seconds,
+each call recorded in the history. Every schedule ends before the workload does, so the
+cluster goes quiet on its own afterwards (a job that runs after another stays active, idle
+once its upstream's runs are over). A few jobs are doomed: every run of theirs ends dead."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
-from schedd.timeformat import format_instant
+from schedd.timeformat import format_instant, parse_instant
 from tests.chaos.client import Reply, call, now_ms
 from tests.chaos.history import History
 from tests.receiver import Answer, Receiver
@@ -30,6 +32,23 @@ QUEUE_RESUME_WAIT_MS = 60_000  # after the workload: how long a queue's resume i
 CALENDAR = "hols"  # each tenant's calendar (issue 33), holding the round's UTC date
 EXCLUDING = 0.3  # of the recurring and cron jobs, when the cluster has calendars
 
+# Run B after A (issue 33 §2): of the new recurring jobs (single or in a batch), this share runs
+# after one of the tenant's known jobs not cancelled (chains of at most MAX_AFTER_DEPTH after
+# jobs below a job with a schedule of its own), `on` drawn at random; this share of those asks
+# for an upstream whose cancel was sent (refused 422 if the cancel committed first). Half the
+# reschedules pick an after job when there is one.
+AFTER = 0.3
+MAX_AFTER_DEPTH = 3
+UPSTREAM_WITH_RUNS = 0.75  # how often the upstream is picked among jobs with runs ahead
+AFTER_ON_CANCELLED = 0.1
+ON = ("success", "failure", "finished")
+# Doomed jobs: every run ends dead (an HTTP target answering 500, or a queue message the
+# consumers always nack, two attempts), so `on: failure` has ends to follow. An after job's
+# upstream is a doomed job this often when the tenant knows one.
+DOOMED = 0.08
+DOOMED_UPSTREAM = 0.3
+DOOMED_RETRY = {"max_attempts": 2, "backoff": "fixed", "initial_delay": "1s", "max_delay": "1s"}
+
 
 @dataclass(frozen=True, slots=True)
 class Tenant:
@@ -46,10 +65,28 @@ class KnownJob:
 
     job_id: str
     name: str
-    form: str  # once | every | cron
+    form: str  # once | every | cron | after
     is_rescheduled: bool = False  # rescheduled or paused: one change of course per job
     is_cancel_tried: bool = False
     resume_at_ms: int | None = None  # paused: when to resume it
+    upstream: str | None = None  # the job it runs after (form after)
+    is_doomed: bool = False  # every run of it ends dead
+    runs_until_ms: int | None = None  # its schedule's last instant (None: after another)
+    is_excluding: bool = False  # its runs on the calendar's dates (today) are skipped
+
+    def has_runs_ahead(self, now: int) -> bool:
+        """Runs to come that are not skipped: an upstream worth following."""
+        if self.form == "after":
+            return True
+        return not self.is_excluding and (self.runs_until_ms or 0) > now + 5_000
+
+
+def _runs_until(schedule: dict[str, Any]) -> int | None:
+    """A schedule's last instant as the workload writes them (None for an after schedule)."""
+    if "delay" in schedule:
+        return now_ms() + int(schedule["delay"].removesuffix("s")) * 1000
+    last = schedule.get("run_at") or schedule.get("end_at")
+    return None if last is None else parse_instant(last, field="schedule")
 
 
 def create_tenants(url: str, seed: int, count: int) -> list[Tenant]:
@@ -83,6 +120,16 @@ def _make_calendar(url: str, token: str) -> tuple[str, ...]:
             return ()
         time.sleep(0.25)
     return ()
+
+
+def _depth(job: KnownJob, by_id: dict[str, KnownJob]) -> int:
+    """How many after links lead up from this job to one with a schedule of its own."""
+    depth, up = 0, job.upstream
+    while up is not None and depth <= MAX_AFTER_DEPTH:
+        depth += 1
+        above = by_id.get(up)
+        up = None if above is None else above.upstream
+    return depth
 
 
 class TenantWorker(threading.Thread):
@@ -134,8 +181,8 @@ class TenantWorker(threading.Thread):
         if due:
             self.resume(due[0])
             return
-        if left < MIN_LEFT_MS:
-            self.cancel()
+        if left < MIN_LEFT_MS:  # jobs that run after another stay: their upstreams' ends owe runs
+            self.cancel(spare_after=True)
             return
         action = self.rng.choices(
             (
@@ -206,39 +253,127 @@ class TenantWorker(threading.Thread):
         return {"cron": "* * * * *", "timezone": zone, "end_at": format_instant(self.last_run_ms)}
 
     def _body(self, form: str, name: str) -> dict[str, Any]:
-        schedules = {"once": self._once_schedule, "every": self._every_schedule}
-        schedule = self._cron_schedule() if form == "cron" else schedules[form]()
+        schedules = {
+            "once": self._once_schedule,
+            "every": self._every_schedule,
+            "cron": self._cron_schedule,
+            "after": self._after_schedule,
+        }
+        schedule = schedules[form]()
+        doomed = self.rng.random() < DOOMED
         body: dict[str, Any] = {
             "name": name,
             "schedule": schedule,
-            "target": self._target_for(name),
-            "payload": {"name": name},
-            "retry": RETRY,
+            "target": self._target_for(name, doomed=doomed),
+            "payload": {"name": name, "doomed": True} if doomed else {"name": name},
+            "retry": DOOMED_RETRY if doomed else RETRY,
             "misfire_policy": self.rng.choice(("run_once", "run_once", "skip", "run_all")),
         }
-        if form != "once":
+        if form in ("every", "cron"):
             body["overlap_policy"] = self.rng.choice(("allow", "allow", "allow", "skip", "delay"))
             if self.tenant.calendar and self.rng.random() < EXCLUDING:
                 body["schedule"] = {**body["schedule"], "exclude": [CALENDAR]}
-        if self.rng.random() < 0.3 and form != "cron":
+        if self.rng.random() < 0.3 and form in ("once", "every"):
             body["window"] = "2s"
         return body
 
-    def _target_for(self, name: str) -> dict[str, Any]:
+    def _target_for(self, name: str, *, doomed: bool = False) -> dict[str, Any]:
         if self.rng.random() < 0.7:
             return {"type": "queue", "name": self.rng.choice(QUEUES)}
         path = f"cb/{name}"
         draw = self.rng.random()
-        if draw < 0.2:  # the first call fails, its retry succeeds
+        if doomed:  # every call fails
+            self.receiver.script(path, Answer(status=500))
+        elif draw < 0.2:  # the first call fails, its retry succeeds
             self.receiver.script(path, Answer(status=500), Answer())
         elif draw < 0.3:  # the first call outlasts the target's timeout
             self.receiver.script(path, Answer(delay_s=3.0), Answer())
         return {"type": "http", "url": self.receiver.url(path), "timeout": "2s"}
 
+    # ------------------------------------------------------------------ after
+
+    def _after_schedule(self) -> dict[str, Any]:
+        """After one of the tenant's jobs not cancelled (the caller saw one), or now and then
+        after one whose cancel was sent: a race the API refuses once the cancel committed."""
+        cancelled = self._upstreams(None, cancelled=True)
+        if cancelled and self.rng.random() < AFTER_ON_CANCELLED:
+            upstream = self.rng.choice(cancelled)
+        else:
+            upstream = self._pick_upstream(self._upstreams(None))
+        return {"after": {"job_id": upstream.job_id, "on": self.rng.choice(ON)}}
+
+    def _after_or(self, form: str) -> str:
+        """A new recurring job may run after another instead (when one can be its upstream)."""
+        if form == "every" and self.rng.random() < AFTER and self._upstreams(None):
+            return "after"
+        return form
+
+    def _pick_upstream(self, candidates: list[KnownJob]) -> KnownJob:
+        """Mostly a job with runs ahead (not all skipped, or after one), sometimes a doomed
+        one."""
+        draw = self.rng.random()
+        doomed = [j for j in candidates if j.is_doomed]
+        if doomed and draw < DOOMED_UPSTREAM:
+            return self.rng.choice([j for j in doomed if j.has_runs_ahead(now_ms())] or doomed)
+        ahead = [j for j in candidates if j.has_runs_ahead(now_ms())]
+        if ahead and self.rng.random() < UPSTREAM_WITH_RUNS:
+            return self.rng.choice(ahead)
+        return self.rng.choice(candidates)
+
+    def _upstreams(self, job: KnownJob | None, *, cancelled: bool = False) -> list[KnownJob]:
+        """Known jobs `job` (None: a new job) may run after within MAX_AFTER_DEPTH: not itself
+        nor one running after it (a cycle: 422), and not cancelled (or only those)."""
+        below = 0 if job is None else self._height(job.job_id)
+        mine = set() if job is None else self._below(job.job_id)
+        by_id = {j.job_id: j for j in self.jobs}
+        return [
+            j
+            for j in self.jobs
+            if j.is_cancel_tried == cancelled
+            and j.job_id not in mine
+            and _depth(j, by_id) + 1 + below <= MAX_AFTER_DEPTH
+        ]
+
+    def _below(self, job_id: str) -> set[str]:
+        """The job and every known job running after it, directly or not."""
+        found, frontier = {job_id}, [job_id]
+        while frontier:
+            up = frontier.pop()
+            for j in self.jobs:
+                if j.upstream == up and j.job_id not in found:
+                    found.add(j.job_id)
+                    frontier.append(j.job_id)
+        return found
+
+    def _height(self, job_id: str, limit: int = MAX_AFTER_DEPTH) -> int:
+        """The longest chain of known jobs running after this one (0: none)."""
+        if limit <= 0:
+            return 0
+        return max(
+            (1 + self._height(j.job_id, limit - 1) for j in self.jobs if j.upstream == job_id),
+            default=0,
+        )
+
+    def _reschedule_after(self, job: KnownJob) -> tuple[dict[str, Any], str]:
+        """A job that runs after another moves to another upstream (or the same on another
+        outcome), or to a schedule of its own: cron (a minute at least left), every or run_at.
+        Returns the schedule and its form."""
+        draw = self.rng.random()
+        candidates = self._upstreams(job)
+        if draw < 0.5 and candidates:
+            upstream = self._pick_upstream(candidates)
+            return {"after": {"job_id": upstream.job_id, "on": self.rng.choice(ON)}}, "after"
+        if draw < 0.7 and self.last_run_ms - now_ms() >= 65_000:
+            zone = self.rng.choice(ZONES)
+            end = format_instant(self.last_run_ms)
+            return {"cron": "* * * * *", "timezone": zone, "end_at": end}, "cron"
+        schedule = self._new_schedule()
+        return schedule, "every" if "every" in schedule else "once"
+
     # ------------------------------------------------------------------ operations
 
     def create(self, action: str) -> None:
-        form = "every" if action == "recurring" else action
+        form = self._after_or("every" if action == "recurring" else action)
         name = self._new_name()
         body = self._body(form, name)
         draw = self.rng.random()
@@ -285,18 +420,32 @@ class TenantWorker(threading.Thread):
         if reply.status in (200, 201):
             job = reply.body
             response = {k: job.get(k) for k in ("job_id", "next_run_at", "schedule", "created_at")}
-            self._know(job["job_id"], body["name"], form)
+            self._know(job["job_id"], body, form)
         self.history.record(
             self.name, "create", self.tenant.name, node_id, reply, request, response
         )
         return reply
 
-    def _know(self, job_id: str, name: str, form: str) -> None:
+    def _know(self, job_id: str, body: dict[str, Any], form: str) -> None:
         if all(j.job_id != job_id for j in self.jobs):
-            self.jobs.append(KnownJob(job_id, name, form))
+            after = body["schedule"].get("after")
+            upstream = None if after is None else after["job_id"]
+            known = KnownJob(
+                job_id,
+                body["name"],
+                form,
+                upstream=upstream,
+                is_doomed=bool(body["payload"].get("doomed")),
+                runs_until_ms=_runs_until(body["schedule"]),
+                is_excluding="exclude" in body["schedule"],
+            )
+            self.jobs.append(known)
 
     def batch(self) -> None:
-        forms = [self.rng.choice(("once", "once", "every")) for _ in range(self.rng.randint(2, 8))]
+        forms = [
+            self._after_or(self.rng.choice(("once", "once", "every")))
+            for _ in range(self.rng.randint(2, 8))
+        ]
         names = [self._new_name() for _ in forms]
         bodies = [self._body(form, name) for form, name in zip(forms, names, strict=True)]
         node_id, url = self._node()
@@ -305,31 +454,39 @@ class TenantWorker(threading.Thread):
         if reply.status == 200:
             results = reply.body["results"]
             response = {"results": results}
-            for name, form, result in zip(names, forms, results, strict=True):
+            for body, form, result in zip(bodies, forms, results, strict=True):
                 if "job_id" in result:
-                    self._know(result["job_id"], name, form)
+                    self._know(result["job_id"], body, form)
         request = {"names": names, "bodies": bodies, "forms": forms}
         self.history.record(self.name, "batch", self.tenant.name, node_id, reply, request, response)
 
     def _choose(self, candidates: list[KnownJob]) -> KnownJob | None:
         return self.rng.choice(candidates) if candidates else None
 
-    def _take_unchanged(self, *, but_not: str) -> KnownJob | None:
-        """A job not yet rescheduled, paused or cancelled (and not of form `but_not`), now
-        marked as changed: one change of course per job."""
-        job = self._choose(
-            [
-                j
-                for j in self.jobs
-                if not j.is_rescheduled and not j.is_cancel_tried and j.form != but_not
-            ]
-        )
+    def _take_unchanged(self, *, but_not: str, prefer: str | None = None) -> KnownJob | None:
+        """A job not yet rescheduled, paused or cancelled (and not of form `but_not`; of form
+        `prefer` half the time when there is one), now marked as changed: one change of course
+        per job."""
+        unchanged = [
+            j
+            for j in self.jobs
+            if not j.is_rescheduled and not j.is_cancel_tried and j.form != but_not
+        ]
+        preferred = [j for j in unchanged if j.form == prefer]
+        job = self._choose(preferred if preferred and self.rng.random() < 0.5 else unchanged)
         if job is not None:
             job.is_rescheduled = True
         return job
 
-    def cancel(self) -> None:
-        job = self._choose([j for j in self.jobs if not j.is_cancel_tried or j.form != "once"])
+    def cancel(self, *, spare_after: bool = False) -> None:
+        job = self._choose(
+            [
+                j
+                for j in self.jobs
+                if (not j.is_cancel_tried or j.form != "once")
+                and not (spare_after and j.form == "after")
+            ]
+        )
         if job is None:
             return
         job.is_cancel_tried = True
@@ -339,18 +496,25 @@ class TenantWorker(threading.Thread):
         self.history.record(self.name, "cancel", self.tenant.name, node_id, reply, request)
 
     def reschedule(self) -> None:
-        job = self._take_unchanged(but_not="cron")
+        job = self._take_unchanged(but_not="cron", prefer="after")
         if job is None:
             return
-        schedule = self._new_schedule()
+        from_after = job.form == "after"
+        schedule, form = self._reschedule_after(job) if from_after else (self._new_schedule(), "")
         node_id, url = self._node()
         reply = call(
             url, "PATCH", f"/v1/jobs/{job.job_id}", {"schedule": schedule}, token=self.tenant.token
         )
         request = {"job_id": job.job_id, "name": job.name, "schedule": schedule}
+        if from_after:
+            request["from_after"] = True
         response = {}
         if reply.status == 200:
             response = {k: reply.body.get(k) for k in ("schedule", "next_run_at", "version")}
+            job.runs_until_ms = _runs_until(schedule)
+            if from_after:  # an unknown outcome leaves it as it was, for the workload's choices
+                job.form = form
+                job.upstream = schedule["after"]["job_id"] if "after" in schedule else None
         self.history.record(
             self.name, "reschedule", self.tenant.name, node_id, reply, request, response
         )
