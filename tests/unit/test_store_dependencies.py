@@ -41,6 +41,19 @@ def add(
     return result["results"][0]
 
 
+def second_tenant(apply: Applier) -> None:
+    body = {
+        "tenant_id": "t2",
+        "name": "t2",
+        "token_hash": "h2",
+        "signing_secret": "s",
+        "max_active_jobs": 100,
+        "dispatch_rate": 100,
+        "allowed_hosts": [],
+    }
+    apply("create_tenant", body)
+
+
 def follows(db: Database, job_id: str) -> list[tuple[Any, ...]]:
     """(scheduled_at, fire_at, is_trigger) of the job's due rows, and its upstream records."""
     due = db.conn.execute(
@@ -178,18 +191,7 @@ def test_a_manual_trigger_of_b_at_the_slot_leaves_one_run(tmp_path: Path) -> Non
 
 def test_apply_refuses_bad_upstreams_naming_the_cycle(apply: Applier, db: Database) -> None:
     setup(apply)
-    apply(
-        "create_tenant",
-        {
-            "tenant_id": "t2",
-            "name": "t2",
-            "token_hash": "h2",
-            "signing_secret": "s",
-            "max_active_jobs": 100,
-            "dispatch_rate": 100,
-            "allowed_hosts": [],
-        },
-    )
+    second_tenant(apply)
     add(apply, "j_other", {"every": "1m"}, tenant="t2")
     add(apply, "j_gone", {"every": "1m"})
     apply("cancel_job", {"tenant_id": "t1", "job_id": "j_gone"})
@@ -288,18 +290,7 @@ def test_add_jobs_takes_an_upstream_created_earlier_in_the_same_command(
 def test_acks_of_a_tenant_without_dependencies_read_only_the_probe(tmp_path: Path) -> None:
     s = Store(tmp_path / "s.db")
     one_time(s.apply)
-    s.apply(
-        "create_tenant",
-        {
-            "tenant_id": "t2",
-            "name": "t2",
-            "token_hash": "h2",
-            "signing_secret": "s",
-            "max_active_jobs": 100,
-            "dispatch_rate": 100,
-            "allowed_hosts": [],
-        },
-    )
+    second_tenant(s.apply)
     add(s.apply, "x", {"every": "1m"}, tenant="t2")
     add(s.apply, "y", after("x"), tenant="t2")  # another tenant's dependency
     claim(s.apply, "claim_batch")
