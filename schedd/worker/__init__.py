@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING
 from schedd.worker.errors import Busy, Nack, Refused, Unavailable, WorkerError
 from schedd.worker.events import Events, Outcome
 from schedd.worker.once import Once
+from schedd.worker.output import Output
 from schedd.worker.protocol import Message
+from schedd.worker.settlement import Ack
 from schedd.worker.worker import Worker
 
 if TYPE_CHECKING:  # imported on first use (below): a worker pays only for what it uses
@@ -27,6 +29,7 @@ if TYPE_CHECKING:  # imported on first use (below): a worker pays only for what 
     from schedd.worker.sqlite_once import SQLiteOnce
 
 __all__ = [
+    "Ack",
     "AsyncWorker",
     "Busy",
     "Events",
@@ -34,6 +37,7 @@ __all__ = [
     "Nack",
     "Once",
     "Outcome",
+    "Output",
     "PostgresOnce",
     "Refused",
     "SQLiteOnce",

@@ -9,7 +9,7 @@ from typing import TypeVar
 
 import aiohttp
 
-from schedd.worker.errors import Unavailable
+from schedd.worker.errors import Refused, Unavailable
 from schedd.worker.nodes import Nodes, Switched
 from schedd.worker.protocol import (
     ERROR_ANSWER_BYTES,
@@ -19,6 +19,7 @@ from schedd.worker.protocol import (
     counted,
     error_of,
     extend_body,
+    is_older_node,
     queue_path,
     read_messages,
     receive_body,
@@ -60,10 +61,24 @@ class AsyncClient:
             "POST", path, body, read_messages, limit=receive_limit(count), extra_s=s.wait_s
         )
 
-    async def settle(self, receipts: list[str], error: str | None) -> int:
+    async def settle(
+        self,
+        receipts: list[str],
+        error: str | None,
+        *,
+        outputs: dict[str, str] | None = None,
+        is_dead: bool = False,
+    ) -> int:
+        """Client.settle's twin."""
         verb, field = ("ack", "acked") if error is None else ("nack", "nacked")
-        path, body = queue_path(self._s.queue, verb), settle_body(receipts, error)
-        return await self.request("POST", path, body, counted(field))
+        path = queue_path(self._s.queue, verb)
+        body = settle_body(receipts, error, outputs=outputs, is_dead=is_dead)
+        try:
+            return await self.request("POST", path, body, counted(field))
+        except Refused as exc:
+            if not (outputs or is_dead) or not is_older_node(exc):
+                raise
+        return await self.request("POST", path, settle_body(receipts, error), counted(field))
 
     async def extend(self, receipts: list[str], visibility_s: float) -> int:
         path, body = queue_path(self._s.queue, "extend"), extend_body(receipts, visibility_s)

@@ -25,8 +25,9 @@ from schedd.worker.errors import Busy, Unavailable, WorkerError
 from schedd.worker.events import Events, Outcome, tell
 from schedd.worker.nodes import Backoff, parse_urls
 from schedd.worker.once import Once
-from schedd.worker.protocol import MIN_VISIBILITY_S, Message, nack_text
+from schedd.worker.protocol import MIN_VISIBILITY_S, Message
 from schedd.worker.settings import Settings
+from schedd.worker.settlement import Settlement
 from schedd.worker.worker import SETTLE_BACKOFF_S, SETTLE_BUDGET_S, TICK_S
 
 log = logging.getLogger("schedd.worker")
@@ -40,7 +41,7 @@ class _Task:
     message: Message
     started_s: float
     runner: asyncio.Task[None] | None = None
-    handler: asyncio.Task[str | None] | None = None
+    handler: asyncio.Task[Settlement] | None = None
     is_handled: bool = field(default=False)
 
 
@@ -216,39 +217,42 @@ class AsyncWorker:
         tell(self.events.started, message)
         task.handler = asyncio.create_task(self._call(message))
         try:
-            error = await task.handler
+            settlement = await task.handler
         except asyncio.CancelledError:
             current = asyncio.current_task()
             if current is not None and current.cancelling():
                 raise  # this task itself is cancelled (shutdown past every bound)
-            error = f"worker stopped: the {self.settings.grace_s:g}s grace period passed"
+            grace = f"worker stopped: the {self.settings.grace_s:g}s grace period passed"
+            settlement = Settlement(error=grace)
         task.is_handled = True
-        tell(self.events.handled, message, error)
-        outcome = await self._settle(message, error)
-        await self._finish(task, outcome, error)
+        tell(self.events.handled, message, settlement.error)
+        outcome = await self._settle(message, settlement)
+        await self._finish(task, outcome, settlement.error)
 
-    async def _call(self, message: Message) -> str | None:
-        """Run the handler: None, or the error to nack with (cancelled past the grace)."""
+    async def _call(self, message: Message) -> Settlement:
+        """Run the handler: how its message is to be settled (cancelled past the grace)."""
         assert self._fn is not None
         try:
             if self._once is None:
-                await self._fn(message)
-                return None
+                return Settlement.of_return(await self._fn(message))
             async with self._once.atransaction(message.idempotency_key) as tx:
                 if tx is None:
                     tell(self.events.duplicate, message)
-                    return None
-                await self._fn(message, tx)
-            return None
+                    return Settlement()
+                value = await self._fn(message, tx)
+            return Settlement.of_return(value)
         except Exception as exc:  # the handler's failure is the nack's error
-            return nack_text(exc)
+            return Settlement.of_exception(exc)
 
-    async def _settle(self, message: Message, error: str | None) -> Outcome:
+    async def _settle(self, message: Message, settlement: Settlement) -> Outcome:
         assert self._client is not None
-        action = "ack" if error is None else "nack"
+        action, error = settlement.action, settlement.error
+        outputs = None if settlement.output is None else {message.receipt: settlement.output}
         for wait_s in (*SETTLE_BACKOFF_S, None):
             try:
-                count = await self._client.settle([message.receipt], error)
+                count = await self._client.settle(
+                    [message.receipt], error, outputs=outputs, is_dead=settlement.is_dead
+                )
             except (Unavailable, Busy) as exc:
                 if wait_s is None:
                     tell(self.events.settle_failed, message, action, str(exc))

@@ -12,7 +12,7 @@ import urllib.request
 from http.client import HTTPException
 from typing import TypeVar
 
-from schedd.worker.errors import Unavailable
+from schedd.worker.errors import Refused, Unavailable
 from schedd.worker.nodes import Nodes, Switched
 from schedd.worker.protocol import (
     ERROR_ANSWER_BYTES,
@@ -22,6 +22,7 @@ from schedd.worker.protocol import (
     counted,
     error_of,
     extend_body,
+    is_older_node,
     queue_path,
     read_messages,
     receive_body,
@@ -57,11 +58,25 @@ class Client:
             "POST", path, body, read_messages, limit=receive_limit(count), extra_s=s.wait_s
         )
 
-    def settle(self, receipts: list[str], error: str | None) -> int:
-        """Ack (error None) or nack: how many of the receipts it settled."""
+    def settle(
+        self,
+        receipts: list[str],
+        error: str | None,
+        *,
+        outputs: dict[str, str] | None = None,
+        is_dead: bool = False,
+    ) -> int:
+        """Ack (error None) or nack: how many of the receipts it settled. `outputs` and
+        `is_dead` are left out for a node from before them (that one retries a dead nack)."""
         verb, field = ("ack", "acked") if error is None else ("nack", "nacked")
-        path, body = queue_path(self._s.queue, verb), settle_body(receipts, error)
-        return self.request("POST", path, body, counted(field))
+        path = queue_path(self._s.queue, verb)
+        body = settle_body(receipts, error, outputs=outputs, is_dead=is_dead)
+        try:
+            return self.request("POST", path, body, counted(field))
+        except Refused as exc:
+            if not (outputs or is_dead) or not is_older_node(exc):
+                raise
+        return self.request("POST", path, settle_body(receipts, error), counted(field))
 
     def extend(self, receipts: list[str], visibility_s: float) -> int:
         path, body = queue_path(self._s.queue, "extend"), extend_body(receipts, visibility_s)

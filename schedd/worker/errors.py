@@ -35,4 +35,11 @@ class Refused(WorkerError):
 
 class Nack(Exception):
     """Raise in a handler to nack the message with exactly this text; any other exception
-    nacks it with its type and text ("KeyError: 'user_id'")."""
+    nacks it with its type and text ("KeyError: 'user_id'"). `output` is kept with the attempt
+    (bounded as output.bound_output does); `is_dead` makes the run dead at once, no more attempts
+    (for what no retry can mend: a payload that can never run)."""
+
+    def __init__(self, message: str, *, output: str | None = None, is_dead: bool = False) -> None:
+        super().__init__(message)
+        self.output = output
+        self.is_dead = is_dead

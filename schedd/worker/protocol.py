@@ -15,6 +15,7 @@ import msgspec
 from msgspec import Meta
 
 from schedd.worker.errors import Busy, Nack, Refused
+from schedd.worker.output import bound_output
 
 MAX_RECEIVE = 100  # the server's largest `max`
 MAX_WAIT_S = 20.0  # the server's longest long poll
@@ -83,12 +84,29 @@ def receive_body(count: int, wait_s: float, visibility_s: float, consumer: str |
     return msgspec.json.encode(body)
 
 
-def settle_body(receipts: list[str], error: str | None) -> bytes:
-    """An ack's body (error None) or a nack's."""
+def settle_body(
+    receipts: list[str],
+    error: str | None,
+    *,
+    outputs: dict[str, str] | None = None,
+    is_dead: bool = False,
+) -> bytes:
+    """An ack's body (error None) or a nack's; `outputs` (receipt: its attempt's output) and
+    `is_dead` (a nack's run is dead at once) only when given, so older nodes read the rest."""
     body: dict[str, Any] = {"receipts": receipts}
     if error is not None:
         body["error"] = error[:ERROR_CHARS]
+        if is_dead:
+            body["dead"] = True
+    if outputs:
+        body["outputs"] = {receipt: bound_output(text) for receipt, text in outputs.items()}
     return msgspec.json.encode(body)
+
+
+def is_older_node(exc: Refused) -> bool:
+    """A node from before a settle's `outputs` and `dead` refused the body for naming them."""
+    named = exc.detail.partition(":")[0]
+    return exc.status == 400 and named in ("outputs", "dead") and "not a known field" in exc.detail
 
 
 def extend_body(receipts: list[str], visibility_s: float) -> bytes:

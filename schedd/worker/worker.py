@@ -25,8 +25,9 @@ from schedd.worker.errors import Busy, Unavailable, WorkerError
 from schedd.worker.events import Events, Outcome, tell
 from schedd.worker.nodes import Backoff, parse_urls
 from schedd.worker.once import Once
-from schedd.worker.protocol import MIN_VISIBILITY_S, Message, nack_text
+from schedd.worker.protocol import MIN_VISIBILITY_S, Message
 from schedd.worker.settings import Settings
+from schedd.worker.settlement import Settlement
 
 log = logging.getLogger("schedd.worker")
 H = TypeVar("H", bound=Callable[..., object])
@@ -50,10 +51,11 @@ class Worker:
 
     `@worker.handler` registers `fn(message)`; `@worker.handler(once=SQLiteOnce(path))`
     registers `fn(message, tx)`, effectively once (once.py). A handler that returns acks the
-    message; one that raises nacks it with the exception's text. `run()` consumes until
-    SIGTERM/SIGINT (when called on the main thread) or `stop()`; `run_batch()` handles one
-    receive's messages to the end. Both raise WorkerError: Unavailable when no node answers at
-    the start, Refused for a token or tenant the nodes refuse.
+    message (returning `Ack(output)` keeps its output with the attempt); one that raises nacks
+    it with the exception's text (`Nack(text, output=..., is_dead=...)` says more). `run()`
+    consumes until SIGTERM/SIGINT (when called on the main thread) or `stop()`; `run_batch()`
+    handles one receive's messages to the end. Both raise WorkerError: Unavailable when no node
+    answers at the start, Refused for a token or tenant the nodes refuse.
     """
 
     def __init__(
@@ -217,39 +219,40 @@ class Worker:
     def _run(self, task: _Task) -> None:
         message = task.message
         tell(self.events.started, message)
-        error = self._call(message)
-        tell(self.events.handled, message, error)
+        settlement = self._call(message)
+        tell(self.events.handled, message, settlement.error)
         with self._cond:
             task.is_handled = True
             self._cond.notify_all()
             if task.is_settling:  # nacked by the drain meanwhile
                 return
             task.is_settling = True
-        self._finish(task, self._settle(message, error), error)
+        self._finish(task, self._settle(message, settlement), settlement.error)
 
-    def _call(self, message: Message) -> str | None:
-        """Run the handler: None, or the error to nack with."""
+    def _call(self, message: Message) -> Settlement:
+        """Run the handler: how its message is to be settled."""
         assert self._fn is not None
         try:
             if self._once is None:
-                self._fn(message)
-                return None
+                return Settlement.of_return(self._fn(message))
             with self._once.transaction(message.idempotency_key) as tx:
                 if tx is None:
                     tell(self.events.duplicate, message)
-                    return None
-                self._fn(message, tx)
-            return None
+                    return Settlement()
+                value = self._fn(message, tx)
+            return Settlement.of_return(value)
         except BaseException as exc:  # the top of a handler thread: its message is settled
-            return nack_text(exc)
+            return Settlement.of_exception(exc)
 
-    def _settle(self, message: Message, error: str | None) -> Outcome:
-        """Ack (error None) or nack, tried 6 times (SETTLE_BACKOFF_S apart) while no node
-        answers."""
-        action = "ack" if error is None else "nack"
+    def _settle(self, message: Message, settlement: Settlement) -> Outcome:
+        """Ack or nack, tried 6 times (SETTLE_BACKOFF_S apart) while no node answers."""
+        action, error = settlement.action, settlement.error
+        outputs = None if settlement.output is None else {message.receipt: settlement.output}
         for wait_s in (*SETTLE_BACKOFF_S, None):
             try:
-                count = self._client.settle([message.receipt], error)
+                count = self._client.settle(
+                    [message.receipt], error, outputs=outputs, is_dead=settlement.is_dead
+                )
             except (Unavailable, Busy) as exc:
                 if wait_s is None:
                     tell(self.events.settle_failed, message, action, str(exc))
@@ -356,7 +359,7 @@ class Worker:
             threading.Thread(target=self._settle_abandoned, args=args, daemon=True).start()
 
     def _settle_abandoned(self, task: _Task, error: str) -> None:
-        self._finish(task, self._settle(task.message, error), error)
+        self._finish(task, self._settle(task.message, Settlement(error=error)), error)
 
     def __repr__(self) -> str:
         return f"Worker(queue={self.settings.queue!r}, node={self.node!r})"

@@ -1,0 +1,52 @@
+"""An attempt's output as the queue API keeps it: the first and the last OUTPUT_EDGE_CHARS
+characters, joined by a line that says how many were cut. No I/O: a handler (or schedctl work,
+for its command's stdout and stderr) feeds it text and sends what it kept with the ack or nack.
+"""
+
+from __future__ import annotations
+
+import threading
+
+OUTPUT_EDGE_CHARS = 4_096  # kept from the start and from the end (the server keeps the same)
+
+
+def cut_marker(cut: int) -> str:
+    """The line that stands for the `cut` characters left out of the middle."""
+    return f"\n[... {cut:,} characters left out ...]\n"  # the server's own line
+
+
+def bound_output(text: str) -> str:
+    """`text` as the server keeps it: whole up to twice OUTPUT_EDGE_CHARS, else its two ends."""
+    edge = OUTPUT_EDGE_CHARS
+    if len(text) <= 2 * edge:
+        return text
+    return text[:edge] + cut_marker(len(text) - 2 * edge) + text[-edge:]
+
+
+class Output:
+    """Text fed piece by piece (from several threads), holding no more than its two ends."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._head = ""
+        self._tail = ""
+        self._total = 0
+
+    def add(self, text: str) -> None:
+        edge = OUTPUT_EDGE_CHARS
+        with self._lock:
+            self._total += len(text)
+            room = edge - len(self._head)
+            if room > 0:
+                self._head += text[:room]
+                text = text[room:]
+            if text:
+                self._tail = (self._tail + text)[-edge:]
+
+    def text(self) -> str | None:
+        """What was fed, bounded as bound_output does; None when nothing was."""
+        with self._lock:
+            if not self._total:
+                return None
+            cut = self._total - len(self._head) - len(self._tail)
+            return self._head + (cut_marker(cut) if cut else "") + self._tail
