@@ -37,6 +37,7 @@ from schedd.store import pauses
 from schedd.store.command import MAX_COMMAND_BYTES
 from schedd.store.commands import (
     BY_REFERENCE_LEVEL,
+    OUTPUTS_LEVEL,
     RUNS_BY_REFERENCE_LEVEL,
     AckMessages,
     ExtendMessages,
@@ -213,8 +214,11 @@ async def _settle(
     return tenant_id, queue, asked
 
 
-def _outputs(receipts: list[str], outputs: dict[str, str]) -> dict[str, str]:
-    """The outputs of the request's own receipts, bounded as they are kept."""
+def _outputs(ctx: ApiContext, receipts: list[str], outputs: dict[str, str]) -> dict[str, str]:
+    """The outputs of the request's own receipts, bounded as they are kept; none while a member
+    cannot keep them (log level 12: an ack must not wait for a rolling upgrade)."""
+    if not outputs or not _every_node_applies(ctx, OUTPUTS_LEVEL):
+        return {}
     settled = set(receipts)
     return {r: bounded_output(text) for r, text in outputs.items() if r in settled}
 
@@ -225,7 +229,7 @@ async def ack(request: web.Request) -> web.Response:
         tenant_id=tenant_id,
         queue=queue,
         receipts=tuple(asked.receipts),
-        outputs=_outputs(asked.receipts, asked.outputs),
+        outputs=_outputs(request.app[CONTEXT], asked.receipts, asked.outputs),
     )
     result = await propose(request.app[CONTEXT], command)
     return json_response(Acked(acked=result.acked))
@@ -238,7 +242,7 @@ async def nack(request: web.Request) -> web.Response:
         queue=queue,
         receipts=tuple(asked.receipts),
         error=asked.error[:4000],
-        outputs=_outputs(asked.receipts, asked.outputs),
+        outputs=_outputs(request.app[CONTEXT], asked.receipts, asked.outputs),
         dead=asked.dead,
     )
     result = await propose(request.app[CONTEXT], command)
