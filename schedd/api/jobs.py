@@ -64,7 +64,7 @@ from schedd.jobspec import (
 from schedd.jsonbody import JSONObject, JSONValue
 from schedd.model import HttpTarget, JobStatus, not_live_message, partition_of
 from schedd.schedule import fire_time, first_run_at, load_schedule, trigger_time
-from schedd.store import dependencies, queries
+from schedd.store import dependencies, queries, run_outputs
 from schedd.store.command import MAX_COMMAND_BYTES, compact_json
 from schedd.store.commands import (
     CALENDARS_LEVEL,
@@ -543,19 +543,29 @@ def _runs_page(conn: sqlite3.Connection, job_id: str, before_ms: int, limit: int
     runs = queries.list_runs(conn, job_id, before_ms=before_ms, limit=limit)
     if not runs:
         return runs
-    made = dependencies.upstream_runs(
-        conn, job_id, _ms(runs[-1].scheduled_at), _ms(runs[0].scheduled_at)
-    )
-    if not made:
+    low, high = _ms(runs[-1].scheduled_at), _ms(runs[0].scheduled_at)
+    made = dependencies.upstream_runs(conn, job_id, low, high)
+    printed = run_outputs.of_runs(conn, job_id, low, high)
+    if not made and not printed:
         return runs
-    return [
-        run
-        if (by := made.get(_ms(run.scheduled_at))) is None
-        else msgspec.structs.replace(
-            run, triggered_by=UpstreamRun(job_id=by[0], scheduled_at=run.scheduled_at, status=by[1])
-        )
-        for run in runs
-    ]
+    return [_marked_run(run, made, printed) for run in runs]
+
+
+def _marked_run(
+    run: RunView, made: dict[int, tuple[str, str]], printed: dict[tuple[int, int], str]
+) -> RunView:
+    """A run with the upstream run that made it and its attempts' outputs, where it has them."""
+    at = _ms(run.scheduled_at)
+    by = made.get(at)
+    if by is not None:
+        upstream = UpstreamRun(job_id=by[0], scheduled_at=run.scheduled_at, status=by[1])
+        run = msgspec.structs.replace(run, triggered_by=upstream)
+    if any((at, a.attempt) in printed for a in run.attempts):
+        attempts = [
+            msgspec.structs.replace(a, output=printed.get((at, a.attempt))) for a in run.attempts
+        ]
+        run = msgspec.structs.replace(run, attempts=attempts)
+    return run
 
 
 def _ms(instant: str) -> int:

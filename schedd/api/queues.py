@@ -34,8 +34,10 @@ from schedd.bodies import Body, convert_body, ms_or
 from schedd.errors import InvalidRequest
 from schedd.jsonbody import JSONValue
 from schedd.store import pauses
+from schedd.store.command import MAX_COMMAND_BYTES
 from schedd.store.commands import (
     BY_REFERENCE_LEVEL,
+    OUTPUTS_LEVEL,
     RUNS_BY_REFERENCE_LEVEL,
     AckMessages,
     ExtendMessages,
@@ -66,6 +68,7 @@ from schedd.wire.queues import (
     QueueView,
     ReceiveRequest,
     SeenConsumer,
+    bounded_output,
 )
 from schedd.wire.queues import QUEUE_NAME as QUEUE_NAME_TEXT
 
@@ -73,6 +76,9 @@ B = TypeVar("B", bound=Body)
 
 QUEUE_NAME = re.compile(QUEUE_NAME_TEXT)
 BODY_LIMIT = 256 * 1024
+# An ack or nack may carry its attempts' outputs (8 KiB each at most as kept): up to the size of
+# one log command (a larger one is 413 there).
+SETTLE_BODY_LIMIT = MAX_COMMAND_BYTES
 COUNT_AHEAD = 5  # a count of visible messages looks this many receives ahead (ReceiveHolds)
 RECHECK_S = 1.0  # retries and expired visibility make messages visible without a pulse
 LOCAL_CONSUMERS = "/v1/queues/consumers/local"
@@ -199,23 +205,45 @@ def _record_deliveries(messages: list[Message], received_ms: int) -> None:
         metrics.record_delivery("queue", attempt, scheduled_ms, received_ms, count)
 
 
-async def _settle(request: web.Request, body: type[B]) -> tuple[str, str, B]:
+async def _settle(
+    request: web.Request, body: type[B], limit_bytes: int = BODY_LIMIT
+) -> tuple[str, str, B]:
     """An ack, nack or extend request: its tenant, its queue and its body."""
     tenant_id, queue = principal(request).tenant(), queue_of(request)
-    return tenant_id, queue, convert_body(await read_object(request, limit_bytes=BODY_LIMIT), body)
+    asked = convert_body(await read_object(request, limit_bytes=limit_bytes), body)
+    return tenant_id, queue, asked
+
+
+def _outputs(ctx: ApiContext, receipts: list[str], outputs: dict[str, str]) -> dict[str, str]:
+    """The outputs of the request's own receipts, bounded as they are kept; none while a member
+    cannot keep them (log level 12: an ack must not wait for a rolling upgrade)."""
+    if not outputs or not _every_node_applies(ctx, OUTPUTS_LEVEL):
+        return {}
+    settled = set(receipts)
+    return {r: bounded_output(text) for r, text in outputs.items() if r in settled}
 
 
 async def ack(request: web.Request) -> web.Response:
-    tenant_id, queue, asked = await _settle(request, AckRequest)
-    command = AckMessages(tenant_id=tenant_id, queue=queue, receipts=tuple(asked.receipts))
+    tenant_id, queue, asked = await _settle(request, AckRequest, SETTLE_BODY_LIMIT)
+    command = AckMessages(
+        tenant_id=tenant_id,
+        queue=queue,
+        receipts=tuple(asked.receipts),
+        outputs=_outputs(request.app[CONTEXT], asked.receipts, asked.outputs),
+    )
     result = await propose(request.app[CONTEXT], command)
     return json_response(Acked(acked=result.acked))
 
 
 async def nack(request: web.Request) -> web.Response:
-    tenant_id, queue, asked = await _settle(request, NackRequest)
+    tenant_id, queue, asked = await _settle(request, NackRequest, SETTLE_BODY_LIMIT)
     command = NackMessages(
-        tenant_id=tenant_id, queue=queue, receipts=tuple(asked.receipts), error=asked.error[:4000]
+        tenant_id=tenant_id,
+        queue=queue,
+        receipts=tuple(asked.receipts),
+        error=asked.error[:4000],
+        outputs=_outputs(request.app[CONTEXT], asked.receipts, asked.outputs),
+        dead=asked.dead,
     )
     result = await propose(request.app[CONTEXT], command)
     metrics.QUEUE_NACKS.inc(result.nacked)

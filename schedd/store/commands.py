@@ -69,12 +69,15 @@ JSONObject = Mapping[str, Any]  # kept as the proposer built it (a job spec, ten
 # Level 11 (issue 33): "run B after A", a spec whose schedule is `after` (apply records it in
 # `dependencies`, and the end of a run of A adds B's run: store/dependencies.py). No new type:
 # commands that end runs do more only where a level-11 spec left a `dependencies` row.
+# Level 12 (issue 34): an ack or nack that carries its attempts' outputs (kept in
+# run_outputs), and a nack that makes its runs dead at once (`dead`).
 # LEVEL_OF_TYPE names the types above level 1.
-LOG_LEVEL = 11
+LOG_LEVEL = 12
 SCHEDULE_CONTROL_LEVEL = 8
 JOB_KEYS_LEVEL = 9
 CALENDARS_LEVEL = 10
 DEPENDENCIES_LEVEL = 11
+OUTPUTS_LEVEL = 12
 DEFERRED_COMPLETION_LEVEL = 5
 BY_REFERENCE_LEVEL = 6
 RUNS_BY_REFERENCE_LEVEL = 7
@@ -522,6 +525,12 @@ class AckMessages(LogCommand[Acked], frozen=True, kw_only=True, omit_defaults=Tr
     tenant_id: str
     queue: str
     receipts: tuple[str, ...]
+    # Level 12: the output of a receipt's attempt (a command's stdout and stderr, bounded by
+    # the API), kept with the attempt (store/run_outputs.py).
+    outputs: dict[str, str] = {}
+
+    def needed_level(self) -> int:
+        return OUTPUTS_LEVEL if self.outputs else self.LEVEL
 
 
 class NackMessages(LogCommand[Nacked], frozen=True, kw_only=True, omit_defaults=True):
@@ -530,6 +539,11 @@ class NackMessages(LogCommand[Nacked], frozen=True, kw_only=True, omit_defaults=
     queue: str
     receipts: tuple[str, ...]
     error: str | None = None
+    outputs: dict[str, str] = {}  # level 12, as AckMessages'
+    dead: bool = False  # level 12: the runs are dead at once, whatever attempts they have left
+
+    def needed_level(self) -> int:
+        return OUTPUTS_LEVEL if self.outputs or self.dead else self.LEVEL
 
 
 class ExtendMessages(LogCommand[Extended], frozen=True, kw_only=True, omit_defaults=True):

@@ -42,11 +42,13 @@ REPLICATED_TABLES: tuple[tuple[str, str], ...] = (
     ("calendar_uses", "tenant_id, name, job_id"),
     ("dependencies", "tenant_id, upstream_job_id, job_id"),
     ("run_upstreams", "job_id, scheduled_at_ms"),
+    ("run_outputs", "job_id, scheduled_at_ms, attempt"),
 )
 # Added at log level 3 (issue 17: connections), 4 (issue 29: batches), 5 (completions) and
 # 8 (issue 31: pauses, run_payloads, run_counts, job_versions, backfills, backfill_lanes,
 # failure_policies, alerts, overdue_jobs), 9 (issue 32: job_keys, job_labels), 10 (issue 33:
-# calendars, calendar_uses) and 11 (issue 33: dependencies, run_upstreams).
+# calendars, calendar_uses), 11 (issue 33: dependencies, run_upstreams) and 12 (issue 34:
+# run_outputs).
 LATER_TABLES = frozenset(
     {
         "connections",
@@ -69,6 +71,7 @@ LATER_TABLES = frozenset(
         "calendar_uses",
         "dependencies",
         "run_upstreams",
+        "run_outputs",
     }
 )
 
@@ -524,6 +527,17 @@ MIGRATIONS: tuple[str, ...] = (
         upstream_job_id TEXT NOT NULL,
         upstream_status TEXT NOT NULL,
         PRIMARY KEY (job_id, scheduled_at_ms)
+    ) WITHOUT ROWID;
+    """,  # 16: an attempt's output (issue 34, log level 12; store/run_outputs.py).
+    """
+    -- What an attempt printed, as its consumer reported it with the ack or nack (at most 4,096
+    -- characters from the start and 4,096 from the end), kept while the run is.
+    CREATE TABLE run_outputs (
+        job_id TEXT NOT NULL,
+        scheduled_at_ms INTEGER NOT NULL,
+        attempt INTEGER NOT NULL,
+        output TEXT NOT NULL,
+        PRIMARY KEY (job_id, scheduled_at_ms, attempt)
     ) WITHOUT ROWID;
     """,
 )

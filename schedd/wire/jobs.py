@@ -388,6 +388,14 @@ class AttemptView(msgspec.Struct, frozen=True, kw_only=True):
     finished_at: Instant | None
     outcome: str | None
     error: str | None
+    output: Annotated[
+        str | None,
+        Meta(
+            description="What the attempt printed, as its consumer reported it with the ack or "
+            "nack (`outputs`): at most 4,096 characters from the start and 4,096 from the end; "
+            "null when none was reported."
+        ),
+    ] = None
 
 
 class RunView(msgspec.Struct, frozen=True, kw_only=True):

@@ -64,19 +64,56 @@ class ReceiveRequest(Body):
     }
 
 
+OUTPUT_HEAD = OUTPUT_TAIL = 4_096  # characters of an attempt's output kept from each end
+OUTPUT_CUT = "\n[... {n:,} characters left out ...]\n"
+Outputs = Annotated[
+    dict[Annotated[str, Meta(min_length=1, max_length=100)], str],
+    Meta(
+        max_length=MAX_RECEIPTS,
+        description="The output of each receipt's attempt (a command's stdout and stderr), kept "
+        f"with the attempt: at most {OUTPUT_HEAD:,} characters from the start and "
+        f"{OUTPUT_TAIL:,} from the end. A receipt the request does not settle is ignored.",
+    ),
+]
+OUTPUTS_MESSAGE = f"must be an object of at most {MAX_RECEIPTS:,} receipts to output strings"
+
+
+def bounded_output(text: str) -> str:
+    """An output as it is kept: whole up to OUTPUT_HEAD + OUTPUT_TAIL characters, else its
+    start and its end with a line saying how much was left out."""
+    if len(text) <= OUTPUT_HEAD + OUTPUT_TAIL:
+        return text
+    left_out = len(text) - OUTPUT_HEAD - OUTPUT_TAIL
+    return text[:OUTPUT_HEAD] + OUTPUT_CUT.format(n=left_out) + text[-OUTPUT_TAIL:]
+
+
 class AckRequest(Body):
     receipts: Receipts
+    outputs: Outputs = msgspec.field(default_factory=dict)
 
-    field_messages: ClassVar[Mapping[str, str]] = {"receipts": RECEIPTS_MESSAGE}
+    field_messages: ClassVar[Mapping[str, str]] = {
+        "receipts": RECEIPTS_MESSAGE,
+        "outputs": OUTPUTS_MESSAGE,
+    }
 
 
 class NackRequest(Body):
     receipts: Receipts
     error: Annotated[str, Meta(description="Kept (first 4,000 characters).")] = ""
+    outputs: Outputs = msgspec.field(default_factory=dict)
+    dead: Annotated[
+        bool,
+        Meta(
+            description="The runs are dead at once (dead letters), whatever attempts their "
+            "retry policy leaves: for a failure no retry can mend (the error says why)."
+        ),
+    ] = False
 
     field_messages: ClassVar[Mapping[str, str]] = {
         "receipts": RECEIPTS_MESSAGE,
         "error": "must be a string",
+        "outputs": OUTPUTS_MESSAGE,
+        "dead": "must be true or false",
     }
 
 

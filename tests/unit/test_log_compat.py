@@ -359,3 +359,12 @@ def test_the_level_11_fixture_runs_jobs_after_others_and_applies_alike(db: Datab
     # Five links; five runs made by others' ends: B after A's ack, C after B's death, E after
     # C's ack, D after A's death, H after an HTTP success (retention took them by the end).
     assert most == {"dependencies": 5, "run_upstreams": 5}, most
+
+
+# Level 12 (issue 34): acks and nacks with outputs, a nack that kills; no new type.
+def test_the_level_12_fixture_keeps_outputs_and_applies_alike(db: Database) -> None:
+    found = _commands(12)
+    assert {t for t, _, _ in found} <= LEVEL_10_TYPES
+    assert any(t == "nack_messages" and body.get("dead") for t, body, _ in found)
+    most = replay_counting(db, 12, ("run_outputs",))
+    assert most == {"run_outputs": 2}, most  # the ack's and the failed nack's

@@ -48,6 +48,7 @@ from schedd.store.commands import (
     JOB_KEYS_LEVEL,
     LEVEL_OF_TYPE,
     LOG_LEVEL,
+    OUTPUTS_LEVEL,
     RUNS_BY_REFERENCE_LEVEL,
     AckMessages,
     BackfillJob,
@@ -58,6 +59,7 @@ from schedd.store.commands import (
     ClaimRow,
     ClaimRuns,
     LogCommand,
+    NackMessages,
     NodeHeartbeat,
     PauseJob,
     ReceiveMessages,
@@ -91,7 +93,7 @@ def _strategy(tp: Any) -> st.SearchStrategy[Any]:
         return st.integers(min_value=-(2**53), max_value=2**53)
     if origin is tuple:
         return st.lists(_strategy(args[0]), max_size=3).map(tuple)
-    if origin is Mapping:
+    if origin in (Mapping, dict):
         values = JSON if args[1] is Any else _strategy(args[1])
         return st.dictionaries(st.text(max_size=6), values, max_size=3)
     return _instances(tp)
@@ -151,7 +153,9 @@ def test_the_catalogue_names_each_type_once_with_its_level() -> None:
     assert JOB_KEYS_LEVEL == 9
     assert max(cls.LEVEL for cls in CATALOGUE.values()) == CALENDARS_LEVEL == 10
     # Level 11 (issue 33) added no type: job specs with an `after` schedule need it.
-    assert LOG_LEVEL == DEPENDENCIES_LEVEL == 11
+    assert DEPENDENCIES_LEVEL == 11
+    # Level 12 (issue 34) added no type: an ack's or nack's outputs and a nack's `dead`.
+    assert LOG_LEVEL == OUTPUTS_LEVEL == 12
     assert DEFERRED_COMPLETION_LEVEL == 5  # a body's level: claim_batch's defer_completion
     assert BY_REFERENCE_LEVEL == 6  # a body's level: receive_messages' by_reference
     assert RUNS_BY_REFERENCE_LEVEL == 7  # and its runs_by_reference
@@ -393,3 +397,22 @@ def test_fast_canonical_json_writes_canonical_json_s_very_text(value: Any) -> No
         assert fast_canonical_json({"v": [stored_json_as_canonical(stored)]}) == (
             f'{{"v":[{expected}]}}'
         )
+
+
+def test_an_ack_or_nack_with_outputs_or_dead_needs_level_12_and_omits_them_otherwise() -> None:
+    plain = AckMessages(tenant_id="t", queue="q", receipts=("r.1",))
+    assert plain.needed_level() == 1 and "outputs" not in plain.to_body()
+    assert (
+        AckMessages(
+            tenant_id="t", queue="q", receipts=("r.1",), outputs={"r.1": "hi"}
+        ).needed_level()
+        == 12
+    )
+    nack = NackMessages(tenant_id="t", queue="q", receipts=("r.1",), error="e")
+    assert nack.needed_level() == 1 and set(nack.to_body()) == {
+        "tenant_id",
+        "queue",
+        "receipts",
+        "error",
+    }
+    assert msgspec.structs.replace(nack, dead=True).needed_level() == 12

@@ -86,6 +86,7 @@ def test_a_run_encodes_as_its_dict_did() -> None:
                 "finished_at": "2026-09-21T14:13:20.010Z",
                 "outcome": "failed",
                 "error": "http 500",
+                "output": None,  # level 12 (issue 34)
             },
             {
                 "attempt": 2,
@@ -93,6 +94,7 @@ def test_a_run_encodes_as_its_dict_did() -> None:
                 "finished_at": None,
                 "outcome": None,
                 "error": None,
+                "output": None,
             },
         ],
         "dispatched_at": "2026-09-21T14:13:20.008Z",

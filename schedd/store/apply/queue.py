@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 from schedd.model import RunStatus, idempotency_key
 from schedd.retry import has_attempts_left, retry_delay_ms
-from schedd.store import dependencies, ledger, pauses
+from schedd.store import dependencies, ledger, pauses, run_outputs
 from schedd.store.apply import failures
 from schedd.store.command import (
     Applied,
@@ -267,12 +267,41 @@ def ack_messages(tx: sqlite3.Connection, cmd: Command[AckMessages]) -> Result:
     for batch, slot in held:
         batch.finish(slot, batches.DONE, now)
     batches.save_all(tx, (batch for batch, _ in held), now)
+    if cmd.body.outputs:
+        _keep_outputs(tx, cmd.body.outputs, messages, held)
     ended = itertools.chain(
         ((m.job_id, m.scheduled_at_ms) for m in messages),
         ((batch.runs[slot].job_id, batch.runs[slot].scheduled_at_ms) for batch, slot in held),
     )
     followers = dependencies.follow(tx, now, cmd.body.tenant_id, ended, "succeeded")
     return ok(*followers, acked=len(messages) + len(held))
+
+
+def _keep_outputs(
+    tx: sqlite3.Connection,
+    outputs: dict[str, str],
+    messages: list[Message],
+    held: list[tuple[batches.Batch, int]],
+) -> None:
+    """The outputs the command reports for the attempts its receipts end (level 12): a
+    message's current attempt, a batch slot's first (a receipt the command does not end: none)."""
+    kept = [
+        (m.job_id, m.scheduled_at_ms, m.attempt, outputs[m.receipt])
+        for m in messages
+        if m.receipt in outputs
+    ]
+    slots = _by_slot(outputs)
+    for batch, slot in held:
+        text = slots.get((batch.batch_id, slot))
+        if text is not None:
+            run = batch.runs[slot]
+            kept.append((run.job_id, run.scheduled_at_ms, 1, text))
+    run_outputs.keep(tx, kept)
+
+
+def _by_slot(outputs: dict[str, str]) -> dict[tuple[int, int] | None, str]:
+    """The outputs of batch receipts by (batch_id, slot)."""
+    return {batches.parse_receipt(receipt): text for receipt, text in outputs.items()}
 
 
 def _held(
@@ -288,15 +317,26 @@ def nack_messages(tx: sqlite3.Connection, cmd: Command[NackMessages]) -> Result:
     nacked = 0
     error = (cmd.body.error or "nacked")[:4000]
     followers: list[Event] = []
+    outputs, dead = cmd.body.outputs, cmd.body.dead  # level 12
+    kept: list[tuple[str, int, int, str]] = []
     for message in _by_receipts(tx, cmd):
-        _fail_attempt(tx, cmd, message, error, "failed", followers)
+        if message.receipt in outputs:
+            text = outputs[message.receipt]
+            kept.append((message.job_id, message.scheduled_at_ms, message.attempt, text))
+        _fail_attempt(tx, cmd, message, error, "failed", followers, dead=dead)
         nacked += 1
     held = _held(tx, cmd)
+    slot_outputs = _by_slot(outputs)
     for batch, slot in held:
         message = _spilled(tx, batch, slot, cmd.ts_ms)
-        _fail_attempt(tx, cmd, message, error, "failed", followers)
+        printed = slot_outputs.get((batch.batch_id, slot))
+        if printed is not None:
+            kept.append((message.job_id, message.scheduled_at_ms, message.attempt, printed))
+        _fail_attempt(tx, cmd, message, error, "failed", followers, dead=dead)
         nacked += 1
     batches.save_all(tx, (batch for batch, _ in held), cmd.ts_ms)
+    if kept:
+        run_outputs.keep(tx, kept)
     fed = [MessagesReady(cmd.body.tenant_id, cmd.body.queue)] if nacked else []
     return ok(*fed, *followers, nacked=nacked)
 
@@ -320,15 +360,18 @@ def _fail_attempt(
     error: str,
     outcome: str,
     followers: list[Event],
+    *,
+    dead: bool = False,
 ) -> bool:
     """End the current attempt as failed; True if the run will be tried again (else it is
-    dead, and the runs its end gives other jobs are added to `followers`)."""
+    dead, at once when `dead` says so, and the runs its end gives other jobs are added to
+    `followers`)."""
     now = cmd.ts_ms
     ledger.finish_attempts(
         tx, [_current_attempt(message)], finished_at_ms=now, outcome=outcome, error=error
     )
     policy = load_retry(message.retry)
-    if has_attempts_left(policy, message.attempt):
+    if not dead and has_attempts_left(policy, message.attempt):
         delay = retry_delay_ms(policy, message.attempt, message.msg_id)
         ledger.schedule_retry(tx, message.msg_id, now + delay)
         ledger.set_runs(tx, [_run(message, RunStatus.RETRYING, error=error)])

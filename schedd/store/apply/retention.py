@@ -13,7 +13,14 @@ from dataclasses import dataclass, field
 
 from schedd import metrics
 from schedd.retention import KINDS, TENANT_KINDS, Retention
-from schedd.store import dependencies, job_keys, overdue, run_limits, run_payloads
+from schedd.store import (
+    dependencies,
+    job_keys,
+    overdue,
+    run_limits,
+    run_outputs,
+    run_payloads,
+)
 from schedd.store.apply.queue import Message, expire_batch_slots, expire_message
 from schedd.store.command import Command, Handler, Result, ok, rejected
 from schedd.store.commands import Prune, SetRetention
@@ -166,6 +173,7 @@ def _prune_runs(tx: sqlite3.Connection, tenant_id: str, cutoff_ms: int, budget: 
     tx.executemany("DELETE FROM runs WHERE job_id = ? AND scheduled_at_ms = ?", runs)
     run_payloads.forget_runs(tx, runs)
     dependencies.forget_runs(tx, runs)
+    run_outputs.forget_runs(tx, runs)
     tx.executemany(_DELETE_BACKFILL_MARK, runs)
     budget.take("runs", len(runs))
     _prune_batches(tx, tenant_id, cutoff_ms, budget)
@@ -186,6 +194,7 @@ def _prune_batches(tx: sqlite3.Connection, tenant_id: str, cutoff_ms: int, budge
         tx.executemany("DELETE FROM run_keys WHERE job_id = ? AND scheduled_at_ms = ?", keys)
         run_payloads.forget_runs(tx, keys)
         dependencies.forget_runs(tx, keys)
+        run_outputs.forget_runs(tx, keys)
         tx.executemany(_DELETE_BACKFILL_MARK, keys)
         tx.execute("DELETE FROM batches WHERE batch_id = ?", (batch_id,))
         budget.take("runs", len(keys))
@@ -219,6 +228,7 @@ def _prune_jobs(tx: sqlite3.Connection, tenant_id: str, cutoff_ms: int, budget: 
         overdue.forget(tx, [job_id])
         job_keys.forget(tx, job_id)
         dependencies.forget_job(tx, tenant_id, job_id)
+        run_outputs.forget_job(tx, job_id)
         budget.take("runs", runs)
         budget.take("jobs", 1)
 

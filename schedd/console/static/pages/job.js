@@ -370,9 +370,21 @@ function triggeredText(by) {
   ];
 }
 
+// What an attempt printed (its consumer's report: a command's stdout and stderr, cut to its
+// first and last 4,096 characters by the server), folded away until asked for; shown as text.
+function outputOf(text) {
+  return h("details", { class: "output" }, h("summary", {}, "output"), h("pre", {}, text));
+}
+
 function runRow(run, triggered) {
   const attempts = (run.attempts ?? []).map((a) =>
-    h("li", {}, `#${a.attempt} ${a.outcome ?? "…"} at ${when(a.started_at)}${took(a)}`, a.error ? h("span", { class: "error" }, ` — ${a.error}`) : null),
+    h(
+      "li",
+      {},
+      `#${a.attempt} ${a.outcome ?? "…"} at ${when(a.started_at)}${took(a)}`,
+      a.error ? h("span", { class: "error" }, ` — ${a.error}`) : null,
+      a.output != null ? outputOf(a.output) : null,
+    ),
   );
   return h(
     "tr",

@@ -1,0 +1,82 @@
+"""An attempt's output and a nack that kills (issue 34, log level 12) in the state machine: an
+ack or nack keeps the output its receipts report, per run and for batch slots, a receipt it does
+not settle keeps nothing, a `dead` nack buries the run with attempts left, and retention drops
+the outputs with their runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import NOW_MS
+from tests.unit.test_store_batches import Store, claim, one_time
+from tests.unit.test_store_retention import prune
+
+
+def outputs(s: Store) -> list[tuple[Any, ...]]:
+    return s.db.conn.execute(
+        "SELECT job_id, scheduled_at_ms, attempt, output FROM run_outputs ORDER BY 1, 2, 3"
+    ).fetchall()
+
+
+def receipt(s: Store) -> str:
+    [handed] = s.handed
+    text: str = handed["receipt"]
+    return text
+
+
+@pytest.mark.parametrize("form", ["claim_runs", "claim_batch"])
+def test_an_ack_keeps_the_output_of_the_attempt_it_ends(tmp_path: Path, form: str) -> None:
+    s = Store(tmp_path / "s.db")
+    one_time(s.apply)
+    claim(s.apply, form)
+    s.receive(NOW_MS)
+    mine = receipt(s)
+    extra = {"outputs": {mine: "hello\n", "n9.not-a-receipt": "ignored"}}
+    assert s.settle("ack_messages", NOW_MS + 5, **extra)["acked"] == 1
+    assert outputs(s) == [("j1", NOW_MS, 1, "hello\n")]
+    again = s.settle("ack_messages", NOW_MS + 6, outputs={mine: "twice"})  # no longer held
+    assert again["acked"] == 0 and outputs(s) == [("j1", NOW_MS, 1, "hello\n")]
+
+
+@pytest.mark.parametrize("form", ["claim_runs", "claim_batch"])
+def test_a_nack_keeps_each_attempts_output_and_dead_buries_at_once(
+    tmp_path: Path, form: str
+) -> None:
+    s = Store(tmp_path / "s.db")
+    one_time(s.apply)  # two attempts (RETRY)
+    claim(s.apply, form)
+    s.receive(NOW_MS)
+    s.settle("nack_messages", NOW_MS + 1, error="exit 1", outputs={receipt(s): "first"})
+    status = s.db.conn.execute("SELECT status FROM runs").fetchone()
+    assert status == ("retrying",)
+    s.receive(NOW_MS + 20_000)
+    s.settle("nack_messages", NOW_MS + 20_001, error="exit 2", outputs={receipt(s): "second"})
+    assert outputs(s) == [("j1", NOW_MS, 1, "first"), ("j1", NOW_MS, 2, "second")]
+
+
+@pytest.mark.parametrize("form", ["claim_runs", "claim_batch"])
+def test_a_dead_nack_makes_a_dead_letter_with_attempts_left(tmp_path: Path, form: str) -> None:
+    s = Store(tmp_path / "s.db")
+    one_time(s.apply)
+    claim(s.apply, form)
+    s.receive(NOW_MS)
+    s.settle("nack_messages", NOW_MS + 1, error="no user 'alice'", dead=True)
+    run = s.db.conn.execute("SELECT status, attempt, error FROM runs").fetchone()
+    assert run == ("dead", 1, "no user 'alice'")
+    letters = s.db.conn.execute("SELECT attempts, error FROM deadletters").fetchall()
+    assert letters == [(1, "no user 'alice'")]
+    assert s.receive(NOW_MS + 20_000) == []  # never delivered again
+
+
+def test_retention_drops_outputs_with_their_runs(tmp_path: Path) -> None:
+    s = Store(tmp_path / "s.db")
+    one_time(s.apply)
+    claim(s.apply, "claim_runs")
+    s.receive(NOW_MS)
+    s.settle("ack_messages", NOW_MS + 5, outputs={receipt(s): "done"})
+    assert len(outputs(s)) == 1
+    prune(s.apply, NOW_MS + 400 * 86_400_000, max_rows=100_000)
+    assert outputs(s) == []
