@@ -3,6 +3,7 @@ received messages, settle counts, queue counts and the consumers seen receiving.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Annotated, ClassVar
 
@@ -78,10 +79,16 @@ Outputs = Annotated[
 OUTPUTS_MESSAGE = f"must be an object of at most {MAX_RECEIPTS:,} receipts to output strings"
 
 
+_CUT_LINE = re.compile(r"\n\[\.\.\. [1-9][0-9,]{0,30} characters left out \.\.\.\]\n")
+
+
 def bounded_output(text: str) -> str:
     """An output as it is kept: whole up to OUTPUT_HEAD + OUTPUT_TAIL characters, else its
-    start and its end with a line saying how much was left out."""
+    start and its end with a line saying how much was left out. A text bounded so already (by
+    the worker, which keeps only the two ends of a long output) is kept as it is, its count too."""
     if len(text) <= OUTPUT_HEAD + OUTPUT_TAIL:
+        return text
+    if _CUT_LINE.fullmatch(text, OUTPUT_HEAD, len(text) - OUTPUT_TAIL):
         return text
     left_out = len(text) - OUTPUT_HEAD - OUTPUT_TAIL
     return text[:OUTPUT_HEAD] + OUTPUT_CUT.format(n=left_out) + text[-OUTPUT_TAIL:]
