@@ -5,9 +5,11 @@ for its command's stdout and stderr) feeds it text and sends what it kept with t
 
 from __future__ import annotations
 
+import re
 import threading
 
 OUTPUT_EDGE_CHARS = 4_096  # kept from the start and from the end (the server keeps the same)
+_CUT_LINE = re.compile(r"\n\[\.\.\. [1-9][0-9,]{0,30} characters left out \.\.\.\]\n")
 
 
 def cut_marker(cut: int) -> str:
@@ -16,9 +18,10 @@ def cut_marker(cut: int) -> str:
 
 
 def bound_output(text: str) -> str:
-    """`text` as the server keeps it: whole up to twice OUTPUT_EDGE_CHARS, else its two ends."""
+    """`text` as the server keeps it: whole up to twice OUTPUT_EDGE_CHARS, else its two ends
+    (a text bounded so already stays as it is)."""
     edge = OUTPUT_EDGE_CHARS
-    if len(text) <= 2 * edge:
+    if len(text) <= 2 * edge or _CUT_LINE.fullmatch(text, edge, len(text) - edge):
         return text
     return text[:edge] + cut_marker(len(text) - 2 * edge) + text[-edge:]
 

@@ -114,7 +114,7 @@ def test_the_server_keeps_an_output_the_worker_bounded_as_it_is() -> None:
     output.add("h" * EDGE + "m" * 123_456 + "t" * EDGE)
     sent = output.text()
     assert sent is not None and "123,456 characters left out" in sent
-    assert server_bound(sent) == sent
+    assert server_bound(sent) == bound_output(sent) == sent
     assert server_bound(sent + "!") == bound_output(sent + "!")  # not the marker's place: cut
     forged = "h" * EDGE + "\n[... 5 characters left out ...]\nextra" + "t" * EDGE
     assert server_bound(forged) == bound_output(forged) != forged  # its middle is not the line
