@@ -1,7 +1,8 @@
 """schedd.worker (Worker on threads, AsyncWorker on asyncio) against a real node: a handler that
 returns acks, one that raises nacks with its text, a dead node is skipped, stop() drains and
 nacks what runs past the grace period, a refused token or URL is a clear error, and an
-effectively-once handler whose key is recorded is acked without being called. Each wait is
+effectively-once handler whose key is recorded is acked without being called, and the output
+an Ack or Nack carries is kept with the attempt (a dead Nack ends the run at once). Each wait is
 bounded; jobs are due at once."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 
 from schedd.worker import (
+    Ack,
     AsyncWorker,
     Events,
     Message,
@@ -31,6 +33,8 @@ from schedd.worker import (
 from tests.servers import NodeProcess, free_ports, http, wait_for
 
 NO_RETRY = {"max_attempts": 1}
+RETRIES = {"max_attempts": 3, "backoff": "fixed", "initial_delay": "1h", "max_delay": "1h"}
+LONG = "s" * 5_000 + "m" * 20_000 + "e" * 5_000
 
 
 class Recorded(Events):
@@ -63,12 +67,12 @@ class Tenant:
         assert status == 201, created
         self.node, self.token = node, str(created["token"])
 
-    def job(self, queue: str, payload: Any = None) -> str:
+    def job(self, queue: str, payload: Any = None, retry: dict[str, Any] = NO_RETRY) -> str:
         body = {
             "schedule": {"delay": "0s"},
             "target": {"type": "queue", "name": queue},
             "payload": payload,
-            "retry": NO_RETRY,
+            "retry": retry,
         }
         status, job, _ = http("POST", f"{self.node.url}/v1/jobs", body, token=self.token)
         assert status == 201, job
@@ -289,3 +293,53 @@ def test_the_asyncio_worker_acks_nacks_skips_and_cancels_past_the_grace_period(
     asyncio.run(stop_when_running())
     run = tenant.run_of(stuck)
     assert (run["status"], run["error"]) == ("dead", "worker stopped: the 0.5s grace period passed")
+
+
+def handle_by_payload(message: Message) -> Ack:
+    """Ack with output, nack with output (retried), nack dead at once, or ack a long output."""
+    do = message.payload
+    if do == "nack":
+        raise Nack("exit code 1", output="half done\n")
+    if do == "dead":
+        raise Nack("job runs as 'ghost': no such user on here", is_dead=True)
+    return Ack(LONG if do == "long" else "all done\n")
+
+
+def check_outputs(tenant: Tenant, jobs: dict[str, str]) -> None:
+    runs = {do: tenant.run_of(job) for job, do in jobs.items()}
+    assert (runs["ack"]["status"], runs["ack"]["attempts"][0]["output"]) == (
+        "succeeded",
+        "all done\n",
+    )
+    nacked = runs["nack"]
+    assert (nacked["status"], nacked["error"]) == ("retrying", "exit code 1"), nacked
+    assert nacked["attempts"][0]["output"] == "half done\n"
+    dead = runs["dead"]
+    assert (dead["status"], dead["attempt"]) == ("dead", 1), dead  # two attempts were left
+    assert dead["error"] == "job runs as 'ghost': no such user on here"
+    assert dead["attempts"][0]["output"] is None
+    kept = runs["long"]["attempts"][0]["output"]
+    assert kept == "s" * 4_096 + "\n[... 21,808 characters left out ...]\n" + "e" * 4_096
+
+
+@pytest.mark.parametrize("is_async", [False, True])
+def test_ack_and_nack_keep_their_output_and_a_dead_nack_ends_the_run(
+    tenant: Tenant, queue: str, is_async: bool
+) -> None:
+    jobs = {tenant.job(queue, do, retry=RETRIES): do for do in ("ack", "nack", "dead", "long")}
+    tenant.ready(queue, 4)
+    if not is_async:
+        worker = tenant.worker(queue, concurrency=4)
+        worker.handler(handle_by_payload)
+        worker.run_batch()
+    else:
+        aworker = AsyncWorker(
+            tenant.node.url, tenant.token, queue, concurrency=4, wait_s=5.0, events=Recorded()
+        )
+
+        @aworker.handler
+        async def handle(message: Message) -> Ack:
+            return handle_by_payload(message)
+
+        asyncio.run(aworker.run_batch())
+    check_outputs(tenant, jobs)
