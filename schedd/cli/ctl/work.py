@@ -1,31 +1,22 @@
 """`schedctl work`: a competing consumer that runs a command for each message of one queue.
 
 The receiving, extending, failover and draining are schedd.worker's (the one receive loop of the
-project); this module is the handler (each command in its own process group, its stderr relayed
-and its tail kept for the nack) and the log lines and --json results. It never touches the store,
+project); the handler is processes.py's (shell.py decides what --shell runs, as whom); this
+module is the command line, the log lines and the --json results. It never touches the store,
 raft or the node.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
 import shutil
-import signal
-import subprocess
-import sys
-import threading
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import IO, Any, TypeVar
+from typing import Any, TypeVar
 
 import click
 
 from schedd.cli.ctl import render
 from schedd.cli.ctl.client import Client, parse_urls
+from schedd.cli.ctl.processes import KILL_AFTER_S, Commands, Log, Settings, exit_text
 from schedd.cli.ctl.render import json_option
 from schedd.errors import (
     ClusterUnavailable,
@@ -41,7 +32,6 @@ from schedd.worker import (
     Busy,
     Events,
     Message,
-    Nack,
     Outcome,
     Refused,
     Unavailable,
@@ -53,170 +43,8 @@ from schedd.worker.settings import QUEUE_NAME
 
 MAX_WAIT_MS = int(MAX_WAIT_S * 1000)  # the server's longest long poll
 MAX_VISIBILITY_MS = int(MAX_VISIBILITY_S * 1000)
-POLL_S = 0.1  # how often a runner looks at its command's deadline
-KILL_AFTER_S = 5.0  # SIGTERM to a process group, then SIGKILL this much later
 STOP_WAIT_S = KILL_AFTER_S + 2.0  # past the grace period: the commands are killed, then nacked
-TAIL_BYTES = 2_000  # the end of a command's stderr that a nack carries
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Settings:
-    """What `schedctl work` was asked to do, checked before any request."""
-
-    queue: str
-    argv: tuple[str, ...]  # empty with `is_shell`: each message's payload names its command
-    is_shell: bool
-    concurrency: int
-    timeout_ms: int | None
-    visibility_timeout_ms: int
-    wait_ms: int
-    grace_ms: int
-    is_once: bool
-    as_json: bool
-
-
-@dataclass(slots=True, eq=False)
-class Task:
-    """One received message and the command running for it."""
-
-    message: Message
-    started_s: float = field(default_factory=time.monotonic)
-    exit_code: int | None = None
-    abort_reason: str | None = None  # set when the command must be killed: timeout or shutdown
-    tail: bytearray = field(default_factory=bytearray)
-
-    @property
-    def facts(self) -> str:
-        return self.message.facts
-
-
-class Log:
-    """Timestamped lines on stderr, between the lines of the commands' own stderr."""
-
-    def __init__(self) -> None:
-        self._lock = threading.RLock()  # re-entrant: the signal handler logs on the main thread
-
-    def line(self, text: str) -> None:
-        stamp = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-        with self._lock:
-            sys.stderr.write(f"{stamp} schedctl work: {text}\n")
-            sys.stderr.flush()
-
-    def relay(self, data: bytes) -> None:
-        """Pass a line of a command's stderr through."""
-        with self._lock:
-            sys.stderr.buffer.write(data)
-            sys.stderr.buffer.flush()
-
-
-class Commands:
-    """The handler: runs the command for a message to its end, kills its process group on
-    --timeout or once the worker's grace period is over, and raises Nack(error) unless it
-    exited 0. Each message's exit code is kept for its `finished` line."""
-
-    def __init__(self, settings: Settings, log: Log, grace_over: threading.Event) -> None:
-        self._s = settings
-        self._log = log
-        self._grace_over = grace_over
-        self._exit_codes: dict[str, int | None] = {}
-        self._lock = threading.Lock()
-
-    def __call__(self, message: Message) -> None:
-        task = Task(message=message)
-        try:
-            error = self._execute(task)
-        except Exception as exc:  # the top of a handler: the message is still nacked
-            error = f"schedctl work could not run the command: {exc!r}"
-        with self._lock:
-            self._exit_codes[message.receipt] = task.exit_code
-        if error is not None:
-            raise Nack(error)
-
-    def exit_code(self, message: Message) -> int | None:
-        """The exit code of the message's command (None: never started, or still running)."""
-        with self._lock:
-            return self._exit_codes.pop(message.receipt, None)
-
-    def _execute(self, task: Task) -> str | None:
-        """Run the command to its end; the nack error, or None for success."""
-        argv = self._argv(task)
-        if isinstance(argv, str):
-            return argv
-        try:
-            process = self._spawn(task, argv)
-        except OSError as exc:
-            return f"cannot start {argv[0]!r}: {exc.strerror or exc}"
-        assert process.stdin is not None and process.stderr is not None
-        payload = (json.dumps(task.message.payload, ensure_ascii=False) + "\n").encode()
-        threading.Thread(target=_feed, args=(process.stdin, payload), daemon=True).start()
-        relay = threading.Thread(target=self._relay, args=(task, process.stderr), daemon=True)
-        relay.start()
-        task.exit_code = self._wait(task, process)
-        _signal_group(process.pid, signal.SIGKILL)  # the command's stragglers end with it
-        relay.join(timeout=2.0)
-        return _error(task)
-
-    def _argv(self, task: Task) -> tuple[str, ...] | str:
-        """The command line for this message, or why there is none (a nack error)."""
-        if not self._s.is_shell:
-            return self._s.argv
-        payload = task.message.payload
-        command = payload.get("command") if isinstance(payload, dict) else None
-        if not isinstance(command, str) or not command.strip():
-            return "--shell: the payload has no 'command' string"
-        return ("/bin/sh", "-c", command)
-
-    def _spawn(self, task: Task, argv: tuple[str, ...]) -> subprocess.Popen[bytes]:
-        message = task.message
-        env = {
-            **os.environ,
-            "SCHEDD_QUEUE": self._s.queue,
-            "SCHEDD_JOB_ID": message.job_id,
-            "SCHEDD_SCHEDULED_AT": message.scheduled_at,
-            "SCHEDD_ATTEMPT": str(message.attempt),
-            "SCHEDD_IDEMPOTENCY_KEY": message.idempotency_key,
-        }
-        return subprocess.Popen(
-            argv,
-            stdin=subprocess.PIPE,
-            stdout=sys.stderr.fileno() if self._s.as_json else None,  # stdout stays JSON only
-            stderr=subprocess.PIPE,
-            env=env,
-            start_new_session=True,  # its own process group, out of reach of the terminal's ^C
-        )
-
-    def _relay(self, task: Task, stream: IO[bytes]) -> None:
-        with stream:
-            for line in stream:
-                self._log.relay(line)
-                task.tail += line
-                del task.tail[:-TAIL_BYTES]
-
-    def _wait(self, task: Task, process: subprocess.Popen[bytes]) -> int:
-        """Wait for the command; on timeout or past the grace period SIGTERM its group, later
-        SIGKILL."""
-        timeout_ms = self._s.timeout_ms
-        deadline_s = None if timeout_ms is None else task.started_s + timeout_ms / 1000
-        term_sent_s: float | None = None
-        while True:
-            try:
-                return process.wait(timeout=POLL_S)
-            except subprocess.TimeoutExpired:
-                now = time.monotonic()
-            if task.abort_reason is None and deadline_s is not None and now >= deadline_s:
-                task.abort_reason = (
-                    f"timed out after {format_duration(timeout_ms or 0)}: process group killed"
-                )
-                self._log.line(f"timed out {task.facts}: killing process group {process.pid}")
-            if task.abort_reason is None and self._grace_over.is_set():
-                grace = format_duration(self._s.grace_ms)
-                task.abort_reason = f"schedctl work stopped: the {grace} grace period passed"
-            if task.abort_reason is not None and term_sent_s is None:
-                _signal_group(process.pid, signal.SIGTERM)
-                term_sent_s = now
-            elif term_sent_s is not None and now - term_sent_s >= KILL_AFTER_S:
-                _signal_group(process.pid, signal.SIGKILL)
 
 
 class WorkLog(Events):
@@ -244,7 +72,7 @@ class WorkLog(Events):
         self, message: Message, outcome: Outcome, error: str | None, duration_s: float
     ) -> None:
         exit_code = self._commands.exit_code(message)
-        shown = _exit_text(exit_code)
+        shown = exit_text(exit_code)
         facts = f"{message.facts} exit={shown} duration={duration_s:.2f}s"
         self._log.line(f"finished {facts} {outcome}")
         if self._s.as_json:
@@ -328,41 +156,6 @@ def _sched_error(exc: WorkerError, client: Client) -> SchedError:
     elif isinstance(error, Unauthorized):
         error.args = (f"{error} (the token from {client.token_source})",)
     return error
-
-
-def _feed(stream: IO[bytes], data: bytes) -> None:
-    """Write the payload to the command's stdin; a command that never reads it is fine."""
-    with contextlib.suppress(OSError), stream:
-        stream.write(data)
-
-
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):  # the group is gone already
-        os.killpg(pgid, sig)
-
-
-def _exit_text(code: int | None) -> str:
-    """An exit status for people: 0, 3, SIGTERM (killed by a signal), or - (never started)."""
-    if code is None or code >= 0:
-        return "-" if code is None else str(code)
-    with contextlib.suppress(ValueError):
-        return signal.Signals(-code).name
-    return f"signal {-code}"
-
-
-def _error(task: Task) -> str | None:
-    """The nack error of a finished command: why, then the tail of its stderr."""
-    code = task.exit_code
-    if task.abort_reason is not None:
-        reason = task.abort_reason
-    elif code == 0:
-        return None
-    elif code is not None and code < 0:
-        reason = f"killed by {_exit_text(code)}"
-    else:
-        reason = f"exit code {code}"
-    tail = task.tail.decode("utf-8", errors="replace").strip()
-    return f"{reason}\n{tail}" if tail else reason
 
 
 def duration_option(
