@@ -505,3 +505,32 @@ def test_an_unknown_token_exits_4_naming_it(tenant: Tenant) -> None:
     )
     assert result.returncode == 4, result.stderr
     assert "unknown token (the token from --token)" in result.stderr
+
+
+def test_each_attempts_output_is_kept_and_schedctl_runs_output_shows_it(
+    tenant: Tenant, queue: str
+) -> None:
+    job_id = tenant.job(queue, retry=ONE_RETRY)
+    script = 'echo "out $SCHEDD_ATTEMPT"; echo "err $SCHEDD_ATTEMPT" >&2; [ "$SCHEDD_ATTEMPT" = 2 ]'
+    for attempt in (1, 2):  # the retry is visible again after the 1s fixed backoff
+        done = tenant.run("work", queue, "--once", "--wait", "10s", "--", "sh", "-c", script)
+        assert done.returncode == 0 and f"attempt={attempt}" in done.stderr, done.stderr
+        assert f"out {attempt}\n" in done.stdout  # relayed as well as kept
+    run = tenant.run_of(job_id)
+    assert run["status"] == "succeeded", run
+    first, second = run["attempts"]
+    assert sorted(first["output"].splitlines()) == ["err 1", "out 1"]
+    assert sorted(second["output"].splitlines()) == ["err 2", "out 2"]
+    assert first["error"] == "exit code 1\nerr 1" and second["error"] is None
+
+    shown = tenant.run("runs", job_id, "--output")
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[0] == f"{run['scheduled_at']}   succeeded   attempt 2"
+    span = f"{first['started_at']} - {first['finished_at']}"
+    assert lines[1] == f"  attempt 1   failed   {span}   exit code 1"
+    assert sorted(lines[2:4]) == ["    | err 1", "    | out 1"]
+    assert lines[4].startswith("  attempt 2   succeeded   ") and len(lines) == 7
+    assert sorted(lines[5:7]) == ["    | err 2", "    | out 2"]
+    as_json = tenant.json("runs", job_id, "--output")
+    assert as_json["runs"][0]["attempts"][0]["output"] == first["output"]

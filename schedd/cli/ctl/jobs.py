@@ -629,6 +629,7 @@ def trigger(client: Client, job_id: str, payload: str | None, as_json: bool) -> 
 Examples:
   schedctl runs job_0123abcd
   schedctl runs job_0123abcd --attempts
+  schedctl runs job_0123abcd --output --limit 1
   schedctl runs job_0123abcd --all --json""",
 )
 @click.argument("job_id")
@@ -638,6 +639,13 @@ Examples:
     is_flag=True,
     help="Under each run, one row per attempt: started, outcome, finished, error.",
 )
+@click.option(
+    "--output",
+    "has_output",
+    is_flag=True,
+    help="Under each run its attempts, and under each attempt what it printed (as its worker"
+    " reported it: schedctl work keeps a command's stdout and stderr).",
+)
 @page_options
 @json_option('{"runs": [...], "next_cursor": ...}')
 @click.pass_obj
@@ -645,17 +653,22 @@ def runs(
     client: Client,
     job_id: str,
     has_attempts: bool,
+    has_output: bool,
     limit: int,
     cursor: str | None,
     is_all: bool,
     as_json: bool,
 ) -> None:
-    """List the runs of JOB_ID, newest first (with --attempts, each attempt too)."""
+    """List the runs of JOB_ID, newest first (with --attempts, each attempt too; with --output,
+    what each attempt printed)."""
 
     def fetch(after: str | None) -> Answer[RunList]:
         return client.list_runs(job_id, cursor=after, limit=limit)
 
     page = all_pages(fetch, "runs", cursor) if is_all else fetch(cursor)
+    if has_output and not as_json:
+        render.show_run_outputs(page)
+        return
     render.show_runs(page, as_json=as_json, has_attempts=has_attempts)
 
 

@@ -220,6 +220,27 @@ def show_runs(page: Answer[RunList], *, as_json: bool, has_attempts: bool = Fals
     print_page(headers, rows, page.view.next_cursor, "runs")
 
 
+def show_run_outputs(page: Answer[RunList]) -> None:
+    """`runs --output`: each run on a line, each of its attempts under it, and under each
+    attempt what it printed (as its worker reported it), every line behind a `| ` gutter."""
+    for run in page.view.runs:
+        click.echo(f"{run.scheduled_at}{PLAIN_GAP}{run.status}{PLAIN_GAP}attempt {run.attempt}")
+        for attempt in run.attempts:
+            span = f"{attempt.started_at} - {attempt.finished_at or '-'}"
+            reason = (attempt.error or "").partition("\n")[0]
+            facts = (f"attempt {attempt.attempt}", attempt.outcome or "-", span, reason)
+            click.echo(f"  {PLAIN_GAP.join(facts)}".rstrip())
+            lines = attempt.output.splitlines() if attempt.output else []
+            for line in lines:
+                click.echo(f"    | {line}".rstrip())
+            if not lines:
+                click.echo("    (no output)")
+    if not page.view.runs:
+        note("no runs")
+    if page.view.next_cursor:
+        note(f"more runs: add --cursor {page.view.next_cursor} for the next page, or --all")
+
+
 def _triggered_by(run: RunView) -> str:
     """`job_A succeeded`: the run of job_A at this run's scheduled time, and how it ended."""
     by = run.triggered_by
