@@ -198,7 +198,9 @@ Examples:
 \b
 CMD gets the payload as JSON on stdin and SCHEDD_JOB_ID, SCHEDD_SCHEDULED_AT, SCHEDD_ATTEMPT,
 SCHEDD_IDEMPOTENCY_KEY and SCHEDD_QUEUE in its environment. Exit 0 acks the message; anything
-else nacks it with the end of CMD's stderr, and the job's retry policy decides what follows.""",
+else nacks it with the end of CMD's stderr, and the job's retry policy decides what follows.
+What CMD prints (stdout and stderr, its first and last 4 KiB) is kept with the attempt:
+schedctl runs JOB_ID --output.""",
 )
 @click.argument("queue")
 @click.argument("argv", nargs=-1, metavar="-- CMD [ARGS]...")
@@ -206,8 +208,9 @@ else nacks it with the end of CMD's stderr, and the job's retry policy decides w
     "--shell",
     "is_shell",
     is_flag=True,
-    help="Instead of CMD, run each message's payload.command with /bin/sh -c "
-    "(the jobs `schedctl import-crontab` makes).",
+    help="Instead of CMD, run each message's payload.command as cron would (the jobs "
+    "`schedctl import-crontab` makes): with $SHELL -c as the payload's user (when root; "
+    "refused otherwise), in cron's environment, the % text on stdin.",
 )
 @click.option(
     "--concurrency",
