@@ -97,7 +97,23 @@ def check(obs: Observed) -> tuple[list[Violation], dict[str, Any]]:
     found += queue_pauses(obs.ops)
     found += _minority(obs.ops, obs.faults)
     found += _digests(obs.digests)
+    found += _outputs_placed(ref)
     return found, _stats(obs, ref, deliveries) | {"after_runs_owed": owed}
+
+
+def _outputs_placed(ref: NodeView) -> list[Violation]:
+    """Issue 34: each output kept is the one the consumer reported for that very attempt (its
+    run's key and attempt: consumer.output_of): output_misplaced otherwise."""
+    found = []
+    for job_id, runs in ref.runs.items():
+        for run in runs:
+            for attempt in run.get("attempts", []):
+                output = attempt.get("output")
+                wanted = f"{job_id}:{run['scheduled_at']}#{attempt['attempt']}"
+                if output is not None and output != wanted:
+                    detail = f"{run['scheduled_at']} attempt {attempt['attempt']}: {output[:120]!r}"
+                    found.append(Violation("output_misplaced", job_id, detail))
+    return found
 
 
 # ------------------------------------------------------------------ replicas
@@ -488,6 +504,9 @@ def _stats(obs: Observed, ref: NodeView, seen: dict[str, list[Seen]]) -> dict[st
         "run_status": dict(Counter(r["status"] for _, r in runs)),
         "calendar_skips": sum(1 for _, r in runs if (r.get("error") or "").startswith("calendar:")),
         **_after_stats(ref, runs),
+        "outputs_kept": sum(
+            1 for _, r in runs for a in r.get("attempts", []) if a.get("output") is not None
+        ),
         "deliveries": sum(len(v) for v in seen.values()),
         "runs_delivered_more_than_once": sum(1 for v in seen.values() if len(v) > 1),
         **{name: percentiles(values) for name, values in sorted(lags.items())},

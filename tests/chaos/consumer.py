@@ -29,6 +29,7 @@ class QueueConsumer(threading.Thread):
         self.stop = threading.Event()
         self.errors: list[str] = []
         self._slow: list[tuple[float, list[str]]] = []  # (ack at, receipts), oldest first
+        self._outputs: dict[str, str] = {}  # receipt -> the output its settle reports
 
     def run(self) -> None:
         try:
@@ -81,11 +82,13 @@ class QueueConsumer(threading.Thread):
         return messages
 
     def _handle(self, node_id: str, messages: list[dict[str, Any]]) -> None:
-        acks, nacks, slow = [], [], []
+        acks, nacks, slow, doomed = [], [], [], []
         for m in messages:
             draw = self.rng.random()
-            # A doomed job's every attempt fails: the run dies.
-            if _is_doomed(m) or (draw < 0.08 and m["attempt"] <= 2):
+            # A doomed job's every attempt fails: the run dies (at once, half the time).
+            if _is_doomed(m) and self.rng.random() < 0.5:
+                doomed.append(m["receipt"])
+            elif _is_doomed(m) or (draw < 0.08 and m["attempt"] <= 2):
                 nacks.append(m["receipt"])
             elif draw < 0.14:
                 slow.append(m["receipt"])
@@ -93,8 +96,10 @@ class QueueConsumer(threading.Thread):
                 continue  # dropped: it comes back when its visibility timeout ends
             else:
                 acks.append(m["receipt"])
+        self._outputs |= {m["receipt"]: output_of(m) for m in messages}
         self._settle(node_id, "ack", acks)
         self._settle(node_id, "nack", nacks)
+        self._settle(node_id, "nack", doomed, dead=True)
         if slow:  # worked on past the visibility timeout, then acked (maybe too late)
             self._slow.append((time.monotonic() + VISIBILITY_S + 1, slow))
 
@@ -103,13 +108,20 @@ class QueueConsumer(threading.Thread):
             _, receipts = self._slow.pop(0)
             self._settle(self.rng.choice(sorted(self.urls)), "ack", receipts)
 
-    def _settle(self, node_id: str, verb: str, receipts: list[str]) -> None:
+    def _settle(self, node_id: str, verb: str, receipts: list[str], *, dead: bool = False) -> None:
+        """Ack or nack, each attempt's output reported (log level 12), and a doomed run's nack
+        making it dead at once; a node of an older version refuses those fields (400 naming
+        one): settled again without them, as a worker does."""
         if not receipts:
             return
         body: dict[str, Any] = {"receipts": receipts}
         if verb == "nack":
             body["error"] = "chaos consumer said no"
-        reply = self._post(node_id, verb, body)
+        outputs = {r: self._outputs.pop(r) for r in receipts if r in self._outputs}
+        newer = {"outputs": outputs} | ({"dead": True} if dead else {})
+        reply = self._post(node_id, verb, body | newer)
+        if reply.status == 400:
+            reply = self._post(node_id, verb, body)
         self.history.record(
             self.name,
             verb,
@@ -119,6 +131,12 @@ class QueueConsumer(threading.Thread):
             {"queue": self.queue, "count": len(receipts)},
             reply.body if reply.status == 200 else {},
         )
+
+
+def output_of(message: dict[str, Any]) -> str:
+    """What a consumer reports an attempt printed: its run's key and attempt (the checker finds
+    each kept output under that attempt, output_misplaced otherwise)."""
+    return f"{message['idempotency_key']}#{message['attempt']}"
 
 
 def _is_doomed(message: dict[str, Any]) -> bool:

@@ -12,7 +12,14 @@ from schedd.model import AtSchedule, EverySchedule, Schedule
 from schedd.timeformat import format_instant
 from tests.chaos.check_deliveries import check_deliveries
 from tests.chaos.check_runs import LATE_BOUND_MS, JobTimeline, check_job
-from tests.chaos.checker import Claim, _changes, _creates, queue_pauses, two_leaders
+from tests.chaos.checker import (
+    Claim,
+    _changes,
+    _creates,
+    _outputs_placed,
+    queue_pauses,
+    two_leaders,
+)
 from tests.chaos.collect import NodeView, leader_terms
 from tests.chaos.history import Op, QueueDelivery
 
@@ -397,3 +404,12 @@ def test_a_receive_between_a_queues_pause_and_its_resume_that_got_messages_is_fo
     # A pause that failed fences nothing.
     failed = [_queue_op("pause_queue", 0, 10, outcome="failed"), inside]
     assert queue_pauses(failed) == []
+
+
+def test_an_output_kept_under_another_attempt_is_misplaced() -> None:
+    run = {"scheduled_at": "2026-12-05T01:00:00Z", "attempts": [{"attempt": 1}, {"attempt": 2}]}
+    view = NodeView("n1", jobs={}, runs={"job_x": [run]})
+    run["attempts"][0]["output"] = "job_x:2026-12-05T01:00:00Z#1"
+    assert _outputs_placed(view) == []
+    run["attempts"][1]["output"] = "job_x:2026-12-05T01:00:00Z#1"  # attempt 1's, under 2
+    assert [v.kind for v in _outputs_placed(view)] == ["output_misplaced"]
