@@ -6,15 +6,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.integration.test_docs_commands import BIN, MACHINE, ROOT, SUBSTITUTED, sh_blocks
 from tests.integration.test_schedctl import Ctl, assert_fails
 from tests.servers import ADMIN_TOKEN, NodeProcess, http
-
-MACHINE = Path(__file__).resolve().parents[1] / "fixtures" / "debian-machine"
 
 CRONTAB = """\
 MAILTO=ops@example.com
@@ -247,3 +248,33 @@ def test_jobs_an_earlier_import_made_are_taken_over(ctl: Ctl, tmp_path: Path) ->
     assert job["payload"]["command"] == old.removeprefix("root ") and job["key"] == taken["key"]
     assert job["payload"]["user"] == "root"
     assert len(report["created"]) == 1 and len(jobs_by_source(ctl, "legacy")) == 2
+
+
+def test_the_getting_started_machine_section_runs(ctl: Ctl, tmp_path: Path) -> None:
+    """docs/getting-started.md's "Move a machine's cron", as test_docs_commands.py runs it on a
+    dev cluster (slow), here on the module's node: each line, substituted the same way."""
+    text = (ROOT / "docs" / "getting-started.md").read_text()
+    section = text.split("## 5. Move a machine's cron", 1)[1].split("\n## ", 1)[0]
+    [block] = sh_blocks(section)
+    ctl = ctl.new_tenant()  # its own jobs only
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDCTL_")}
+    env |= {"PATH": f"{BIN}:{env['PATH']}", "SCHEDCTL_URL": ctl.url, "SCHEDCTL_TOKEN": ctl.token}
+    out: list[str] = []
+    for line in block:
+        for pattern, replacement in SUBSTITUTED:
+            line = re.sub(pattern, replacement, line)
+        assert "--root" in line or not line.startswith("PATH="), line
+        result = subprocess.run(
+            ["bash", "-e", "-c", line],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert result.returncode == 0, f"$ {line}\n{result.stdout}\n{result.stderr}"
+        out.append(result.stdout)
+    dry_run, imported, listed = out
+    assert dry_run.count("would create") == 12 and "crontab -l -u alice:6" in dry_run
+    assert "12 created, 0 updated, 0 existed already" in imported
+    assert listed.count("crontab: ") == 4  # /etc/crontab's four lines

@@ -187,6 +187,14 @@ def test_a_last_line_without_newline_is_not_run_by_cron() -> None:
     assert parse_crontab("A=1", timezone="UTC").skipped == []  # a variable is read all the same
 
 
+def test_cronies_no_log_dash_is_dropped() -> None:
+    crontab = parse_crontab("-*/5 * * * * root quiet\n", timezone="UTC", is_system=True)
+    assert [(e.cron, e.user, e.command) for e in crontab.entries] == [
+        ("*/5 * * * *", "root", "quiet")
+    ]
+    assert "cronie" in crontab.warnings[0].text
+
+
 def test_only_reboot_lines_left_behind_is_not_an_error() -> None:
     crontab = parse_crontab("@reboot ./start.sh\n0 * * * * run\n", timezone="UTC")
     assert len(crontab.entries) == 1 and not crontab.has_errors

@@ -169,6 +169,9 @@ class _Reader:
             )
 
     def _job(self, number: int, text: str, zone: str) -> None:
+        if text.startswith("-"):  # cronie's: no syslog line for this job's runs
+            self.note(number, "the leading - (cronie: do not log the runs) has no meaning here")
+            text = text[1:]
         line = _line(text, is_system=self.is_system)
         if isinstance(line, str):
             is_reboot = line.startswith("@reboot")
