@@ -165,7 +165,7 @@ class _Reader:
             self.note(
                 number,
                 "MAILTO= is kept in the payload, but schedd sends no mail: failed runs become "
-                "dead letters (schedctl deadletters ls); --mailto-alerts URL alerts URL instead",
+                "dead letters (schedctl deadletters ls); --mailto-alerts URL makes them alerts",
             )
 
     def _job(self, number: int, text: str, zone: str) -> None:
