@@ -74,15 +74,13 @@ bench-console: $(STAMP)
 chaos: $(STAMP)
 	$(BIN)/python -m tests.chaos $(if $(SEED),--seed $(SEED)) --duration 600 --report chaos-report.json
 
-# Single-file zipapps for VMs without a Python set-up beyond python3 (same OS, CPU and Python
-# version as this machine: aiohttp and cryptography carry compiled parts, and a dependency may
-# depend on the exact version, as redis on async-timeout below 3.11.3).
+# Single-file zipapps for VMs without a Python set-up beyond python3: CPython 3.11 (any patch
+# level), 3.12 and 3.13 on this machine's OS and CPU, each file checking that at start
+# (tools/build_dist.py: conditional dependencies of the whole range, compiled parts per minor).
 dist: $(STAMP)
-	$(BIN)/python -m pip install --quiet shiv
-	rm -rf dist && mkdir -p dist
-	$(BIN)/shiv --compressed --reproducible -c schedd -o dist/schedd.pyz .
-	$(BIN)/shiv --compressed --reproducible -c schedctl -o dist/schedctl.pyz .
-	@echo "built dist/schedd.pyz and dist/schedctl.pyz (docs/operations.md: running them)"
+	$(BIN)/python -m pip install --quiet shiv packaging
+	rm -rf dist
+	$(BIN)/python tools/build_dist.py --out dist
 
 clean:
 	rm -rf dist $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

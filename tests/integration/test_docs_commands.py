@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ pytestmark = pytest.mark.slow  # left out of `make check` (docs/testing.md)
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
+MACHINE = ROOT / "tests" / "fixtures" / "debian-machine"
 
 # Lines that cannot run in a test, each with why (matched on the line without its comment).
 SKIPPED = {
@@ -32,6 +34,12 @@ SUBSTITUTED: list[tuple[str, str]] = [
     (r"^schedctl work (\S+) ", r"schedctl work \1 --once --wait 1s "),
     # no crontab in a test: a two-line one
     (r"^crontab -l \|", r"printf '*/5 * * * * echo hi\n0 3 * * * echo nightly\n' |"),
+    # no machine to move in a test: a copy of a Debian machine's cron, its `crontab` a stand-in
+    (
+        r'^sudo -E "\$\(command -v schedctl\)" import-crontab --machine',
+        f'PATH={shlex.quote(str(MACHINE / "usr" / "bin"))}:"$PATH" '
+        f"schedctl import-crontab --machine --root {shlex.quote(str(MACHINE))}",
+    ),
 ]
 
 

@@ -1,9 +1,7 @@
-"""`schedctl import-crontab`: each crontab line becomes a recurring job on a queue, which
-`schedctl work QUEUE --shell` then runs.
-
-Crontab's own rules, as far as they carry over: `CRON_TZ=` and `TZ=` set the zone of the lines
-after them; other `NAME=value` lines do not apply (reported); `@reboot` has no equivalent; a
-missed run is not caught up (misfire policy `skip`), and runs may overlap, as under cron.
+"""`schedctl import-crontab`: each crontab line (of a file, or of a whole machine) becomes a
+recurring job on a queue, its payload what `schedctl work QUEUE --shell` needs to run the line as
+cron would: command, user, variables, stdin. Reading is crontab_file.py's and
+crontab_machine.py's; this module makes the jobs (PUT by a key per line) and reports.
 """
 
 from __future__ import annotations
@@ -12,10 +10,10 @@ import hashlib
 import json
 import re
 import sys
-import time
-from dataclasses import asdict, dataclass, field
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import click
 from rich.progress import Progress
@@ -24,153 +22,120 @@ from rich.text import Text
 from schedd.cli.ctl import render
 from schedd.cli.ctl.answers import Answer, all_pages
 from schedd.cli.ctl.client import Client
+from schedd.cli.ctl.crontab_file import Crontab, Entry, Note, Skipped, known_zone
+from schedd.cli.ctl.crontab_machine import Reading, read_crontabs
 from schedd.cli.ctl.render import json_option
-from schedd.cron import parse_cron
-from schedd.errors import InvalidRequest
+from schedd.errors import Conflict, InvalidRequest
 from schedd.jobspec import QUEUE_NAME
 from schedd.jsonbody import JSONValue
 from schedd.schedule import zone_hint
-from schedd.timeformat import parse_instant
-from schedd.wire.jobs import JobList, JobView
+from schedd.wire.jobs import JobList
 
-_ENV_LINE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*)")
-_UNESCAPED_PERCENT = re.compile(r"(?<!\\)%")
-_NOT_APPLICABLE = {
-    "MAILTO": "schedd sends no mail: failed runs become dead letters (schedctl deadletters ls)",
-    "SHELL": "commands run with /bin/sh -c under `schedctl work --shell`",
-    "PATH": "commands run with the PATH of the `schedctl work` process",
-}
 PROGRESS_ABOVE = 20  # lines to create before a progress bar is worth showing
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_USER_NAME = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.-]*\$?")
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
-    """One crontab line that becomes a job."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Planned:
+    """An entry with the key and the body of its job."""
 
-    line: int
-    cron: str
-    timezone: str
-    command: str
+    entry: Entry
+    key: str
+    body: dict[str, JSONValue]
 
-    def key(self, queue: str) -> str:
-        """The Idempotency-Key: the same line (zone, queue) never makes two jobs."""
-        text = json.dumps([queue, self.timezone, self.cron, self.command])
-        return "crontab-" + hashlib.sha256(text.encode()).hexdigest()[:40]
-
-    def body(self, queue: str) -> dict[str, JSONValue]:
+    def row(self) -> dict[str, JSONValue]:
+        """The entry as --json shows it."""
+        entry = self.entry
         return {
-            "name": f"crontab: {self.command}"[:200],
-            "schedule": {"cron": self.cron, "timezone": self.timezone},
-            "target": {"type": "queue", "name": queue},
-            "payload": {"command": self.command},
-            "misfire_policy": "skip",  # cron does not catch up runs missed while it was down
+            "file": entry.file,
+            "line": entry.line,
+            "cron": entry.cron,
+            "timezone": entry.timezone,
+            "user": entry.user,
+            "command": entry.command,
+            "stdin": entry.stdin,
+            "env": dict(entry.env),
+            "mailto": entry.mailto,
+            "misfire_policy": self.body["misfire_policy"],
+            "on_failure": self.body.get("on_failure"),
+            "key": self.key,
         }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Imported:
-    """A line that has its job: made now, or found made before."""
+    """A planned job as the node has it now: created, updated (a line moved, an option
+    changed) or existing as it was."""
 
-    line: int
-    cron: str
-    timezone: str
-    command: str
+    planned: Planned
     job_id: str
-
-    @classmethod
-    def of(cls, entry: Entry, job_id: str) -> Imported:
-        return cls(entry.line, entry.cron, entry.timezone, entry.command, job_id)
+    result: str
 
 
-@dataclass(frozen=True, slots=True)
-class Skipped:
-    line: int
-    text: str
-    reason: str
+def plan(
+    entries: list[Entry], queue: str, *, is_anacron: bool, mailto_alerts: str | None
+) -> list[Planned]:
+    """Each entry's job. Its key follows the queue, the file, and the line's user, schedule,
+    zone, command and stdin (and which of identical lines it is): importing again finds it,
+    wherever the line moved in the file, and PUTs the rest (variables, options) over it."""
+    seen: Counter[str] = Counter()
+    planned: list[Planned] = []
+    for entry in entries:
+        identity = json.dumps(
+            [queue, entry.file, entry.user, entry.cron, entry.timezone, entry.command, entry.stdin]
+        )
+        digest = hashlib.sha256(f"{identity}{seen[identity]}".encode()).hexdigest()
+        seen[identity] += 1
+        key = f"crontab:{queue}:{digest[:40]}"
+        body = job_body(entry, queue, key, is_anacron=is_anacron, mailto_alerts=mailto_alerts)
+        planned.append(Planned(entry=entry, key=key, body=body))
+    return planned
 
 
-@dataclass(slots=True)
-class Crontab:
-    entries: list[Entry] = field(default_factory=list)
-    skipped: list[Skipped] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-
-    @property
-    def has_errors(self) -> bool:
-        """Lines that could not be read (not @reboot, which is expected to stay behind)."""
-        return any(not s.reason.startswith("@reboot") for s in self.skipped)
-
-
-def parse_crontab(text: str, *, timezone: str) -> Crontab:
-    """Read a user crontab (five time fields and a command per line)."""
-    result = Crontab()
-    zone: str | None = timezone
-    zone_error = ""
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        env = _ENV_LINE.fullmatch(line)
-        if env is not None:
-            name, value = env.group(1), _unquote(env.group(2))
-            if name in ("CRON_TZ", "TZ"):
-                zone, zone_error = _zone(value), f"{name}={value} is not a known time zone"
-            else:
-                why = _NOT_APPLICABLE.get(name, "the command does not get crontab variables")
-                result.warnings.append(f"line {number}: {name}= does not apply: {why}")
-            continue
-        if zone is None:
-            result.skipped.append(Skipped(number, line, zone_error))
-            continue
-        parsed = _entry(number, line, zone)
-        if isinstance(parsed, Skipped):
-            result.skipped.append(parsed)
-        else:
-            result.entries.append(parsed)
-    return result
+def job_body(
+    entry: Entry, queue: str, key: str, *, is_anacron: bool, mailto_alerts: str | None
+) -> dict[str, JSONValue]:
+    """The full job (a PUT by key replaces every field)."""
+    payload: dict[str, JSONValue] = {
+        "command": entry.command,
+        "user": entry.user,
+        "env": dict(entry.env),
+        "source": entry.source,
+    }
+    if entry.stdin is not None:
+        payload["stdin"] = entry.stdin
+    if entry.mailto is not None:
+        payload["mailto"] = entry.mailto
+    labels: dict[str, JSONValue] = {
+        "crontab.file": _label(entry.file),
+        "crontab.line": str(entry.line),
+    }
+    if entry.user is not None:
+        labels["crontab.user"] = _label(entry.user)
+    body: dict[str, JSONValue] = {
+        "name": _CONTROL.sub(" ", f"crontab: {entry.command}")[:200],
+        "key": key,
+        "labels": labels,
+        "schedule": {"cron": entry.cron, "timezone": entry.timezone},
+        "target": {"type": "queue", "name": queue},
+        "payload": payload,
+        # cron does not catch up runs missed while it was down; anacron runs them once
+        "misfire_policy": "run_once" if entry.is_anacron or is_anacron else "skip",
+    }
+    if mailto_alerts is not None and entry.mailto != "":  # where cron would have mailed
+        body["on_failure"] = {"alert_url": mailto_alerts, "after": 1}
+    return body
 
 
-def _entry(number: int, line: str, zone: str) -> Entry | Skipped:
-    if line.startswith("@"):
-        macro, _, command = line.partition(" ")
-        if macro.lower() == "@reboot":
-            return Skipped(number, line, "@reboot: schedd has no boot event to run it on")
-        cron = macro
-    else:
-        parts = line.split(None, 5)
-        if len(parts) < 6:
-            return Skipped(number, line, "expected five time fields and a command")
-        cron, command = " ".join(parts[:5]), parts[5]
-    command = command.strip()
-    if not command:
-        return Skipped(number, line, "no command")
-    if _UNESCAPED_PERCENT.search(command):
-        return Skipped(number, line, "a % in a crontab command feeds stdin: not supported")
-    try:
-        parse_cron(cron)
-    except InvalidRequest as exc:
-        return Skipped(number, line, exc.reason)
-    return Entry(number, cron, zone, command.replace("\\%", "%"))
+def _label(value: str) -> str:
+    return _CONTROL.sub("?", value)[-200:]
 
 
-def _unquote(value: str) -> str:
-    value = value.strip()
-    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-        return value[1:-1]
-    return value
-
-
-def _zone(name: str) -> str | None:
-    try:
-        ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        return None
-    return name
-
-
-def _existing(client: Client, queue: str) -> dict[str, str]:
-    """Idempotency beyond the server's key window: live jobs already made from these lines."""
-    found: dict[str, str] = {}
+def _existing(client: Client, queue: str) -> dict[tuple[str, str, str], str]:
+    """Jobs an import-crontab made before issue 34 (no key, payload {"command"} only): the
+    first import now takes each over (its key set, then the PUT), so none runs twice."""
+    found: dict[tuple[str, str, str], str] = {}
     for status in ("active", "paused"):
 
         def fetch(cursor: str | None, status: str = status) -> Answer[JobList]:
@@ -178,26 +143,52 @@ def _existing(client: Client, queue: str) -> dict[str, str]:
 
         for job in all_pages(fetch, "jobs").view.jobs:
             schedule, target, payload = job.schedule, job.target, job.payload
-            if target.get("name") != queue or not isinstance(payload, dict):
+            if job.key is not None or target.get("name") != queue or "cron" not in schedule:
                 continue
-            if "cron" in schedule and isinstance(payload.get("command"), str):
-                entry = Entry(
-                    0, schedule["cron"], schedule.get("timezone", "UTC"), payload["command"]
-                )
-                found[entry.key(queue)] = job.job_id
+            if isinstance(payload, dict) and list(payload) == ["command"]:
+                command = payload["command"]
+                if isinstance(command, str):
+                    zone = schedule.get("timezone", "UTC")
+                    found.setdefault((schedule["cron"], zone, command), job.job_id)
     return found
 
 
-@click.command("import-crontab")
-@click.argument("source", type=click.File("r"), metavar="FILE|-")
+@click.command(
+    "import-crontab",
+    epilog="""\b
+Examples:
+  crontab -l | schedctl import-crontab - --tz Europe/Paris --queue host1-cron
+  schedctl import-crontab /etc/cron.d/e2scrub_all --queue host1-cron --dry-run
+  sudo schedctl import-crontab --machine --users --queue host1-cron""",
+)
+@click.argument("source", required=False, type=click.File("r"), metavar="[FILE|-]")
+@click.option(
+    "--machine",
+    "is_machine",
+    is_flag=True,
+    help="Instead of FILE: /etc/crontab and the files of /etc/cron.d that cron reads.",
+)
+@click.option(
+    "--users",
+    "has_users",
+    is_flag=True,
+    help="With --machine: each user's crontab too (crontab -l -u NAME).",
+)
+@click.option(
+    "--system/--no-system",
+    "is_system",
+    default=None,
+    help="FILE has a user field after the time fields [default: for /etc/crontab and "
+    "/etc/cron.d/*].",
+)
+@click.option("--user", metavar="NAME", help="The user a user crontab's lines run as.")
 @click.option(
     "--tz",
     "--timezone",
     "timezone",
-    default="UTC",
-    show_default=True,
     metavar="ZONE",
-    help="Zone of the lines before any CRON_TZ= or TZ= line.",
+    help="Zone of the lines before any CRON_TZ= or TZ= line [default: UTC; with --machine, "
+    "the machine's].",
 )
 @click.option(
     "--queue",
@@ -206,108 +197,240 @@ def _existing(client: Client, queue: str) -> dict[str, str]:
     metavar="NAME",
     help="Queue the jobs deliver to (run it with `schedctl work NAME --shell`).",
 )
+@click.option(
+    "--mailto-alerts",
+    metavar="URL",
+    help="Alert URL on a failed run, for the lines cron would mail about.",
+)
+@click.option(
+    "--expand-run-parts",
+    "is_expanding",
+    is_flag=True,
+    help="One job per script of the /etc/cron.* directory a line's run-parts runs.",
+)
+@click.option(
+    "--anacron",
+    "is_anacron",
+    is_flag=True,
+    help="Run a run missed while the cluster was down once when it is back, as anacron.",
+)
+@click.option(
+    "--root",
+    type=click.Path(file_okay=False, path_type=Path),
+    default="/",
+    hidden=True,  # tests: the machine's root directory
+)
 @click.option("--dry-run", is_flag=True, help="Show what would be created; send nothing.")
-@json_option("one JSON object: created, existing, skipped, warnings, work_command")
+@json_option("one JSON object: created, updated, existing, skipped, warnings, work_command")
 @click.pass_obj
-def import_crontab(
-    client: Client, source: Any, timezone: str, queue: str, dry_run: bool, as_json: bool
-) -> None:
-    """Turn each line of a crontab FILE (or - for stdin) into a recurring job.
+def import_crontab(client: Client, /, **options: Any) -> None:
+    """Turn each line of a crontab FILE (or - for stdin), or of this machine, into a recurring
+    job.
 
-    Importing the same file again creates nothing new. Exit 2 if a line could not be read
-    (the others are imported)."""
-    if not QUEUE_NAME.fullmatch(queue):
-        raise InvalidRequest("--queue", f"must match [A-Za-z0-9_.-]{{1,128}}, got {queue!r}")
-    if _zone(timezone) is None:
-        raise InvalidRequest(
-            "--tz", f"{timezone!r} is not a known IANA time zone{zone_hint(timezone)}"
-        )
-    crontab = parse_crontab(source.read(), timezone=timezone)
-    created: list[Imported] = []
-    existing: list[Imported] = []
-    if not dry_run and crontab.entries:
-        created, existing = _create(client, crontab.entries, queue, show=not as_json)
+    Importing again creates nothing new. Exit 2 if a line could not be read (the others are
+    imported)."""
+    queue, dry_run, as_json = options["queue"], options["dry_run"], options["as_json"]
+    reading = _check(options)
+    is_anacron, mailto_alerts = options["is_anacron"], options["mailto_alerts"]
+    crontab = read_crontabs(reading)
+    planned = plan(crontab.entries, queue, is_anacron=is_anacron, mailto_alerts=mailto_alerts)
+    imported: list[Imported] = []
+    if not dry_run and planned:
+        imported = _create(client, planned, queue, crontab, show=not as_json)
     work_command = f"schedctl work {queue} --shell"
+    is_multi = reading.is_machine
     if as_json:
         render.print_json(
             {
                 "dry_run": dry_run,
-                "would_create": [asdict(e) for e in crontab.entries] if dry_run else [],
-                "created": [asdict(row) for row in created],
-                "existing": [asdict(row) for row in existing],
-                "skipped": [asdict(s) for s in crontab.skipped],
-                "warnings": crontab.warnings,
+                "would_create": [p.row() for p in planned] if dry_run else [],
+                **{
+                    result: [_imported_row(row) for row in imported if row.result == result]
+                    for result in ("created", "updated", "existing")
+                },
+                "skipped": [_skipped_row(s) for s in crontab.skipped],
+                "warnings": _warnings(crontab, is_multi=is_multi),
                 "work_command": work_command,
             }
         )
     else:
-        _show(crontab, created, existing, dry_run=dry_run, work_command=work_command)
+        _show(
+            crontab,
+            planned,
+            imported,
+            dry_run=dry_run,
+            work_command=work_command,
+            is_multi=is_multi,
+        )
     if crontab.has_errors:
         sys.exit(2)
 
 
+def _check(options: dict[str, Any]) -> Reading:
+    """The options, checked before anything is read or sent."""
+    source, is_machine = options["source"], options["is_machine"]
+    if (source is None) == (not is_machine):
+        raise InvalidRequest("FILE", "give a crontab FILE (- for stdin) or --machine, not both")
+    if options["has_users"] and not is_machine:
+        raise InvalidRequest("--users", "goes with --machine")
+    if is_machine and (options["user"] is not None or options["is_system"] is not None):
+        raise InvalidRequest("--machine", "reads each crontab in its format: no --user, --system")
+    user = options["user"]
+    if user is not None and not _USER_NAME.fullmatch(user):
+        raise InvalidRequest("--user", f"must be a user name, got {user!r}")
+    if user is not None and options["is_system"]:
+        raise InvalidRequest("--user", "a system crontab names each line's user")
+    queue = options["queue"]
+    if not QUEUE_NAME.fullmatch(queue):
+        raise InvalidRequest("--queue", f"must match [A-Za-z0-9_.-]{{1,128}}, got {queue!r}")
+    zone = options["timezone"]
+    if zone is not None and known_zone(zone) is None:
+        raise InvalidRequest("--tz", f"{zone!r} is not a known IANA time zone{zone_hint(zone)}")
+    url = options["mailto_alerts"]
+    if url is not None and not url.startswith(("http://", "https://")):
+        raise InvalidRequest("--mailto-alerts", f"must be an http:// or https:// URL, got {url!r}")
+    return Reading(
+        source=source,
+        is_machine=is_machine,
+        has_users=options["has_users"],
+        is_system=options["is_system"],
+        user=user,
+        timezone=zone,
+        root=options["root"],
+        mailto_alerts=url,
+        is_expanding=options["is_expanding"],
+    )
+
+
 def _create(
-    client: Client, entries: list[Entry], queue: str, *, show: bool
-) -> tuple[list[Imported], list[Imported]]:
-    known = _existing(client, queue)
-    created: list[Imported] = []
-    existing: list[Imported] = []
+    client: Client, planned: list[Planned], queue: str, crontab: Crontab, *, show: bool
+) -> list[Imported]:
+    earlier = _existing(client, queue)
+    imported: list[Imported] = []
     with Progress(
         console=render.console(stderr=True),
         transient=True,
-        disable=not show or len(entries) <= PROGRESS_ABOVE,
+        disable=not show or len(planned) <= PROGRESS_ABOVE,
     ) as progress:
-        task = progress.add_task("importing", total=len(entries))
-        for entry in entries:
-            key = entry.key(queue)
-            if key in known:
-                existing.append(Imported.of(entry, known[key]))
-            else:
-                started = time.time()
-                job = client.create_job(entry.body(queue), idempotency_key=key).view
-                # A replay of the key answers with the job made before: not created now.
-                is_new = _created_at_s(job) >= started - 1.0
-                (created if is_new else existing).append(Imported.of(entry, job.job_id))
+        task = progress.add_task("importing", total=len(planned))
+        for row in planned:
+            entry = row.entry
+            job_id = earlier.pop((entry.cron, entry.timezone, entry.legacy_command or ""), None)
+            if job_id is not None:
+                _take_over(client, job_id, row, crontab)
+            is_created, job = client.put_job_by_key(row.key, row.body)
+            result = "created" if is_created else "updated" if job.get("changed") else "existing"
+            imported.append(Imported(planned=row, job_id=str(job["job_id"]), result=result))
             progress.advance(task)
-    return created, existing
+    return imported
 
 
-def _created_at_s(job: JobView) -> float:
-    return parse_instant(job.created_at, field="created_at") / 1000
+def _take_over(client: Client, job_id: str, row: Planned, crontab: Crontab) -> None:
+    """Give a job an earlier import-crontab made from this line the line's key."""
+    try:
+        client.update_job(job_id, {"key": row.key})
+    except Conflict:  # the key has its job already: this one would run the line twice
+        text = f"{job_id}, made by an earlier import-crontab, runs it too: schedctl cancel it"
+        crontab.warnings.append(Note(row.entry.file, row.entry.line, text))
+
+
+def _imported_row(row: Imported) -> dict[str, JSONValue]:
+    return row.planned.row() | {"job_id": row.job_id}
+
+
+def _skipped_row(skipped: Skipped) -> dict[str, JSONValue]:
+    return {
+        "file": skipped.file,
+        "line": skipped.line,
+        "text": skipped.text,
+        "reason": skipped.reason,
+        "is_error": skipped.is_error,
+    }
+
+
+def _where(file: str, line: int, *, is_multi: bool) -> str:
+    if not is_multi:
+        return f"line {line}" if line else file
+    return f"{file}:{line}" if line else file
+
+
+def _warnings(crontab: Crontab, *, is_multi: bool) -> list[str]:
+    """The warnings in the order of the files and their lines."""
+    rank = {file: index for index, file in enumerate(crontab.files)}
+    notes = sorted(crontab.warnings, key=lambda n: (rank.get(n.file, -1), n.line))
+    return [f"{_where(n.file, n.line, is_multi=is_multi)}: {n.text}" for n in notes]
+
+
+def _flat(text: str) -> str:
+    """A cell of the table: tabs and other control characters as spaces."""
+    return _CONTROL.sub(" ", text)
+
+
+_RESULTS = {
+    "created": ("created", "green"),
+    "updated": ("updated", "yellow"),
+    "existing": ("exists already", "dim"),
+}
 
 
 def _show(
     crontab: Crontab,
-    created: list[Imported],
-    existing: list[Imported],
+    planned: list[Planned],
+    imported: list[Imported],
     *,
     dry_run: bool,
     work_command: str,
+    is_multi: bool,
 ) -> None:
     console = render.console()
     if not crontab.entries and not crontab.skipped:
         render.note("no crontab lines read: the input was empty (or only comments)")
+        for warning in _warnings(crontab, is_multi=is_multi):
+            render.note(warning)
         return
-    results = {row.line: ("created", "green") for row in created}
-    results |= {row.line: ("exists already", "dim") for row in existing}
-    rows: list[tuple[int, str, str, str, Text]] = []
-    for entry in crontab.entries:
-        result, style = ("would create", "cyan") if dry_run else results.get(entry.line, ("", ""))
+    results = {row.planned.key: _RESULTS[row.result] for row in imported}
+    rank = {file: index for index, file in enumerate(crontab.files)}
+    rows: list[tuple[tuple[int, int], str, str, str, str, str, Text]] = []
+    for row in planned:
+        entry = row.entry
+        result, style = ("would create", "cyan") if dry_run else results.get(row.key, ("", ""))
+        command = entry.command if entry.stdin is None else f"{entry.command} %..."
         rows.append(
-            (entry.line, entry.cron, entry.timezone, entry.command, Text(result, style=style))
+            (
+                (rank.get(entry.file, len(rank)), entry.line),
+                _where(entry.file, entry.line, is_multi=is_multi).removeprefix("line "),
+                entry.cron,
+                entry.timezone,
+                entry.user or "-",
+                _flat(command),
+                Text(result, style=style),
+            )
         )
     for skipped in crontab.skipped:
-        reason = Text(f"not imported: {skipped.reason}", style="red")
-        rows.append((skipped.line, "", "", skipped.text, reason))
+        style = "red" if skipped.is_error else "dim"
+        rows.append(
+            (
+                (rank.get(skipped.file, len(rank)), skipped.line),
+                _where(skipped.file, skipped.line, is_multi=is_multi).removeprefix("line "),
+                "",
+                "",
+                "",
+                _flat(skipped.text),
+                Text(f"not imported: {skipped.reason}", style=style),
+            )
+        )
     rows.sort(key=lambda row: row[0])
     render.print_table(
-        ("LINE", "SCHEDULE", "ZONE", "COMMAND", "RESULT"),
-        [(str(line), cron, zone, command, shown) for line, cron, zone, command, shown in rows],
+        ("LINE", "SCHEDULE", "ZONE", "USER", "COMMAND", "RESULT"), [row[1:] for row in rows]
     )
-    for warning in crontab.warnings:
+    for warning in _warnings(crontab, is_multi=is_multi):
         render.note(warning)
-    if crontab.entries and not dry_run:
-        console.print(f"{len(created)} created, {len(existing)} existed already. Run them with:")
+    if planned and not dry_run:
+        counts = Counter(row.result for row in imported)
+        console.print(
+            f"{counts['created']} created, {counts['updated']} updated, "
+            f"{counts['existing']} existed already. Run them with:"
+        )
         console.print(Text(f"  {work_command}", style="bold"))
     elif dry_run:
         console.print("Dry run: nothing sent. After the import, run them with:")
