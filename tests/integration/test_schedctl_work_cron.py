@@ -1,13 +1,11 @@
-"""`schedctl work --shell` runs crontab lines as Debian cron would (issue 34), on a real node:
-Debian's own /etc/crontab, a cron.d file with users, a user's crontab with PATH=, SHELL=, HOME=,
-MAILTO= and % stdin. Each line's job is triggered, then one `work --once` runs it; the test reads
-what the command printed (kept with the attempt) to see who ran it, in which environment and
-directory, with which stdin. The worker runs as root (each line as its user), then as `nobody`
-(a line for another user is refused, naming both). A throwaway user with a supplementary group
-is made with useradd and removed after.
-
-The jobs carry the payloads `schedctl import-crontab` writes (the agreed contract: command, user,
-env, stdin, mailto, source), made here through the API.
+"""`schedctl import-crontab`, then `schedctl work --shell`, runs crontab lines as Debian's cron
+would (issue 34), on a real node: the /etc/crontab of a Debian machine (tests/fixtures/
+debian-machine), a cron.d file with users, a user's crontab with MAILTO=, SHELL=, PATH=, HOME= and
+% stdin. Each line's job is triggered, then one `work --once` runs it; the test reads what the
+command printed (kept with the attempt) to see who ran it, in which environment and directory,
+with which stdin. The worker runs as root (each line as its user), then as `nobody` (a line for
+another user is refused, naming both). A throwaway user with a supplementary group is made with
+useradd and removed after.
 """
 
 from __future__ import annotations
@@ -32,68 +30,50 @@ import pytest
 from tests.integration.test_schedctl_work import Tenant, wait_for
 from tests.servers import NodeProcess, http
 
-CRONTABS = Path(__file__).resolve().parents[1] / "fixtures" / "crontabs"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+ETC_CRONTAB = FIXTURES / "debian-machine" / "etc" / "crontab"
+CRON_D = FIXTURES / "crontabs" / "cron.d-backup"
+USER_CRONTAB = FIXTURES / "crontabs" / "user-crontab"
 ROOT = Path(__file__).resolve().parents[2]
 RETRIES = {"max_attempts": 3, "backoff": "fixed", "initial_delay": "1h", "max_delay": "1h"}
-ETC_CRONTAB_ENV = {
-    "SHELL": "/bin/sh",
-    "PATH": "/usr/local/sbin:/usr/local/bin:/sbin:/bin:/usr/sbin:/usr/bin",
-}
-CRON_D_ENV = {"SHELL": "/bin/bash", "PATH": "/usr/local/bin:/usr/bin:/bin", "MAILTO": "root"}
-USER_ENV = {
-    "MAILTO": "ops@example.com",
-    "SHELL": "/bin/bash",
-    "PATH": "/opt/reports/bin:/usr/bin:/bin",
-    "HOME": "/tmp",
-}
-
-
-def payload(path: str, number: int, user: str | None, env: dict[str, str]) -> dict[str, Any]:
-    """The payload of a crontab line as the import writes it: the command after the time fields
-    (and the user field of a system crontab), the text after its first % as stdin."""
-    line = (CRONTABS / path).read_text().splitlines()[number - 1]
-    fields = line.split(None, 6 if user is not None else 5)
-    command = fields[-1]
-    body: dict[str, Any] = {"user": user, "env": env, "source": f"{path}:{number}"}
-    if "MAILTO" in env:
-        body["mailto"] = env["MAILTO"]
-    head, percent, rest = command.replace("\\%", "\0").partition("%")
-    body["command"] = head.replace("\0", "%")
-    if percent:
-        body["stdin"] = rest.replace("%", "\n").replace("\0", "%")
-    return body
+CRON_D_PATH = "/usr/local/bin:/usr/bin:/bin"
+USER_PATH = "/opt/reports/bin:/usr/bin:/bin"
 
 
 class Cron(Tenant):
-    """The tenant's crontab jobs on one queue, triggered and run by `schedctl work --shell`."""
+    """One tenant: crontabs imported to a queue, their jobs triggered and run by `schedctl work
+    --shell` (as root: the console script; as nobody: see as_nobody)."""
 
-    queue = f"cron-{uuid.uuid4().hex[:8]}"
+    def import_crontab(self, queue: str, path: Path, *options: str) -> dict[int, str]:
+        """Import a crontab: its jobs by line, each given retries (a failure shows as
+        `retrying`, a dead run as dead at its first attempt)."""
+        done = self.run("import-crontab", str(path), "--queue", queue, "--json", *options)
+        assert done.returncode == 0, done.stderr
+        jobs = {row["line"]: row["job_id"] for row in json.loads(done.stdout)["created"]}
+        for job_id in jobs.values():
+            url = f"{self.node.url}/v1/jobs/{job_id}"
+            status, job, _ = http("PATCH", url, {"retry": RETRIES}, token=self.token)
+            assert status == 200, job
+        return jobs
 
-    def add(self, body: dict[str, Any]) -> str:
-        job = {
-            "schedule": {"cron": "0 0 1 1 *", "timezone": "UTC"},  # due next January: triggered
-            "target": {"type": "queue", "name": self.queue},
-            "payload": body,
-            "retry": RETRIES,
-            "misfire_policy": "skip",
-        }
-        status, made, _ = http("POST", f"{self.node.url}/v1/jobs", job, token=self.token)
-        assert status == 201, made
-        return str(made["job_id"])
+    def payload(self, job_id: str) -> dict[str, Any]:
+        status, job, _ = http("GET", f"{self.node.url}/v1/jobs/{job_id}", token=self.token)
+        assert status == 200, job
+        return dict(job["payload"])
 
-    def trigger(self, *jobs: str) -> None:
+    def trigger(self, queue: str, *jobs: str) -> None:
         for job_id in jobs:
             assert self.run("trigger", job_id).returncode == 0
-        wait_for(lambda: self.ready() == len(jobs), what=f"{len(jobs)} ready messages")
+        wait_for(lambda: self.ready(queue) == len(jobs), what=f"{len(jobs)} ready messages")
 
-    def ready(self) -> int:
+    def ready(self, queue: str) -> int:
         status, page, _ = http("GET", f"{self.node.url}/v1/queues", token=self.token)
         assert status == 200, page
-        return sum(q["ready"] for q in page["queues"] if q["name"] == self.queue)
+        return sum(q["ready"] for q in page["queues"] if q["name"] == queue)
 
-    def work_as_root(self, count: int) -> subprocess.CompletedProcess[str]:
+    def work_as_root(self, queue: str, count: int) -> subprocess.CompletedProcess[str]:
         done = self.run(
-            "work", self.queue, "--shell", "--once", "--wait", "10s", "--concurrency", str(count)
+            "work", queue, "--shell", "--once", "--wait", "10s", "--concurrency", str(count)
         )
         assert done.returncode == 0, done.stderr
         return done
@@ -112,9 +92,15 @@ def cron(node: NodeProcess, tmp_path_factory: pytest.TempPathFactory) -> Cron:
     return Cron(node, created["token"], tmp_path_factory.mktemp("cron"))
 
 
+@pytest.fixture
+def queue() -> str:
+    return f"cron-{uuid.uuid4().hex[:8]}"
+
+
 @pytest.fixture(scope="module")
-def throwaway() -> Iterator[pwd.struct_passwd]:
-    """A user of its own with a supplementary group and a home only it may enter."""
+def throwaway() -> Iterator[tuple[pwd.struct_passwd, str]]:
+    """A user of its own (its passwd entry) with a supplementary group (its name) and a home
+    only it may enter."""
     assert os.geteuid() == 0, "these tests run as root (the project's machines and CI do)"
     suffix = uuid.uuid4().hex[:6]
     user, group = f"schedd-u{suffix}", f"schedd-g{suffix}"
@@ -127,7 +113,7 @@ def throwaway() -> Iterator[pwd.struct_passwd]:
             entry = pwd.getpwnam(user)
             os.chown(home, entry.pw_uid, entry.pw_gid)
             home.chmod(0o700)
-            yield entry
+            yield entry, group
         finally:
             subprocess.run(["userdel", user], check=True)
     finally:
@@ -151,33 +137,35 @@ def cron_like(command: str, env: dict[str, str], cwd: str) -> tuple[int, str]:
 
 
 def facts(output: str | None) -> dict[str, str]:
+    """The `name=value` words of an output."""
     assert output is not None
     pairs = (word.split("=", 1) for line in output.splitlines() for word in line.split(" "))
     return {pair[0]: pair[1] for pair in pairs if len(pair) == 2}
 
 
-def test_debian_etc_crontab_runs_as_root_as_cron_would(cron: Cron) -> None:
-    hourly = payload("debian-etc-crontab", 18, "root", ETC_CRONTAB_ENV)
-    assert hourly["command"] == "cd / && run-parts --report /etc/cron.hourly"
-    job_id = cron.add(hourly)
-    cron.trigger(job_id)
-    cron.work_as_root(1)
-    attempt = cron.attempt(job_id)
+def test_debians_etc_crontab_runs_as_root_with_crons_default_path(cron: Cron, queue: str) -> None:
+    jobs = cron.import_crontab(queue, ETC_CRONTAB, "--system")
+    hourly = jobs[19]
+    payload = cron.payload(hourly)
+    assert payload["command"] == "cd / && run-parts --report /etc/cron.hourly"
+    assert (payload["user"], payload["env"]) == ("root", {"SHELL": "/bin/sh"})
+    cron.trigger(queue, hourly)
+    cron.work_as_root(queue, 1)
+    attempt = cron.attempt(hourly)
     root = pwd.getpwnam("root")
-    env = ETC_CRONTAB_ENV | {"HOME": root.pw_dir, "LOGNAME": "root", "USER": "root"}
-    code, output = cron_like(hourly["command"], env, root.pw_dir)
+    env = {"SHELL": "/bin/sh", "PATH": "/usr/bin:/bin", "HOME": root.pw_dir}
+    code, output = cron_like(payload["command"], env | {"LOGNAME": "root", "USER": "root"}, "/")
     # run-parts reports an empty /etc/cron.hourly with nothing; a missing one with an error
     assert attempt["outcome"] == ("succeeded" if code == 0 else "failed"), attempt
     assert attempt["output"] == (output or None)
 
 
-def test_a_cron_d_file_runs_each_line_as_its_user(cron: Cron) -> None:
+def test_a_cron_d_file_runs_each_line_as_its_user(cron: Cron, queue: str) -> None:
     daemon, nobody = pwd.getpwnam("daemon"), pwd.getpwnam("nobody")
-    users = {7: "daemon", 8: "nobody", 9: "root"}
-    lines = {n: payload("cron.d-backup", n, user, CRON_D_ENV) for n, user in users.items()}
-    jobs = {n: cron.add(body) for n, body in lines.items()}
-    cron.trigger(*jobs.values())
-    cron.work_as_root(len(jobs))
+    jobs = cron.import_crontab(queue, CRON_D, "--system")
+    assert sorted(jobs) == [7, 8, 9]
+    cron.trigger(queue, *jobs.values())
+    cron.work_as_root(queue, len(jobs))
 
     as_daemon = cron.attempt(jobs[7])
     assert as_daemon["outcome"] == "succeeded", as_daemon
@@ -188,7 +176,7 @@ def test_a_cron_d_file_runs_each_line_as_its_user(cron: Cron) -> None:
         "shell": "/bin/bash",
         "bash": "yes",
         "pwd": daemon.pw_dir if os.path.isdir(daemon.pw_dir) else "/",
-        "path": CRON_D_ENV["PATH"],
+        "path": CRON_D_PATH,
     }
 
     as_nobody = cron.attempt(jobs[8])  # exit 4: a nack, retried; its output kept all the same
@@ -196,51 +184,59 @@ def test_a_cron_d_file_runs_each_line_as_its_user(cron: Cron) -> None:
     assert as_nobody["error"] == "exit code 4\nto stderr"
     proc = [line.split(":", 1) for line in as_nobody["output"].splitlines() if ":" in line]
     status = {key: value.split() for key, value in proc}
-    assert status["Uid"] == [str(nobody.pw_uid)] * 4 and status["Gid"] == [str(nobody.pw_gid)] * 4
-    assert [int(g) for g in status["Groups"]] == sorted(
-        set(os.getgrouplist("nobody", nobody.pw_gid))
-    )
+    assert status["Uid"] == [str(nobody.pw_uid)] * 4  # real, effective, saved, filesystem
+    assert status["Gid"] == [str(nobody.pw_gid)] * 4
+    groups = sorted(set(os.getgrouplist("nobody", nobody.pw_gid)))
+    assert [int(g) for g in status["Groups"]] == groups  # initgroups': none of root's
     assert "to stderr" in as_nobody["output"]
 
     as_root = cron.attempt(jobs[9])
     assert as_root["output"] == f"root's line: user=root home={pwd.getpwnam('root').pw_dir}\n"
 
 
-def test_a_user_with_a_supplementary_group_gets_it_and_its_home(
-    cron: Cron, throwaway: pwd.struct_passwd
+def test_a_users_crontab_runs_as_its_user_with_its_variables_and_percent_stdin(
+    cron: Cron, queue: str, throwaway: tuple[pwd.struct_passwd, str]
 ) -> None:
-    command = 'echo "user=$(id -un) groups=$(id -Gn | tr " " ,) pwd=$(pwd) home=$HOME"'
-    job_id = cron.add({"command": command, "user": throwaway.pw_name, "env": {}})
-    cron.trigger(job_id)
-    cron.work_as_root(1)
-    got = facts(cron.attempt(job_id)["output"])
-    group = f"schedd-g{throwaway.pw_name.removeprefix('schedd-u')}"
-    primary = grp.getgrgid(throwaway.pw_gid).gr_name
-    assert got["user"] == throwaway.pw_name
+    user, group = throwaway
+    jobs = cron.import_crontab(queue, USER_CRONTAB, "--user", user.pw_name)
+    assert sorted(jobs) == [8, 9, 10]
+    payload = cron.payload(jobs[8])
+    assert (payload["command"], payload["stdin"]) == ("tr a-z A-Z", "Good morning\nteam 100% ready")
+    assert (payload["user"], payload["mailto"]) == (user.pw_name, "ops@example.com")
+    cron.trigger(queue, *jobs.values())
+    cron.work_as_root(queue, len(jobs))
+
+    assert cron.attempt(jobs[8])["output"] == "GOOD MORNING\nTEAM 100% READY\n"  # cron's newline
+    echoed = cron.attempt(jobs[9])
+    assert echoed["outcome"] == "succeeded", echoed
+    assert echoed["output"].splitlines() == [
+        f"path={USER_PATH} shell=/bin/bash home=/tmp mailto=ops@example.com user={user.pw_name}",
+        "/tmp",  # cron's cd $HOME (the crontab's HOME=); `cat` read an empty stdin
+    ]
+    got = facts(cron.attempt(jobs[10])["output"])
+    primary = grp.getgrgid(user.pw_gid).gr_name
+    assert got["user"] == user.pw_name
     assert sorted(got["groups"].split(",")) == sorted([primary, group])
-    assert got["pwd"] == got["home"] == throwaway.pw_dir
+    assert got["pwd"] == got["home"] == "/tmp"
 
 
-def test_a_user_crontab_gets_its_variables_and_its_percent_stdin(cron: Cron) -> None:
-    tr, echo = (payload("user-crontab", n, None, USER_ENV) for n in (8, 9))
-    assert (tr["command"], tr["stdin"]) == ("tr a-z A-Z", "Good morning\nteam 100% ready")
-    jobs = [cron.add(tr), cron.add(echo)]
-    cron.trigger(*jobs)
-    cron.work_as_root(2)
-    assert cron.attempt(jobs[0])["output"] == "GOOD MORNING\nTEAM 100% READY\n"
-    got = cron.attempt(jobs[1])
-    assert got["outcome"] == "succeeded", got
-    lines = got["output"].splitlines()
-    assert lines[0] == (
-        f"path={USER_ENV['PATH']} shell=/bin/bash home=/tmp mailto=ops@example.com user=root"
-    )
-    assert lines[1:] == ["/tmp"]  # cron's cd $HOME; `cat` read an empty stdin
+def test_a_users_home_is_its_directory_when_the_crontab_sets_none(
+    cron: Cron, queue: str, throwaway: tuple[pwd.struct_passwd, str], tmp_path: Path
+) -> None:
+    user, _ = throwaway
+    cron_d = tmp_path / "reports"
+    cron_d.write_text(f'0 5 * * * {user.pw_name} echo "pwd=$(pwd) home=$HOME path=$PATH"\n')
+    [job_id] = cron.import_crontab(queue, cron_d, "--system").values()
+    cron.trigger(queue, job_id)
+    cron.work_as_root(queue, 1)
+    got = facts(cron.attempt(job_id)["output"])
+    assert got == {"pwd": user.pw_dir, "home": user.pw_dir, "path": "/usr/bin:/bin"}
 
 
-def test_a_user_that_does_not_exist_is_dead_at_once_with_the_reason(cron: Cron) -> None:
-    job_id = cron.add({"command": "true", "user": "no-such-user-34", "env": {}})
-    cron.trigger(job_id)
-    done = cron.work_as_root(1)
+def test_a_user_that_does_not_exist_is_dead_at_once_with_the_reason(cron: Cron, queue: str) -> None:
+    job_id = cron.import_crontab(queue, USER_CRONTAB, "--user", "no-such-user-34")[8]
+    cron.trigger(queue, job_id)
+    done = cron.work_as_root(queue, 1)
     reason = f"job runs as 'no-such-user-34': no such user on {socket.gethostname()}"
     attempt = cron.attempt(job_id)
     assert (attempt["run_status"], attempt["run_error"]) == ("dead", reason), attempt
@@ -253,7 +249,8 @@ def python_for_nobody() -> str:
     """An interpreter `nobody` may run with this checkout and its packages (the venv's may sit
     under a home only root enters: then the system's of the same version)."""
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    for candidate in (sys.executable, shutil.which(version, path="/usr/local/bin:/usr/bin") or ""):
+    system = shutil.which(version, path="/usr/local/bin:/usr/bin") or ""
+    for candidate in (sys.executable, system):
         try:
             probe = as_nobody([candidate, "-c", "import schedd.cli.ctl.main"])
         except OSError:  # not even executable by nobody
@@ -266,6 +263,7 @@ def python_for_nobody() -> str:
 def as_nobody(
     argv: list[str], env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
+    """Run argv as nobody (no group of root's), with this checkout and its packages."""
     nobody = pwd.getpwnam("nobody")
     path = f"{ROOT}:{sysconfig.get_paths()['purelib']}"
     return subprocess.run(
@@ -283,27 +281,33 @@ def as_nobody(
 
 
 def test_a_worker_that_is_not_root_refuses_another_users_line_and_runs_its_own(
-    cron: Cron,
+    cron: Cron, queue: str
 ) -> None:
     python = python_for_nobody()
-    other = cron.add(payload("cron.d-backup", 7, "daemon", CRON_D_ENV))
-    own = cron.add({"command": 'id -un; echo "home=$HOME"', "user": "nobody", "env": {}})
-    unnamed = cron.add({"command": "id -un", "user": None, "env": {}})
-    cron.trigger(other, own, unnamed)
+    system = cron.import_crontab(queue, CRON_D, "--system")
+    unnamed = cron.import_crontab(queue, USER_CRONTAB)[10]  # no --user: the worker's own
+    other, own = system[7], system[8]  # daemon's line; nobody's line
+    cron.trigger(queue, other, own, unnamed)
     main = "from schedd.cli.ctl.main import main; main()"
-    argv = [python, "-c", main, "work", cron.queue, "--shell", "--once", "--wait", "10s"]
+    argv = [python, "-c", main, "work", queue, "--shell", "--once", "--wait", "10s"]
     env = {"SCHEDCTL_URL": cron.node.url, "SCHEDCTL_TOKEN": cron.token}
     done = as_nobody([*argv, "--concurrency", "3", "--json"], env)
     assert done.returncode == 0, done.stderr
-    outcomes = {
-        line["job_id"]: line["outcome"] for line in map(json.loads, done.stdout.splitlines())
-    }
-    assert outcomes == {other: "nacked", own: "acked", unnamed: "acked"}
+    results = [json.loads(line) for line in done.stdout.splitlines()]
+    outcomes = {result["job_id"]: result["outcome"] for result in results}
+    assert outcomes == {other: "nacked", own: "nacked", unnamed: "acked"}  # own's exits 4
 
     refused = cron.attempt(other)
     refusal = "job runs as 'daemon'; this worker runs as 'nobody' and is not root"
     assert (refused["run_status"], refused["error"]) == ("retrying", refusal), refused
     assert refused["output"] is None  # it never ran
     assert f"not run job={other} attempt=1: {refusal}" in done.stderr
-    assert cron.attempt(own)["output"] == f"nobody\nhome={pwd.getpwnam('nobody').pw_dir}\n"
-    assert cron.attempt(unnamed)["output"] == "nobody\n"
+    nobody = pwd.getpwnam("nobody")
+    own_output = cron.attempt(own)["output"]
+    assert f"Uid:\t{nobody.pw_uid}\t" in own_output and "to stderr" in own_output
+    got = facts(cron.attempt(unnamed)["output"])
+    assert (got["user"], got["groups"], got["pwd"]) == (
+        "nobody",
+        grp.getgrgid(nobody.pw_gid).gr_name,
+        "/tmp",
+    )
