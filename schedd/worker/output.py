@@ -32,7 +32,8 @@ class Output:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._head = ""
-        self._tail = ""
+        self._tail: list[str] = []  # the pieces after the head; joined and cut now and then
+        self._tail_chars = 0
         self._total = 0
 
     def add(self, text: str) -> None:
@@ -43,13 +44,22 @@ class Output:
             if room > 0:
                 self._head += text[:room]
                 text = text[room:]
-            if text:
-                self._tail = (self._tail + text)[-edge:]
+            if not text:
+                return
+            self._tail.append(text)
+            self._tail_chars += len(text)
+            if self._tail_chars > 4 * edge:  # cut seldom: each piece is copied about once
+                self._tail = [self._end()]
+                self._tail_chars = len(self._tail[0])
 
     def text(self) -> str | None:
         """What was fed, bounded as bound_output does; None when nothing was."""
         with self._lock:
             if not self._total:
                 return None
-            cut = self._total - len(self._head) - len(self._tail)
-            return self._head + (cut_marker(cut) if cut else "") + self._tail
+            tail = self._end()
+            cut = self._total - len(self._head) - len(tail)
+            return self._head + (cut_marker(cut) if cut else "") + tail
+
+    def _end(self) -> str:
+        return "".join(self._tail)[-OUTPUT_EDGE_CHARS:]
