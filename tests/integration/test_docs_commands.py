@@ -30,8 +30,11 @@ SKIPPED = {
 SUBSTITUTED: list[tuple[str, str]] = [
     # the placeholder export: the real printed one is pasted into the environment instead
     (r"^export SCHEDCTL_URL=http://127\.0\.0\.1:8701.*$", ":"),
-    # long-running workers: one batch, short long-poll
-    (r"^schedctl work (\S+) ", r"schedctl work \1 --once --wait 1s "),
+    # long-running workers: one batch, short long-poll (the tests run as root already)
+    (
+        r'^(?:sudo -E "\$\(command -v schedctl\)"|schedctl) work (\S+) ',
+        r"schedctl work \1 --once --wait 1s ",
+    ),
     # no crontab in a test: a two-line one
     (r"^crontab -l \|", r"printf '*/5 * * * * echo hi\n0 3 * * * echo nightly\n' |"),
     # no machine to move in a test: a copy of a Debian machine's cron, its `crontab` a stand-in
