@@ -42,6 +42,7 @@ LONGEST_FILES = (
     "tests/integration/test_dispatch.py",  # 65-70 s
     "tests/cluster/test_dispatch_cluster.py",  # 60-66 s
     "tests/integration/test_dist_zipapps.py",  # 55-60 s alone: builds both zipapps (pip)
+    "tests/cluster/test_dependencies_cluster.py",  # 28-41 s: three leader kills
     "tests/cluster/test_broker_cluster.py",  # 48-55 s
     "tests/cluster/test_clock_jump.py",  # 48-52 s
     "tests/integration/test_schedd_dev.py",  # 48-53 s
