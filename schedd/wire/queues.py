@@ -3,7 +3,6 @@ received messages, settle counts, queue counts and the consumers seen receiving.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Annotated, ClassVar
 
@@ -12,6 +11,7 @@ from msgspec import UNSET, Meta, UnsetType
 
 from schedd.bodies import Body, DurationMs
 from schedd.wire.fields import Count, Instant, Payload
+from schedd.worker.output import OUTPUT_EDGE_CHARS, bound_output
 
 QUEUE_NAME = r"[A-Za-z0-9_.-]{1,128}"
 CONSUMER_NAME = r"[A-Za-z0-9_.:@-]{1,128}"
@@ -65,8 +65,7 @@ class ReceiveRequest(Body):
     }
 
 
-OUTPUT_HEAD = OUTPUT_TAIL = 4_096  # characters of an attempt's output kept from each end
-OUTPUT_CUT = "\n[... {n:,} characters left out ...]\n"
+OUTPUT_HEAD = OUTPUT_TAIL = OUTPUT_EDGE_CHARS  # characters of an output kept from each end
 Outputs = Annotated[
     dict[Annotated[str, Meta(min_length=1, max_length=100)], str],
     Meta(
@@ -79,19 +78,7 @@ Outputs = Annotated[
 OUTPUTS_MESSAGE = f"must be an object of at most {MAX_RECEIPTS:,} receipts to output strings"
 
 
-_CUT_LINE = re.compile(r"\n\[\.\.\. [1-9][0-9,]{0,30} characters left out \.\.\.\]\n")
-
-
-def bounded_output(text: str) -> str:
-    """An output as it is kept: whole up to OUTPUT_HEAD + OUTPUT_TAIL characters, else its
-    start and its end with a line saying how much was left out. A text bounded so already (by
-    the worker, which keeps only the two ends of a long output) is kept as it is, its count too."""
-    if len(text) <= OUTPUT_HEAD + OUTPUT_TAIL:
-        return text
-    if _CUT_LINE.fullmatch(text, OUTPUT_HEAD, len(text) - OUTPUT_TAIL):
-        return text
-    left_out = len(text) - OUTPUT_HEAD - OUTPUT_TAIL
-    return text[:OUTPUT_HEAD] + OUTPUT_CUT.format(n=left_out) + text[-OUTPUT_TAIL:]
+bounded_output = bound_output  # the worker library's: worker and server keep the same text
 
 
 class AckRequest(Body):
