@@ -533,22 +533,51 @@ async def list_runs(request: web.Request) -> web.Response:
     await read_job(ctx, tenant_id, job_id)
     limit, before = query_limit(request), int_cursor(request)
     before_ms = 2**62 if before is None else before
-    runs = await ctx.reads.read(lambda conn: _runs_page(conn, job_id, before_ms, limit))
-    cursor = page(runs, limit, lambda r: _ms(r.scheduled_at))
-    return json_response(RunList(runs=runs, next_cursor=cursor))
+    outputs = _flag(request, "outputs")
+    runs, cut = await ctx.reads.read(
+        lambda conn: _runs_page(conn, job_id, before_ms, limit, with_outputs=outputs)
+    )
+    cursor = encode_cursor(_ms(runs[-1].scheduled_at)) if cut else None
+    return json_response(RunList(runs=runs, next_cursor=cursor or page(runs, limit, _run_ms)))
 
 
-def _runs_page(conn: sqlite3.Connection, job_id: str, before_ms: int, limit: int) -> list[RunView]:
-    """A page of the job's runs, each run another job's run made with its `triggered_by`."""
+MAX_PAGE_OUTPUT_CHARS = 1_000_000  # of outputs in a runs page (?outputs=true)
+
+
+def _run_ms(run: RunView) -> int:
+    return _ms(run.scheduled_at)
+
+
+def _flag(request: web.Request, name: str) -> bool:
+    value = request.query.get(name, "false")
+    if value not in ("true", "false"):
+        raise InvalidRequest(name, f"must be true or false, got {value[:40]!r}")
+    return value == "true"
+
+
+def _runs_page(
+    conn: sqlite3.Connection, job_id: str, before_ms: int, limit: int, *, with_outputs: bool
+) -> tuple[list[RunView], bool]:
+    """A page of the job's runs, each run another job's run made with its `triggered_by`; with
+    `with_outputs`, its attempts' outputs, the page cut before the run whose outputs would pass
+    MAX_PAGE_OUTPUT_CHARS (one run at least). Whether it was cut so."""
     runs = queries.list_runs(conn, job_id, before_ms=before_ms, limit=limit)
     if not runs:
-        return runs
-    low, high = _ms(runs[-1].scheduled_at), _ms(runs[0].scheduled_at)
+        return runs, False
+    low, high = _run_ms(runs[-1]), _run_ms(runs[0])
     made = dependencies.upstream_runs(conn, job_id, low, high)
-    printed = run_outputs.of_runs(conn, job_id, low, high)
+    printed = run_outputs.of_runs(conn, job_id, low, high) if with_outputs else {}
     if not made and not printed:
-        return runs
-    return [_marked_run(run, made, printed) for run in runs]
+        return runs, False
+    marked: list[RunView] = []
+    chars = 0
+    for run in runs:
+        at = _run_ms(run)
+        chars += sum(len(printed.get((at, a.attempt), "")) for a in run.attempts)
+        if marked and chars > MAX_PAGE_OUTPUT_CHARS:
+            return marked, True
+        marked.append(_marked_run(run, made, printed))
+    return marked, False
 
 
 def _marked_run(

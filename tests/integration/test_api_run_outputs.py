@@ -31,8 +31,11 @@ def one_message(node: NodeProcess, tenant: Tenant, queue: str, **job: Any) -> tu
 
 
 def attempts(node: NodeProcess, tenant: Tenant, job_id: str) -> list[dict[str, Any]]:
-    status, runs = call(node, tenant, "GET", f"/v1/jobs/{job_id}/runs")
+    """The job's one run's attempts, with their outputs (asked for: ?outputs=true)."""
+    status, runs = call(node, tenant, "GET", f"/v1/jobs/{job_id}/runs?outputs=true")
     assert status == 200, runs
+    status, plain = call(node, tenant, "GET", f"/v1/jobs/{job_id}/runs")
+    assert all(a["output"] is None for a in plain["runs"][0]["attempts"]), plain  # not asked
     found: list[dict[str, Any]] = runs["runs"][0]["attempts"]
     return found
 
@@ -78,3 +81,6 @@ def test_bad_outputs_and_dead_are_400s_naming_them(node: NodeProcess, tenant: Te
     ]:
         status, answer = call(node, tenant, "POST", "/v1/queues/q/nack", body)
         assert assert_error(status, answer, 400)["message"].startswith(field), answer
+    job = create_job(node, tenant.token)
+    status, answer = call(node, tenant, "GET", f"/v1/jobs/{job['job_id']}/runs?outputs=yes")
+    assert assert_error(status, answer, 400)["message"].startswith("outputs"), answer

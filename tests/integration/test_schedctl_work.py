@@ -97,7 +97,8 @@ class Tenant:
 
     def run_of(self, job_id: str) -> dict[str, Any]:
         """The job's one run ({} before it fires)."""
-        status, page, _ = http("GET", f"{self.node.url}/v1/jobs/{job_id}/runs", token=self.token)
+        url = f"{self.node.url}/v1/jobs/{job_id}/runs?outputs=true"
+        status, page, _ = http("GET", url, token=self.token)
         assert status == 200 and len(page["runs"]) <= 1, page
         run: dict[str, Any] = page["runs"][0] if page["runs"] else {}
         return run

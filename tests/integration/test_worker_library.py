@@ -80,7 +80,7 @@ class Tenant:
 
     def run_of(self, job_id: str) -> dict[str, Any]:
         """The job's one run ({} before it fires)."""
-        url = f"{self.node.url}/v1/jobs/{job_id}/runs"
+        url = f"{self.node.url}/v1/jobs/{job_id}/runs?outputs=true"
         status, page, _ = http("GET", url, token=self.token)
         assert status == 200, page
         return dict(page["runs"][0]) if page["runs"] else {}

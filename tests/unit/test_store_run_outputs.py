@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from schedd.api import jobs as jobs_api
+from schedd.store import run_outputs
 from tests.conftest import NOW_MS
 from tests.unit.test_store_batches import Store, claim, one_time
 from tests.unit.test_store_retention import prune
@@ -80,3 +82,32 @@ def test_retention_drops_outputs_with_their_runs(tmp_path: Path) -> None:
     assert len(outputs(s)) == 1
     prune(s.apply, NOW_MS + 400 * 86_400_000, max_rows=100_000)
     assert outputs(s) == []
+
+
+def test_a_runs_page_with_outputs_ends_before_passing_its_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = Store(tmp_path / "s.db")
+    one_time(s.apply)
+    # Four finished runs of j1, each attempt with an output of 10 characters (written here:
+    # what acks would have written).
+    kept = [("j1", NOW_MS + k, 1, "0123456789") for k in range(4)]
+    s.db.conn.executemany(
+        "INSERT INTO attempts (job_id, scheduled_at_ms, attempt, started_at_ms) "
+        "VALUES (?, ?, ?, ?)",
+        [(j, at, a, NOW_MS) for j, at, a, _ in kept],
+    )
+    s.db.conn.executemany(
+        "INSERT INTO runs (job_id, scheduled_at_ms, tenant_id, fire_at_ms, status, attempt) "
+        "VALUES (?, ?, 't1', ?, 'succeeded', 1)",
+        [(j, at, at) for j, at, _, _ in kept],
+    )
+    run_outputs.keep(s.db.conn, kept)
+    runs, cut = jobs_api._runs_page(s.db.conn, "j1", 2**62, 10, with_outputs=True)
+    assert (len(runs), cut) == (4, False)
+    assert all(r.attempts[0].output == "0123456789" for r in runs)
+    monkeypatch.setattr(jobs_api, "MAX_PAGE_OUTPUT_CHARS", 25)
+    runs, cut = jobs_api._runs_page(s.db.conn, "j1", 2**62, 10, with_outputs=True)
+    assert (len(runs), cut) == (2, True)  # a third would pass 25 characters
+    runs, cut = jobs_api._runs_page(s.db.conn, "j1", 2**62, 10, with_outputs=False)
+    assert (len(runs), cut) == (4, False) and runs[0].attempts[0].output is None

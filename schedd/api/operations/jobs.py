@@ -26,6 +26,7 @@ from schedd.api.operations.parameters import (
     JOB_TARGET_TYPE,
     LIMIT,
     TENANT,
+    WITH_OUTPUTS,
 )
 from schedd.jobspec import BatchCreate, JobCreate
 from schedd.wire.jobs import (
@@ -312,7 +313,7 @@ OPERATIONS = (
         tag="jobs",
         summary="A job's runs, newest first",
         access=TENANT,
-        parameters=(JOB_ID, CURSOR, LIMIT),
+        parameters=(JOB_ID, CURSOR, LIMIT, WITH_OUTPUTS),
         answers={
             200: Answer("A page of runs.", body=RunList),
         },

@@ -130,6 +130,14 @@ DRY_RUN = Parameter(
     kind=bool,
     description="true: validate and answer what the request would do; change nothing.",
 )
+WITH_OUTPUTS = Parameter(
+    component="WithOutputs",
+    name="outputs",
+    where="query",
+    kind=bool,
+    description="true: each attempt's `output` as its consumer reported it (null otherwise); "
+    "a page holds at most 1,000,000 characters of outputs and ends early to stay within it.",
+)
 JOB_TARGET_TYPE = Parameter(
     component="JobTargetType",
     name="target_type",

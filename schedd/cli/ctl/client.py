@@ -321,8 +321,12 @@ class Client:
         body: dict[str, JSONValue] = {"from": from_, "to": to}
         return self.answer(Backfilled, "POST", _job(job_id) + "/backfill", body)
 
-    def list_runs(self, job_id: str, *, cursor: str | None, limit: int) -> Answer[RunList]:
-        query = {"cursor": cursor, "limit": limit}
+    def list_runs(
+        self, job_id: str, *, cursor: str | None, limit: int, outputs: bool = False
+    ) -> Answer[RunList]:
+        query: dict[str, str | int | None] = {"cursor": cursor, "limit": limit}
+        if outputs:
+            query["outputs"] = "true"
         return self.answer(RunList, "GET", _job(job_id) + "/runs", query=query)
 
     def list_versions(self, job_id: str, *, cursor: str | None, limit: int) -> Answer[VersionList]:

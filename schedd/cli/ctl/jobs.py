@@ -663,7 +663,7 @@ def runs(
     what each attempt printed)."""
 
     def fetch(after: str | None) -> Answer[RunList]:
-        return client.list_runs(job_id, cursor=after, limit=limit)
+        return client.list_runs(job_id, cursor=after, limit=limit, outputs=has_output)
 
     page = all_pages(fetch, "runs", cursor) if is_all else fetch(cursor)
     if has_output and not as_json:

@@ -11,6 +11,7 @@ stderr; text from the server is never read as rich markup.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -231,14 +232,21 @@ def show_run_outputs(page: Answer[RunList]) -> None:
             facts = (f"attempt {attempt.attempt}", attempt.outcome or "-", span, reason)
             click.echo(f"  {PLAIN_GAP.join(facts)}".rstrip())
             lines = attempt.output.splitlines() if attempt.output else []
-            for line in lines:
-                click.echo(f"    | {line}".rstrip())
+            for line in lines:  # another's bytes: no escape sequence reaches the terminal
+                click.echo(f"    | {_UNPRINTABLE.sub(_escaped, line)}".rstrip())
             if not lines:
                 click.echo("    (no output)")
     if not page.view.runs:
         note("no runs")
     if page.view.next_cursor:
         note(f"more runs: add --cursor {page.view.next_cursor} for the next page, or --all")
+
+
+_UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # tab passes
+
+
+def _escaped(match: re.Match[str]) -> str:
+    return f"\\x{ord(match.group()):02x}"
 
 
 def _triggered_by(run: RunView) -> str:

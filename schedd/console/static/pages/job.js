@@ -329,7 +329,7 @@ async function showRuns(section, path, cursor) {
   clear(section).append(h("h2", {}, "Runs"));
   let page;
   try {
-    page = await get(`${path}/runs${query({ cursor, limit: RUNS })}`);
+    page = await get(`${path}/runs${query({ cursor, limit: RUNS, outputs: "true" })}`);
   } catch (error) {
     section.append(notice(error.message));
     return;
