@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.debian_machine import copy_machine
 from tests.integration.test_schedd_dev import children_of, dev_cluster, leader_seen_by
 
 pytestmark = pytest.mark.slow  # left out of `make check` (docs/testing.md)
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-MACHINE = ROOT / "tests" / "fixtures" / "debian-machine"
 
 # Lines that cannot run in a test, each with why (matched on the line without its comment).
 SKIPPED = {
@@ -26,24 +26,28 @@ SKIPPED = {
     'export PATH="/path/to/schedd/.venv/bin:$PATH"': "placeholder: the printed line is used",
     "watch -n1 ": "interactive, never ends",
 }
-# Lines run with a substitution: (pattern, replacement), applied in order.
-SUBSTITUTED: list[tuple[str, str]] = [
-    # the placeholder export: the real printed one is pasted into the environment instead
-    (r"^export SCHEDCTL_URL=http://127\.0\.0\.1:8701.*$", ":"),
-    # long-running workers: one batch, short long-poll (the tests run as root already)
-    (
-        r'^(?:sudo -E "\$\(command -v schedctl\)"|schedctl) work (\S+) ',
-        r"schedctl work \1 --once --wait 1s ",
-    ),
-    # no crontab in a test: a two-line one
-    (r"^crontab -l \|", r"printf '*/5 * * * * echo hi\n0 3 * * * echo nightly\n' |"),
-    # no machine to move in a test: a copy of a Debian machine's cron, its `crontab` a stand-in
-    (
-        r'^sudo -E "\$\(command -v schedctl\)" import-crontab --machine',
-        f'PATH={shlex.quote(str(MACHINE / "usr" / "bin"))}:"$PATH" '
-        f"schedctl import-crontab --machine --root {shlex.quote(str(MACHINE))}",
-    ),
-]
+
+
+def substituted(machine: Path) -> list[tuple[str, str]]:
+    """Lines run with a substitution: (pattern, replacement), applied in order; `machine` the
+    copy of tests/fixtures/debian-machine --machine reads (tests/debian_machine.py)."""
+    return [
+        # the placeholder export: the real printed one is pasted into the environment instead
+        (r"^export SCHEDCTL_URL=http://127\.0\.0\.1:8701.*$", ":"),
+        # long-running workers: one batch, short long-poll (the tests run as root already)
+        (
+            r'^(?:sudo -E "\$\(command -v schedctl\)"|schedctl) work (\S+) ',
+            r"schedctl work \1 --once --wait 1s ",
+        ),
+        # no crontab in a test: a two-line one
+        (r"^crontab -l \|", r"printf '*/5 * * * * echo hi\n0 3 * * * echo nightly\n' |"),
+        # no machine to move in a test: a copy of a Debian machine's cron, its `crontab` a stand-in
+        (
+            r'^sudo -E "\$\(command -v schedctl\)" import-crontab --machine',
+            f'PATH={shlex.quote(str(machine / "usr" / "bin"))}:"$PATH" '
+            f"schedctl import-crontab --machine --root {shlex.quote(str(machine))}",
+        ),
+    ]
 
 
 def sh_blocks(text: str) -> list[list[str]]:
@@ -81,11 +85,12 @@ def test_every_documented_command_runs_on_a_dev_cluster(tmp_path: Path) -> None:
         assert Path(env["PATH"].split(":")[0]) == BIN and env["SCHEDCTL_TOKEN"].startswith("sk_")
         admin = (data_dir / "admin.token").read_text().strip()
         ran: list[str] = []
+        substitutions = substituted(copy_machine(tmp_path / "machine"))
         for block in documented_blocks():
             for line in block:
                 if skip_reason(line):
                     continue
-                for pattern, replacement in SUBSTITUTED:
+                for pattern, replacement in substitutions:
                     line = re.sub(pattern, replacement, line)
                 if line.startswith("kill -9 "):  # the failover: kill the real leader
                     leader = leader_seen_by(nodes["n1"][0], admin)

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from tests.integration.test_docs_commands import BIN, MACHINE, ROOT, SUBSTITUTED, sh_blocks
+from tests.debian_machine import MACHINE, copy_machine
+from tests.integration.test_docs_commands import BIN, ROOT, sh_blocks, substituted
 from tests.integration.test_schedctl import Ctl, assert_fails
 from tests.servers import ADMIN_TOKEN, NodeProcess, http
 
@@ -121,7 +122,12 @@ def test_an_empty_crontab_says_so_and_dry_run_hints_are_whole_lines(ctl: Ctl) ->
     assert "  schedctl work cron-e --shell" in dry.stdout.splitlines()  # never cut by wrapping
 
 
-def machine_ctl(ctl: Ctl, *args: str, root: Path = MACHINE) -> Any:
+@pytest.fixture(scope="module")
+def machine(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return copy_machine(tmp_path_factory.mktemp("machine") / "root")
+
+
+def machine_ctl(ctl: Ctl, root: Path, *args: str) -> Any:
     """import-crontab --machine on `root`, its `crontab` the stand-in of tests/fixtures."""
     path = f"{root / 'usr' / 'bin'}:{os.environ['PATH']}"
     result = ctl("import-crontab", "--machine", "--root", str(root), *args, env={"PATH": path})
@@ -138,9 +144,9 @@ def jobs_by_source(ctl: Ctl, queue: str) -> dict[str, dict[str, Any]]:
     }
 
 
-def test_a_machine_moves_in_one_command(ctl: Ctl) -> None:
+def test_a_machine_moves_in_one_command(ctl: Ctl, machine: Path) -> None:
     args = ("--users", "--queue", "host1", "--mailto-alerts", "https://alerts.example.com/cron")
-    report = machine_ctl(ctl, *args, "--json")
+    report = machine_ctl(ctl, machine, *args, "--json")
     assert [(s["file"], s["line"], s["is_error"]) for s in report["skipped"]] == [
         ("/etc/cron.d/anacron", 6, False),  # starts anacron, whose part the cluster takes
         ("crontab -l -u alice", 11, False),  # @reboot
@@ -201,15 +207,17 @@ def test_a_machine_moves_in_one_command(ctl: Ctl) -> None:
     by_label = ctl.json("ls", "--label", "crontab.user=alice")["jobs"]
     assert len(by_label) == 4
 
-    again = machine_ctl(ctl, *args, "--json")
+    again = machine_ctl(ctl, machine, *args, "--json")
     assert again["created"] == [] and again["updated"] == [] and len(again["existing"]) == 12
-    plain = machine_ctl(ctl, "--users", "--queue", "host1", "--json")  # alerts taken off
+    plain = machine_ctl(ctl, machine, "--users", "--queue", "host1", "--json")  # alerts taken off
     assert len(plain["updated"]) == 11 and plain["created"] == []  # all but MAILTO=""
     assert jobs_by_source(ctl, "host1")["/etc/cron.d/e2scrub_all:1"]["on_failure"] is None
 
 
-def test_expand_run_parts_makes_a_job_per_script(ctl: Ctl) -> None:
-    report = machine_ctl(ctl, "--queue", "host2", "--expand-run-parts", "--anacron", "--json")
+def test_expand_run_parts_makes_a_job_per_script(ctl: Ctl, machine: Path) -> None:
+    report = machine_ctl(
+        ctl, machine, "--queue", "host2", "--expand-run-parts", "--anacron", "--json"
+    )
     commands = [(row["line"], row["command"]) for row in report["created"]]
     assert [c for c in commands if c[0] in (19, 20, 21, 22)] == [
         (20, "cd / && /etc/cron.daily/dpkg"),
@@ -222,7 +230,7 @@ def test_expand_run_parts_makes_a_job_per_script(ctl: Ctl) -> None:
         "/etc/crontab:20: run-parts passes over /etc/cron.daily/: cleanup.sh (its name), "
         "disabled (not executable)" in report["warnings"]
     )
-    human = machine_ctl(ctl, "--queue", "host2", "--expand-run-parts", "--anacron")
+    human = machine_ctl(ctl, machine, "--queue", "host2", "--expand-run-parts", "--anacron")
     assert human.stdout.count("exists already") == len(report["created"])
     assert "/etc/crontab:20 " in human.stdout and "/etc/cron.d/e2scrub_all:2 " in human.stdout
 
@@ -250,7 +258,7 @@ def test_jobs_an_earlier_import_made_are_taken_over(ctl: Ctl, tmp_path: Path) ->
     assert len(report["created"]) == 1 and len(jobs_by_source(ctl, "legacy")) == 2
 
 
-def test_the_getting_started_machine_section_runs(ctl: Ctl, tmp_path: Path) -> None:
+def test_the_getting_started_machine_section_runs(ctl: Ctl, machine: Path, tmp_path: Path) -> None:
     """docs/getting-started.md's "Move a machine's cron", as test_docs_commands.py runs it on a
     dev cluster (slow), here on the module's node: each line, substituted the same way."""
     text = (ROOT / "docs" / "getting-started.md").read_text()
@@ -261,7 +269,7 @@ def test_the_getting_started_machine_section_runs(ctl: Ctl, tmp_path: Path) -> N
     env |= {"PATH": f"{BIN}:{env['PATH']}", "SCHEDCTL_URL": ctl.url, "SCHEDCTL_TOKEN": ctl.token}
     out: list[str] = []
     for line in block:
-        for pattern, replacement in SUBSTITUTED:
+        for pattern, replacement in substituted(machine):
             line = re.sub(pattern, replacement, line)
         assert "--root" in line or not line.startswith("PATH="), line
         result = subprocess.run(

@@ -19,17 +19,21 @@ from schedd.cli.ctl.crontab_machine import (
     read_crontabs,
 )
 from schedd.errors import InvalidRequest
+from tests.debian_machine import copy_machine
 
-MACHINE = Path(__file__).resolve().parents[1] / "fixtures" / "debian-machine"
+
+@pytest.fixture(scope="module")
+def machine(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return copy_machine(tmp_path_factory.mktemp("machine") / "root")
 
 
 @pytest.fixture
-def fake_crontab(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PATH", f"{MACHINE / 'usr' / 'bin'}:{os.environ['PATH']}")
+def fake_crontab(machine: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", f"{machine / 'usr' / 'bin'}:{os.environ['PATH']}")
 
 
-def test_the_files_cron_reads_in_its_order() -> None:
-    found = machine_crontabs(MACHINE, has_users=False)
+def test_the_files_cron_reads_in_its_order(machine: Path) -> None:
+    found = machine_crontabs(machine, has_users=False)
     assert [(s.name, s.is_system, s.user) for s in found.sources] == [
         ("/etc/crontab", True, None),
         ("/etc/cron.d/anacron", True, None),
@@ -41,14 +45,14 @@ def test_the_files_cron_reads_in_its_order() -> None:
     assert found.skipped == []
 
 
-def test_users_crontabs_come_from_crontab_l(fake_crontab: None) -> None:
-    found = machine_crontabs(MACHINE, has_users=True)
+def test_users_crontabs_come_from_crontab_l(machine: Path, fake_crontab: None) -> None:
+    found = machine_crontabs(machine, has_users=True)
     users = [s for s in found.sources if not s.is_system]
     assert [(s.name, s.user) for s in users] == [
         ("crontab -l -u alice", "alice"),
         ("crontab -l -u root", "root"),
     ]
-    assert users[0].text == (MACHINE / "var/spool/cron/crontabs/alice").read_text()
+    assert users[0].text == (machine / "var/spool/cron/crontabs/alice").read_text()
 
 
 def test_a_user_crontab_that_cannot_be_listed_is_an_error(
@@ -70,8 +74,8 @@ def test_a_user_crontab_that_cannot_be_listed_is_an_error(
     assert missing.skipped == [] and "no user crontabs" in missing.warnings[0].text
 
 
-def test_the_machine_zone() -> None:
-    assert machine_zone(MACHINE) == "Europe/Berlin"
+def test_the_machine_zone(machine: Path) -> None:
+    assert machine_zone(machine) == "Europe/Berlin"
 
 
 def test_the_zone_from_the_localtime_link(tmp_path: Path) -> None:
@@ -81,12 +85,12 @@ def test_the_zone_from_the_localtime_link(tmp_path: Path) -> None:
     assert machine_zone(tmp_path) == "America/Chicago"
 
 
-def test_run_parts_expands_to_the_scripts_it_would_run() -> None:
-    text = (MACHINE / "etc/crontab").read_text()
+def test_run_parts_expands_to_the_scripts_it_would_run(machine: Path) -> None:
+    text = (machine / "etc/crontab").read_text()
     crontab = parse_crontab(text, timezone="UTC", file="/etc/crontab", is_system=True)
     daily = crontab.entries[1]
     call = RunParts(directory="/etc/cron.daily", cd="/", options=("--report",))
-    scripts, notes = expand_run_parts(daily, call, MACHINE)
+    scripts, notes = expand_run_parts(daily, call, machine)
     assert [s.command for s in scripts] == [
         "cd / && /etc/cron.daily/dpkg",
         "cd / && /etc/cron.daily/logrotate",
@@ -98,7 +102,7 @@ def test_run_parts_expands_to_the_scripts_it_would_run() -> None:
         "run-parts passes over /etc/cron.daily/: cleanup.sh (its name), disabled (not executable)"
     )
     hourly = RunParts(directory="/etc/cron.hourly", cd=None, options=())
-    nothing, [empty] = expand_run_parts(crontab.entries[0], hourly, MACHINE)
+    nothing, [empty] = expand_run_parts(crontab.entries[0], hourly, machine)
     assert nothing == [] and "no script" in empty.text
 
 
@@ -129,7 +133,7 @@ def reading(source: object, **options: object) -> Reading:
         "is_system": None,
         "user": None,
         "timezone": None,
-        "root": MACHINE,
+        "root": Path("/nonexistent"),
         "mailto_alerts": None,
         "is_expanding": False,
     }
@@ -162,11 +166,53 @@ def test_files_under_etc_are_read_in_the_system_format() -> None:
     assert as_user.user == "bob"
 
 
-def test_the_machine_is_read_in_its_zone_unless_told(fake_crontab: None) -> None:
-    crontab = read_crontabs(reading(None, is_machine=True, has_users=True))
+def test_the_machine_is_read_in_its_zone_unless_told(machine: Path, fake_crontab: None) -> None:
+    crontab = read_crontabs(reading(None, is_machine=True, has_users=True, root=machine))
     assert crontab.files[:2] == ["/etc/crontab", "/etc/cron.d/anacron"]
     assert {e.timezone for e in crontab.entries if e.file != "crontab -l -u alice"} == {
         "Europe/Berlin"
     }
-    told = read_crontabs(reading(None, is_machine=True, timezone="Asia/Tokyo"))
+    told = read_crontabs(reading(None, is_machine=True, timezone="Asia/Tokyo", root=machine))
     assert {e.timezone for e in told.entries} == {"Asia/Tokyo"}
+
+
+def test_system_crontabs_cron_would_refuse_are_passed_over(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / "etc/cron.d").mkdir(parents=True)
+    (root / "elsewhere").mkdir()
+    line = "0 * * * * root true\n"
+    for name, uid, mode in (
+        ("etc/crontab", 65534, 0o644),  # not root's
+        ("etc/cron.d/good", 0, 0o644),
+        ("etc/cron.d/group-writable", 0, 0o664),
+        ("etc/cron.d/world-writable", 0, 0o646),
+        ("elsewhere/bad-target", 65534, 0o644),
+        ("elsewhere/good-target", 0, 0o600),
+    ):
+        (root / name).write_text(line)
+        os.chown(root / name, uid, 0)
+        (root / name).chmod(mode)
+    (root / "etc/cron.d/link-to-bad").symlink_to(root / "elsewhere/bad-target")
+    (root / "etc/cron.d/link-to-good").symlink_to(root / "elsewhere/good-target")
+    os.chown(root / "etc/cron.d/link-to-good", 65534, 0, follow_symlinks=False)  # the link's own
+    found = machine_crontabs(root, has_users=False)
+    assert [s.name for s in found.sources] == ["/etc/cron.d/good", "/etc/cron.d/link-to-good"]
+    assert found.skipped == []  # warnings, not errors: cron passes them over too
+    assert [(n.file, n.text) for n in found.warnings] == [
+        ("/etc/crontab", "not read: owned by uid 65534: cron reads only root's (chown root)"),
+        (
+            "/etc/cron.d/group-writable",
+            "not read: mode 0664: cron reads none its group or others may write (chmod go-w)",
+        ),
+        (
+            "/etc/cron.d/link-to-bad",
+            "not read: owned by uid 65534: cron reads only root's (chown root)",
+        ),
+        (
+            "/etc/cron.d/world-writable",
+            "not read: mode 0646: cron reads none its group or others may write (chmod go-w)",
+        ),
+    ]
+    crontab = read_crontabs(reading(None, is_machine=True, root=root, timezone="UTC"))
+    assert [e.file for e in crontab.entries] == ["/etc/cron.d/good", "/etc/cron.d/link-to-good"]
+    assert not crontab.has_errors

@@ -160,7 +160,9 @@ def machine_crontabs(root: Path, *, has_users: bool) -> Found:
 
 def _read(found: Found, root: Path, path: str, *, missing_ok: bool) -> None:
     try:
-        text = _under(root, path).read_text(encoding="utf-8", errors="replace")
+        with open(_under(root, path), encoding="utf-8", errors="replace") as stream:
+            refused = refusal(os.fstat(stream.fileno()))  # a symlink's: its target's
+            text = "" if refused else stream.read()
     except FileNotFoundError:
         if not missing_ok:
             found.skipped.append(Skipped(file=path, line=0, text="", reason="no such file"))
@@ -168,7 +170,21 @@ def _read(found: Found, root: Path, path: str, *, missing_ok: bool) -> None:
     except OSError as exc:
         found.skipped.append(Skipped(file=path, line=0, text="", reason=_os_reason(exc)))
         return
+    if refused:
+        found.warnings.append(Note(path, 0, f"not read: {refused}"))
+        return
     found.sources.append(Source(name=path, text=text, is_system=True))
+
+
+def refusal(stat: os.stat_result) -> str:
+    """Why Debian's cron would not read a system crontab of this owner and mode ("" : it
+    would): it must be root's, and not writable by its group or others."""
+    mode = stat.st_mode & 0o7777
+    if stat.st_uid != 0:
+        return f"owned by uid {stat.st_uid}: cron reads only root's (chown root)"
+    if mode & 0o022:
+        return f"mode {mode:04o}: cron reads none its group or others may write (chmod go-w)"
+    return ""
 
 
 def _users(found: Found, root: Path) -> None:
