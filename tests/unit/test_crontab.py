@@ -28,9 +28,9 @@ CRON_TZ="Europe/Paris"
 0 12 * * * mail -s hi ops%line one%line two
 61 * * * * bad-minute
 * * * * wrong-field-count
-TZ=Mars/Olympus
+CRON_TZ=Mars/Olympus
 0 1 * * * after-a-bad-zone
-TZ=UTC
+CRON_TZ=UTC
 30 2 1 1 * yearly-ish
 """
 
@@ -64,7 +64,7 @@ def test_what_cannot_be_imported_is_listed_with_the_reason() -> None:
     assert reasons[11].startswith("@reboot")
     assert "61" in reasons[14]
     assert reasons[15] == "expected five time fields and a command"
-    assert reasons[17] == "TZ=Mars/Olympus is not a known time zone"
+    assert reasons[17] == "CRON_TZ=Mars/Olympus is not a known time zone"
     assert set(reasons) == {11, 14, 15, 17}
     assert [s.line for s in crontab.skipped if not s.is_error] == [11]
     assert crontab.has_errors
@@ -81,11 +81,34 @@ def test_variables_apply_to_the_lines_after_them() -> None:
     }
     assert first.mailto == "ops@example.com"
     assert report.env == first.env | {"CRON_TZ": "Europe/Paris"}  # quotes taken off
-    assert last.env["TZ"] == "UTC"
+    assert last.env["CRON_TZ"] == "UTC"
     [warning] = crontab.warnings  # SHELL=, PATH= and the others are no longer warnings
     assert warning.line == 3 and "MAILTO=" in warning.text and "--mailto-alerts" in warning.text
     with_alerts = parse_crontab(CRONTAB, timezone="UTC", has_mailto_alerts=True)
     assert with_alerts.warnings == []
+
+
+def test_tz_is_the_commands_variable_not_the_schedules_zone() -> None:
+    text = "TZ=Asia/Tokyo\n0 1 * * * one\nTZ=Nowhere/Land\n0 2 * * * two\n"
+    crontab = parse_crontab(text, timezone="Europe/Paris")
+    one, two = crontab.entries
+    assert (one.timezone, one.env) == ("Europe/Paris", {"TZ": "Asia/Tokyo"})
+    assert (two.timezone, two.env) == ("Europe/Paris", {"TZ": "Nowhere/Land"})
+    assert crontab.skipped == [] and not crontab.has_errors  # an unknown TZ is the command's
+    assert [(n.line, n.text) for n in crontab.warnings] == [
+        (
+            1,
+            "TZ=Asia/Tokyo sets the commands' TZ only: as in cron, the lines after it keep their "
+            "schedule's zone (CRON_TZ= sets that)",
+        ),
+        (
+            3,
+            "TZ=Nowhere/Land sets the commands' TZ only: as in cron, the lines after it keep their "
+            "schedule's zone (CRON_TZ= sets that)",
+        ),
+    ]
+    moved = parse_crontab("CRON_TZ=Asia/Tokyo\n0 1 * * * one\n", timezone="UTC")
+    assert moved.entries[0].timezone == "Asia/Tokyo"
 
 
 def test_variable_lines_as_crontab_5_writes_them() -> None:

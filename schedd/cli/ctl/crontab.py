@@ -187,8 +187,8 @@ Examples:
     "--timezone",
     "timezone",
     metavar="ZONE",
-    help="Zone of the lines before any CRON_TZ= or TZ= line [default: UTC; with --machine, "
-    "the machine's].",
+    help="Zone of the lines before any CRON_TZ= line [default: UTC; with --machine, the "
+    "machine's]. TZ= lines set the commands' variable only, as in cron.",
 )
 @click.option(
     "--queue",

@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from schedd.cron import parse_cron
 from schedd.errors import InvalidRequest
 
-ZONE_VARIABLES = ("CRON_TZ", "TZ")  # set the zone of the lines after them
+ZONE_VARIABLE = "CRON_TZ"  # cronie's: the zone of the lines after it (TZ= is only the commands')
 FORCED_VARIABLES = ("LOGNAME", "USER")  # cron sets them to the line's user, whatever is written
 RUN_PARTS_OPTIONS = frozenset({"--report", "--verbose", "-v", "--lsbsysinit"})  # per script too
 
@@ -150,10 +150,16 @@ class _Reader:
         )
 
     def _set(self, number: int, name: str, value: str) -> None:
-        if name in ZONE_VARIABLES:
+        if name == ZONE_VARIABLE:
             self.zone, self.zone_error = (
                 known_zone(value),
                 f"{name}={value} is not a known time zone",
+            )
+        elif name == "TZ":
+            self.note(
+                number,
+                f"TZ={value} sets the commands' TZ only: as in cron, the lines after it keep their "
+                f"schedule's zone (CRON_TZ= sets that)",
             )
         if name in FORCED_VARIABLES:
             self.note(number, f"{name}= does not apply: cron sets {name} to the line's user")
