@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from schedd.cli.ctl import crontab
+from schedd.cli.ctl.crontab_file import parse_crontab
 from tests.debian_machine import MACHINE, copy_machine
 from tests.integration.test_docs_commands import BIN, ROOT, sh_blocks, substituted
 from tests.integration.test_schedctl import Ctl, assert_fails
@@ -286,3 +288,44 @@ def test_the_getting_started_machine_section_runs(ctl: Ctl, machine: Path, tmp_p
     assert dry_run.count("would create") == 12 and "crontab -l -u alice:6" in dry_run
     assert "12 created, 0 updated, 0 existed already" in imported
     assert listed.count("crontab: ") == 4  # /etc/crontab's four lines
+
+
+def test_a_user_crontab_read_from_stdin_then_from_the_spool_is_imported_once(
+    ctl: Ctl, machine: Path
+) -> None:
+    """getting-started's §4 (`crontab -l | ... - --user NAME`) then §5 (--machine --users)."""
+    alice = (machine / "var/spool/cron/crontabs/alice").read_text()
+    args = ("--user", "alice", "--tz", "Europe/Berlin", "--queue", "twice")
+    first = ctl.json("import-crontab", "-", *args, stdin=alice)
+    assert len(first["created"]) == 4
+    machine_report = machine_ctl(ctl, machine, "--users", "--queue", "twice", "--json")
+    from_alice = [r for r in machine_report["created"] if r["file"] == "crontab -l -u alice"]
+    assert from_alice == []  # the same jobs, now labelled where --machine read them
+    assert sorted(r["job_id"] for r in machine_report["updated"]) == sorted(
+        r["job_id"] for r in first["created"]
+    )
+    assert len(machine_report["created"]) == 8  # the system crontabs' lines and root's
+    assert len(jobs_by_source(ctl, "twice")) == 12
+
+
+def test_a_user_crontab_job_keyed_by_its_file_is_taken_over(ctl: Ctl) -> None:
+    """Before, `- --user NAME` keyed a line by "-": the import now finds that job and rekeys it."""
+    line = "0 6 * * * ./morning.sh\n"
+    [planned] = crontab.plan(
+        parse_crontab(line, timezone="UTC", file="-", user="bob").entries,
+        "rekeyed",
+        is_anacron=False,
+        mailto_alerts=None,
+    )
+    old = dict(planned.body) | {"key": planned.file_key}
+    status, made, _ = http(
+        "PUT", f"{ctl.url}/v1/jobs/by-key/{planned.file_key}", old, token=ctl.token
+    )
+    assert status == 201, made
+    report = ctl.json("import-crontab", "-", "--user", "bob", "--queue", "rekeyed", stdin=line)
+    assert report["created"] == []
+    [taken] = report["updated"] + report["existing"]
+    assert taken["job_id"] == made["job_id"] and taken["key"] == planned.key
+    assert ctl.json("get", made["job_id"])["key"] == planned.key
+    again = ctl.json("import-crontab", "-", "--user", "bob", "--queue", "rekeyed", stdin=line)
+    assert [r["job_id"] for r in again["existing"]] == [made["job_id"]]

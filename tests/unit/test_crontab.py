@@ -231,6 +231,7 @@ def entry(**fields: object) -> Entry:
         "timezone": "UTC",
         "user": "root",
         "command": "run",
+        "is_system": True,
     }
     return Entry(**(base | fields))  # type: ignore[arg-type]
 
@@ -255,6 +256,28 @@ def test_the_key_follows_the_line_not_where_it_is_in_the_file() -> None:
     assert keys(entry(), queue="other") != [key]
     first, second = keys(entry(), entry(line=2))  # two identical lines: cron runs both
     assert first == key and second != key
+
+
+def test_a_user_crontabs_key_follows_its_user_not_how_it_was_read() -> None:
+    text = "0 8 * * * run\n0 8 * * * run\n"
+    spool = parse_crontab(text, timezone="UTC", file="crontab -l -u alice", user="alice")
+    stdin = parse_crontab(text, timezone="UTC", file="-", user="alice")
+    path = parse_crontab(text, timezone="UTC", file="/home/alice/cron", user="alice")
+    assert keys(*stdin.entries) == keys(*spool.entries) == keys(*path.entries)
+    assert len(set(keys(*spool.entries))) == 2  # two identical lines: two jobs still
+    bob = parse_crontab(text, timezone="UTC", file="-", user="bob")
+    assert not set(keys(*bob.entries)) & set(keys(*spool.entries))
+    nobody = parse_crontab(text, timezone="UTC", file="-")  # no user: the file it was read from
+    assert [e.crontab for e in nobody.entries] == ["-", "-"]
+    [planned, _] = plan(stdin.entries, "q", is_anacron=False, mailto_alerts=None)
+    # the key it had before (its file's), to take the job made then over
+    assert planned.file_key == keys(entry(file="-", user="alice", is_system=True))[0]
+    assert planned.file_key != planned.key
+    assert planned.body["labels"] == {  # labelled where it was read
+        "crontab.file": "-",
+        "crontab.line": "1",
+        "crontab.user": "alice",
+    }
 
 
 def test_the_job_body_carries_what_the_worker_needs() -> None:

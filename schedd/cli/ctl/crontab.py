@@ -25,7 +25,7 @@ from schedd.cli.ctl.client import Client
 from schedd.cli.ctl.crontab_file import Crontab, Entry, Note, Skipped, known_zone
 from schedd.cli.ctl.crontab_machine import Reading, read_crontabs
 from schedd.cli.ctl.render import json_option
-from schedd.errors import Conflict, InvalidRequest
+from schedd.errors import Conflict, InvalidRequest, NotFound
 from schedd.jobspec import QUEUE_NAME
 from schedd.jsonbody import JSONValue
 from schedd.schedule import zone_hint
@@ -43,6 +43,7 @@ class Planned:
     entry: Entry
     key: str
     body: dict[str, JSONValue]
+    file_key: str  # the key before a user crontab's followed its user, not its file
 
     def row(self) -> dict[str, JSONValue]:
         """The entry as --json shows it."""
@@ -76,21 +77,32 @@ class Imported:
 def plan(
     entries: list[Entry], queue: str, *, is_anacron: bool, mailto_alerts: str | None
 ) -> list[Planned]:
-    """Each entry's job. Its key follows the queue, the file, and the line's user, schedule,
-    zone, command and stdin (and which of identical lines it is): importing again finds it,
-    wherever the line moved in the file, and PUTs the rest (variables, options) over it."""
+    """Each entry's job. Its key follows the queue, the crontab (a user's: its user, however it
+    was read), and the line's user, schedule, zone, command and stdin (and which of identical
+    lines it is): importing again finds it, wherever the line moved in the file, and PUTs the
+    rest (variables, options) over it."""
     seen: Counter[str] = Counter()
     planned: list[Planned] = []
     for entry in entries:
-        identity = json.dumps(
-            [queue, entry.file, entry.user, entry.cron, entry.timezone, entry.command, entry.stdin]
-        )
-        digest = hashlib.sha256(f"{identity}{seen[identity]}".encode()).hexdigest()
-        seen[identity] += 1
-        key = f"crontab:{queue}:{digest[:40]}"
+        key = _key(queue, entry.crontab, entry, seen)
+        file_key = key if entry.crontab == entry.file else _key(queue, entry.file, entry, seen)
+        seen[_identity(queue, entry.crontab, entry)] += 1
         body = job_body(entry, queue, key, is_anacron=is_anacron, mailto_alerts=mailto_alerts)
-        planned.append(Planned(entry=entry, key=key, body=body))
+        planned.append(Planned(entry=entry, key=key, body=body, file_key=file_key))
     return planned
+
+
+def _identity(queue: str, crontab: str, entry: Entry) -> str:
+    return json.dumps(
+        [queue, crontab, entry.user, entry.cron, entry.timezone, entry.command, entry.stdin]
+    )
+
+
+def _key(queue: str, crontab: str, entry: Entry, seen: Counter[str]) -> str:
+    """The key of the entry read from `crontab`; `seen` counts the identical lines before it."""
+    count = seen[_identity(queue, entry.crontab, entry)]
+    digest = hashlib.sha256(f"{_identity(queue, crontab, entry)}{count}".encode()).hexdigest()
+    return f"crontab:{queue}:{digest[:40]}"
 
 
 def job_body(
@@ -316,6 +328,8 @@ def _create(
         for row in planned:
             entry = row.entry
             job_id = earlier.pop((entry.cron, entry.timezone, entry.legacy_command or ""), None)
+            if job_id is None and row.file_key != row.key:
+                job_id = _keyed(client, row.file_key)
             if job_id is not None:
                 _take_over(client, job_id, row, crontab)
             is_created, job = client.put_job_by_key(row.key, row.body)
@@ -323,6 +337,15 @@ def _create(
             imported.append(Imported(planned=row, job_id=str(job["job_id"]), result=result))
             progress.advance(task)
     return imported
+
+
+def _keyed(client: Client, key: str) -> str | None:
+    """The job of a key, if it has one (not cancelled)."""
+    try:
+        job = client.get_job_by_key(key).view
+    except NotFound:
+        return None
+    return None if job.status == "cancelled" else job.job_id
 
 
 def _take_over(client: Client, job_id: str, row: Planned, crontab: Crontab) -> None:

@@ -52,10 +52,19 @@ class Entry:
     mailto: str | None = None  # the MAILTO in force ("" : no mail); None: no MAILTO line
     is_anacron: bool = False  # anacron's guard taken off: a missed run is caught up
     legacy_command: str | None = None  # what import-crontab made of the line before issue 34
+    is_system: bool = False  # read in the system format (a user field)
 
     @property
     def source(self) -> str:
         return f"{self.file}:{self.line}"
+
+    @property
+    def crontab(self) -> str:
+        """The crontab the line is in, however it was read: a user's is the spool's
+        `crontab -l -u NAME` (FILE or - with --user NAME too); a system one its file."""
+        if self.is_system or self.user is None:
+            return self.file
+        return f"crontab -l -u {self.user}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -219,6 +228,7 @@ class _Reader:
                 mailto=self.env.get("MAILTO"),
                 is_anacron=guard is not None,
                 legacy_command=legacy,
+                is_system=self.is_system,
             )
         )
 
