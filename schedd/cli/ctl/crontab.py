@@ -411,40 +411,9 @@ def _show(
         for warning in _warnings(crontab, is_multi=is_multi):
             render.note(warning)
         return
-    results = {row.planned.key: _RESULTS[row.result] for row in imported}
-    rank = {file: index for index, file in enumerate(crontab.files)}
-    rows: list[tuple[tuple[int, int], str, str, str, str, str, Text]] = []
-    for row in planned:
-        entry = row.entry
-        result, style = ("would create", "cyan") if dry_run else results.get(row.key, ("", ""))
-        command = entry.command if entry.stdin is None else f"{entry.command} %..."
-        rows.append(
-            (
-                (rank.get(entry.file, len(rank)), entry.line),
-                _where(entry.file, entry.line, is_multi=is_multi).removeprefix("line "),
-                entry.cron,
-                entry.timezone,
-                entry.user or "-",
-                _flat(command),
-                Text(result, style=style),
-            )
-        )
-    for skipped in crontab.skipped:
-        style = "red" if skipped.is_error else "dim"
-        rows.append(
-            (
-                (rank.get(skipped.file, len(rank)), skipped.line),
-                _where(skipped.file, skipped.line, is_multi=is_multi).removeprefix("line "),
-                "",
-                "",
-                "",
-                _flat(skipped.text),
-                Text(f"not imported: {skipped.reason}", style=style),
-            )
-        )
-    rows.sort(key=lambda row: row[0])
     render.print_table(
-        ("LINE", "SCHEDULE", "ZONE", "USER", "COMMAND", "RESULT"), [row[1:] for row in rows]
+        ("LINE", "SCHEDULE", "ZONE", "USER", "COMMAND", "RESULT"),
+        _rows(crontab, planned, imported, dry_run=dry_run, is_multi=is_multi),
     )
     for warning in _warnings(crontab, is_multi=is_multi):
         render.note(warning)
@@ -458,3 +427,35 @@ def _show(
     elif dry_run:
         console.print("Dry run: nothing sent. After the import, run them with:")
         console.print(Text(f"  {work_command}", style="bold"))
+
+
+_Row = tuple[str, str, str, str, str, Text]
+
+
+def _rows(
+    crontab: Crontab,
+    planned: list[Planned],
+    imported: list[Imported],
+    *,
+    dry_run: bool,
+    is_multi: bool,
+) -> list[_Row]:
+    """The table's rows: each line planned and each skipped, in the order of the files."""
+    results = {row.planned.key: _RESULTS[row.result] for row in imported}
+    rank = {file: index for index, file in enumerate(crontab.files)}
+    rows: list[tuple[tuple[int, int], _Row]] = []
+    for row in planned:
+        entry = row.entry
+        result, style = ("would create", "cyan") if dry_run else results.get(row.key, ("", ""))
+        command = entry.command if entry.stdin is None else f"{entry.command} %..."
+        where = _where(entry.file, entry.line, is_multi=is_multi).removeprefix("line ")
+        shown = (where, entry.cron, entry.timezone, entry.user or "-", _flat(command))
+        rows.append(((rank.get(entry.file, len(rank)), entry.line), (*shown, Text(result, style))))
+    for skipped in crontab.skipped:
+        style = "red" if skipped.is_error else "dim"
+        where = _where(skipped.file, skipped.line, is_multi=is_multi).removeprefix("line ")
+        reason = Text(f"not imported: {skipped.reason}", style=style)
+        rank_of = (rank.get(skipped.file, len(rank)), skipped.line)
+        rows.append((rank_of, (where, "", "", "", _flat(skipped.text), reason)))
+    rows.sort(key=lambda row: row[0])
+    return [shown for _, shown in rows]
