@@ -216,3 +216,22 @@ def test_system_crontabs_cron_would_refuse_are_passed_over(tmp_path: Path) -> No
     crontab = read_crontabs(reading(None, is_machine=True, root=root, timezone="UTC"))
     assert [e.file for e in crontab.entries] == ["/etc/cron.d/good", "/etc/cron.d/link-to-good"]
     assert not crontab.has_errors
+
+
+def test_without_anacron_cron_runs_the_guarded_lines_itself(tmp_path: Path) -> None:
+    root = copy_machine(tmp_path / "root")
+    installed = read_crontabs(reading(None, is_machine=True, root=root))
+    (root / "usr/sbin/anacron").unlink()
+    bare = read_crontabs(reading(None, is_machine=True, root=root))
+    for crontab, is_anacron in ((installed, True), (bare, False)):
+        daily = next(e for e in crontab.entries if (e.file, e.line) == ("/etc/crontab", 20))
+        assert daily.command == "{ cd / && run-parts --report /etc/cron.daily; }"
+        assert daily.is_anacron is is_anacron
+    [note] = [n for n in bare.warnings if (n.file, n.line) == ("/etc/crontab", 20)]
+    assert note.text == (
+        "no /usr/sbin/anacron on this machine: cron runs this line itself; imported without "
+        "its `test -x /usr/sbin/anacron ||`, with cron's misfire_policy skip"
+    )
+    guarded = named("/tmp/x", "0 0 * * * test -x /usr/sbin/anacron || y\n")
+    [file] = read_crontabs(reading(guarded)).entries
+    assert file.is_anacron  # FILE: its machine's anacron is not known, it is taken as there

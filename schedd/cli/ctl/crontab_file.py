@@ -129,6 +129,7 @@ class _Reader:
     user: str | None
     is_system: bool
     has_mailto_alerts: bool
+    has_anacron: bool = True  # whether the machine's cron leaves guarded lines to anacron
     zone_error: str = ""
     env: dict[str, str] = field(default_factory=dict)
     result: Crontab = field(default_factory=Crontab)
@@ -183,6 +184,17 @@ class _Reader:
                 "dead letters (schedctl deadletters ls); --mailto-alerts URL makes them alerts",
             )
 
+    def _note_guard(self, number: int) -> None:
+        without = "imported without its `test -x /usr/sbin/anacron ||`"
+        if self.has_anacron:
+            text = f"anacron runs this line on its machine: {without}, with misfire_policy run_once"
+        else:
+            text = (
+                f"no /usr/sbin/anacron on this machine: cron runs this line itself; {without}, "
+                "with cron's misfire_policy skip"
+            )
+        self.note(number, text)
+
     def _job(self, number: int, text: str, zone: str) -> None:
         if text.startswith("-"):  # cronie's: no syslog line for this job's runs
             self.note(number, "the leading - (cronie: do not log the runs) has no meaning here")
@@ -208,11 +220,7 @@ class _Reader:
         guard = _ANACRON_GUARD.fullmatch(command)
         if guard is not None:
             command = guard["rest"].strip()
-            self.note(
-                number,
-                "anacron runs this line on its machine: imported without its "
-                "`test -x /usr/sbin/anacron ||`, with misfire_policy run_once",
-            )
+            self._note_guard(number)
         elif not self.is_system and re.match(r"root[ \t]", command):
             self.note(number, "the command starts with `root`: a system crontab? (--system)")
         self.result.entries.append(
@@ -226,7 +234,7 @@ class _Reader:
                 stdin=stdin,
                 env=dict(self.env),
                 mailto=self.env.get("MAILTO"),
-                is_anacron=guard is not None,
+                is_anacron=guard is not None and self.has_anacron,
                 legacy_command=legacy,
                 is_system=self.is_system,
             )
@@ -241,6 +249,7 @@ def parse_crontab(
     user: str | None = None,
     is_system: bool = False,
     has_mailto_alerts: bool = False,
+    has_anacron: bool = True,
 ) -> Crontab:
     """Read a crontab: five time fields (or an @macro), in the system format a user, and a
     command per line; variable lines apply to the lines after them."""
@@ -250,6 +259,7 @@ def parse_crontab(
         user=user,
         is_system=is_system,
         has_mailto_alerts=has_mailto_alerts,
+        has_anacron=has_anacron,
     )
     reader.result.files.append(file)
     lines = text.split("\n")

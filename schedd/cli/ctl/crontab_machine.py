@@ -1,6 +1,7 @@
 """The crontabs import-crontab reads: FILE, or a machine's as Debian's cron finds them
-(/etc/crontab, /etc/cron.d, with --users the spool through `crontab -l -u`) in the machine's zone,
-and the scripts run-parts would run for --expand-run-parts. Reads files, runs `crontab`; makes no
+(/etc/crontab, /etc/cron.d: root's files its group and others cannot write; with --users the spool
+through `crontab -l -u`) in the machine's zone, whether it has anacron, and the scripts run-parts
+would run for --expand-run-parts. Reads files, runs `crontab`; makes no
 requests (crontab.py does).
 """
 
@@ -28,6 +29,7 @@ from schedd.errors import InvalidRequest
 
 SYSTEM_CRONTAB = "/etc/crontab"
 CRON_D = "/etc/cron.d"
+ANACRON = "/usr/sbin/anacron"  # Debian's /etc/crontab leaves lines to it when it is there
 SPOOL = "/var/spool/cron/crontabs"  # Debian's; crontab(1) -l -u reads it for us
 CRONTAB_TIMEOUT_S = 30.0
 # Debian cron(8): cron.d names as run-parts(8) takes them without --lsbsysinit.
@@ -87,9 +89,19 @@ def _read_machine(reading: Reading) -> Crontab:
     found = machine_crontabs(reading.root, has_users=reading.has_users)
     crontab.skipped += found.skipped
     crontab.warnings += found.warnings
+    has_anacron = os.access(_under(reading.root, ANACRON), os.X_OK)
     for source in found.sources:
-        user = source.user
-        crontab.extend(_parse(reading, source.text, source.name, zone, source.is_system, user))
+        crontab.extend(
+            parse_crontab(
+                source.text,
+                timezone=zone,
+                file=source.name,
+                user=source.user,
+                is_system=source.is_system,
+                has_mailto_alerts=reading.mailto_alerts is not None,
+                has_anacron=has_anacron,
+            )
+        )
     return crontab
 
 
