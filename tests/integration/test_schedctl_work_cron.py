@@ -181,7 +181,8 @@ def test_as_root_it_needs_allow_user_and_runs_no_line_for_another_user(
     cron.trigger(queue, jobs[7], jobs[9])  # daemon's line, root's line
     done = cron.work_as_root(queue, 2, ("daemon",))
     assert cron.attempt(jobs[7])["outcome"] == "succeeded"
-    refusal = "job runs as 'root', which this worker may not run as: start it with --allow-user root"
+    refusal = "job runs as 'root', which this worker may not run as"
+    refusal += ": start it with --allow-user root"
     as_root = cron.attempt(jobs[9])
     assert (as_root["run_status"], as_root["error"], as_root["output"]) == (
         "retrying",
