@@ -37,6 +37,8 @@ USER_CRONTAB = FIXTURES / "crontabs" / "user-crontab"
 ROOT = Path(__file__).resolve().parents[2]
 RETRIES = {"max_attempts": 3, "backoff": "fixed", "initial_delay": "1h", "max_delay": "1h"}
 CRON_D_PATH = "/usr/local/bin:/usr/bin:/bin"
+# Debian's cron.service runs `cron -f -P`: the PATH systemd gives it (the fixture's comment)
+DEBIAN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 USER_PATH = "/opt/reports/bin:/usr/bin:/bin"
 
 
@@ -71,9 +73,12 @@ class Cron(Tenant):
         assert status == 200, page
         return sum(q["ready"] for q in page["queues"] if q["name"] == queue)
 
-    def work_as_root(self, queue: str, count: int) -> subprocess.CompletedProcess[str]:
+    def work_as_root(
+        self, queue: str, count: int, allowed: tuple[str, ...] = ("*",)
+    ) -> subprocess.CompletedProcess[str]:
+        allow = [option for user in allowed for option in ("--allow-user", user)]
         done = self.run(
-            "work", queue, "--shell", "--once", "--wait", "10s", "--concurrency", str(count)
+            "work", queue, "--shell", *allow, "--once", "--wait", "10s", "--concurrency", str(count)
         )
         assert done.returncode == 0, done.stderr
         return done
@@ -143,21 +148,48 @@ def facts(output: str | None) -> dict[str, str]:
     return {pair[0]: pair[1] for pair in pairs if len(pair) == 2}
 
 
-def test_debians_etc_crontab_runs_as_root_with_crons_default_path(cron: Cron, queue: str) -> None:
-    jobs = cron.import_crontab(queue, ETC_CRONTAB, "--system")
-    hourly = jobs[19]
+def test_debians_etc_crontab_runs_as_root_with_crons_default_path(
+    cron: Cron, queue: str, tmp_path: Path
+) -> None:
+    crontab = tmp_path / "crontab"
+    where = 'echo "$PATH $HOME $(pwd)"'
+    crontab.write_text(ETC_CRONTAB.read_text() + f"30 4 * * * root {where}\n")
+    jobs = cron.import_crontab(queue, crontab, "--system")
+    hourly, printed = jobs[19], jobs[max(jobs)]
     payload = cron.payload(hourly)
     assert payload["command"] == "cd / && run-parts --report /etc/cron.hourly"
     assert (payload["user"], payload["env"]) == ("root", {"SHELL": "/bin/sh"})
-    cron.trigger(queue, hourly)
-    cron.work_as_root(queue, 1)
+    cron.trigger(queue, hourly, printed)
+    cron.work_as_root(queue, 2)
+    home = pwd.getpwnam("root").pw_dir
+    assert cron.attempt(printed)["output"] == f"{DEBIAN_PATH} {home} {home}\n"
     attempt = cron.attempt(hourly)
-    root = pwd.getpwnam("root")
-    env = {"SHELL": "/bin/sh", "PATH": "/usr/bin:/bin", "HOME": root.pw_dir}
+    env = {"SHELL": "/bin/sh", "PATH": DEBIAN_PATH, "HOME": home}
     code, output = cron_like(payload["command"], env | {"LOGNAME": "root", "USER": "root"}, "/")
     # run-parts reports an empty /etc/cron.hourly with nothing; a missing one with an error
     assert attempt["outcome"] == ("succeeded" if code == 0 else "failed"), attempt
     assert attempt["output"] == (output or None)
+
+
+def test_as_root_it_needs_allow_user_and_runs_no_line_for_another_user(
+    cron: Cron, queue: str
+) -> None:
+    refused = cron.run("work", queue, "--shell", "--once", "--wait", "1s")
+    assert refused.returncode == 2
+    assert "--shell as root needs --allow-user NAME" in refused.stderr
+    jobs = cron.import_crontab(queue, CRON_D, "--system")
+    cron.trigger(queue, jobs[7], jobs[9])  # daemon's line, root's line
+    done = cron.work_as_root(queue, 2, ("daemon",))
+    assert cron.attempt(jobs[7])["outcome"] == "succeeded"
+    refusal = "job runs as 'root', which this worker may not run as"
+    refusal += ": start it with --allow-user root"
+    as_root = cron.attempt(jobs[9])
+    assert (as_root["run_status"], as_root["error"], as_root["output"]) == (
+        "retrying",
+        refusal,
+        None,
+    )
+    assert f"not run job={jobs[9]} attempt=1: {refusal}" in done.stderr
 
 
 def test_a_cron_d_file_runs_each_line_as_its_user(cron: Cron, queue: str) -> None:
@@ -230,7 +262,7 @@ def test_a_users_home_is_its_directory_when_the_crontab_sets_none(
     cron.trigger(queue, job_id)
     cron.work_as_root(queue, 1)
     got = facts(cron.attempt(job_id)["output"])
-    assert got == {"pwd": user.pw_dir, "home": user.pw_dir, "path": "/usr/bin:/bin"}
+    assert got == {"pwd": user.pw_dir, "home": user.pw_dir, "path": DEBIAN_PATH}
 
 
 def test_a_user_that_does_not_exist_is_dead_at_once_with_the_reason(cron: Cron, queue: str) -> None:

@@ -5,9 +5,14 @@ for the ack or nack. This test process is root (as the project's machines and CI
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import os
 import pwd
+import signal
 import threading
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,6 +35,7 @@ def commands(*, is_shell: bool = True, argv: tuple[str, ...] = ()) -> Commands:
         grace_ms=1_000,
         is_once=True,
         as_json=True,  # the commands' stdout goes to stderr, which pytest captures
+        allowed_users=("*",),
     )
     return Commands(settings, Log(), threading.Event())
 
@@ -73,6 +79,14 @@ def test_root_runs_the_command_as_its_user_with_no_root_left() -> None:
     assert 0 not in groups or gid == 0
     assert got["HOME"] == DAEMON.pw_dir and got["LOGNAME"] == got["USER"] == "daemon"
     assert got["pwd"] == (DAEMON.pw_dir if os.path.isdir(DAEMON.pw_dir) else "/")
+
+
+def test_home_is_entered_as_the_user_and_one_it_may_not_enter_gives_slash() -> None:
+    assert os.stat("/root").st_mode & 0o077 == 0  # root's alone: daemon may not enter it
+    script = 'echo "pwd=$(pwd)"; echo "HOME=$HOME"'
+    for home, expected in [("/root", "/"), ("/no/such/dir", "/"), ("/tmp", "/tmp")]:
+        got = lines(run({"command": script, "user": "daemon", "env": {"HOME": home}}))
+        assert (got["pwd"], got["HOME"]) == (expected, home)
 
 
 def test_the_environment_is_crons_plus_the_run_and_the_shell_is_the_crontabs() -> None:
@@ -131,6 +145,67 @@ def test_a_missing_user_is_dead_and_nothing_runs(tmp_path: Any) -> None:
         commands()(message({"command": f"touch {marker}", "user": "no-such-user-34"}))
     assert dead.value.is_dead is True and "no such user" in str(dead.value)
     assert not marker.exists()
+
+
+def test_the_workers_token_and_url_reach_no_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SCHEDCTL_TOKEN", "sk_secret")
+    monkeypatch.setenv("SCHEDCTL_URL", "http://10.0.0.1:8701")
+    monkeypatch.setenv("WORKER_OWN", "kept")
+    show = 'echo "token=${SCHEDCTL_TOKEN-unset} url=${SCHEDCTL_URL-unset} own=${WORKER_OWN-unset}"'
+    argv = commands(is_shell=False, argv=("sh", "-c", show))(message(None))
+    assert argv.output == "token=unset url=unset own=kept\n"  # -- CMD: the rest of work's own
+    assert run({"command": show}) == "token=unset url=unset own=kept\n"  # an older payload
+    assert run({"command": show, "user": None}) == "token=unset url=unset own=unset\n"  # cron's
+
+
+def test_a_line_for_a_user_not_allowed_is_nacked_and_never_runs(tmp_path: Any) -> None:
+    marker = tmp_path / "ran"
+    settings = dataclasses.replace(commands()._s, allowed_users=("daemon",))
+    handler = Commands(settings, Log(), threading.Event())
+    for payload in [{"command": f"touch {marker}"}, {"command": f"touch {marker}", "user": None}]:
+        with pytest.raises(Nack) as refused:
+            handler(message(payload))
+        assert "job runs as 'root'" in str(refused.value) and "--allow-user root" in str(
+            refused.value
+        )
+        assert refused.value.is_dead is False and refused.value.output is None
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    "background", ["sleep 30 >/dev/null 2>&1 &", "sleep 30 &", "(sleep 3; echo late) &"]
+)
+def test_what_a_line_leaves_running_keeps_running_and_the_attempt_ends(background: str) -> None:
+    started = time.monotonic()
+    done = run({"command": f"echo before; {background} echo pid=$!", "user": None})
+    assert time.monotonic() - started < 5  # not the sleep's 30 s: the pipes are not awaited
+    assert done is not None and done.startswith("before\npid=")
+    assert "late" not in done  # printed after the attempt ended: relayed, not kept
+    pid = int(lines(done)["pid"])
+    try:
+        assert is_running(pid)  # no kill of the group after a normal exit
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_a_timeout_still_kills_what_the_line_left_running() -> None:
+    settings = dataclasses.replace(commands()._s, timeout_ms=300)
+    handler = Commands(settings, Log(), threading.Event())
+    with pytest.raises(Nack) as timed_out:
+        handler(message({"command": "sleep 30 & echo pid=$!; wait", "user": None}))
+    assert str(timed_out.value).startswith("timed out after 300ms")
+    pid = int(lines(timed_out.value.output)["pid"])
+    assert not is_running(pid)
+
+
+def is_running(pid: int) -> bool:
+    """Whether pid runs (a killed child not yet reaped by whoever inherited it does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def test_a_command_line_worker_keeps_its_output_too() -> None:

@@ -13,41 +13,69 @@ from typing import Any
 
 import pytest
 
-from schedd.cli.ctl.shell import Launch, Unrunnable, argv_launch, shell_launch
+from schedd.cli.ctl.shell import CD_HOME, Launch, Unrunnable, argv_launch, shell_launch
 
-WORKER_ENV = {"PATH": "/worker/bin:/usr/bin", "HOME": "/worker", "USER": "w", "SECRET": "s"}
+OWN_ENV = {"PATH": "/worker/bin:/usr/bin", "HOME": "/worker", "USER": "w", "SECRET": "s"}
+WORKER_ENV = OWN_ENV | {"SCHEDCTL_TOKEN": "sk_secret", "SCHEDCTL_URL": "http://10.0.0.1:8701"}
+DEBIAN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 NOBODY = pwd.getpwnam("nobody")
 DAEMON = pwd.getpwnam("daemon")
 
 
-def launch(payload: Any, euid: int) -> Launch:
-    return shell_launch(payload, WORKER_ENV, euid=euid)
+def launch(payload: Any, euid: int, allowed: tuple[str, ...] = ("*",)) -> Launch:
+    return shell_launch(payload, WORKER_ENV, euid=euid, allowed=frozenset(allowed))
 
 
-def test_an_older_payload_runs_as_before_with_the_workers_environment() -> None:
+def test_an_older_payload_runs_with_the_workers_environment_but_not_its_token() -> None:
     payload = {"command": "echo hi"}
     got = launch(payload, 0)
     assert got == Launch(
-        argv=("/bin/sh", "-c", "echo hi"), env=WORKER_ENV, stdin=b'{"command": "echo hi"}\n'
+        argv=("/bin/sh", "-c", "echo hi"), env=OWN_ENV, stdin=b'{"command": "echo hi"}\n'
     )
     assert argv_launch(("cat",), [1, "é"], WORKER_ENV) == Launch(
-        argv=("cat",), env=WORKER_ENV, stdin='[1, "é"]\n'.encode()
+        argv=("cat",), env=OWN_ENV, stdin='[1, "é"]\n'.encode()
     )
+
+
+def test_as_root_only_the_allowed_users_run_the_worker_itself_included() -> None:
+    cases = [
+        ({"command": "id"}, "root"),  # an older payload: the worker's own user
+        ({"command": "id", "user": None}, "root"),
+        ({"command": "id", "user": "root"}, "root"),
+        ({"command": "id", "user": "daemon"}, "daemon"),
+    ]
+    for payload, user in cases:
+        for allowed in [(), ("nobody",)]:
+            with pytest.raises(Unrunnable) as refused:
+                launch(payload, 0, allowed)
+            assert str(refused.value) == (
+                f"job runs as {user!r}, which this worker may not run as: "
+                f"start it with --allow-user {user}"
+            )
+            assert refused.value.is_dead is False  # another worker may allow it
+        assert launch(payload, 0, (user,)).argv[-1] == "id"
+        assert launch(payload, 0, ("*",)).argv[-1] == "id"
+
+
+def test_not_root_the_allowed_users_are_checked_only_when_given() -> None:
+    assert launch({"command": "id", "user": None}, NOBODY.pw_uid, ()).env["USER"] == "nobody"
+    with pytest.raises(Unrunnable, match="--allow-user nobody"):
+        launch({"command": "id", "user": "nobody"}, NOBODY.pw_uid, ("daemon",))
 
 
 def test_a_null_user_runs_as_the_worker_in_crons_minimal_environment() -> None:
     got = launch({"command": "env", "user": None}, NOBODY.pw_uid)
-    assert got.argv == ("/bin/sh", "-c", "env")
+    assert got.argv == ("/bin/sh", "-c", CD_HOME, "/bin/sh", "env")
     assert got.env == {
         "HOME": NOBODY.pw_dir,
         "LOGNAME": "nobody",
         "USER": "nobody",
         "SHELL": "/bin/sh",
-        "PATH": "/usr/bin:/bin",
+        "PATH": DEBIAN_PATH,
     }
     assert "SECRET" not in got.env  # nothing of the worker's own environment
     assert got.stdin == b""
-    assert got.cwd == (NOBODY.pw_dir if os.path.isdir(NOBODY.pw_dir) else "/")
+    assert got.cwd == "/"  # $HOME is entered by the command's own shell, as its user
     assert (got.uid, got.gid, got.groups) == (None, None, None)  # no user to become
 
 
@@ -62,9 +90,9 @@ def test_crontab_variables_override_all_but_logname_and_user() -> None:
         "LANG": "C.UTF-8",
     }
     got = launch({"command": "x", "user": "daemon", "env": env}, 0)
-    assert got.argv == ("/bin/bash", "-c", "x")
+    assert got.argv == ("/bin/sh", "-c", CD_HOME, "/bin/bash", "x")
     assert got.env == env | {"LOGNAME": "daemon", "USER": "daemon"}
-    assert got.cwd == "/tmp"
+    assert got.cwd == "/"
 
 
 def test_as_root_the_command_becomes_the_recorded_user_with_its_groups() -> None:
@@ -118,7 +146,7 @@ def test_a_worker_uid_without_a_passwd_entry_takes_home_and_user_from_its_enviro
         "LOGNAME": "w",
         "USER": "w",
         "SHELL": "/bin/sh",
-        "PATH": "/usr/bin:/bin",
+        "PATH": DEBIAN_PATH,
         "A": "1",
     }
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -27,6 +28,7 @@ POLL_S = 0.1  # how often a runner looks at its command's deadline
 KILL_AFTER_S = 5.0  # SIGTERM to a process group, then SIGKILL this much later
 TAIL_BYTES = 2_000  # the end of a command's stderr that a nack carries
 LINE_BYTES = 64 * 1024  # a longer line is relayed in pieces of this size
+OUTPUT_AFTER_EXIT_S = 1.0  # what the pipes still carry this long after the command's exit is kept
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -43,6 +45,7 @@ class Settings:
     grace_ms: int
     is_once: bool
     as_json: bool
+    allowed_users: tuple[str, ...] = ()  # --allow-user: with --shell, whom a command may run as
 
 
 @dataclass(slots=True, eq=False)
@@ -55,6 +58,8 @@ class Task:
     abort_reason: str | None = None  # set when the command must be killed: timeout or shutdown
     tail: bytearray = field(default_factory=bytearray)
     output: Output = field(default_factory=Output)
+    is_kept: bool = True  # False once the attempt's output is taken: later output is only relayed
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def facts(self) -> str:
@@ -117,7 +122,8 @@ class Commands:
     def _launch(self, message: Message) -> Launch:
         if not self._s.is_shell:
             return argv_launch(self._s.argv, message.payload, os.environ)
-        return shell_launch(message.payload, os.environ, euid=os.geteuid())
+        allowed = frozenset(self._s.allowed_users)
+        return shell_launch(message.payload, os.environ, euid=os.geteuid(), allowed=allowed)
 
     def _execute(self, task: Task) -> str | None:
         """Run the command to its end; the nack error, or None for success."""
@@ -138,9 +144,15 @@ class Commands:
             relay.daemon = True
             relay.start()
         task.exit_code = self._wait(task, process)
-        _signal_group(process.pid, signal.SIGKILL)  # the command's stragglers end with it
+        if task.abort_reason is not None or not self._s.is_shell:
+            _signal_group(process.pid, signal.SIGKILL)  # the command's stragglers end with it
+        # A line's `app &` may keep the pipes open: what comes after a short while is relayed,
+        # no longer kept, and the attempt ends without waiting for it.
+        kept_until_s = time.monotonic() + OUTPUT_AFTER_EXIT_S
         for relay in relays:
-            relay.join(timeout=2.0)
+            relay.join(timeout=max(0.0, kept_until_s - time.monotonic()))
+        with task.lock:
+            task.is_kept = False
         return _error(task)
 
     def _spawn(self, task: Task, launch: Launch) -> subprocess.Popen[bytes]:
@@ -172,11 +184,16 @@ class Commands:
         with stream:
             for data in _chunks(stream):
                 self._log.relay(data, to)
-                task.output.add(decoder.decode(data))
-                if is_stderr:
-                    task.tail += data
-                    del task.tail[:-TAIL_BYTES]
-        task.output.add(decoder.decode(b"", final=True))
+                with task.lock:
+                    if not task.is_kept:
+                        continue
+                    task.output.add(decoder.decode(data))
+                    if is_stderr:
+                        task.tail += data
+                        del task.tail[:-TAIL_BYTES]
+        with task.lock:
+            if task.is_kept:
+                task.output.add(decoder.decode(b"", final=True))
 
     def _wait(self, task: Task, process: subprocess.Popen[bytes]) -> int:
         """Wait for the command; on timeout or past the grace period SIGTERM its group, later
@@ -205,9 +222,29 @@ class Commands:
 
 
 def _chunks(stream: IO[bytes]) -> Iterator[bytes]:
-    """A command's output line by line, a line longer than LINE_BYTES in pieces."""
-    while data := stream.readline(LINE_BYTES):
-        yield data
+    """A command's output line by line, a line longer than LINE_BYTES in pieces, and a line not
+    ended after POLL_S of quiet as it is (else a background child holding the pipe would keep
+    it from the attempt)."""
+    fd = stream.fileno()
+    poll = select.poll()
+    poll.register(fd, select.POLLIN)
+    pending = bytearray()
+    while True:
+        if not poll.poll(POLL_S * 1000):
+            if pending:
+                yield bytes(pending)
+                pending.clear()
+            continue
+        data = os.read(fd, LINE_BYTES)
+        if not data:
+            break
+        pending += data
+        while (end := pending.find(b"\n") + 1) or len(pending) >= LINE_BYTES:
+            cut = end or LINE_BYTES
+            yield bytes(pending[:cut])
+            del pending[:cut]
+    if pending:
+        yield bytes(pending)
 
 
 def _feed(stream: IO[bytes], data: bytes) -> None:

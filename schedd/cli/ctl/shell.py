@@ -15,7 +15,14 @@ from dataclasses import dataclass
 from typing import Any
 
 DEFAULT_SHELL = "/bin/sh"
-DEFAULT_PATH = "/usr/bin:/bin"  # cron's _PATH_DEFPATH
+# Debian's cron.service starts `cron -f -P`: its commands get the PATH systemd gave cron (plain
+# Vixie cron set its _PATH_DEFPATH, /usr/bin:/bin).
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+ANY_USER = "*"  # --allow-user '*': any user the machine has
+# Started as the line's user (never as root first): cron's chdir($HOME), / when that fails, then
+# the line's shell.
+CD_HOME = 'cd "$HOME" 2>/dev/null || cd /; exec "$0" -c "$1"'
+WORKER_PREFIX = "SCHEDCTL_"  # the worker's own settings (its token, its URL): never a command's
 CRON_KEYS = ("user", "env", "stdin")  # a payload with any of these gets cron's environment
 _ENV_NAME = re.compile(r"[^=\0]+")
 
@@ -27,7 +34,7 @@ class Launch:
     argv: tuple[str, ...]
     env: Mapping[str, str]
     stdin: bytes
-    cwd: str | None = None  # None: the worker's own
+    cwd: str | None = None  # None: the worker's own; entered before the user switch
     uid: int | None = None  # with gid and groups: the user the child becomes before its exec
     gid: int | None = None
     groups: tuple[int, ...] | None = None
@@ -42,46 +49,58 @@ class Unrunnable(Exception):
         self.is_dead = is_dead
 
 
+def command_env(worker_env: Mapping[str, str]) -> dict[str, str]:
+    """The worker's environment without its own settings: no SCHEDCTL_* (the token, the URL)."""
+    return {k: v for k, v in worker_env.items() if not k.startswith(WORKER_PREFIX)}
+
+
 def argv_launch(argv: tuple[str, ...], payload: Any, worker_env: Mapping[str, str]) -> Launch:
-    """`schedctl work QUEUE -- CMD`: CMD with the payload as JSON on stdin, the worker's env."""
-    return Launch(argv=argv, env=dict(worker_env), stdin=_payload_json(payload))
+    """`schedctl work QUEUE -- CMD`: CMD with the payload as JSON on stdin, the worker's env
+    without its SCHEDCTL_* variables."""
+    return Launch(argv=argv, env=command_env(worker_env), stdin=_payload_json(payload))
 
 
-def shell_launch(payload: Any, worker_env: Mapping[str, str], *, euid: int) -> Launch:
-    """`--shell`: payload.command under $SHELL -c. A payload with `user`, `env` or `stdin` (what
-    import-crontab writes) runs as cron runs it; one with only `command` (an older import's, or
-    one written by hand) with the worker's environment and the payload as JSON on stdin."""
+def shell_launch(
+    payload: Any, worker_env: Mapping[str, str], *, euid: int, allowed: frozenset[str]
+) -> Launch:
+    """`--shell`: payload.command under $SHELL -c, as a user in `allowed` (a worker that is root
+    runs nothing else; one that is not, with an empty `allowed`, only its own user's lines). A
+    payload with `user`, `env` or `stdin` (what import-crontab writes) runs as cron runs it; one
+    with only `command` (an older import's, or one written by hand) as the worker's user, with
+    the worker's environment (no SCHEDCTL_*) and the payload as JSON on stdin."""
     if not isinstance(payload, dict):
         raise Unrunnable("--shell: the payload is not an object with a 'command'", is_dead=True)
     command = payload.get("command")
     if not isinstance(command, str) or not command.strip() or "\0" in command:
         raise Unrunnable("--shell: the payload has no 'command' string", is_dead=True)
     if not any(key in payload for key in CRON_KEYS):
+        _allow(_own_name(euid), euid, allowed)
         argv = (DEFAULT_SHELL, "-c", command)
-        return Launch(argv=argv, env=dict(worker_env), stdin=_payload_json(payload))
-    entry = _entry(payload.get("user"), euid)
+        return Launch(argv=argv, env=command_env(worker_env), stdin=_payload_json(payload))
+    entry = _entry(payload.get("user"), euid, allowed)
     env = _cron_env(entry, worker_env, _variables(payload.get("env", {})))
-    home = env.get("HOME", "/")
     switch = euid == 0 and payload.get("user") is not None
     return Launch(
-        argv=(env.get("SHELL") or DEFAULT_SHELL, "-c", command),
+        argv=(DEFAULT_SHELL, "-c", CD_HOME, env.get("SHELL") or DEFAULT_SHELL, command),
         env=env,
         stdin=_stdin(payload.get("stdin")),
-        cwd=home if os.path.isdir(home) else "/",  # cron's chdir($HOME), ignoring its failure
+        cwd="/",  # the worker's may be closed to the user; $HOME is entered after the switch
         uid=entry.pw_uid if switch and entry else None,
         gid=entry.pw_gid if switch and entry else None,
         groups=tuple(os.getgrouplist(entry.pw_name, entry.pw_gid)) if switch and entry else None,
     )
 
 
-def _entry(user: object, euid: int) -> pwd.struct_passwd | None:
+def _entry(user: object, euid: int, allowed: frozenset[str]) -> pwd.struct_passwd | None:
     """The passwd entry the command runs as: the payload's user, or the worker's own (None when
     the worker's uid has none). Raises Unrunnable for a user that is not here or not allowed."""
     if user is None:
+        _allow(_own_name(euid), euid, allowed)
         return _own(euid)
     if not isinstance(user, str) or not user or "\0" in user:
         message = f"--shell: the payload's 'user' is not a user name: {user!r}"
         raise Unrunnable(message, is_dead=True)
+    _allow(user, euid, allowed)
     try:
         entry = pwd.getpwnam(user)
     except KeyError:
@@ -93,6 +112,21 @@ def _entry(user: object, euid: int) -> pwd.struct_passwd | None:
         message = f"job runs as {user!r}; this worker runs as {name!r} and is not root"
         raise Unrunnable(message, is_dead=False)
     return entry
+
+
+def _allow(user: str, euid: int, allowed: frozenset[str]) -> None:
+    """Raise Unrunnable (a nack: another worker may allow it) for a user not in `allowed`; a
+    worker that is root allows no user unless told, one that is not checks only when told."""
+    if (not allowed and euid != 0) or ANY_USER in allowed or user in allowed:
+        return
+    refusal = f"job runs as {user!r}, which this worker may not run as"
+    message = f"{refusal}: start it with --allow-user {user}"
+    raise Unrunnable(message, is_dead=False)
+
+
+def _own_name(euid: int) -> str:
+    own = _own(euid)
+    return own.pw_name if own is not None else f"uid {euid}"
 
 
 def _own(euid: int) -> pwd.struct_passwd | None:

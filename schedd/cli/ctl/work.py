@@ -8,6 +8,7 @@ raft or the node.
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -197,10 +198,14 @@ Examples:
 
 \b
 CMD gets the payload as JSON on stdin and SCHEDD_JOB_ID, SCHEDD_SCHEDULED_AT, SCHEDD_ATTEMPT,
-SCHEDD_IDEMPOTENCY_KEY and SCHEDD_QUEUE in its environment. Exit 0 acks the message; anything
-else nacks it with the end of CMD's stderr, and the job's retry policy decides what follows.
-What CMD prints (stdout and stderr, its first and last 4 KiB) is kept with the attempt:
-schedctl runs JOB_ID --output.""",
+SCHEDD_IDEMPOTENCY_KEY and SCHEDD_QUEUE in its environment (and work's own, without its
+SCHEDCTL_* variables). Exit 0 acks the message; anything else nacks it with the end of CMD's
+stderr, and the job's retry policy decides what follows. What CMD prints (stdout and stderr,
+its first and last 4,096 characters) is kept with the attempt: schedctl runs JOB_ID --output.
+
+\b
+With --shell, whoever holds the tenant's token can run any command as the allowed users on this
+host: give each host a tenant or a queue of its own.""",
 )
 @click.argument("queue")
 @click.argument("argv", nargs=-1, metavar="-- CMD [ARGS]...")
@@ -211,6 +216,14 @@ schedctl runs JOB_ID --output.""",
     help="Instead of CMD, run each message's payload.command as cron would (the jobs "
     "`schedctl import-crontab` makes): with $SHELL -c as the payload's user (when root; "
     "refused otherwise), in cron's environment, the % text on stdin.",
+)
+@click.option(
+    "--allow-user",
+    "allowed_users",
+    multiple=True,
+    metavar="NAME",
+    help="With --shell, run lines as NAME (repeat it; '*': any user of this machine); a line "
+    "for another user is nacked, not run. Required as root.",
 )
 @click.option(
     "--concurrency",
@@ -251,6 +264,13 @@ def work(client: Client, /, queue: str, argv: tuple[str, ...], **options: Any) -
         raise InvalidRequest("CMD", "give either --shell or a command, not both")
     if not options["is_shell"] and not argv:
         raise InvalidRequest("CMD", "missing: schedctl work QUEUE -- CMD [ARGS]... (or --shell)")
+    if options["allowed_users"] and not options["is_shell"]:
+        raise click.UsageError("--allow-user is for --shell")
+    if options["is_shell"] and not options["allowed_users"] and os.geteuid() == 0:
+        raise click.UsageError(
+            "--shell as root needs --allow-user NAME (or '*'): whoever holds the tenant's token "
+            "can run commands as the users it allows, root included"
+        )
     if argv and shutil.which(argv[0]) is None:
         raise InvalidRequest("CMD", f"{argv[0]!r} is not an executable file or on PATH")
     consume(client, Settings(queue=queue, argv=argv, **options))
