@@ -108,7 +108,9 @@ def test_work_shell_runs_the_imported_command(ctl: Ctl, tmp_path: Path) -> None:
     )
     [created] = report["created"]
     assert ctl("trigger", created["job_id"]).returncode == 0  # a run now, not next January
-    worked = ctl("work", "cron-c", "--shell", "--once", "--wait", "10s", "--json")
+    worked = ctl(
+        "work", "cron-c", "--shell", "--allow-user", "root", "--once", "--wait", "10s", "--json"
+    )
     assert worked.returncode == 0, worked.stderr
     assert marker.read_text().strip() == created["job_id"]
     both = ctl("work", "cron-c", "--shell", "--", "true")

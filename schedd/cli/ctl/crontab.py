@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shlex
 import sys
 from collections import Counter
 from dataclasses import dataclass
@@ -249,7 +250,7 @@ def import_crontab(client: Client, /, **options: Any) -> None:
     imported: list[Imported] = []
     if not dry_run and planned:
         imported = _create(client, planned, queue, crontab, show=not as_json)
-    work_command = f"schedctl work {queue} --shell"
+    work_command = _work_command(queue, planned)
     is_multi = reading.is_machine
     if as_json:
         render.print_json(
@@ -394,6 +395,16 @@ _RESULTS = {
     "updated": ("updated", "yellow"),
     "existing": ("exists already", "dim"),
 }
+
+
+def _work_command(queue: str, planned: list[Planned]) -> str:
+    """The worker that runs the lines: as root (a line with a user needs it), allowed to run
+    as each of their users (`schedctl work --allow-user`)."""
+    users = sorted({p.entry.user for p in planned if p.entry.user is not None})
+    if not users:
+        return f"schedctl work {queue} --shell"
+    allowed = " ".join(f"--allow-user {shlex.quote(user)}" for user in users)
+    return f"sudo schedctl work {queue} --shell {allowed}"
 
 
 def _show(
