@@ -119,33 +119,28 @@ def drop(tx: sqlite3.Connection, job_id: str) -> None:
 
 
 def follow(
-    tx: sqlite3.Connection,
-    ts_ms: int,
-    tenant_id: str,
-    ended: Iterable[tuple[str, int]],
-    status: Ended,
+    tx: sqlite3.Connection, ts_ms: int, tenant_id: str, ended: Iterable[tuple[str, int, Ended]]
 ) -> list[DueAdded]:
-    """Runs of the tenant's jobs ended (`ended`: (job_id, scheduled_at_ms) in the command's
-    order, a generator read only when the tenant has dependencies): each active dependent whose `on`
-    matches `status` gets a run at that scheduled time, due at `ts_ms`. Returns the due runs
-    added (the dispatcher is offered them at once)."""
+    """Runs of the tenant's jobs ended (`ended`: (job_id, scheduled_at_ms, how) in the
+    command's order, a generator read only when the tenant has dependencies): each active
+    dependent whose `on` matches gets a run at that scheduled time, due at `ts_ms`. Returns the
+    due runs added (the dispatcher is offered them at once)."""
     if tx.execute(_HAS_ANY, (tenant_id,)).fetchone() is None:
         return []
     runs = list(ended)
     if not runs:
         return []
-    upstreams = sorted({job_id for job_id, _ in runs})
+    upstreams = sorted({job_id for job_id, _, _ in runs})
     dependents: dict[str, list[tuple[str, str, int, str]]] = {}
     for upstream, job_id, on, partition, job_status in tx.execute(
         _DEPENDENTS, (tenant_id, _JSON.encode(upstreams).decode())
     ):
         dependents.setdefault(upstream, []).append((job_id, on, partition, job_status))
     added: list[DueAdded] = []
-    wanted = _MATCHES[status]
-    for upstream, scheduled_at_ms in runs:
+    for upstream, scheduled_at_ms, status in runs:
         for job_id, on, partition, job_status in dependents.get(upstream, ()):
             # A paused B misses the ending, as a paused schedule misses its occurrences.
-            if on not in wanted or job_status != "active":
+            if on not in _MATCHES[status] or job_status != "active":
                 continue
             (taken,) = tx.execute(_HAS_RUN, {"job": job_id, "at": scheduled_at_ms}).fetchone()
             if taken:

@@ -60,11 +60,7 @@ def add_jobs(tx: sqlite3.Connection, cmd: Command[AddJobs]) -> Result:
     for i, job in enumerate(jobs):
         key = job.idempotency_key
         if key is not None and key in seen:
-            request_hash, job_id = seen[key]
-            same = request_hash == job.request_hash
-            (existing if same else errors).append(
-                [i, job_id] if same else [i, "idempotency_mismatch", _MISMATCH]
-            )
+            _seen_before(i, job, seen[key], existing, errors)
             continue
         if live >= limit:
             errors.append([i, "quota_exceeded", "tenant has reached max_active_jobs"])
@@ -97,6 +93,21 @@ def add_jobs(tx: sqlite3.Connection, cmd: Command[AddJobs]) -> Result:
     if errors:
         fields["errors"] = errors
     return ok(*rows.events, **fields)
+
+
+def _seen_before(
+    i: int,
+    job: NewJobRow,
+    seen: tuple[str | None, str],
+    existing: list[list[int | str]],
+    errors: list[list[int | str]],
+) -> None:
+    """A job whose Idempotency-Key was used before: the job made then, or a mismatch."""
+    request_hash, job_id = seen
+    if request_hash == job.request_hash:
+        existing.append([i, job_id])
+    else:
+        errors.append([i, "idempotency_mismatch", _MISMATCH])
 
 
 class AddedJSON(TypedDict, total=False):

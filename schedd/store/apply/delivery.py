@@ -75,12 +75,14 @@ def _follow(
 ) -> list[DueAdded]:
     """The runs these ends give other jobs (store/dependencies.py), tenant by tenant: a caller
     reports one partition's runs, of one or a few tenants."""
+    ended: dict[str, list[tuple[str, int, dependencies.Ended]]] = {}
+    for r in succeeded:
+        ended.setdefault(r.tenant_id, []).append((r.job_id, r.scheduled_at_ms, "succeeded"))
+    for d in dead:
+        ended.setdefault(d["tenant_id"], []).append((d["job_id"], d["scheduled_at_ms"], "dead"))
     followers: list[DueAdded] = []
-    for tenant_id in sorted({r.tenant_id for r in succeeded} | {d["tenant_id"] for d in dead}):
-        ended = ((r.job_id, r.scheduled_at_ms) for r in succeeded if r.tenant_id == tenant_id)
-        followers += dependencies.follow(tx, ts_ms, tenant_id, ended, "succeeded")
-        died = ((d["job_id"], d["scheduled_at_ms"]) for d in dead if d["tenant_id"] == tenant_id)
-        followers += dependencies.follow(tx, ts_ms, tenant_id, died, "dead")
+    for tenant_id, runs in sorted(ended.items()):
+        followers += dependencies.follow(tx, ts_ms, tenant_id, runs)
     return followers
 
 

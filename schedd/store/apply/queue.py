@@ -30,6 +30,9 @@ from schedd.store.ledger import batches
 from schedd.store.pauses import Scope
 from schedd.stored_spec import load_retry
 
+SUCCEEDED: dependencies.Ended = "succeeded"  # how a run ended, for the jobs that run after it
+DEAD: dependencies.Ended = "dead"
+
 
 class Message(NamedTuple):
     msg_id: str
@@ -270,10 +273,10 @@ def ack_messages(tx: sqlite3.Connection, cmd: Command[AckMessages]) -> Result:
     if cmd.body.outputs:
         _keep_outputs(tx, cmd.body.outputs, messages, held)
     ended = itertools.chain(
-        ((m.job_id, m.scheduled_at_ms) for m in messages),
-        ((batch.runs[slot].job_id, batch.runs[slot].scheduled_at_ms) for batch, slot in held),
+        ((m.job_id, m.scheduled_at_ms, SUCCEEDED) for m in messages),
+        ((b.runs[slot].job_id, b.runs[slot].scheduled_at_ms, SUCCEEDED) for b, slot in held),
     )
-    followers = dependencies.follow(tx, now, cmd.body.tenant_id, ended, "succeeded")
+    followers = dependencies.follow(tx, now, cmd.body.tenant_id, ended)
     return ok(*followers, acked=len(messages) + len(held))
 
 
@@ -430,8 +433,8 @@ def _bury(
     run = _run(message, RunStatus.DEAD, error=error, finished_at_ms=cmd.ts_ms)
     ledger.bury(tx, message.msg_id, dead, run)
     failures.on_dead(tx, cmd, message.job_id, error)
-    ended = [(message.job_id, message.scheduled_at_ms)]
-    return dependencies.follow(tx, cmd.ts_ms, tenant_id, ended, "dead")
+    ended = [(message.job_id, message.scheduled_at_ms, DEAD)]
+    return dependencies.follow(tx, cmd.ts_ms, tenant_id, ended)
 
 
 HANDLERS: dict[str, Handler] = {
