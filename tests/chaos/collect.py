@@ -95,7 +95,9 @@ def read_runs_ms(
     url: str, jobs: dict[str, Any], tokens: dict[str, str]
 ) -> dict[str, list[dict[str, Any]]] | None:
     def one(job_id: str) -> list[dict[str, Any]] | None:
-        runs = _pages(url, f"/v1/jobs/{job_id}/runs?outputs=true", "runs", tokens[jobs[job_id]["_tenant"]])
+        runs = _pages(
+            url, f"/v1/jobs/{job_id}/runs?outputs=true", "runs", tokens[jobs[job_id]["_tenant"]]
+        )
         return None if runs is None else sorted(_with_ms(runs), key=lambda r: r["scheduled_at_ms"])
 
     with ThreadPoolExecutor(6) as pool:
