@@ -13,6 +13,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal, NamedTuple, Protocol
 
 from aiohttp import web
@@ -263,6 +264,7 @@ class ApiContext:
     retention: Retention = field(default_factory=Retention)  # this node's [retention]
     broker_probe: BrokerProbe | None = None  # None: POST /v1/connections/{name}/test is a 503
     peer_tls: ssl.SSLContext | None = None  # verifies https peers (api/fanout.py)
+    history_dir: Path | None = None  # where closed segments live (api/segments.py)
     consumers: RecentConsumers = field(default_factory=RecentConsumers)
     fanout: Fanout = field(init=False)
     peer_consumers: AnswerCache[tuple[list[SeenConsumer], bool]] = field(

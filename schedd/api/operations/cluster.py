@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from msgspec import Meta
 
-from schedd.api import audit, cluster, health, membership, openapi, retention, stats
+from schedd.api import audit, cluster, health, membership, openapi, retention, segments, stats
 from schedd.api.operation import JSON, RETRY_AFTER, Access, Answer, Operation, Parameter
 from schedd.api.operations.parameters import (
     ADMIN,
@@ -31,8 +31,17 @@ from schedd.wire.cluster import (
     SteppedDown,
 )
 from schedd.wire.retention_status import RetentionStatus
+from schedd.wire.segments import SEGMENT_NAME, SegmentManifest
 
 TEXT = {"text/plain": {"type": "string"}}
+SQLITE_FILE = {"application/vnd.sqlite3": {"type": "string", "format": "binary"}}
+SEGMENT = Parameter(
+    component="SegmentName",
+    name="name",
+    where="path",
+    kind=Annotated[str, Meta(pattern=SEGMENT_NAME)],
+    description="A segment's name: its family and UTC hour (runs-2026120514).",
+)
 STATS_SCOPE = Parameter(
     component="StatsScope",
     name="scope",
@@ -141,6 +150,37 @@ OPERATIONS = (
                 body=RetentionStatus,
             ),
         },
+    ),
+    Operation(
+        method="GET",
+        path="/v1/admin/segments",
+        handler=segments.list_segments,
+        operation_id="listSegments",
+        tag="cluster",
+        summary="The closed history segments this node offers its peers",
+        description="Read by a new or wiped node fetching the closed segments it lacks "
+        "(docs/scaling.md, section 1).",
+        access=ADMIN,
+        answers={
+            200: Answer(
+                "Each closed segment held here, with its size and sha256.", body=SegmentManifest
+            ),
+        },
+    ),
+    Operation(
+        method="GET",
+        path="/v1/admin/segments/{name}",
+        handler=segments.get_segment,
+        operation_id="getSegment",
+        tag="cluster",
+        summary="One closed history segment's file (HTTP Range for a resumed copy)",
+        access=ADMIN,
+        parameters=(SEGMENT,),
+        answers={
+            200: Answer("The whole file.", body=SQLITE_FILE),
+            206: Answer("The byte range asked for with Range.", body=SQLITE_FILE),
+        },
+        errors=(404,),
     ),
     Operation(
         method="GET",

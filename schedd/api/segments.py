@@ -1,0 +1,59 @@
+"""Closed history segments, node to node (admin): the manifest of what this node offers, and
+one file, with HTTP Range so an interrupted copy resumes (history/fetcher.py is the reader).
+
+Only a segment the log lists as closed, whose file is here, is ever served: a closed file is
+immutable, so a byte range asked today is the same bytes asked tomorrow."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from aiohttp import web
+
+from schedd.api.context import CONTEXT, ApiContext
+from schedd.api.http import json_response, principal
+from schedd.errors import NotFound
+from schedd.history.checksums import cached_sha256
+from schedd.store.segment_reads import closed_segments, is_closed_segment
+from schedd.wire.segments import SEGMENT_NAME, SegmentManifest, SegmentOffer
+
+_NAME = re.compile(SEGMENT_NAME)
+
+
+def _offers(ctx: ApiContext, history: Path) -> SegmentManifest:
+    """Runs on a reader thread: a stat and a small sidecar read per closed segment."""
+    offers, missing = [], 0
+    for segment in ctx.reads.run(closed_segments):
+        path = history / f"{segment.name}.db"
+        sha256 = cached_sha256(path)
+        if sha256 is not None:
+            offers.append(SegmentOffer(name=segment.name, bytes=path.stat().st_size, sha256=sha256))
+        elif not path.exists():
+            missing += 1
+    return SegmentManifest(node_id=ctx.node_id, segments=offers, missing=missing)
+
+
+async def list_segments(request: web.Request) -> web.Response:
+    ctx = request.app[CONTEXT]
+    principal(request).require_admin()
+    history = _history_dir(ctx)
+    return json_response(await ctx.reads.read(lambda conn: _offers(ctx, history)))
+
+
+async def get_segment(request: web.Request) -> web.StreamResponse:
+    ctx = request.app[CONTEXT]
+    principal(request).require_admin()
+    name = request.match_info["name"]
+    if not _NAME.fullmatch(name):
+        raise NotFound(f"no closed segment named {name!r}")
+    path = _history_dir(ctx) / f"{name}.db"
+    if not await ctx.reads.read(lambda conn: is_closed_segment(conn, name)) or not path.exists():
+        raise NotFound(f"no closed segment named {name!r} on this node")
+    return web.FileResponse(path, headers={"Content-Type": "application/vnd.sqlite3"})
+
+
+def _history_dir(ctx: ApiContext) -> Path:
+    if ctx.history_dir is None:
+        raise NotFound("this node keeps no history segments")
+    return ctx.history_dir
