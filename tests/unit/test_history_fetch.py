@@ -47,7 +47,7 @@ def peer_handler(script: Script) -> type[BaseHTTPRequestHandler]:
         def log_message(self, *args: object) -> None:
             pass
 
-        def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+        def do_GET(self) -> None:
             script.tokens.append(self.headers.get("Authorization"))
             if self.path == "/v1/admin/segments":
                 self._manifest()
