@@ -82,9 +82,12 @@ class Hops:
         """The URLs to send the request to next (the request was not executed)."""
         if moved.cell in self.cells or len(self.cells) >= MAX_HOPS:
             path = " -> ".join([*self.cells, moved.cell])
+            how = (
+                "round in a loop" if moved.cell in self.cells else f"on more than {MAX_HOPS} times"
+            )
             raise ClusterUnavailable(
-                f"the cells sent the request round in a loop ({path}): their directories "
-                "disagree, as during a range move; nothing was done, try again in a moment"
+                f"the cells sent the request {how} ({path}): their directories disagree, as "
+                "during a range move; nothing was done, try again in a moment"
             )
         self.cells.append(moved.cell)
         if not moved.urls:
