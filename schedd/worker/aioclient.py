@@ -5,17 +5,20 @@ from __future__ import annotations
 
 import ssl
 import urllib.parse
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import aiohttp
 
-from schedd.worker.errors import Refused, Unavailable
+from schedd.worker.cells import CELLS_PATH, ONE_CELL, Cells, directory_of, outputs_of
+from schedd.worker.errors import Refused, Unavailable, WorkerError
 from schedd.worker.nodes import Nodes, Switched
 from schedd.worker.protocol import (
     ERROR_ANSWER_BYTES,
     Message,
     NodeFailed,
     Reader,
+    WrongCell,
     counted,
     error_of,
     extend_body,
@@ -48,18 +51,34 @@ class AsyncClient:
         self._ssl: ssl.SSLContext | bool = True if ssl_context is None else ssl_context
         self._session = session
         self.nodes = Nodes(settings.urls, on_switch)
+        self.cells = Cells(self.nodes, on_switch)
 
     async def check(self) -> None:
         """One request that any node with the queue API answers (Worker.check's twin)."""
         await self.request("GET", "/v1/queues", None, _ignore, limit=0)
 
-    async def receive(self, count: int) -> list[Message]:
-        s = self._s
+    async def read_cells(self) -> list[str]:
+        """Client.read_cells's twin."""
+        try:
+            revision, cells = await self.request("GET", CELLS_PATH, None, directory_of)
+        except Refused as exc:
+            if exc.status != 404:  # 404: a node from before cells, one cell
+                raise
+            revision, cells = 0, None
+        return self.cells.adopt(revision, cells)
+
+    async def receive(self, count: int, cell: str = ONE_CELL) -> list[Message]:
+        """Client.receive's twin."""
+        s, nodes = self._s, self.cells.nodes(cell)
+        if nodes is None:
+            return []
         body = receive_body(count, s.wait_s, s.visibility_timeout_s, s.consumer)
-        path = queue_path(s.queue, "receive")
-        return await self.request(
-            "POST", path, body, read_messages, limit=receive_limit(count), extra_s=s.wait_s
+        path, limit = queue_path(s.queue, "receive"), receive_limit(count)
+        messages = await self.request(
+            "POST", path, body, read_messages, limit=limit, extra_s=s.wait_s, nodes=nodes
         )
+        self.cells.hold(nodes, [message.receipt for message in messages])
+        return messages
 
     async def settle(
         self,
@@ -72,17 +91,46 @@ class AsyncClient:
         """Client.settle's twin."""
         verb, field = ("ack", "acked") if error is None else ("nack", "nacked")
         path = queue_path(self._s.queue, verb)
-        body = settle_body(receipts, error, outputs=outputs, is_dead=is_dead)
-        try:
-            return await self.request("POST", path, body, counted(field))
-        except Refused as exc:
-            if not (outputs or is_dead) or not is_older_node(exc):
-                raise
-        return await self.request("POST", path, settle_body(receipts, error), counted(field))
+
+        async def settle_at(nodes: Nodes, group: list[str]) -> int:
+            body = settle_body(group, error, outputs=outputs_of(outputs, group), is_dead=is_dead)
+            try:
+                return await self.request("POST", path, body, counted(field), nodes=nodes)
+            except Refused as exc:
+                if not (outputs or is_dead) or not is_older_node(exc):
+                    raise
+            body = settle_body(group, error)
+            return await self.request("POST", path, body, counted(field), nodes=nodes)
+
+        return await self._per_cell(receipts, settle_at)
 
     async def extend(self, receipts: list[str], visibility_s: float) -> int:
-        path, body = queue_path(self._s.queue, "extend"), extend_body(receipts, visibility_s)
-        return await self.request("POST", path, body, counted("extended"))
+        path = queue_path(self._s.queue, "extend")
+
+        async def extend_at(nodes: Nodes, group: list[str]) -> int:
+            body = extend_body(group, visibility_s)
+            return await self.request("POST", path, body, counted("extended"), nodes=nodes)
+
+        return await self._per_cell(receipts, extend_at)
+
+    def forget(self, receipts: list[str]) -> None:
+        self.cells.forget(receipts)
+
+    async def _per_cell(
+        self, receipts: list[str], call: Callable[[Nodes, list[str]], Awaitable[int]]
+    ) -> int:
+        """Client._per_cell's twin."""
+        total, failure = 0, None
+        for nodes, group in self.cells.by_cell(receipts):
+            try:
+                total += await call(nodes, group)
+            except WorkerError as exc:
+                failure = failure or exc
+        if failure is not None:
+            raise failure
+        if total < len(receipts):
+            self.cells.want_refresh()
+        return total
 
     async def request(
         self,
@@ -93,17 +141,22 @@ class AsyncClient:
         *,
         limit: int = ERROR_ANSWER_BYTES,
         extra_s: float = 0.0,
+        nodes: Nodes | None = None,
     ) -> T:
-        """The answer of the first node that gives one `read` accepts."""
+        """Client.request's twin."""
+        nodes = nodes or self.nodes
         failures: list[str] = []
         timeout_s = self._s.request_timeout_s + extra_s
-        for index in self.nodes.order():
-            url = self.nodes.urls[index]
+        for index in nodes.order():
+            url = nodes.urls[index]
             try:
                 return read(*await self._send(method, url + path, body, limit, timeout_s))
             except NodeFailed as exc:
                 failures.append(str(exc))
-                self.nodes.failed(index, str(exc))
+                nodes.failed(index, str(exc))
+            except WrongCell as exc:
+                self.cells.want_refresh()
+                raise Unavailable(f"{exc}; reading the cells again") from None
         raise Unavailable("no schedd node answered: " + "; ".join(failures))
 
     async def _send(
@@ -114,8 +167,17 @@ class AsyncClient:
         timeout = aiohttp.ClientTimeout(total=timeout_s)
         try:
             async with self._session.request(
-                method, url, data=body, headers=self._headers, timeout=timeout, ssl=self._ssl
+                method,
+                url,
+                data=body,
+                headers=self._headers,
+                timeout=timeout,
+                ssl=self._ssl,
+                allow_redirects=False,  # only a wrong_cell 307 means something: error_of
             ) as answer:
+                if 300 <= answer.status < 400:
+                    data = await _read(answer.content, ERROR_ANSWER_BYTES, base, is_cut=True)
+                    raise error_of(answer.status, data, base, None)
                 if answer.status >= 400:
                     data = await _read(answer.content, ERROR_ANSWER_BYTES, base, is_cut=True)
                     raise error_of(answer.status, data, base, answer.headers.get("Retry-After"))

@@ -21,6 +21,7 @@ from typing import TypeVar, overload
 import aiohttp
 
 from schedd.worker.aioclient import AsyncClient
+from schedd.worker.cells import REFRESH_S, share
 from schedd.worker.errors import Busy, Unavailable, WorkerError
 from schedd.worker.events import Events, Outcome, tell
 from schedd.worker.nodes import Backoff, parse_urls
@@ -93,6 +94,9 @@ class AsyncWorker:
         self._slot_freed = asyncio.Event()
         self._grace_ends_s = float("inf")
         self._fatal: WorkerError | None = None
+        self._pollers: dict[str, asyncio.Task[None]] = {}  # one receive loop per cell
+        self._reserved = 0  # handler slots a receive in progress asked for
+        self._batch_failures = 0  # run_batch: cells whose receive failed
 
     @overload
     def handler(self, fn: H) -> H: ...
@@ -141,6 +145,7 @@ class AsyncWorker:
         async with aiohttp.ClientSession() as session:
             self._client = client = AsyncClient(self.settings, self._switched, self._ssl, session)
             await client.check()
+            await self._read_cells()
             s = self.settings
             tell(self.events.receiving, s.queue, s.concurrency, client.nodes.current)
             with self._signals():
@@ -153,32 +158,69 @@ class AsyncWorker:
         self._loop = asyncio.get_running_loop()
         self._stopping, self._slot_freed = asyncio.Event(), asyncio.Event()
         self._grace_ends_s, self._fatal = float("inf"), None
+        self._pollers, self._reserved, self._batch_failures = {}, 0, 0
+
+    async def _read_cells(self) -> list[str]:
+        """Worker._read_cells's twin."""
+        assert self._client is not None
+        cells, revision = self._client.cells, self._client.cells.revision
+        try:
+            added = await self._client.read_cells()
+        except (Unavailable, Busy) as exc:
+            tell(self.events.receive_failed, f"cannot read the cells: {exc}", REFRESH_S)
+            return []
+        if cells.is_several and (added or cells.revision != revision):
+            tell(self.events.cells, cells.urls(), cells.revision)
+        return added
+
+    async def _cells_loop(self) -> None:
+        assert self._client is not None
+        while True:
+            await asyncio.sleep(TICK_S * 5)
+            if self._client.cells.take_refresh():
+                for cell in await self._read_cells():
+                    self._start_poller(cell, is_batch=False)
+
+    def _start_poller(self, cell: str, is_batch: bool) -> None:
+        known = self._pollers.get(cell)
+        if (known is None or known.done()) and not self._stopping.is_set():
+            self._pollers[cell] = asyncio.create_task(self._poll_loop(cell, is_batch))
 
     async def _consume(self, is_batch: bool) -> None:
-        poller = asyncio.create_task(self._poll_loop(is_batch))
+        assert self._client is not None
+        for cell in self._client.cells.names:
+            self._start_poller(cell, is_batch)
         extender = asyncio.create_task(self._extend_loop())
+        directory = asyncio.create_task(self._cells_loop() if not is_batch else _idle())
         stopped = asyncio.create_task(self._stopping.wait())
         try:
-            await asyncio.wait({poller, stopped}, return_when=asyncio.FIRST_COMPLETED)
-            poller.cancel()
+            # run(): a cell's loop ends when the cell leaves the directory, and a new cell's
+            # starts; run_batch(): each ends after its one receive
+            while not self._stopping.is_set():
+                polling = {poller for poller in self._pollers.values() if not poller.done()}
+                if is_batch and not polling:
+                    break
+                await asyncio.wait({stopped, *polling}, return_when=asyncio.FIRST_COMPLETED)
+            for poller in self._pollers.values():
+                poller.cancel()
             await self._drain()
         finally:
-            for task in (poller, extender, stopped):
+            others = (extender, directory, stopped, *self._pollers.values())
+            for task in others:
                 task.cancel()
-            await asyncio.gather(poller, extender, stopped, return_exceptions=True)
+            await asyncio.gather(*others, return_exceptions=True)
 
-    async def _poll_loop(self, is_batch: bool) -> None:
+    async def _poll_loop(self, cell: str, is_batch: bool) -> None:
+        """Receive from one cell until stopped, or the cell leaves the directory."""
         assert self._client is not None
         backoff = Backoff()
-        while not self._stopping.is_set():
-            while len(self._tasks) >= self.settings.concurrency:
-                self._slot_freed.clear()
-                await self._slot_freed.wait()
+        while not self._stopping.is_set() and self._client.cells.nodes(cell) is not None:
+            count = await self._reserve()
             try:
-                messages = await self._client.receive(self.settings.concurrency - len(self._tasks))
+                messages = await self._receive(count, cell)
             except (Unavailable, Busy) as exc:
                 if is_batch:
-                    self._fail(exc)
+                    self._batch_failed(exc)
                     return
                 wait_s = max(backoff.next(), exc.retry_after_s if isinstance(exc, Busy) else 0.0)
                 tell(self.events.receive_failed, str(exc), wait_s)
@@ -197,6 +239,36 @@ class AsyncWorker:
             if is_batch:
                 return
 
+    async def _receive(self, count: int, cell: str) -> list[Message]:
+        """Receive from `cell` with `count` reserved slots, given back when it answers."""
+        assert self._client is not None
+        try:
+            return await self._client.receive(count, cell)
+        finally:
+            self._reserved -= count
+            self._slot_freed.set()
+
+    async def _reserve(self) -> int:
+        """Wait for free handler slots: how many this cell's receive may ask for."""
+        assert self._client is not None
+        while True:
+            cells = len(self._client.cells.names)
+            count = share(self.settings.concurrency, len(self._tasks), self._reserved, cells)
+            if count:
+                self._reserved += count
+                return count
+            self._slot_freed.clear()
+            await self._slot_freed.wait()
+
+    def _batch_failed(self, exc: Unavailable | Busy) -> None:
+        """Worker._batch_failed's twin."""
+        assert self._client is not None
+        self._batch_failures += 1
+        if self._batch_failures >= len(self._client.cells.names):
+            self._fail(exc)
+        else:
+            tell(self.events.receive_failed, str(exc), 0.0)
+
     def _start(self, message: Message) -> None:
         assert self._loop is not None
         task = _Task(message=message, started_s=self._loop.time())
@@ -211,6 +283,7 @@ class AsyncWorker:
                 await self._client.extend(receipts, MIN_VISIBILITY_S)
             except WorkerError as exc:
                 tell(self.events.extend_failed, len(receipts), str(exc))
+            self._client.forget(receipts)
 
     async def _run(self, task: _Task) -> None:
         message = task.message
@@ -271,6 +344,8 @@ class AsyncWorker:
         assert self._loop is not None
         duration_s = self._loop.time() - task.started_s
         tell(self.events.settled, task.message, outcome, error, duration_s)
+        assert self._client is not None
+        self._client.forget([task.message.receipt])
         self._tasks.discard(task)
         self._slot_freed.set()
         if self._once is not None:
@@ -348,6 +423,10 @@ class AsyncWorker:
     def __repr__(self) -> str:
         node = None if self._client is None else self._client.nodes.current
         return f"AsyncWorker(queue={self.settings.queue!r}, node={node!r})"
+
+
+async def _idle() -> None:
+    """run_batch reads the cells once, at the start."""
 
 
 def _is_async(fn: object) -> bool:

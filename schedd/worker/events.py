@@ -33,6 +33,12 @@ class Events:
     def receiving(self, queue: str, concurrency: int, node: str) -> None:
         log.info("receiving queue=%s concurrency=%d node=%s", queue, concurrency, node)
 
+    def cells(self, nodes: dict[str, str], revision: int) -> None:
+        """Several cells (issue 35): one receive each, from `nodes` (cell: the node in use);
+        told at the start and when the directory changes, never for one cell."""
+        shown = " ".join(f"{cell}={node}" for cell, node in nodes.items())
+        log.info("receiving from %d cells revision=%d %s", len(nodes), revision, shown)
+
     def switched(self, failed: str, reason: str, node: str) -> None:
         log.warning("node %s failed (%s); switching to %s", failed, reason, node)
 

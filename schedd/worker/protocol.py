@@ -64,6 +64,11 @@ class NodeFailed(Exception):
     bytes): the request goes to the next node."""
 
 
+class WrongCell(Exception):
+    """A node answered 307 wrong_cell: what was asked is another cell's, and nothing was done;
+    the worker reads the cells again (cells.py)."""
+
+
 def queue_path(queue: str, verb: str) -> str:
     return f"/v1/queues/{urllib.parse.quote(queue, safe='')}/{verb}"
 
@@ -141,8 +146,11 @@ def counted(field: str) -> Reader[int]:
 
 
 def error_of(status: int, data: bytes, base: str, retry_after: str | None) -> Exception:
-    """What an error answer means: NodeFailed (another node may do), Busy (429) or Refused."""
+    """What an error answer means: NodeFailed (another node may do), Busy (429), WrongCell
+    (another cell's: 307 wrong_cell) or Refused (any other 3xx too: never followed)."""
     code, message = _error_body(data)
+    if 300 <= status < 400 and code == "wrong_cell":
+        return WrongCell(f"{base}: {message}")
     if status in UNAVAILABLE:
         return NodeFailed(f"{base}: {message or f'HTTP {status}'}")
     if status == 429:
@@ -171,6 +179,8 @@ def _refusal(status: int, code: str | None, detail: str, base: str) -> str:
         return f"{named}; an admin token needs the tenant's X-Tenant header"
     if status == 404:
         return f"{named}; check the node URLs and the tenant"
+    if 300 <= status < 400:
+        return f"{named}; a redirect, not followed: check the node URLs"
     return named
 
 

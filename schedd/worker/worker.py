@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import TypeVar, overload
 
+from schedd.worker.cells import REFRESH_S, share
 from schedd.worker.client import Client
 from schedd.worker.errors import Busy, Unavailable, WorkerError
 from schedd.worker.events import Events, Outcome, tell
@@ -101,6 +102,9 @@ class Worker:
         self._done = threading.Event()
         self._grace_ends_s = float("inf")
         self._fatal: WorkerError | None = None
+        self._pollers: dict[str, threading.Thread] = {}  # one receive loop per cell
+        self._reserved = 0  # handler slots a receive in progress asked for
+        self._batch_failures = 0  # run_batch: cells whose receive failed
 
     @property
     def node(self) -> str:
@@ -144,16 +148,21 @@ class Worker:
             raise WorkerError("no handler: register one with @worker.handler")
         self._reset()
         self._client.check()
+        self._read_cells()
         s = self.settings
         tell(self.events.receiving, s.queue, s.concurrency, self.node)
         with self._signals():
-            poller = threading.Thread(target=self._poll_loop, args=(is_batch,), daemon=True)
             extender = threading.Thread(target=self._extend_loop, daemon=True)
             try:
-                poller.start()
+                for cell in self._client.cells.names:
+                    self._start_poller(cell, is_batch)
                 extender.start()
-                while poller.is_alive() and not self._stopping.is_set():
-                    poller.join(TICK_S)
+                if not is_batch:
+                    threading.Thread(target=self._cells_loop, daemon=True).start()
+                # run(): a cell's loop ends when the cell leaves the directory, and a new
+                # cell's starts; run_batch(): each ends after its one receive
+                while not self._stopping.is_set() and (not is_batch or self._is_polling()):
+                    self._stopping.wait(TICK_S)
                 self._drain()
             finally:
                 self._done.set()
@@ -167,39 +176,99 @@ class Worker:
         self._stopping, self._done = threading.Event(), threading.Event()
         self.grace_over.clear()
         self._grace_ends_s, self._fatal = float("inf"), None
+        self._pollers, self._reserved, self._batch_failures = {}, 0, 0
 
-    def _poll_loop(self, is_batch: bool) -> None:
+    def _read_cells(self) -> list[str]:
+        """Read the cells (cells.py): the new ones; on a failure, the ones in use stay."""
+        cells, revision = self._client.cells, self._client.cells.revision
+        try:
+            added = self._client.read_cells()
+        except (Unavailable, Busy) as exc:
+            tell(self.events.receive_failed, f"cannot read the cells: {exc}", REFRESH_S)
+            return []
+        if cells.is_several and (added or cells.revision != revision):
+            tell(self.events.cells, cells.urls(), cells.revision)
+        return added
+
+    def _cells_loop(self) -> None:
+        """Read the cells every so often (at once after a hint) and receive from new ones."""
+        stopping = self._stopping
+        while not stopping.wait(TICK_S * 5):
+            if self._client.cells.take_refresh():
+                for cell in self._read_cells():
+                    self._start_poller(cell, is_batch=False)
+
+    def _start_poller(self, cell: str, is_batch: bool) -> None:
+        with self._cond:
+            known = self._pollers.get(cell)
+            if (known is not None and known.is_alive()) or self._stopping.is_set():
+                return
+            poller = threading.Thread(target=self._poll_loop, args=(cell, is_batch), daemon=True)
+            self._pollers[cell] = poller
+        poller.start()
+
+    def _is_polling(self) -> bool:
+        with self._cond:
+            return any(poller.is_alive() for poller in self._pollers.values())
+
+    def _poll_loop(self, cell: str, is_batch: bool) -> None:
+        """Receive from one cell until stopped, or the cell leaves the directory."""
         stopping, backoff = self._stopping, Backoff()
-        while not stopping.is_set():
-            free = self._free_slots(stopping)
-            if free == 0:
+        while not stopping.is_set() and self._client.cells.nodes(cell) is not None:
+            count = self._reserve(stopping)
+            if count == 0:
                 continue
             try:
-                messages = self._client.receive(free)
+                messages = self._client.receive(count, cell)
             except (Unavailable, Busy) as exc:
+                self._start([], stopping, count)
                 if is_batch:
-                    self._fail(exc)
+                    self._batch_failed(exc)
                     return
                 wait_s = max(backoff.next(), exc.retry_after_s if isinstance(exc, Busy) else 0.0)
                 tell(self.events.receive_failed, str(exc), wait_s)
                 stopping.wait(wait_s)
                 continue
             except Exception as exc:  # the top of a thread: stop, and run() raises it
+                self._start([], stopping, count)
                 self._fail(exc if isinstance(exc, WorkerError) else WorkerError(repr(exc)))
                 return
             backoff.reset()
-            self._start(messages, stopping)
+            self._start(messages, stopping, count)
             if is_batch:
                 return
 
-    def _free_slots(self, stopping: threading.Event) -> int:
+    def _reserve(self, stopping: threading.Event) -> int:
+        """Wait for free handler slots: how many this cell's receive may ask for (0: stop)."""
         with self._cond:
-            while len(self._tasks) >= self.settings.concurrency and not stopping.is_set():
+            while not stopping.is_set():
+                count = share(
+                    self.settings.concurrency,
+                    len(self._tasks),
+                    self._reserved,
+                    len(self._client.cells.names),
+                )
+                if count:
+                    self._reserved += count
+                    return count
                 self._cond.wait(0.5)
-            return 0 if stopping.is_set() else self.settings.concurrency - len(self._tasks)
+            return 0
 
-    def _start(self, messages: list[Message], stopping: threading.Event) -> None:
+    def _batch_failed(self, exc: Unavailable | Busy) -> None:
+        """run_batch: one cell's receive failed; the batch fails when every cell's did."""
         with self._cond:
+            self._batch_failures += 1
+            is_all = self._batch_failures >= len(self._client.cells.names)
+        if is_all:
+            self._fail(exc)
+        else:
+            tell(self.events.receive_failed, str(exc), 0.0)
+
+    def _start(self, messages: list[Message], stopping: threading.Event, reserved: int) -> None:
+        """Run a handler for each message received with `reserved` slots."""
+        with self._cond:
+            self._reserved -= reserved
+            self._cond.notify_all()
             is_late = stopping.is_set()  # the long poll ended after a stop
             tasks = [] if is_late else [_Task(message=m) for m in messages]
             self._tasks.update(tasks)
@@ -215,6 +284,7 @@ class Worker:
             self._client.extend(receipts, MIN_VISIBILITY_S)
         except WorkerError as exc:
             tell(self.events.extend_failed, len(receipts), str(exc))
+        self._client.forget(receipts)
 
     def _run(self, task: _Task) -> None:
         message = task.message
@@ -270,6 +340,7 @@ class Worker:
     def _finish(self, task: _Task, outcome: Outcome, error: str | None) -> None:
         duration_s = time.monotonic() - task.started_s
         tell(self.events.settled, task.message, outcome, error, duration_s)
+        self._client.forget([task.message.receipt])
         with self._cond:
             self._tasks.discard(task)
             self._cond.notify_all()

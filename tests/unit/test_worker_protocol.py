@@ -9,10 +9,12 @@ from typing import Any
 import pytest
 
 from schedd.worker import Busy, Nack, Refused, Worker
+from schedd.worker.cells import Cells, read_cells
 from schedd.worker.nodes import Backoff, Nodes, parse_urls
 from schedd.worker.protocol import (
     ERROR_CHARS,
     NodeFailed,
+    WrongCell,
     counted,
     error_of,
     nack_text,
@@ -133,3 +135,41 @@ def test_a_worker_has_one_handler() -> None:
     worker.handler(print)
     with pytest.raises(ValueError, match="has a handler already"):
         worker.handler(print)
+
+
+def test_a_wrong_cell_307_reads_the_cells_again_and_any_other_3xx_is_refused() -> None:
+    error = {"code": "wrong_cell", "message": "partition 733 is served by cell c2"}
+    moved = error_of(307, json.dumps({"error": error | {"cell": "c2"}}).encode(), BASE, None)
+    assert isinstance(moved, WrongCell) and "served by cell c2" in str(moved)
+    other = error_of(302, b"", BASE, None)
+    assert isinstance(other, Refused) and "a redirect, not followed" in str(other)
+
+
+def test_cells_route_each_receipt_to_the_cell_that_handed_it_out() -> None:
+    seed = Nodes(("http://a:1",), lambda *_: None)
+    cells = Cells(seed, lambda *_: None)
+    directory = read_cells(
+        json.dumps(
+            {
+                "directory_revision": 3,
+                "cells": [
+                    {"cell": "c1", "urls": ["http://a:1/"]},
+                    {"cell": "c2", "urls": ["ftp://b:2", "http://b:2", "http://b:3/x"]},
+                ],
+            }
+        ).encode(),
+        "http://a:1",
+    )
+    assert directory == (3, {"c1": ("http://a:1",), "c2": ("http://b:2",)})
+    assert cells.adopt(*directory) == ["c1", "c2"] and cells.names == ["c1", "c2"]
+    c1, c2 = cells.nodes("c1"), cells.nodes("c2")
+    assert c1 is not None and c2 is not None
+    cells.hold(c2, ["r2"])
+    cells.hold(c1, ["r1"])
+    assert cells.by_cell(["r1", "r2", "unknown"]) == [
+        (c1, ["r1"]),
+        (c2, ["r2"]),
+        (seed, ["unknown"]),
+    ]
+    assert cells.adopt(0, None) == ["default"] and cells.nodes("default") is seed
+    assert read_cells(b'{"queues": []}', "http://a:1") is None  # not a directory: one cell

@@ -1,7 +1,8 @@
 """A small synchronous client of the schedd HTTP API on the stdlib's urllib: JSON in and out.
 
-It maps the API's error bodies to schedd.errors and fails over across node URLs only for
-requests that are safe to repeat. It never imports the store, raft or the node.
+It maps the API's error bodies to schedd.errors, fails over across node URLs only for
+requests that are safe to repeat, and follows a node's wrong_cell answer to the cell that owns
+the request (redirects.py). It never imports the store, raft or the node.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import msgspec
 from schedd import __version__
 from schedd.cli.ctl.answers import Answer, JSONObject, parse_json, read_answer
 from schedd.cli.ctl.older_nodes import ClusterAnswer, Tenants
+from schedd.cli.ctl.redirects import Hops, WrongCell, not_followed, opener, wrong_cell_of
 from schedd.errors import (
     BY_CODE,
     BY_STATUS,
@@ -173,14 +175,34 @@ class Client:
         headers: Mapping[str, str] | None,
         is_safe: bool | None,
     ) -> Reply:
-        """The first node's reply that answers; fail over only when that is safe."""
+        """The first node's reply that answers; fail over only when that is safe. A node of
+        another cell's answer (307 wrong_cell: nothing done) sends the request to that cell's
+        URLs, with the same method, body and headers."""
         path += _query_string(query or {})
         data = _encoded(body)
         safe = method == "GET" if is_safe is None else is_safe
-        failures: list[str] = []
-        for url in parse_urls(self.url):
+        urls, hops = parse_urls(self.url), Hops()
+        while True:
             try:
-                return self._send(method, url + path, data, headers or {})
+                return self._first_reply(urls, method, path, data, headers or {}, safe=safe)
+            except WrongCell as moved:
+                urls = hops.follow(moved)
+
+    def _first_reply(
+        self,
+        urls: list[str],
+        method: str,
+        path: str,
+        data: bytes | None,
+        headers: Mapping[str, str],
+        *,
+        safe: bool,
+    ) -> Reply:
+        """The first of `urls` that answers; the next only when that is safe."""
+        failures: list[str] = []
+        for url in urls:
+            try:
+                return self._send(method, url + path, data, headers)
             except _Unreachable as exc:
                 if exc.is_sent and not safe:
                     message = f"{exc}; the request may or may not have been applied"
@@ -200,14 +222,16 @@ class Client:
             request.add_header(key, value)
         base = _base(url)
         try:
-            context = self.tls_for(url)
-            with urllib.request.urlopen(
-                request, timeout=self.timeout_s, context=context
-            ) as response:
+            with opener(self.tls_for(url)).open(request, timeout=self.timeout_s) as response:
                 status = response.status
                 return Reply(response.read(), f"{base} answered HTTP {status}", status)
         except urllib.error.HTTPError as exc:
-            error = _http_error(exc.code, exc.read(), exc.headers, base)
+            raw = exc.read()
+            if 300 <= exc.code < 400:
+                raise wrong_cell_of(raw, base) or not_followed(
+                    exc.code, exc.headers.get("Location"), base
+                ) from None
+            error = _http_error(exc.code, raw, exc.headers, base)
             if isinstance(error, Unauthorized):
                 error.args = (self._token_hint(error),)
             raise error from None

@@ -60,6 +60,10 @@ class WorkLog(Events):
     def receiving(self, queue: str, concurrency: int, node: str) -> None:
         self._log.line(f"receiving queue={queue} concurrency={concurrency} node={node}")
 
+    def cells(self, nodes: dict[str, str], revision: int) -> None:
+        shown = " ".join(f"{cell}={node}" for cell, node in nodes.items())
+        self._log.line(f"receiving from {len(nodes)} cells revision={revision} {shown}")
+
     def switched(self, failed: str, reason: str, node: str) -> None:
         self._log.line(f"node {failed} failed ({reason}); switching to {node}")
 

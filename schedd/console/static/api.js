@@ -5,6 +5,10 @@ const TOKEN = "schedd.token";
 const ROLE = "schedd.role";
 const TENANT = "schedd.tenant";
 
+const WRONG_CELL =
+  "This is kept by another cell of the cluster, which this console cannot reach: " +
+  "use schedctl, or the console of a node of that cell.";
+
 export class ApiError extends Error {
   constructor(status, code, message) {
     super(message);
@@ -50,7 +54,14 @@ export async function call(method, path, { body, token, tenant } = {}) {
     body: body === undefined ? undefined : JSON.stringify(body),
     credentials: "omit",
     cache: "no-store",
+    // A node of another cell answers 307 wrong_cell (issue 35). The browser must not follow
+    // it: the owner is another origin, which connect-src 'self' refuses and where the token
+    // would not go. Kept as an opaque answer, it becomes a clear error instead.
+    redirect: "manual",
   });
+  if (response.type === "opaqueredirect") {
+    throw new ApiError(307, "wrong_cell", WRONG_CELL);
+  }
   if (response.status === 204) return null;
   const data = await response.json().catch(() => null);
   if (!response.ok) {
