@@ -40,6 +40,8 @@ async def readyz(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
     problem = None if ctx.raft.is_ready() else "no leader, or catching up"
     problem = problem or ctx.raft.clock_problem()
+    if problem is None and ctx.cells is not None:
+        problem = ctx.cells.not_serving_reason()
     if problem is not None:
         body = Readiness(status="not ready", node_id=ctx.node_id, reason=problem)
         response = json_response(body, status=503)

@@ -149,3 +149,25 @@ class Readiness(msgspec.Struct, frozen=True, kw_only=True):
             "writes, why writes are refused."
         ),
     ] = UNSET
+
+
+class CellEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """One cell of the directory: its name, the partition ranges it owns, its API URLs."""
+
+    cell: str
+    ranges: Annotated[
+        list[tuple[int, int]], Meta(description="[first, last] partition ranges, inclusive.")
+    ]
+    urls: list[str]
+
+
+class Cells(msgspec.Struct, frozen=True, kw_only=True):
+    """The directory of cells as this node last read it (docs/scaling.md §4). A cluster
+    without [cells]: one cell, "default", owning every partition, revision 0."""
+
+    directory_revision: Annotated[
+        int, Meta(description="The directory key's mod_revision in etcd; 0 without cells.")
+    ]
+    partitions: int
+    self_: str = msgspec.field(name="self")
+    cells: list[CellEntry]
