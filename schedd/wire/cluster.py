@@ -149,6 +149,13 @@ class Readiness(msgspec.Struct, frozen=True, kw_only=True):
             "writes, why writes are refused."
         ),
     ] = UNSET
+    cell: Annotated[
+        str | UnsetType, Meta(description="Only on a cell ([cells]): this node's cell.")
+    ] = UNSET
+    directory_revision: Annotated[
+        int | UnsetType,
+        Meta(description="Only on a cell: the revision of the directory it serves by (0: none)."),
+    ] = UNSET
 
 
 class CellEntry(msgspec.Struct, frozen=True, kw_only=True):
