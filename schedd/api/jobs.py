@@ -492,6 +492,7 @@ async def update_job(request: web.Request) -> web.Response:
         now = ctx.clock_ms()
         spec = patch_job(job.spec_fields(), changes, now_ms=now, payload_limit=ctx.payload_limit)
         check_run_limit(spec, job)
+        check_key_partition(ctx, tenant_id, job_id, spec)
         [blocked] = await guard_targets(ctx, tenant_id, [spec], request.remote)
         if blocked is not None:
             raise blocked
@@ -513,6 +514,20 @@ async def update_job(request: web.Request) -> web.Response:
             continue
         return json_response(await read_job(ctx, tenant_id, job_id))
     raise StaleState("the job kept changing; try again")
+
+
+def check_key_partition(ctx: ApiContext, tenant_id: str, job_id: str, spec: JobSpec) -> None:
+    """With cells, a key's job lives in the key's partition (its uniqueness is one cell's
+    apply decision): a change giving a job a key of another partition is refused."""
+    if ctx.cells is None or spec.key is None:
+        return
+    partition = ctx.cells.key_partition(tenant_id, spec.key)
+    if partition != partition_of(job_id, ctx.partitions):
+        raise InvalidRequest(
+            "key",
+            f"{spec.key!r} belongs to partition {partition}, not this job's: with cells a key "
+            "is given to a job when it is created (PUT /v1/jobs/by-key/{key})",
+        )
 
 
 def current_or_new_run(

@@ -224,3 +224,21 @@ def test_without_cells_nothing_is_redirected_and_there_is_one_default_cell(db: D
         assert "is for a cell" in (await answer.json())["error"]["message"]
 
     serve(db, None, scenario)
+
+
+def test_a_patch_giving_a_job_a_key_of_another_partition_is_refused(db: Database) -> None:
+    async def scenario(client: Client) -> None:
+        auth, created = await tenant(client)
+        answer = await client.post("/v1/jobs", json=JOB, headers=auth)
+        job_id = (await answer.json())["job_id"]
+        own = partition_of(job_id, 1024)
+        key = next(
+            f"k{n}"
+            for n in range(10_000)
+            if key_partition(created["tenant_id"], f"k{n}", 1024) != own
+        )
+        answer = await client.patch(f"/v1/jobs/{job_id}", json={"key": key}, headers=auth)
+        assert answer.status == 400
+        assert (await answer.json())["error"]["message"].startswith(f"key: {key!r} belongs")
+
+    serve(db, cell_c1(), scenario)
