@@ -45,6 +45,10 @@ class Cluster(msgspec.Struct, frozen=True, kw_only=True):
         ),
     ]
     nodes: list[ClusterNode]
+    cell: Annotated[
+        str | UnsetType,
+        Meta(description="Only on a cell ([cells]): the cell these nodes form (GET /v1/cells)."),
+    ] = UNSET
 
 
 class NodeToAdd(Body):

@@ -198,6 +198,22 @@ def unfollowed(
         conn.close()
 
 
+def served_by_every_node(nodes: list[NodeProcess], path: str, token: str, job_id: str) -> None:
+    """Until GET `path` answers the job on every node of its cell (a follower applies a
+    moment after the node that created it answered)."""
+
+    def answered() -> bool:
+        for node in nodes:
+            status, read, _ = unfollowed("GET", node.url + path, token)
+            if status != 200:
+                assert status == 404, read  # never a redirect within the owner cell
+                return False
+            assert read["job_id"] == job_id
+        return True
+
+    wait_for(answered, 10, f"every node of the cell to serve {path}")
+
+
 # ------------------------------------------------------------------ tests
 
 
@@ -210,9 +226,7 @@ def test_jobs_created_through_every_node_land_in_their_owner_cell(cells: Cells) 
             job_id = job["job_id"]
             first, last = RANGES[cell]
             assert first <= partition_of(job_id, PARTITIONS) <= last
-            owner = cells.nodes[cell][-1]
-            status, read, _ = unfollowed("GET", f"{owner.url}/v1/jobs/{job_id}", token)
-            assert (status, read["job_id"]) == (200, job_id)
+            served_by_every_node(cells.nodes[cell], f"/v1/jobs/{job_id}", token, job_id)
             other = cells.nodes[cells.other(cell)][0]
             for path in (f"/v1/jobs/{job_id}?x=1", f"/v1/jobs/{job_id}/runs"):
                 status, moved, headers = unfollowed("GET", other.url + path, token)
@@ -243,9 +257,8 @@ def test_a_put_by_key_through_the_wrong_cell_is_redirected_and_lands_once(cells:
     assert partition_of(job["job_id"], PARTITIONS) == partition
     status, again, _ = unfollowed("PUT", location, tenant.token, QUEUE_BODY)
     assert (status, again["job_id"], again["changed"]) == (200, job["job_id"], False)
-    for node in cells.nodes["c2"]:  # one job of the key, the same on every node of its cell
-        status, read, _ = unfollowed("GET", node.url + path, tenant.token)
-        assert (status, read["job_id"]) == (200, job["job_id"])
+    # One job of the key, the same on every node of its cell.
+    served_by_every_node(cells.nodes["c2"], path, tenant.token, job["job_id"])
     status, listed, _ = http(
         "GET", f"{location.split('/v1/')[0]}/v1/jobs?limit=1000", token=tenant.token
     )
@@ -293,6 +306,8 @@ def test_a_cells_readiness_and_directory_agree(cells: Cells) -> None:
             assert (ready["status"], ready["cell"], directory["self"]) == ("ready", cell, cell)
             assert ready["directory_revision"] == directory["directory_revision"] > 0
             assert directory["partitions"] == PARTITIONS
+            _, cluster, _ = http("GET", f"{node.url}/v1/cluster")
+            assert cluster["cell"] == cell
             ranges = {e["cell"]: [tuple(r) for r in e["ranges"]] for e in directory["cells"]}
             assert ranges == {c: [r] for c, r in RANGES.items()}
     status, _, _ = http("GET", f"{cells.nodes['c1'][0].url}/v1/cells", token=ADMIN_TOKEN)
