@@ -88,7 +88,7 @@ class Etcd:
             try:
                 return await self._post(self._session, endpoint + path, body)
             except (aiohttp.ClientError, TimeoutError, EtcdError) as exc:
-                problems.append(f"{endpoint}: {exc or type(exc).__name__}")
+                problems.append(f"{endpoint}: {str(exc) or type(exc).__name__}")
         raise EtcdError("; ".join(problems) or "no etcd endpoint configured")
 
     async def _post(
