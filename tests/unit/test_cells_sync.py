@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +13,8 @@ from schedd.cells.directory import Directory, parse_cell_urls, parse_directory
 from schedd.cells.etcd import EtcdError, KeyValue
 from schedd.cells.sync import DirectorySync
 from schedd.cells.view import CellSettings, CellView
+from schedd.config import CellsSettings, NodeConfig
+from schedd.node import DIRECTORY_COPY_FILE, cell_view_for, keep_directory_copy
 
 
 class MemoryEtcd:
@@ -120,3 +123,28 @@ def test_a_directory_key_schedd_did_not_write_is_logged_and_not_served(value: by
     one = sync_for(etcd, "c1", 0, 511, "http://a:1", kept)
     asyncio.run(one.tick())
     assert not one.view.is_serving() and kept == []
+
+
+def test_a_node_restarted_with_etcd_down_serves_from_its_data_dirs_copy(tmp_path: Path) -> None:
+    config = NodeConfig(
+        path=tmp_path / "n.toml",
+        node_id="n1",
+        data_dir=tmp_path,
+        partitions=1024,
+        partition_range=(0, 511),
+        cells=CellsSettings(etcd=("http://e:1",), cell="c1"),
+    )
+    assert not view_of(config).is_serving()  # nothing read yet
+    etcd, kept = MemoryEtcd(), list[Directory]()
+    asyncio.run(sync_for(etcd, "c1", 0, 511, "http://a:1", kept).tick())
+    keep_directory_copy(config, kept[-1])
+    restarted = view_of(config)
+    assert restarted.is_serving() and restarted.directory == kept[-1]
+    (tmp_path / DIRECTORY_COPY_FILE).write_text("{not json")
+    assert not view_of(config).is_serving()  # logged, and the node waits for etcd
+
+
+def view_of(config: NodeConfig) -> CellView:
+    found = cell_view_for(config)
+    assert found is not None
+    return found
