@@ -22,13 +22,21 @@ run: $(STAMP)
 	$(BIN)/schedd dev
 
 # The whole suite, TEST_WORKERS test files at a time (pytest-xdist; docs/testing.md). The
-# console's browser tests (tests/browser) drive Debian's chromium: installed here when missing
-# and running as root; elsewhere they skip saying why (under CI=true they fail).
+# console's browser tests (tests/browser) drive Debian's chromium, and the two-cell test
+# (tests/cluster/test_cells_cluster.py) Debian's etcd-server (its own etcd on free ports, never
+# the system service): installed here when missing and running as root; elsewhere they skip
+# saying why (under CI=true they fail).
 TEST_WORKERS ?= 4
-test: $(STAMP)
+test: $(STAMP) test-tools
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+
+.PHONY: test-tools
+test-tools:
 	@if [ ! -x /usr/bin/chromium ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; fi
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+	@if [ ! -x /usr/bin/etcd ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends etcd-server >/dev/null; \
+		if command -v systemctl >/dev/null; then systemctl disable --now etcd >/dev/null 2>&1 || true; fi; fi
 
 # The inner loop of a change: the unit tests and the integration tests not marked slow, no
 # cluster, no browser (about a minute and a half; docs/testing.md).

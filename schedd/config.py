@@ -44,7 +44,11 @@ MIN_PAYLOAD_BYTES = 1024
 MAX_PAYLOAD_BYTES = 512 * 1024  # sealed and in its job, it must fit one 1 MiB Raft command
 MAX_PARTITIONS = 65_536
 
+DEFAULT_CELL_PARTITIONS = 1024  # [cells] partitions: the count a cell's range lies in
+
 _NODE_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_CELL = re.compile(r"[a-z0-9-]{1,32}")
+_PARTITION_RANGE = re.compile(r"\s*(\d{1,5})\s*-\s*(\d{1,5})\s*", re.ASCII)
 # re.ASCII: \d would otherwise accept non-ASCII digits such as Arabic-Indic ones.
 _LISTEN = re.compile(r"(?:\[(?P<v6>[^\[\]]+)\]|(?P<host>[^:\[\]]+)):(?P<port>\d{1,5})", re.ASCII)
 _HOSTNAME = re.compile(r"[A-Za-z0-9_.-]{1,253}")
@@ -308,7 +312,67 @@ def _min_free(value: object, key: str, source: Source) -> MinFree:
     return MinFree(bytes=_size(value, key, "1GiB' or '5%"))
 
 
+def _partitions(value: object, key: str, source: Source) -> int:
+    """The partition count: the integer given, or with a range ("0-511", a cell's share) the
+    count of [cells] partitions that the range lies in."""
+    if isinstance(value, str):
+        if _PARTITION_RANGE.fullmatch(value) is None:
+            raise ConfigError(
+                f"{key} must be an integer, got {value!r}; a cell's range is a string "
+                f'"first-last" such as "0-511" (with [cells] etcd)'
+            )
+        count = source.value("cells.partitions")
+        return DEFAULT_CELL_PARTITIONS if count is None else _cell_partitions(count, source)
+    return Integer(1, MAX_PARTITIONS)(value, key, source)
+
+
+def _cell_partitions(value: object, source: Source) -> int:
+    return Integer(1, MAX_PARTITIONS)(value, "cells.partitions", source)
+
+
+def partition_range(value: object) -> tuple[int, int] | None:
+    """The (first, last) of a `cluster.partitions` range string, or None for a count."""
+    match = _PARTITION_RANGE.fullmatch(value) if isinstance(value, str) else None
+    return None if match is None else (int(match[1]), int(match[2]))
+
+
+def _etcd_endpoints(value: object, key: str, source: Source) -> tuple[str, ...]:
+    endpoints = _strings(value, key)
+    for url in endpoints:
+        if not re.fullmatch(r"https?://[A-Za-z0-9_.:\[\]-]{1,260}/?", url, re.ASCII):
+            raise ConfigError(f"{key} must hold http:// or https:// URLs of etcd, got {url!r}")
+    return tuple(url.rstrip("/") for url in endpoints)
+
+
+def _cell_name(value: object, key: str, source: Source) -> str:
+    name = _text(value, key, source)
+    if not _CELL.fullmatch(name):
+        raise ConfigError(f"{key} must be 1-32 of a-z 0-9 -, got {name!r}")
+    return name
+
+
 # -- the settings --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CellsSettings:
+    """The `[cells]` settings: where the directory of cells lives (etcd) and this node's cell
+    (docs/scaling.md §4). Only with a range in `cluster.partitions`; none: one cell owns
+    every partition and etcd is never asked."""
+
+    etcd: tuple[str, ...] = setting(
+        "cells.etcd", _etcd_endpoints, (), "etcd's client URLs, where the directory lives"
+    )
+    cell: str | None = setting("cells.cell", _cell_name, None, "this node's cell: 1-32 a-z 0-9 -")
+    deployment: str = setting(
+        "cells.deployment", _cell_name, "default", "its keys' prefix in etcd: /schedd/<this>/"
+    )
+    partitions: int = setting(
+        "cells.partitions",
+        Integer(1, MAX_PARTITIONS),
+        DEFAULT_CELL_PARTITIONS,
+        "the partition count the cells' ranges share",
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -462,8 +526,15 @@ class NodeConfig:
     )
     # [cluster]
     partitions: int = setting(
-        "cluster.partitions", Integer(1, MAX_PARTITIONS), 256, "fixed when the cluster is created"
+        "cluster.partitions",
+        _partitions,
+        256,
+        'fixed when the cluster is created; a range ("0-511"): this cell\'s share',
     )
+    # The range form of cluster.partitions (first, last), read by the loader; None: this
+    # cluster owns every partition (no [cells]).
+    partition_range: tuple[int, int] | None = None
+    cells: CellsSettings = section(CellsSettings)
     delivery: DeliverySettings = section(DeliverySettings)
     dispatch: DispatchSettings = section(DispatchSettings)
     # [encryption]
@@ -506,6 +577,12 @@ class NodeConfig:
 
     def __post_init__(self) -> None:
         _check_cluster_shape(self)
+        _check_cells(self)
+
+    @property
+    def has_cells(self) -> bool:
+        """True when this node's cluster is one cell of several (a range and [cells] etcd)."""
+        return self.partition_range is not None
 
     @property
     def is_single_node(self) -> bool:
@@ -576,6 +653,32 @@ def _check_cluster_shape(cfg: NodeConfig) -> None:
             f"without one"
         )
     _check_payload_key(cfg)
+
+
+def _check_cells(cfg: NodeConfig) -> None:
+    """A range needs [cells] etcd and cell; [cells] etcd or cell need a range."""
+    cells = cfg.cells
+    if cfg.partition_range is None:
+        if cells.etcd or cells.cell is not None:
+            given = "cells.etcd" if cells.etcd else "cells.cell"
+            raise ConfigError(
+                f"{given} is set but cluster.partitions is a count, not a range: a cell "
+                f'serves a range such as cluster.partitions = "0-511"'
+            )
+        return
+    first, last = cfg.partition_range
+    if not cells.etcd:
+        raise ConfigError(
+            f'cluster.partitions is a range ("{first}-{last}") but cells.etcd is not set: a '
+            "cell reads the directory of cells from etcd (or give a count for one cluster)"
+        )
+    if cells.cell is None:
+        raise ConfigError("cells.etcd is set but cells.cell is not: name this node's cell")
+    if not first <= last < cfg.partitions or cfg.partitions != cells.partitions:
+        raise ConfigError(
+            f'cluster.partitions "{first}-{last}" must lie in 0..{cells.partitions - 1} '
+            f"(cells.partitions = {cells.partitions}), first <= last"
+        )
 
 
 def _check_tls_pair(cfg: NodeConfig) -> None:
@@ -697,7 +800,15 @@ def _build(
     """Every setting field the file gives (or whose parser runs regardless) parsed; the rest
     keep their declared defaults."""
     source = Source(doc, path.parent, env)
-    return NodeConfig(path=path.absolute(), **_read(NodeConfig, source))
+    values = _read(NodeConfig, source)
+    cells_given = sorted(doc.get("cells", {}))
+    values["partition_range"] = partition_range(source.value("cluster.partitions"))
+    if cells_given and values["partition_range"] is None:
+        raise ConfigError(
+            f"cells.{cells_given[0]} is set but cluster.partitions is a count, not a range: "
+            f'a cell serves a range such as cluster.partitions = "0-511"'
+        )
+    return NodeConfig(path=path.absolute(), **values)
 
 
 def _read(kind: object, source: Source) -> dict[str, Any]:

@@ -299,3 +299,21 @@ def error_of_answer(status: int, code: str | None, message: str) -> SchedError:
 def rejection_error(code: str, message: str) -> SchedError:
     """The error for a rejection apply returned; an unknown code (a newer node's) keeps it."""
     return error_of_answer(SchedError.http_status, code, message)
+
+
+class WrongCell(SchedError):
+    """The request's partition is served by another cell (docs/scaling.md §4): a 307 to one
+    of that cell's API URLs, the body naming all of them."""
+
+    code = "wrong_cell"
+    http_status = 307
+    exit_code = 3
+    cell = ""
+    urls: tuple[str, ...] = ()
+    directory_revision = 0
+
+    def __init__(
+        self, *, partition: int, cell: str, urls: tuple[str, ...], directory_revision: int
+    ) -> None:
+        super().__init__(f"partition {partition} is served by cell {cell}")
+        self.cell, self.urls, self.directory_revision = cell, urls, directory_revision

@@ -6,6 +6,8 @@ The only module that knows every part; it owns their lifecycles and nothing else
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import logging
 import os
 import secrets
@@ -29,6 +31,9 @@ from schedd.api.context import (
 )
 from schedd.api.health import MetricsAccess
 from schedd.api.limits import ServerLimits
+from schedd.cells.directory import BadValue, Directory, parse_local_copy
+from schedd.cells.sync import DirectorySync
+from schedd.cells.view import CellSettings, CellView
 from schedd.config import MIN_SECRET_CHARS, NodeConfig, parse_listen
 from schedd.console import serve as console
 from schedd.delivery.alerts import AlertSender
@@ -75,6 +80,7 @@ HALT_EXIT_CODE = 70
 PAYLOAD_KEYS_FILE = "payload.keys"  # in data_dir, with `[encryption] generate_payload_key`
 GENERATED_KEY_ID = "generated-1"
 REGISTER_RETRY_S = 0.25
+DIRECTORY_COPY_FILE = "cells.directory.json"  # in data_dir: the directory last read from etcd
 
 
 def halt_process(reason: str) -> None:
@@ -161,6 +167,39 @@ def raft_conf(config: NodeConfig, snapshots: SnapshotHooks) -> SyncObjConf:
     )
 
 
+def cell_view_for(config: NodeConfig) -> CellView | None:
+    """This node's cell (a range and [cells]), with the directory it last kept in data_dir;
+    None for a cluster that owns every partition."""
+    if config.partition_range is None or config.cells.cell is None:
+        return None
+    first, last = config.partition_range
+    settings = CellSettings(
+        cell=config.cells.cell,
+        first=first,
+        last=last,
+        partitions=config.partitions,
+        deployment=config.cells.deployment,
+        etcd=config.cells.etcd,
+    )
+    directory = None
+    path = config.data_dir / DIRECTORY_COPY_FILE
+    try:
+        directory = parse_local_copy(path.read_bytes())
+    except FileNotFoundError:
+        pass
+    except (OSError, BadValue) as exc:
+        log.warning("cells: local directory copy unusable path=%s error=%s", path, exc)
+    return CellView(settings, directory)
+
+
+def keep_directory_copy(config: NodeConfig, directory: Directory) -> None:
+    """Write the directory just read into data_dir, whole or not at all."""
+    path = config.data_dir / DIRECTORY_COPY_FILE
+    scratch = path.with_name(path.name + ".tmp")
+    scratch.write_text(json.dumps(directory.to_json(), separators=(",", ":")))
+    durable_replace(scratch, path)
+
+
 def console_beside() -> Beside:
     """The web console at /ui/ (schedd/console), served on the API's port without its token."""
     return Beside(console.routes, console.headers_middleware, console.is_console)
@@ -198,6 +237,7 @@ class Node:
         self.db = Database(config.data_dir / "state.db")
         held.callback(self.db.close)
         self._check_partitions()
+        self.cells = cell_view_for(config)
         self.tokens = TokenCache()
         self.queue_signal = QueueSignal()
         self.events = Subscribers()  # apply's events, routed after each entry committed
@@ -305,6 +345,7 @@ class Node:
             retention=self.config.retention,
             broker_probe=self._broker_probe(),
             peer_tls=self.tls_peers,
+            cells=self.cells,
         )
         self._runner = web.AppRunner(
             build_app(
@@ -348,6 +389,7 @@ class Node:
             retention=self.config.retention,
             peer_tls=self.tls_peers,
             peers=self.peers,
+            owned=None if self.cells is None else self.cells.owned_partitions(),
         )
         connections = ConnectionCache(self.reads, self.payload_keys)
         self.caller = Caller(
@@ -386,6 +428,15 @@ class Node:
         # before; stop() cancels it first.
         self._register_task = asyncio.create_task(self._register(proposer))
         self._stack.callback(self._register_task.cancel)
+        if self.cells is not None:
+            self._start_directory_sync(self.cells)
+
+    def _start_directory_sync(self, cells: CellView) -> None:
+        """Register this cell's range and URL in etcd and keep reading the directory."""
+        config = self.config
+        sync = DirectorySync(cells, config.api_url, lambda d: keep_directory_copy(config, d))
+        task = asyncio.create_task(sync.run())
+        self._stack.push_async_callback(_cancelled, task)
 
     def _broker_probe(self) -> BrokerProbe:
         """The probe of `POST /v1/connections/{name}/test`, with the deliverers' guard and
@@ -552,6 +603,12 @@ def subscribe_alerts(events: Subscribers, sender: AlertSender) -> None:
 
 def _queues(ready: list[MessagesReady]) -> set[tuple[str, str]]:
     return {(event.tenant_id, event.queue) for event in ready}
+
+
+async def _cancelled(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 async def serve(config: NodeConfig, *, stop_event: asyncio.Event) -> None:

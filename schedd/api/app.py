@@ -11,6 +11,7 @@ from aiohttp.typedefs import Middleware
 from prometheus_client import CollectorRegistry
 
 from schedd.api import health, jobs, stats
+from schedd.api.cells import cells_middleware
 from schedd.api.context import CONTEXT, ApiContext
 from schedd.api.creates import CREATE_GROUPS, CreateGroups
 from schedd.api.http import Handler, auth_middleware, errors_middleware, metrics_middleware
@@ -54,6 +55,7 @@ def build_app(
             *(part.middleware for part in beside),
             errors_middleware,
             auth_unless_beside,
+            cells_middleware,
         ],
         client_max_size=jobs.BATCH_BODY_LIMIT,
     )

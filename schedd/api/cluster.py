@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from aiohttp import web
+from msgspec import UNSET
 
 from schedd.api.context import CONTEXT
 from schedd.api.http import (
@@ -31,7 +32,9 @@ async def cluster(request: web.Request) -> web.Response:
     if status.address not in names:  # not registered yet: show this node anyway
         nodes.append(_node_json(status, ctx.node_id, None, status.address, []))
     members = ctx.raft.members()  # Raft addresses, as this node's journal has them
-    return json_response(Cluster(leader=_named(names, status.leader), members=members, nodes=nodes))
+    cell = UNSET if ctx.cells is None else ctx.cells.cell
+    leader = _named(names, status.leader)
+    return json_response(Cluster(leader=leader, members=members, nodes=nodes, cell=cell))
 
 
 def _named(names: Mapping[str, str], raft: str | None) -> str | None:

@@ -22,6 +22,7 @@ from schedd.addresses import reachable_api_url
 from schedd.api.consumers import RecentConsumers
 from schedd.api.fanout import AnswerCache, Fanout, PeerAnswer
 from schedd.api.limits import AddressBudget, BodyGate, ServerLimits, TenantSlots
+from schedd.cells.view import CellView
 from schedd.errors import (
     ClusterUnavailable,
     Forbidden,
@@ -265,6 +266,7 @@ class ApiContext:
     broker_probe: BrokerProbe | None = None  # None: POST /v1/connections/{name}/test is a 503
     peer_tls: ssl.SSLContext | None = None  # verifies https peers (api/fanout.py)
     history_dir: Path | None = None  # where closed segments live (api/segments.py)
+    cells: CellView | None = None  # this node's cell; None: no [cells], it owns every partition
     consumers: RecentConsumers = field(default_factory=RecentConsumers)
     fanout: Fanout = field(init=False)
     peer_consumers: AnswerCache[tuple[list[SeenConsumer], bool]] = field(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 from dataclasses import dataclass
+from typing import Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
@@ -40,17 +41,23 @@ async def readyz(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
     problem = None if ctx.raft.is_ready() else "no leader, or catching up"
     problem = problem or ctx.raft.clock_problem()
+    cell: dict[str, Any] = {}
+    if ctx.cells is not None:  # a cell serves once the directory gives it its range
+        problem = problem or ctx.cells.not_serving_reason()
+        directory = ctx.cells.directory
+        revision = 0 if directory is None else directory.revision
+        cell = {"cell": ctx.cells.cell, "directory_revision": revision}
     if problem is not None:
-        body = Readiness(status="not ready", node_id=ctx.node_id, reason=problem)
+        body = Readiness(status="not ready", node_id=ctx.node_id, reason=problem, **cell)
         response = json_response(body, status=503)
         response.headers["Retry-After"] = "1"
         return response
     storage = None if ctx.storage is None else ctx.storage.problem()
     if storage is not None:  # still ready: dispatch, receives and acks go on
         return json_response(
-            Readiness(status="ready", node_id=ctx.node_id, writes="refused", reason=storage)
+            Readiness(status="ready", node_id=ctx.node_id, writes="refused", reason=storage, **cell)
         )
-    return json_response(Readiness(status="ready", node_id=ctx.node_id))
+    return json_response(Readiness(status="ready", node_id=ctx.node_id, **cell))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -26,6 +26,7 @@ from schedd.errors import (
     RequestTimeout,
     SchedError,
     StorageLow,
+    WrongCell,
 )
 from schedd.jsonbody import JSONValue, loads_object
 from schedd.peers import MEMBERS_NOT_HEARD
@@ -44,7 +45,7 @@ from schedd.store.commands import (
     UpdateJob,
     UpdateTenant,
 )
-from schedd.wire.errors import Failure
+from schedd.wire.errors import Failure, WrongCellDetail, WrongCellFailure
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +116,8 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
     """Map every failure to the contract's error body; never leak a traceback."""
     try:
         return await handler(request)
+    except WrongCell as exc:
+        return wrong_cell_response(request, exc)
     except SchedError as exc:
         retry_after: int | None = getattr(exc, "retry_after_s", None)  # 429 and 503
         return error_response(exc.http_status, exc.code, str(exc), retry_after_s=retry_after)
@@ -129,6 +132,21 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
     except Exception:
         log.exception("request failed method=%s path=%s", request.method, request.path)
         return error_response(500, "internal", "internal error; it has been logged")
+
+
+def wrong_cell_response(request: web.Request, exc: WrongCell) -> web.Response:
+    """307 to the owner's first URL with the same path and query; the body names every URL."""
+    detail = WrongCellDetail(
+        code=exc.code,
+        message=str(exc),
+        cell=exc.cell,
+        urls=list(exc.urls),
+        directory_revision=exc.directory_revision,
+    )
+    response = json_response(WrongCellFailure(error=detail), status=307)
+    if exc.urls:
+        response.headers["Location"] = exc.urls[0].rstrip("/") + request.raw_path
+    return response
 
 
 @web.middleware

@@ -180,7 +180,7 @@ async def _create(
     now: int,
 ) -> JobView:
     """Create the key's job; Conflict if another request created one first."""
-    item = new_item(ctx, spec, None, body, now)
+    item = new_item(ctx, spec, None, body, now, tenant_id=tenant_id)
     outcome = await request.app[CREATE_GROUPS].create(
         ctx, tenant_id, principal(request).actor, item
     )

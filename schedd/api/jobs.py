@@ -48,6 +48,7 @@ from schedd.errors import (
     NoLeader,
     SchedError,
     StaleState,
+    WrongCell,
     rejection_error,
 )
 from schedd.guard.dns import lookups_for
@@ -128,8 +129,29 @@ def _next_runs(job_id: str, spec: JobSpec, now_ms: int) -> tuple[int | None, int
     return run_at, fire_time(job_id, run_at, spec.window_ms or 0)
 
 
+def cell_job_id(ctx: ApiContext, tenant_id: str, spec: JobSpec, now_ms: int) -> str:
+    """A new job's id: new_job_id, and with cells drawn into this cell's range, or a keyed
+    job's into its key's partition (so the key's uniqueness stays one cell's apply decision);
+    WrongCell when another cell serves that key, 503 when this cell serves nothing yet."""
+    cells = ctx.cells
+    if cells is None:
+        return new_job_id(now_ms)
+    if spec.key is None:
+        cells.check(cells.owned_partitions()[0])
+        return cells.draw_job_id(lambda: new_job_id(now_ms))
+    partition = cells.key_partition(tenant_id, spec.key)
+    cells.check(partition)
+    return cells.draw_job_id(lambda: new_job_id(now_ms), partition=partition)
+
+
 def new_item(
-    ctx: ApiContext, spec: JobSpec, key: str | None, body: dict[str, JSONValue], now: int
+    ctx: ApiContext,
+    spec: JobSpec,
+    key: str | None,
+    body: dict[str, JSONValue],
+    now: int,
+    *,
+    tenant_id: str,
 ) -> NewItem:
     if spec.upstream is not None:  # recorded in dependencies by apply at level 11
         check_level(ctx.storage, DEPENDENCIES_LEVEL)
@@ -139,7 +161,7 @@ def new_item(
         check_level(ctx.storage, JOB_KEYS_LEVEL)
     elif spec.max_runs is not None:  # counted by apply at level 8
         check_level(ctx.storage, SCHEDULE_CONTROL_LEVEL)
-    job_id = new_job_id(now)
+    job_id = cell_job_id(ctx, tenant_id, spec, now)
     run_at, fire_at = _next_runs(job_id, spec, now)
     stored = stored_spec(ctx, spec)
     return NewItem(
@@ -259,7 +281,7 @@ async def create_job(request: web.Request) -> web.Response:
     body = await read_object(request, limit_bytes=ctx.payload_limit + BODY_OVERHEAD)
     now = ctx.clock_ms()
     spec = parse_job(body, now_ms=now, payload_limit=ctx.payload_limit)
-    item = new_item(ctx, spec, key, body, now)
+    item = new_item(ctx, spec, key, body, now, tenant_id=tenant_id)
     [blocked] = await guard_targets(ctx, tenant_id, [spec], request.remote)
     if blocked is not None:
         raise blocked
@@ -293,8 +315,11 @@ async def create_jobs(request: web.Request) -> web.Response:
     items, positions = [], []
     for i, raw in enumerate(jobs):
         try:
-            items.append(_batch_item(ctx, i, raw, now))
+            items.append(_batch_item(ctx, tenant_id, i, raw, now))
             positions.append(i)
+        except WrongCell as exc:  # a keyed item of another cell's: sent there by the client
+            urls = ", ".join(exc.urls)
+            results[i] = Failure.of(exc.code, f"jobs[{i}].key: {exc} (create it at {urls})")
         except SchedError as exc:
             results[i] = Failure.of(exc.code, f"jobs[{i}].{exc}")
     specs = [item.spec for item in items]
@@ -353,13 +378,13 @@ async def _create_in_chunks(
     return outcomes
 
 
-def _batch_item(ctx: ApiContext, i: int, raw: Any, now: int) -> NewItem:
+def _batch_item(ctx: ApiContext, tenant_id: str, i: int, raw: Any, now: int) -> NewItem:
     if not isinstance(raw, dict):
         raise InvalidRequest("body", "must be a JSON object")
     body = dict(raw)
     key = _idempotency_key(body.pop("idempotency_key", None), "idempotency_key")
     spec = parse_job(body, now_ms=now, payload_limit=ctx.payload_limit)
-    return new_item(ctx, spec, key, body, now)
+    return new_item(ctx, spec, key, body, now, tenant_id=tenant_id)
 
 
 def _batch_result(item: NewItem, outcome: JobOutcome) -> Created | Failure:
@@ -467,6 +492,7 @@ async def update_job(request: web.Request) -> web.Response:
         now = ctx.clock_ms()
         spec = patch_job(job.spec_fields(), changes, now_ms=now, payload_limit=ctx.payload_limit)
         check_run_limit(spec, job)
+        check_key_partition(ctx, tenant_id, job_id, spec)
         [blocked] = await guard_targets(ctx, tenant_id, [spec], request.remote)
         if blocked is not None:
             raise blocked
@@ -488,6 +514,20 @@ async def update_job(request: web.Request) -> web.Response:
             continue
         return json_response(await read_job(ctx, tenant_id, job_id))
     raise StaleState("the job kept changing; try again")
+
+
+def check_key_partition(ctx: ApiContext, tenant_id: str, job_id: str, spec: JobSpec) -> None:
+    """With cells, a key's job lives in the key's partition (its uniqueness is one cell's
+    apply decision): a change giving a job a key of another partition is refused."""
+    if ctx.cells is None or spec.key is None:
+        return
+    partition = ctx.cells.key_partition(tenant_id, spec.key)
+    if partition != partition_of(job_id, ctx.partitions):
+        raise InvalidRequest(
+            "key",
+            f"{spec.key!r} belongs to partition {partition}, not this job's: with cells a key "
+            "is given to a job when it is created (PUT /v1/jobs/by-key/{key})",
+        )
 
 
 def current_or_new_run(

@@ -78,12 +78,18 @@ async def check_alert_url(
         raise BlockedTarget(exc.reason, host=exc.host, field=field) from None
 
 
-def _credentials(tenant_id: str) -> tuple[dict[str, str], TenantCredentials]:
-    """New credentials for a tenant: (command body fields, the answer that shows them once).
+def _credentials(
+    tenant_id: str, given: TenantCreate | None = None
+) -> tuple[dict[str, str], TenantCredentials]:
+    """New credentials for a tenant, or those `given` (a cell adopting another's tenant):
+    (command body fields, the answer that shows them once).
 
     Only the token's hash enters the log and the store."""
     token = "sk_" + secrets.token_urlsafe(32)
     signing_secret = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+    if given is not None:
+        assert isinstance(given.token, str) and isinstance(given.signing_secret, str)
+        token, signing_secret = given.token, given.signing_secret
     fields = {
         "tenant_id": tenant_id,
         "token_hash": token_hash(token),
@@ -94,14 +100,36 @@ def _credentials(tenant_id: str) -> tuple[dict[str, str], TenantCredentials]:
     return fields, shown
 
 
+CELL_CREDENTIALS = ("tenant_id", "token", "signing_secret")
+
+
 async def create_tenant(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
     principal(request).require_admin()
     body = convert_body(await read_object(request, limit_bytes=TENANT_BODY_LIMIT), TenantCreate)
+    adopted = _adopted(body, is_cell=ctx.cells is not None)
     fields = await _tenant_fields(body, ctx.guard, stored_hosts=[])
-    credentials, shown_once = _credentials("tnt_" + uuid.uuid4().hex[:16])
+    for name in CELL_CREDENTIALS:  # the token never enters the log: only its hash
+        fields.pop(name, None)
+    tenant_id = (
+        body.tenant_id if isinstance(body.tenant_id, str) else "tnt_" + uuid.uuid4().hex[:16]
+    )
+    credentials, shown_once = _credentials(tenant_id, body if adopted else None)
     await propose(ctx, CreateTenant.from_body({**credentials, **fields}))
     return json_response(shown_once, status=201)
+
+
+def _adopted(body: TenantCreate, *, is_cell: bool) -> bool:
+    """True when the body carries another cell's tenant credentials (all three, on a cell)."""
+    given = [name for name in CELL_CREDENTIALS if getattr(body, name) is not UNSET]
+    if not given:
+        return False
+    if not is_cell:
+        raise InvalidRequest(given[0], "is for a cell ([cells] etcd): leave it out")
+    if len(given) != len(CELL_CREDENTIALS):
+        missing = next(name for name in CELL_CREDENTIALS if name not in given)
+        raise InvalidRequest(missing, "is required with tenant_id, token and signing_secret")
+    return True
 
 
 async def tenant_json(ctx: ApiContext, tenant_id: str) -> TenantView:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import math
 import sqlite3
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from schedd.config import DispatchSettings
@@ -29,14 +29,16 @@ class Propose(Protocol):
 
 
 def plan_moves(
-    partitions: int, leases: Mapping[int, Lease], live: list[str], now_ms: int
+    partitions: int | Sequence[int], leases: Mapping[int, Lease], live: list[str], now_ms: int
 ) -> list[LeaseMove]:
-    """Moves that give every partition a live holder and keep counts within one of each other."""
+    """Moves that give every partition a live holder and keep counts within one of each other.
+    `partitions`: a count (0..count-1), or the partitions themselves (a cell's range)."""
     if not live:
         return []
+    leased = range(partitions) if isinstance(partitions, int) else partitions
     held: dict[str, list[int]] = {node: [] for node in live}
     orphans = []
-    for partition in range(partitions):
+    for partition in leased:
         lease = leases.get(partition)
         if lease is not None and lease.node_id in held and lease.is_valid(now_ms):
             held[lease.node_id].append(partition)
@@ -47,7 +49,7 @@ def plan_moves(
         node = min(live, key=lambda n: (len(held[n]), n))
         held[node].append(partition)
         moves.append(_move(partition, node, leases))
-    ceiling = math.ceil(partitions / len(live))
+    ceiling = math.ceil(len(leased) / len(live))
     for _ in range(MAX_REBALANCE_MOVES):
         busiest = max(live, key=lambda n: (len(held[n]), n))
         idlest = min(live, key=lambda n: (len(held[n]), n))
@@ -87,7 +89,7 @@ class LeaseManager(Loop):
 
     def __init__(
         self,
-        partitions: int,
+        partitions: int | Sequence[int],
         connect: Callable[[], sqlite3.Connection],
         is_leader: Callable[[], bool],
         propose: Propose,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 import ssl
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from schedd.dispatch.clock import ClockGuard, ClockProbe
@@ -42,7 +42,10 @@ class DispatchService:
         retention: Retention,
         peer_tls: ssl.SSLContext | None = None,
         peers: PeerReports | None = None,
+        owned: Sequence[int] | None = None,
     ) -> None:
+        """`owned`: the partitions leased out (a cell's range); None: all of `partitions`."""
+
         def reader() -> sqlite3.Connection:
             return connect(db_path, readonly=True)
 
@@ -71,7 +74,13 @@ class DispatchService:
             # Their proposals are refused while the clock is distrusted (Proposer's refusal):
             # no heartbeat, so this node's leases expire and move; no lease moves.
             Heartbeat(node_id, proposer.propose, ttl_ms=lease_ttl_ms),
-            LeaseManager(partitions, reader, is_leader, proposer.propose, ttl_ms=lease_ttl_ms),
+            LeaseManager(
+                partitions if owned is None else owned,
+                reader,
+                is_leader,
+                proposer.propose,
+                ttl_ms=lease_ttl_ms,
+            ),
             self.dispatcher,
             Pruner(
                 retention,

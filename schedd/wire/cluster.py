@@ -45,6 +45,10 @@ class Cluster(msgspec.Struct, frozen=True, kw_only=True):
         ),
     ]
     nodes: list[ClusterNode]
+    cell: Annotated[
+        str | UnsetType,
+        Meta(description="Only on a cell ([cells]): the cell these nodes form (GET /v1/cells)."),
+    ] = UNSET
 
 
 class NodeToAdd(Body):
@@ -149,3 +153,32 @@ class Readiness(msgspec.Struct, frozen=True, kw_only=True):
             "writes, why writes are refused."
         ),
     ] = UNSET
+    cell: Annotated[
+        str | UnsetType, Meta(description="Only on a cell ([cells]): this node's cell.")
+    ] = UNSET
+    directory_revision: Annotated[
+        int | UnsetType,
+        Meta(description="Only on a cell: the revision of the directory it serves by (0: none)."),
+    ] = UNSET
+
+
+class CellEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """One cell of the directory: its name, the partition ranges it owns, its API URLs."""
+
+    cell: str
+    ranges: Annotated[
+        list[tuple[int, int]], Meta(description="[first, last] partition ranges, inclusive.")
+    ]
+    urls: list[str]
+
+
+class Cells(msgspec.Struct, frozen=True, kw_only=True):
+    """The directory of cells as this node last read it (docs/scaling.md §4). A cluster
+    without [cells]: one cell, "default", owning every partition, revision 0."""
+
+    directory_revision: Annotated[
+        int, Meta(description="The directory key's mod_revision in etcd; 0 without cells.")
+    ]
+    partitions: int
+    self_: str = msgspec.field(name="self")
+    cells: list[CellEntry]

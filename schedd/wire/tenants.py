@@ -60,6 +60,21 @@ class TenantCreate(Body):
     dispatch_rate: DispatchRate = DEFAULT_DISPATCH_RATE
     allowed_hosts: AllowedHosts = msgspec.field(default_factory=list)
     alert_url: AlertUrl | UnsetType = UNSET
+    # Cells only (docs/scaling.md §4): the same tenant in another cell, its credentials as
+    # the first cell's create answered them. All three or none.
+    tenant_id: (
+        Annotated[
+            str,
+            Meta(
+                pattern=r"^tnt_[0-9a-f]{16}$",
+                description="Cells only, with token and signing_secret: create in this cell "
+                "the tenant another cell created (its answer's three values).",
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
+    token: Annotated[str, Meta(pattern=r"^sk_[A-Za-z0-9_-]{43}$")] | UnsetType = UNSET
+    signing_secret: Annotated[str, Meta(pattern=r"^whsec_[A-Za-z0-9+/]{43}=$")] | UnsetType = UNSET
 
     field_messages: ClassVar[Mapping[str, str]] = TENANT_MESSAGES
 

@@ -887,3 +887,54 @@ def test_shipped_vm_configs_serve_https_once_the_tls_lines_are_uncommented(
         Path("/etc/schedd/tls.key"),
         Path("/etc/schedd/ca.crt"),
     )
+
+
+# -- cells (docs/scaling.md §4) ----------------------------------------------------------------
+
+CELL = '[cells]\netcd = ["http://127.0.0.1:2379/", "https://etcd-2:2379"]\ncell = "c1"\n'
+
+
+def test_a_range_with_cells_is_a_share_of_the_cells_partition_count(tmp_path: Path) -> None:
+    cfg = load(tmp_path, '[cluster]\npartitions = "0-511"\n' + CELL)
+    assert (cfg.partitions, cfg.partition_range, cfg.has_cells) == (1024, (0, 511), True)
+    assert cfg.cells.etcd == ("http://127.0.0.1:2379", "https://etcd-2:2379")
+    assert (cfg.cells.cell, cfg.cells.deployment) == ("c1", "default")
+    cfg = load(tmp_path, '[cluster]\npartitions = "64-127"\n' + CELL + "partitions = 128\n")
+    assert (cfg.partitions, cfg.partition_range) == (128, (64, 127))
+
+
+def test_without_cells_a_count_is_as_before(tmp_path: Path) -> None:
+    cfg = load(tmp_path, "[cluster]\npartitions = 512\n")
+    assert (cfg.partitions, cfg.partition_range, cfg.has_cells) == (512, None, False)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (
+            '[cluster]\npartitions = "0-511"\n',
+            'cluster.partitions is a range ("0-511") but cells.etcd is not set',
+        ),
+        ('[cluster]\npartitions = "0-511"\n[cells]\ncell = "c1"\n', "cluster.partitions is a"),
+        (
+            '[cluster]\npartitions = "0-511"\n[cells]\netcd = ["http://e:1"]\n',
+            "cells.etcd is set but cells.cell is not",
+        ),
+        (CELL, "cells.cell is set but cluster.partitions is a count, not a range"),
+        ('[cells]\ndeployment = "x"\n', "cells.deployment is set but cluster.partitions is a"),
+        (
+            '[cluster]\npartitions = "0-1024"\n' + CELL,
+            'cluster.partitions "0-1024" must lie in 0..1023 (cells.partitions = 1024)',
+        ),
+        ('[cluster]\npartitions = "9-3"\n' + CELL, 'cluster.partitions "9-3" must lie in'),
+        ('[cluster]\npartitions = "0-9"\n' + CELL.replace('"c1"', '"C 1"'), "cells.cell must be"),
+        (
+            '[cluster]\npartitions = "0-9"\n' + CELL.replace("http://127.0.0.1:2379/", "ftp://e"),
+            "cells.etcd must hold http:// or https:// URLs of etcd, got 'ftp://e'",
+        ),
+        ('[cluster]\npartitions = "0-9"\n' + CELL + "partitions = 0\n", "cells.partitions must"),
+        ('[cluster]\npartitions = "a-b"\n' + CELL, "cluster.partitions must be an integer"),
+    ],
+)
+def test_cells_errors_name_the_fields(tmp_path: Path, extra: str, message: str) -> None:
+    assert error(tmp_path, extra).startswith(message)

@@ -7,7 +7,17 @@ from typing import Annotated, Literal
 
 from msgspec import Meta
 
-from schedd.api import audit, cluster, health, membership, openapi, retention, segments, stats
+from schedd.api import (
+    audit,
+    cells,
+    cluster,
+    health,
+    membership,
+    openapi,
+    retention,
+    segments,
+    stats,
+)
 from schedd.api.operation import JSON, RETRY_AFTER, Access, Answer, Operation, Parameter
 from schedd.api.operations.parameters import (
     ADMIN,
@@ -22,6 +32,7 @@ from schedd.api.operations.parameters import (
 from schedd.wire.cluster import (
     AdminState,
     AuditList,
+    Cells,
     Cluster,
     Health,
     NodeAdded,
@@ -61,6 +72,22 @@ OPERATIONS = (
         access=ADMIN,
         answers={
             200: Answer("Leader and nodes.", body=Cluster),
+        },
+    ),
+    Operation(
+        method="GET",
+        path="/v1/cells",
+        handler=cells.get_cells,
+        operation_id="getCells",
+        tag="cluster",
+        summary="The directory of cells as this node last read it",
+        description="Which cell owns which partition ranges, each cell's API URLs, and the "
+        "directory's revision in etcd (docs/scaling.md §4). A cluster without [cells] is one "
+        'cell, "default", owning every partition (revision 0). A request for another cell\'s '
+        "partition answers 307 wrong_cell naming that cell's URLs.",
+        access=ANY_TOKEN,
+        answers={
+            200: Answer("The directory.", body=Cells),
         },
     ),
     Operation(
