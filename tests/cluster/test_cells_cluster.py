@@ -28,8 +28,10 @@ import pytest
 
 from schedd.cells.directory import key_partition
 from schedd.model import partition_of
+from schedd.worker import Message, Worker
 from tests.integration.api_helpers import Tenant, new_tenant
 from tests.receiver import receiving
+from tests.schedctl_inprocess import run_schedctl
 from tests.servers import (
     ADMIN_TOKEN,
     NodeProcess,
@@ -185,7 +187,7 @@ def unfollowed(
 ) -> tuple[int, Any, dict[str, str]]:
     """One request whose redirect is not followed (urllib's would be)."""
     parts = urllib.parse.urlsplit(url)
-    conn = HTTPConnection(parts.hostname, parts.port, timeout=15)
+    conn = HTTPConnection(parts.hostname or "", parts.port, timeout=15)
     try:
         headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
         data = None if body is None else json.dumps(body).encode()
@@ -315,6 +317,59 @@ def test_a_cells_readiness_and_directory_agree(cells: Cells) -> None:
 
 
 # ------------------------------------------------------------------ clients following redirects
-# TO BE ADDED after merging the client side (schedd/cli/ctl/client.py, schedd/worker): schedctl
-# and the worker library follow wrong_cell, through a node of the wrong cell, against this
-# module's `cells` fixture.
+
+
+def schedctl_env(url: str, token: str) -> dict[str, str]:
+    return {"PATH": os.environ["PATH"], "SCHEDCTL_URL": url, "SCHEDCTL_TOKEN": token}
+
+
+def test_schedctl_follows_a_wrong_cell_answer_for_reads_and_changes(cells: Cells) -> None:
+    token = cells.tenant.token
+    owner = cells.nodes["c2"][0]
+    status, job, _ = unfollowed("POST", f"{owner.url}/v1/jobs", token, QUEUE_BODY)
+    assert status == 201, job
+    job_id = job["job_id"]
+    served_by_every_node(cells.nodes["c2"], f"/v1/jobs/{job_id}", token, job_id)
+    through = schedctl_env(cells.nodes["c1"][2].url, token)  # a node of the other cell
+    shown = run_schedctl(["get", job_id, "--json"], env=through)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["job_id"] == job_id
+    cancelled = run_schedctl(["cancel", job_id], env=through)  # a DELETE, sent on with its token
+    assert cancelled.returncode == 0, cancelled.stderr
+    status, after, _ = unfollowed("GET", f"{owner.url}/v1/jobs/{job_id}", token)
+    assert (status, after["status"]) == (200, "cancelled")
+
+
+def test_the_worker_library_receives_from_both_cells_and_acks_each_at_its_own(
+    cells: Cells,
+) -> None:
+    token, queue = cells.tenant.token, f"cells-q-{time.monotonic_ns()}"
+    body = {"schedule": {"delay": "0s"}, "target": {"type": "queue", "name": queue}}
+    made = {}
+    for cell, nodes in cells.nodes.items():
+        for _ in range(3):
+            status, job, _ = unfollowed("POST", f"{nodes[0].url}/v1/jobs", token, body)
+            assert status == 201, job
+            made[job["job_id"]] = cell
+    handled: list[str] = []
+    # Given one node of c1 only: the worker learns c2 from GET /v1/cells.
+    worker = Worker(cells.nodes["c1"][0].url, token, queue, wait_s=1.0, handle_signals=False)
+
+    @worker.handler
+    def handle(message: Message) -> None:
+        handled.append(message.job_id)
+
+    deadline = time.monotonic() + 30
+    while set(handled) != set(made) and time.monotonic() < deadline:
+        worker.run_batch()
+    assert sorted(handled) == sorted(made)  # each once
+
+    def succeeded() -> bool:
+        for job_id, cell in made.items():
+            url = f"{cells.nodes[cell][0].url}/v1/jobs/{job_id}/runs"
+            status, page, _ = unfollowed("GET", url, token)
+            if status != 200 or [r["status"] for r in page["runs"]] != ["succeeded"]:
+                return False
+        return True
+
+    wait_for(succeeded, 15, "every run acked at the cell that handed it out")
