@@ -8,8 +8,10 @@ from __future__ import annotations
 from aiohttp import web
 
 from schedd.api.context import CONTEXT
+from schedd.api.forward import is_forwardable
 from schedd.api.http import PRINCIPAL, Handler, json_response
 from schedd.cells.directory import Directory
+from schedd.errors import WrongCell
 from schedd.model import partition_of
 from schedd.store import queries
 from schedd.wire.cluster import CellEntry, Cells
@@ -39,13 +41,21 @@ def request_partition(request: web.Request, partitions: int) -> int | None:
 @web.middleware
 async def cells_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Serve a request for this cell's partitions; answer another cell's with wrong_cell (a
-    307 the errors middleware writes), and one no cell serves with 503."""
-    cells = request.app[CONTEXT].cells
-    if cells is not None:
+    307 the errors middleware writes), or send it on for the web console (api/forward.py);
+    one no cell serves is a 503."""
+    ctx = request.app[CONTEXT]
+    cells = ctx.cells
+    if cells is None:
+        return await handler(request)
+    try:
         partition = request_partition(request, cells.partitions)
         if partition is not None:
             cells.check(partition)
-    return await handler(request)
+        return await handler(request)
+    except WrongCell as moved:  # raised here or by a handler (a key of another cell's)
+        if not is_forwardable(request):
+            raise
+        return await ctx.forwarder.forward(request, moved, cells.cell)
 
 
 async def get_cells(request: web.Request) -> web.Response:

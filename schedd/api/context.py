@@ -21,6 +21,7 @@ from aiohttp import web
 from schedd.addresses import reachable_api_url
 from schedd.api.consumers import RecentConsumers
 from schedd.api.fanout import AnswerCache, Fanout, PeerAnswer
+from schedd.api.forward import Forwarder
 from schedd.api.limits import AddressBudget, BodyGate, ServerLimits, TenantSlots
 from schedd.cells.view import CellView
 from schedd.errors import (
@@ -269,6 +270,7 @@ class ApiContext:
     cells: CellView | None = None  # this node's cell; None: no [cells], it owns every partition
     consumers: RecentConsumers = field(default_factory=RecentConsumers)
     fanout: Fanout = field(init=False)
+    forwarder: Forwarder = field(init=False)  # the console's requests for other cells
     peer_consumers: AnswerCache[tuple[list[SeenConsumer], bool]] = field(
         default_factory=AnswerCache
     )  # tenant id -> the other nodes' consumers of its queues, and whether one did not tell
@@ -317,10 +319,12 @@ class ApiContext:
         )
         self.receive_holds = ReceiveHolds(self.queue_signal)
         self.fanout = Fanout(admin_token=self.admin_token, tls=self.peer_tls)
+        self.forwarder = Forwarder(tls=self.peer_tls, timeout_s=self.request_timeout_s)
 
     async def close(self) -> None:
         """Release what outlives a request (the app's cleanup)."""
         await self.fanout.close()
+        await self.forwarder.close()
 
     async def ask_peers(self, path: str, headers: dict[str, str] | None = None) -> list[PeerAnswer]:
         """GET `path` from every other node that is a Raft member as this node knows them (a

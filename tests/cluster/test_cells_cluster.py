@@ -183,13 +183,17 @@ def _directories_settled(cells: Cells) -> bool:
 
 
 def unfollowed(
-    method: str, url: str, token: str, body: Any = None
+    method: str, url: str, token: str, body: Any = None, headers: dict[str, str] | None = None
 ) -> tuple[int, Any, dict[str, str]]:
     """One request whose redirect is not followed (urllib's would be)."""
     parts = urllib.parse.urlsplit(url)
     conn = HTTPConnection(parts.hostname or "", parts.port, timeout=15)
     try:
-        headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+        headers = {
+            "Authorization": f"Bearer {token}",
+            "Content-Type": "application/json",
+            **(headers or {}),
+        }
         data = None if body is None else json.dumps(body).encode()
         path = parts.path + (f"?{parts.query}" if parts.query else "")
         conn.request(method, path, body=data, headers=headers)
@@ -373,3 +377,28 @@ def test_the_worker_library_receives_from_both_cells_and_acks_each_at_its_own(
         return True
 
     wait_for(succeeded, 15, "every run acked at the cell that handed it out")
+
+
+def test_a_console_request_for_another_cell_is_sent_on_once(cells: Cells) -> None:
+    token = cells.tenant.token
+    owner = cells.nodes["c1"][1]
+    status, job, _ = unfollowed("POST", f"{owner.url}/v1/jobs", token, QUEUE_BODY)
+    assert status == 201, job
+    job_id = job["job_id"]
+    served_by_every_node(cells.nodes["c1"], f"/v1/jobs/{job_id}", token, job_id)
+    serving = cells.nodes["c2"][2].url  # the node the console was loaded from
+    console = {"X-Schedd-Console": "1"}
+    status, read, headers = unfollowed("GET", f"{serving}/v1/jobs/{job_id}", token, None, console)
+    assert (status, read["job_id"]) == (200, job_id)
+    assert headers["Content-Type"].startswith("application/json")
+    change = {"name": "renamed through c2"}
+    status, patched, _ = unfollowed("PATCH", f"{serving}/v1/jobs/{job_id}", token, change, console)
+    assert (status, patched["name"]) == (200, "renamed through c2"), patched
+    status, after, _ = unfollowed("GET", f"{owner.url}/v1/jobs/{job_id}", token)
+    assert after["name"] == "renamed through c2"
+    # Sent on already: never again (one hop); without the console's mark, the plain 307.
+    again = console | {"X-Schedd-Forwarded": "c1"}
+    status, moved, _ = unfollowed("GET", f"{serving}/v1/jobs/{job_id}", token, None, again)
+    assert (status, moved["error"]["code"]) == (307, "wrong_cell")
+    status, moved, _ = unfollowed("GET", f"{serving}/v1/jobs/{job_id}", token)
+    assert status == 307

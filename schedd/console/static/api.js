@@ -42,7 +42,8 @@ export const session = {
 };
 
 export async function call(method, path, { body, token, tenant } = {}) {
-  const headers = { Accept: "application/json" };
+  // The node sends a request for another cell's job on to that cell (api/forward.py).
+  const headers = { Accept: "application/json", "X-Schedd-Console": "1" };
   const bearer = token ?? session.token;
   if (bearer) headers.Authorization = `Bearer ${bearer}`;
   const actingFor = tenant === undefined ? session.tenant : tenant;
@@ -54,9 +55,9 @@ export async function call(method, path, { body, token, tenant } = {}) {
     body: body === undefined ? undefined : JSON.stringify(body),
     credentials: "omit",
     cache: "no-store",
-    // A node of another cell answers 307 wrong_cell (issue 35). The browser must not follow
-    // it: the owner is another origin, which connect-src 'self' refuses and where the token
-    // would not go. Kept as an opaque answer, it becomes a clear error instead.
+    // A node too old to send a console request on answers 307 wrong_cell (issue 35). The
+    // browser must not follow it: the owner is another origin, which connect-src 'self'
+    // refuses and where the token would not go. Kept opaque, it becomes a clear error.
     redirect: "manual",
   });
   if (response.type === "opaqueredirect") {
