@@ -34,6 +34,7 @@ from schedd.store.results import (
     Pruned,
     Received,
     RetentionSet,
+    SegmentClosed,
     TenantSaved,
     Triggered,
 )
@@ -71,8 +72,11 @@ JSONObject = Mapping[str, Any]  # kept as the proposer built it (a job spec, ten
 # commands that end runs do more only where a level-11 spec left a `dependencies` row.
 # Level 12 (issue 34): an ack or nack that carries its attempts' outputs (kept in
 # run_outputs), and a nack that makes its runs dead at once (`dead`).
+# Level 13 (issue 35 §1): history segments: move_history (the prune of history kinds as moves
+# into per-hour segment files), close_segment and drop_segment (store/segments.py).
 # LEVEL_OF_TYPE names the types above level 1.
-LOG_LEVEL = 12
+LOG_LEVEL = 13
+SEGMENTS_LEVEL = 13
 SCHEDULE_CONTROL_LEVEL = 8
 JOB_KEYS_LEVEL = 9
 CALENDARS_LEVEL = 10
@@ -658,6 +662,39 @@ class Prune(LogCommand[Pruned], frozen=True, kw_only=True, omit_defaults=True):
     max_completions: int | None = None
 
 
+class MoveHistory(LogCommand[Pruned], frozen=True, kw_only=True, omit_defaults=True):
+    """`prune` (same fields, budgets and tenant walk) with the history kinds moved instead of
+    deleted: runs, batches, dead letters and audit records that ended before the period of
+    `ts_ms` go into their period's open segment (rows past retention are deleted as before)."""
+
+    TYPE = "move_history"
+    LEVEL = SEGMENTS_LEVEL
+    retention_ms: Mapping[str, int]
+    after_tenant: str | None = None
+    max_rows: int | None = None
+    max_tenants: int | None = None
+    commands_ms: int | None = None
+    max_completions: int | None = None
+
+
+class CloseSegment(LogCommand[SegmentClosed], frozen=True, kw_only=True, omit_defaults=True):
+    """An open segment whose period ended (plus the grace) and whose moves are done: every
+    replica records its rows' digest and makes its file immutable."""
+
+    TYPE = "close_segment"
+    LEVEL = SEGMENTS_LEVEL
+    name: str
+
+
+class DropSegment(LogCommand[Done], frozen=True, kw_only=True, omit_defaults=True):
+    """A closed segment older than its family's retention: its row goes; every node unlinks the
+    file after the commit."""
+
+    TYPE = "drop_segment"
+    LEVEL = SEGMENTS_LEVEL
+    name: str
+
+
 class SetRetention(LogCommand[RetentionSet], frozen=True, kw_only=True, omit_defaults=True):
     """A tenant's own retention per kind (milliseconds); kinds not named are cleared."""
 
@@ -748,6 +785,9 @@ CATALOGUE: Mapping[str, type[LogCommand[Any]]] = {
         DeleteDeadletter,
         RecordCallbacks,
         Prune,
+        MoveHistory,
+        CloseSegment,
+        DropSegment,
         SetRetention,
         CreateConnection,
         DeleteConnection,

@@ -199,8 +199,12 @@ LEVEL_8_TYPES = LEVEL_5_TYPES | {
 LEVEL_10_TYPES = LEVEL_8_TYPES | {"put_calendar", "delete_calendar"}
 
 
-def test_the_level_10_types_are_todays_catalogue() -> None:
-    assert set(CATALOGUE) == LEVEL_10_TYPES
+LEVEL_13_TYPES = LEVEL_10_TYPES | {"move_history", "close_segment", "drop_segment"}
+
+
+def test_the_level_13_types_are_todays_catalogue() -> None:
+    assert {t for t, cls in CATALOGUE.items() if cls.LEVEL <= 12} == LEVEL_10_TYPES
+    assert set(CATALOGUE) == LEVEL_13_TYPES
 
 
 def test_the_level_4_fixture_claims_only_in_batches() -> None:

@@ -1,0 +1,210 @@
+"""History segments in apply (issue 35 §1, log level 13): move_history moves finished history
+into per-hour segment files, close_segment makes one immutable with its rows' digest,
+drop_segment forgets it and unlinks the file; a crash between a segment's commit and
+state.db's neither loses nor duplicates rows; two stores applying the same commands agree."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from schedd.retention import Retention
+from schedd.store import segments
+from schedd.store.apply import StateMachine
+from schedd.store.command import Command, encode
+from schedd.store.db import Database
+from schedd.store.digest import state_digest
+from tests.conftest import NOW_MS, Applier
+from tests.unit.test_store_dispatch import claim, count, receive, setup
+
+SEC = 1_000
+HOUR = 3_600_000
+DAY = 24 * HOUR
+RETENTION = Retention(runs=7 * DAY, audit=30 * DAY, deadletters=14 * DAY, messages=HOUR)
+H0 = segments.period_start(NOW_MS)
+
+
+def move(apply: Applier, ts_ms: int, **changes: int) -> dict[str, Any]:
+    body = {"retention_ms": RETENTION.as_ms() | changes, "after_tenant": "", "max_rows": 1_000}
+    result = apply("move_history", body, ts_ms=ts_ms)
+    assert result["status"] == "ok", result
+    return result
+
+
+def history(apply: Applier) -> None:
+    """j1 runs once at NOW_MS, acked a second later (hour H0); a second job's message is never
+    received and becomes a dead letter at H0 + 1 h + 1 s (hour H0 + 1)."""
+    setup(apply, schedule={"run_at": "2026-09-21T14:13:20Z"})
+    claim(apply, next_ms=None)
+    [message] = receive(apply, NOW_MS, "r1")
+    body = {"tenant_id": "t1", "queue": "q", "receipts": [message["receipt"]]}
+    assert apply("ack_messages", body, ts_ms=NOW_MS + SEC)["acked"] == 1
+
+
+def seg(db: Database, name: str) -> sqlite3.Connection:
+    return sqlite3.connect(segments.segment_path(db.path.parent, name))
+
+
+def test_names_paths_and_periods() -> None:
+    name = segments.segment_name("runs", NOW_MS)
+    assert name == "runs-2026092114"
+    assert segments.parse_name(name) == ("runs", H0)
+    assert segments.segment_path(Path("/d"), name) == Path("/d/history/runs-2026092114.db")
+    with pytest.raises(segments.SegmentName):
+        segments.segment_path(Path("/d"), "../state")
+
+
+def test_finished_history_moves_into_its_hours_segment(apply: Applier, db: Database) -> None:
+    history(apply)
+    records = count(db, "SELECT COUNT(*) FROM audit")  # the tenant's and the job's creation
+    same_hour = move(apply, NOW_MS + 2 * SEC)  # the run ended in the current hour: it stays
+    assert same_hour["moved"] == {"runs": 0, "deadletters": 0, "audit": 0}
+    moved = move(apply, NOW_MS + HOUR)
+    assert moved["moved"] == {"runs": 1, "deadletters": 0, "audit": records} and moved["done"]
+    assert count(db, "SELECT COUNT(*) FROM runs") == 0
+    assert count(db, "SELECT COUNT(*) FROM attempts") == 0
+    assert count(db, "SELECT COUNT(*) FROM audit") == 0
+    runs_name = segments.segment_name("runs", NOW_MS)
+    rows = db.conn.execute("SELECT name, family, state, rows, content_digest FROM segments")
+    assert sorted(rows.fetchall()) == [
+        (segments.segment_name("audit", NOW_MS), "audit", "open", records, None),
+        (runs_name, "runs", "open", 1, None),
+    ]
+    part = seg(db, runs_name)
+    assert part.execute("SELECT job_id, status FROM runs").fetchall() == [("j1", "succeeded")]
+    assert part.execute("SELECT attempt, outcome FROM attempts").fetchall() == [(1, "succeeded")]
+    assert segments.applied_index(part) == apply.index - 0  # the last move wrote it
+    assert db.conn.execute("SELECT status FROM jobs").fetchone() == ("completed",)  # stays live
+
+
+def test_a_dead_letter_moves_into_the_hour_it_was_made(apply: Applier, db: Database) -> None:
+    setup(apply)
+    claim(apply)  # a message never received
+    move(apply, NOW_MS + HOUR + SEC)  # expired into a dead letter (hour H0 + 1)
+    assert count(db, "SELECT COUNT(*) FROM deadletters") == 1
+    moved = move(apply, NOW_MS + 2 * HOUR + SEC)
+    assert moved["moved"]["deadletters"] == 1 and moved["moved"]["runs"] == 1
+    name = segments.segment_name("deadletters", NOW_MS + HOUR + SEC)
+    assert seg(db, name).execute("SELECT COUNT(*) FROM deadletters").fetchone() == (1,)
+    assert count(db, "SELECT COUNT(*) FROM deadletters") == 0
+
+
+def test_close_records_the_digest_and_leaves_an_immutable_file(
+    apply: Applier, db: Database
+) -> None:
+    history(apply)
+    move(apply, NOW_MS + HOUR)
+    name = segments.segment_name("runs", NOW_MS)
+    early = apply("close_segment", {"name": name}, ts_ms=H0 + HOUR + 60 * SEC)
+    assert early["status"] == "rejected" and early["code"] == "conflict"  # within the grace
+    closed = apply("close_segment", {"name": name}, ts_ms=H0 + HOUR + segments.CLOSE_GRACE_MS)
+    assert closed["status"] == "ok" and closed["rows"] == 1
+    path = segments.segment_path(db.path.parent, name)
+    assert closed["content_digest"] == segments.content_digest(path)
+    row = db.conn.execute(
+        "SELECT state, content_digest, closed_index FROM segments WHERE name = ?", (name,)
+    ).fetchone()
+    assert row == ("closed", closed["content_digest"], apply.index)
+    assert not Path(f"{path}-wal").exists() and not Path(f"{path}-shm").exists()
+    mode = sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()
+    assert mode == ("delete",)
+    again = apply("close_segment", {"name": name}, ts_ms=H0 + 2 * HOUR)
+    assert again["status"] == "rejected"
+
+
+def test_a_move_never_writes_into_a_closed_segment(apply: Applier, db: Database) -> None:
+    history(apply)
+    move(apply, NOW_MS + HOUR)
+    name = segments.segment_name("runs", NOW_MS)
+    apply("close_segment", {"name": name}, ts_ms=H0 + 2 * HOUR)
+    before = segments.content_digest(segments.segment_path(db.path.parent, name))
+    # A late run of hour H0 (its end written in H0, applied after the close): the next hour's.
+    late = {"tenant_id": "t1", "job_id": "j2", "scheduled_at_ms": NOW_MS, "status": "succeeded"}
+    db.conn.execute(
+        "INSERT INTO runs (job_id, scheduled_at_ms, tenant_id, fire_at_ms, status, attempt, "
+        "finished_at_ms) VALUES (:job_id, :scheduled_at_ms, :tenant_id, :scheduled_at_ms, "
+        ":status, 1, :scheduled_at_ms)",
+        late,
+    )
+    move(apply, NOW_MS + 3 * HOUR)
+    assert segments.content_digest(segments.segment_path(db.path.parent, name)) == before
+    later = segments.segment_name("runs", H0 + HOUR)
+    assert seg(db, later).execute("SELECT job_id FROM runs").fetchall() == [("j2",)]
+
+
+def test_drop_forgets_a_closed_segment_and_unlinks_its_file(apply: Applier, db: Database) -> None:
+    history(apply)
+    move(apply, NOW_MS + HOUR)
+    name = segments.segment_name("runs", NOW_MS)
+    refused = apply("drop_segment", {"name": name}, ts_ms=NOW_MS + 8 * DAY)
+    assert refused["status"] == "rejected"  # still open
+    apply("close_segment", {"name": name}, ts_ms=H0 + 2 * HOUR)
+    assert apply("drop_segment", {"name": name}, ts_ms=NOW_MS + 8 * DAY)["status"] == "ok"
+    assert count(db, f"SELECT COUNT(*) FROM segments WHERE name = '{name}'") == 0
+    path = segments.segment_path(db.path.parent, name)
+    deadline = time.monotonic() + 5
+    while path.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)  # unlinked off the apply thread
+    assert not path.exists()
+
+
+def test_a_crash_between_the_two_commits_neither_loses_nor_duplicates(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    crashed, steady = Database(tmp_path / "a" / "state.db"), Database(tmp_path / "b" / "state.db")
+    first, second = Applier(StateMachine(crashed)), Applier(StateMachine(steady))
+    for apply in (first, second):
+        history(apply)
+    body = {"retention_ms": RETENTION.as_ms(), "after_tenant": "", "max_rows": 1_000}
+    entry = encode(Command(type="move_history", id="m1", ts_ms=NOW_MS + HOUR, body=body))
+    index = first.index + 1
+    commit = crashed.segments.commit
+
+    def commit_then_crash() -> None:
+        commit()
+        raise OSError("killed between the segment's commit and state.db's")
+
+    monkeypatch.setattr(crashed.segments, "commit", commit_then_crash)
+    with pytest.raises(OSError):
+        first.machine.apply(entry, index=index)
+    monkeypatch.undo()
+    runs_name = segments.segment_name("runs", NOW_MS)
+    assert count(crashed, "SELECT COUNT(*) FROM runs") == 1  # state.db rolled back
+    assert seg(crashed, runs_name).execute("SELECT COUNT(*) FROM runs").fetchone() == (1,)
+    replayed = first.machine.apply(entry, index=index)  # the restart's replay of the entry
+    second.machine.apply(entry, index=index)
+    assert replayed["moved"]["runs"] == 1
+    assert count(crashed, "SELECT COUNT(*) FROM runs") == 0
+    assert seg(crashed, runs_name).execute("SELECT COUNT(*) FROM runs").fetchone() == (1,)
+    assert state_digest(crashed.conn) == state_digest(steady.conn)
+    names = [name for (name,) in steady.conn.execute("SELECT name FROM segments")]
+    assert len(names) == 2
+    for name in names:
+        assert segments.content_digest(
+            segments.segment_path(crashed.path.parent, name)
+        ) == segments.content_digest(segments.segment_path(steady.path.parent, name))
+    crashed.close()
+    steady.close()
+
+
+def test_two_stores_applying_the_same_commands_agree(tmp_path: Path) -> None:
+    stores = [Database(tmp_path / n / "state.db") for n in ("a", "b")]
+    for db in stores:
+        apply = Applier(StateMachine(db))
+        history(apply)
+        move(apply, NOW_MS + HOUR)
+        for name in ("runs", "audit"):
+            closing = {"name": segments.segment_name(name, NOW_MS)}
+            assert apply("close_segment", closing, ts_ms=H0 + 2 * HOUR)["status"] == "ok"
+    a, b = stores
+    assert state_digest(a.conn) == state_digest(b.conn)
+    digests = a.conn.execute("SELECT name, content_digest FROM segments ORDER BY name")
+    for name, digest in digests.fetchall():
+        for db in stores:
+            assert segments.content_digest(segments.segment_path(db.path.parent, name)) == digest
+    for db in stores:
+        db.close()
