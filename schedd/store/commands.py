@@ -561,17 +561,39 @@ class ExtendMessages(LogCommand[Extended], frozen=True, kw_only=True, omit_defau
 # ---------------------------------------------------------------------------- dead letters
 
 
+Cell = str | int | None  # a column's value of a row a command carries (SQLite's types here)
+
+
+class MovedDeadletter(Body, frozen=True, kw_only=True, omit_defaults=True):
+    """A dead letter that moved into a history segment, as the proposer read it (level 13):
+    apply never reads a closed segment, so the redrive carries the row (the deadletters
+    table's columns in order), and its run's row and attempts when they moved too."""
+
+    segment: str
+    row: tuple[Cell, ...]
+    run: tuple[Cell, ...] | None = None
+    attempts: tuple[tuple[Cell, ...], ...] = ()
+
+
 class RedriveDeadletter(LogCommand[Done], frozen=True, kw_only=True, omit_defaults=True):
     TYPE = "redrive_deadletter"
     tenant_id: str
     id: str
     partition: int | None = None
+    moved: MovedDeadletter | None = None
+
+    def needed_level(self) -> int:
+        return self.LEVEL if self.moved is None else SEGMENTS_LEVEL
 
 
 class DeleteDeadletter(LogCommand[Done], frozen=True, kw_only=True, omit_defaults=True):
     TYPE = "delete_deadletter"
     tenant_id: str
     id: str
+    segment: str | None = None  # the history segment it moved into (level 13)
+
+    def needed_level(self) -> int:
+        return self.LEVEL if self.segment is None else SEGMENTS_LEVEL
 
 
 # ---------------------------------------------------------------------------- HTTP delivery

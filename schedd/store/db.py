@@ -17,6 +17,7 @@ from typing import TypeVar
 
 from schedd.loop import Loop
 from schedd.store import sqlfunctions
+from schedd.store.history_reads import SegmentReaders
 from schedd.store.schema import MIGRATIONS
 from schedd.store.segment_writes import SegmentWriter
 
@@ -160,6 +161,8 @@ class ReadPool:
         self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="store-read")
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        # Read-only connections to the history segments beside the file (store/history_reads).
+        self.history = SegmentReaders(self._path.parent)
 
     def _connection(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -180,6 +183,7 @@ class ReadPool:
 
     def close(self) -> None:
         self._executor.shutdown(wait=True)
+        self.history.close()
         with self._lock:
             for conn in self._connections:
                 conn.close()
