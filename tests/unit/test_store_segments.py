@@ -208,3 +208,41 @@ def test_two_stores_applying_the_same_commands_agree(tmp_path: Path) -> None:
             assert segments.content_digest(segments.segment_path(db.path.parent, name)) == digest
     for db in stores:
         db.close()
+
+
+def test_a_snapshot_carries_the_open_segments_not_the_closed_ones(tmp_path: Path) -> None:
+    from schedd.store.snapshot import restore_snapshot, write_snapshot
+
+    leader = Database(tmp_path / "leader" / "state.db")
+    apply = Applier(StateMachine(leader))
+    history(apply)
+    move(apply, NOW_MS + HOUR)
+    apply("close_segment", {"name": segments.segment_name("audit", NOW_MS)}, ts_ms=H0 + 2 * HOUR)
+    snapshot = tmp_path / "snapshot"
+    assert write_snapshot(leader.path, snapshot, b"raft") == apply.index
+    follower = Database(tmp_path / "follower" / "state.db")
+    stale = segments.segment_path(follower.path.parent, segments.segment_name("runs", NOW_MS))
+    stale.parent.mkdir(parents=True)
+    segments.open_writer(stale, "runs").execute(  # this node's older state: ahead, wrong rows
+        "INSERT INTO meta (key, value) VALUES ('applied_index', 10000)"
+    )
+    restore_snapshot(follower, snapshot)
+    assert state_digest(follower.conn) == state_digest(leader.conn)
+    runs_name = segments.segment_name("runs", NOW_MS)
+    assert segments.content_digest(
+        segments.segment_path(follower.path.parent, runs_name)
+    ) == segments.content_digest(segments.segment_path(leader.path.parent, runs_name))
+    audit_path = segments.segment_path(follower.path.parent, segments.segment_name("audit", NOW_MS))
+    assert not audit_path.exists()  # closed: fetched apart
+    # Both go on alike from the snapshot's index.
+    body = {"retention_ms": RETENTION.as_ms(), "after_tenant": "", "max_rows": 1_000}
+    entry = encode(Command(type="move_history", id="after", ts_ms=H0 + 3 * HOUR, body=body))
+    for db in (leader, follower):
+        assert StateMachine(db).apply(entry, index=apply.index + 1)["status"] == "ok"
+        closing = Command(
+            type="close_segment", id="close", ts_ms=H0 + 3 * HOUR, body={"name": runs_name}
+        )
+        assert StateMachine(db).apply(encode(closing), index=apply.index + 2)["status"] == "ok"
+    assert state_digest(follower.conn) == state_digest(leader.conn)
+    leader.close()
+    follower.close()
