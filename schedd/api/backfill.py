@@ -8,6 +8,7 @@ have a run and paces the rest on the tenant's backfill lane.
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 
 from aiohttp import web
 
@@ -15,10 +16,16 @@ from schedd.admission import DEFAULT_RATE
 from schedd.api.context import CONTEXT, ApiContext
 from schedd.api.http import json_response, principal, propose, read_object
 from schedd.bodies import convert_body
-from schedd.errors import Conflict, InvalidBackfill, InvalidRequest, JobNotFound
+from schedd.errors import (
+    Conflict,
+    HistoryIncomplete,
+    InvalidBackfill,
+    InvalidRequest,
+    JobNotFound,
+)
 from schedd.model import AfterSchedule, JobStatus
 from schedd.schedule import load_schedule, occurrences_between
-from schedd.store import queries
+from schedd.store import history_reads, queries
 from schedd.store.commands import BackfillJob
 from schedd.timeformat import format_instant, parse_instant
 from schedd.wire.jobs import Backfilled, BackfillRequest
@@ -62,6 +69,7 @@ async def backfill_job(request: web.Request) -> web.Response:
             f"the most one backfill takes: ask for a shorter range (the first {MAX_BACKFILL:,} "
             f"end at {format_instant(slots[MAX_BACKFILL - 1])})",
         )
+    slots = await ctx.reads.read(lambda conn: _not_in_history(ctx, conn, job_id, slots))
     per_s = backfill_rate(await _dispatch_rate(ctx, tenant_id))
     runs = 0
     for start in range(0, len(slots), SLOTS_PER_COMMAND):
@@ -74,6 +82,19 @@ async def backfill_job(request: web.Request) -> web.Response:
         )
         runs += (await propose(ctx, cmd)).runs
     return json_response(Backfilled(runs=runs), status=202)
+
+
+def _not_in_history(
+    ctx: ApiContext, conn: sqlite3.Connection, job_id: str, slots: list[int]
+) -> list[int]:
+    """The slots without a run in a history segment (issue 35 §1): apply reads only the live
+    tables and the open segments, so the closed ones are read here and their slots left out;
+    HistoryIncomplete when one that could hold a slot is not on this node yet."""
+    try:
+        taken = history_reads.slots_taken(conn, ctx.reads.history, job_id, slots)
+    except history_reads.HistoryMissing as exc:
+        raise HistoryIncomplete(str(exc)) from None
+    return [slot for slot in slots if slot not in taken]
 
 
 def _asked(body: object) -> BackfillRequest:

@@ -186,6 +186,39 @@ def job_runs(
     return _newest(kept, limit), is_complete
 
 
+_SLOTS_TAKEN = """
+SELECT s.value FROM json_each(:slots) s
+WHERE EXISTS (SELECT 1 FROM runs r WHERE r.job_id = :job AND r.scheduled_at_ms = s.value)
+   OR EXISTS (SELECT 1 FROM run_keys k WHERE k.job_id = :job AND k.scheduled_at_ms = s.value)
+   OR EXISTS (SELECT 1 FROM backfills f WHERE f.job_id = :job AND f.scheduled_at_ms = s.value)
+"""
+
+
+def slots_taken(
+    conn: sqlite3.Connection, readers: SegmentReaders, job_id: str, slots: list[int]
+) -> set[int]:
+    """Which of a job's slots have a run (or a backfill mark) in a listed runs segment (one
+    query per segment); HistoryMissing when a segment that could hold one is not here."""
+    if not slots:
+        return set()
+    taken: set[int] = set()
+    missing: list[str] = []
+    text = json.dumps(slots)
+    for segment in listed(conn, segments.RUNS):
+        if segment.ends_ms < min(slots) - LOWER_BOUND_SLACK_MS:
+            break
+        try:
+            with readers.open(segment) as source:
+                rows = source.execute(_SLOTS_TAKEN, {"slots": text, "job": job_id}).fetchall()
+        except FileNotFoundError:
+            missing.append(segment.name)
+            continue
+        taken.update(int(v) for (v,) in rows)
+    if missing:
+        raise HistoryMissing(missing)
+    return taken
+
+
 def _newest(found: dict[int, RunView], limit: int) -> list[RunView]:
     return [found[at] for at in sorted(found, reverse=True)[:limit]]
 

@@ -246,3 +246,12 @@ def test_a_snapshot_carries_the_open_segments_not_the_closed_ones(tmp_path: Path
     assert state_digest(follower.conn) == state_digest(leader.conn)
     leader.close()
     follower.close()
+
+
+def test_a_backfill_sees_the_runs_of_the_open_segments(apply: Applier, db: Database) -> None:
+    history(apply)
+    move(apply, NOW_MS + HOUR)  # j1's run at NOW_MS is in an open segment now
+    body = {"tenant_id": "t1", "job_id": "j1", "slots": [NOW_MS - HOUR, NOW_MS], "per_s": 10}
+    result = apply("backfill_job", body, ts_ms=NOW_MS + HOUR)
+    assert result["runs"] == 1  # only the slot without a run
+    assert db.conn.execute("SELECT scheduled_at_ms FROM backfills").fetchall() == [(NOW_MS - HOUR,)]

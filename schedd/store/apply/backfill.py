@@ -12,6 +12,7 @@ import sqlite3
 import msgspec
 
 from schedd.model import JobStatus
+from schedd.store import open_history
 from schedd.store.apply.jobs import load_job
 from schedd.store.command import Command, Handler, Result, ok, rejected
 from schedd.store.commands import BackfillJob
@@ -84,6 +85,9 @@ def _not_taken(tx: sqlite3.Connection, job_id: str, slots: list[int]) -> list[in
     taken = {
         row[0] for row in tx.execute(_TAKEN, {"slots": _JSON.encode(slots).decode(), "job": job_id})
     }
+    # Runs moved into history (level 13): the open segments here; the closed ones were read
+    # by the proposer, which left their slots out of the command.
+    taken |= open_history.slots_taken(tx, job_id, [s for s in slots if s not in taken])
     return [slot for slot in slots if slot not in taken]
 
 
