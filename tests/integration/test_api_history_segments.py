@@ -144,6 +144,11 @@ def test_history_reads_span_the_live_tables_and_the_segments(tmp_path: Path) -> 
         assert [d["id"] for d in letters["deadletters"]] == [dl_id]
         one = await ok(await client.get(f"/v1/deadletters/{dl_id}", headers=tenant))
         assert one["error"] == "boom"
+        kept = await ok(await client.get("/v1/admin/retention", headers=ADMIN))
+        shown = {s["family"]: s for s in kept["segments"]}
+        assert sorted(shown) == ["audit", "deadletters", "runs"], kept["segments"]
+        assert shown["runs"]["rows"] == 1 and shown["runs"]["state"] == "open"
+        assert shown["runs"]["bytes"] > 0
         # Closed, and the file not on this node (a new node still fetching it).
         for family in ("runs", "deadletters", "audit"):
             name = segments.segment_name(family, now_ms)
