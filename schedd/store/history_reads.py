@@ -161,7 +161,9 @@ def job_runs(
         runs = queries.list_runs(source, job_id, before_ms=before_ms, limit=limit)
         return read(source, runs) if runs else runs
 
-    found: dict[int, RunView] = {_ms(r.scheduled_at): r for r in page(conn)}
+    found: dict[int, RunView] = {}
+    for run in page(conn):
+        found.setdefault(_ms(run.scheduled_at), run)  # the listing's first of a time wins
     if not _has_segments(conn):
         return _newest(found, limit), True
     is_complete = True

@@ -55,8 +55,9 @@ def slots_taken(tx: sqlite3.Connection, job_id: str, slots: Sequence[int]) -> se
 def newest_runs(tx: sqlite3.Connection, job_id: str, limit: int) -> list[RunView]:
     """The job's newest runs from the live tables and the open segments (a newer copy of a run
     hides an older one), newest first."""
-    live = queries.list_runs(tx, job_id, before_ms=2**62, limit=limit)
-    found = {_ms(r.scheduled_at): r for r in live}
+    found: dict[int, RunView] = {}
+    for run in queries.list_runs(tx, job_id, before_ms=2**62, limit=limit):
+        found.setdefault(_ms(run.scheduled_at), run)  # the listing's first of a time wins
     names = open_segments(tx, segments.RUNS)
     if names:
         writer = writer_for(tx)
