@@ -20,6 +20,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import msgspec
+
 from schedd import metrics
 from schedd.store import segments
 from schedd.store.apply import retention
@@ -30,6 +32,7 @@ from schedd.store.ledger import batches, completions
 from schedd.store.segment_writes import SegmentWriter, unlink_later, writer_for
 
 Key = tuple[str, int]
+_JSON = msgspec.json.Encoder()
 MOVED = ("runs", "deadletters", "audit")
 # Rows kept per run beside it, moved with it (by key; one range each).
 _RUN_ROWS = ("attempts", "run_outputs", "run_upstreams", "run_payloads", "backfills")
@@ -45,11 +48,18 @@ class Mover:
         self.before_ms = segments.period_start(ts_ms)  # rows that ended before this move
         self.moved = dict.fromkeys(MOVED, 0)
         self._states: dict[str, str | None] = {}
+        self._targets: dict[tuple[str, int], str] = {}
 
     def target(self, family: str, end_ms: int) -> str:
         """The segment a row that ended at `end_ms` goes into: its period's, or the next
         period's whose segment is not closed (nor dropped: a name once used is never reopened)."""
-        period = segments.period_start(end_ms)
+        first = segments.period_start(end_ms)
+        known = self._targets.get((family, first))
+        if known is None:
+            known = self._targets[(family, first)] = self._target(family, first)
+        return known
+
+    def _target(self, family: str, period: int) -> str:
         while True:
             name = segments.segment_name(family, period)
             if name not in self._states:
@@ -126,23 +136,45 @@ def _move_runs(mover: Mover, tenant_id: str, cutoff_ms: int, budget: Budget) -> 
 
 
 def _move_run_rows(mover: Mover, name: str, keys: Sequence[Key]) -> None:
-    """The rows kept beside each run (attempts, outputs, ...), copied and deleted by key."""
+    """The rows kept beside each run (attempts, outputs, ...), copied and deleted by key: one
+    statement per table for all the keys (most of these tables hold no row for most runs)."""
     for table in _RUN_ROWS:
         rows = _rows_of(mover.tx, table, keys)
         if rows:
             mover.write(segments.RUNS, name, table, rows)
-            mover.tx.executemany(f"DELETE FROM {table} WHERE {_KEY_COLUMNS}", keys)
+            mover.tx.executemany(
+                f"DELETE FROM {table} WHERE {_KEY_COLUMNS}", sorted({(r[0], r[1]) for r in rows})
+            )
 
 
-def _has_run(tx: sqlite3.Connection, key: Key) -> bool:
-    return tx.execute(f"SELECT 1 FROM runs WHERE {_KEY_COLUMNS}", key).fetchone() is not None
+# Rows of a table by a list of (job_id, scheduled_at_ms) keys (one statement).
+_BY_KEYS = (
+    "SELECT t.* FROM json_each(?) k JOIN {table} t "
+    "ON t.job_id = k.value ->> 0 AND t.scheduled_at_ms = k.value ->> 1"
+)
 
 
-def _rows_of(tx: sqlite3.Connection, table: str, keys: Iterable[Key]) -> list[tuple[Any, ...]]:
-    found: list[tuple[Any, ...]] = []
-    for key in keys:
-        found.extend(tx.execute(f"SELECT * FROM {table} WHERE {_KEY_COLUMNS}", key).fetchall())
-    return found
+def _keys_json(keys: Iterable[Key]) -> str:
+    return _JSON.encode([list(key) for key in keys]).decode()
+
+
+def _rows_of(tx: sqlite3.Connection, table: str, keys: Sequence[Key]) -> list[tuple[Any, ...]]:
+    """In key order, so every replica inserts them alike."""
+    if not keys:
+        return []
+    rows = tx.execute(_BY_KEYS.format(table=table), (_keys_json(keys),)).fetchall()
+    return sorted(rows, key=lambda row: (row[0], row[1], row[2] if len(row) > 2 else 0))
+
+
+def _without_run(tx: sqlite3.Connection, keys: Sequence[Key]) -> list[Key]:
+    """The keys that have no runs row (a spilled batch run has one)."""
+    if not keys:
+        return []
+    spilled = {
+        (str(r[0]), int(r[1]))
+        for r in tx.execute(_BY_KEYS.format(table="runs"), (_keys_json(keys),))
+    }
+    return [key for key in keys if key not in spilled]
 
 
 def _move_batches(mover: Mover, tenant_id: str, cutoff_ms: int, budget: Budget) -> None:
@@ -164,7 +196,7 @@ def _move_batches(mover: Mover, tenant_id: str, cutoff_ms: int, budget: Budget) 
         mover.write(segments.RUNS, name, "batches", [batch])
         mover.write(segments.RUNS, name, "run_keys", _rows_of(tx, "run_keys", keys))
         # A spilled run has its own runs row (moved with it when it ends): its rows stay.
-        _move_run_rows(mover, name, [k for k in keys if not _has_run(tx, k)])
+        _move_run_rows(mover, name, _without_run(tx, keys))
         tx.executemany(f"DELETE FROM run_keys WHERE {_KEY_COLUMNS}", keys)
         tx.execute("DELETE FROM batches WHERE batch_id = ?", (batch_id,))
         mover.count(segments.RUNS, name, len(keys), "runs")
