@@ -417,6 +417,13 @@ class BackfillJob(LogCommand[Backfilled], frozen=True, kw_only=True, omit_defaul
     actor: str | None = None
     slots: tuple[int, ...]
     per_s: int
+    # Level 13 (history segments): the proposer left out the slots taken in the closed
+    # segments it read; the highest closed_index it saw. Apply refuses the command as stale
+    # when a segment closed since (its rows left the open segments apply reads).
+    closed_through: int | None = None
+
+    def needed_level(self) -> int:
+        return self.LEVEL if self.closed_through is None else SEGMENTS_LEVEL
 
 
 # ---------------------------------------------------------------------------- dispatch

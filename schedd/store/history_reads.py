@@ -129,6 +129,13 @@ def listed(conn: sqlite3.Connection, family: str) -> list[Listed]:
     return [Listed(str(n), int(p), str(s)) for n, p, s in rows]
 
 
+def closed_through(conn: sqlite3.Connection) -> int | None:
+    """The highest closed_index of the segments (None: none closed), read in the same
+    transaction as what is read after it only if the caller holds one."""
+    row = conn.execute("SELECT max(closed_index) FROM segments WHERE state = 'closed'").fetchone()
+    return None if row is None or row[0] is None else int(row[0])
+
+
 def _has_segments(conn: sqlite3.Connection) -> bool:
     return conn.execute("SELECT 1 FROM segments LIMIT 1").fetchone() is not None
 

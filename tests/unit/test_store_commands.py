@@ -84,8 +84,8 @@ JSON = st.recursive(
 def _strategy(tp: Any) -> st.SearchStrategy[Any]:
     origin, args = get_origin(tp), get_args(tp)
     if origin is Union or type(tp).__name__ == "UnionType":
-        [inner] = [a for a in args if a is not type(None)]
-        return st.none() | _strategy(inner)
+        inner = st.one_of([_strategy(a) for a in args if a is not type(None)])
+        return st.none() | inner if type(None) in args else inner
     if tp is str:
         return st.text(max_size=8)
     if tp is bool:

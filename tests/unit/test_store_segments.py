@@ -255,3 +255,18 @@ def test_a_backfill_sees_the_runs_of_the_open_segments(apply: Applier, db: Datab
     result = apply("backfill_job", body, ts_ms=NOW_MS + HOUR)
     assert result["runs"] == 1  # only the slot without a run
     assert db.conn.execute("SELECT scheduled_at_ms FROM backfills").fetchall() == [(NOW_MS - HOUR,)]
+
+
+def test_a_backfill_planned_before_a_segment_closed_is_refused_as_stale(
+    apply: Applier, db: Database
+) -> None:
+    history(apply)
+    move(apply, NOW_MS + HOUR)
+    name = segments.segment_name("runs", NOW_MS)
+    apply("close_segment", {"name": name}, ts_ms=H0 + 2 * HOUR)
+    closed_index = apply.index
+    body = {"tenant_id": "t1", "job_id": "j1", "slots": [NOW_MS - HOUR], "per_s": 10}
+    stale = apply("backfill_job", body | {"closed_through": closed_index - 1}, ts_ms=H0 + 2 * HOUR)
+    assert stale["status"] == "rejected" and stale["code"] == "stale_state"
+    fresh = apply("backfill_job", body | {"closed_through": closed_index}, ts_ms=H0 + 2 * HOUR)
+    assert fresh["runs"] == 1
