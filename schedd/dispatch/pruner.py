@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 from collections.abc import Callable
+from pathlib import Path
 
 from schedd.dispatch.leases import Propose
 from schedd.errors import SchedError
@@ -159,6 +160,27 @@ class Pruner(Loop):
             self._move_past_cut_tenant(now_ms)
         return piece_s
 
+    def _close(self, name: str) -> CloseSegment | None:
+        """The close of a segment with its rows' digest, computed here from this node's file
+        (off the apply thread: an hour of a busy cluster's runs takes seconds to hash), at the
+        row count read before and after it (None when a move changed it meanwhile). Every
+        replica's apply checks the count and records the digest; each checks its own file
+        after the commit, in the background."""
+        assert self._conn is not None
+        count = "SELECT rows FROM segments WHERE name = ?"
+        before = self._conn.execute(count, (name,)).fetchone()
+        store = self._conn.execute("PRAGMA database_list").fetchone()[2]  # state.db's path
+        path = segments.segment_path(Path(store).parent, name)
+        try:
+            digest = segments.content_digest(path)
+        except (OSError, sqlite3.Error, ValueError) as exc:
+            log.warning("segment %s not digested here (%s): apply digests it", name, exc)
+            return CloseSegment(name=name)
+        after = self._conn.execute(count, (name,)).fetchone()
+        if before is None or before != after:
+            return None
+        return CloseSegment(name=name, rows=int(before[0]), content_digest=digest)
+
     def _segment_step(self, now_ms: int) -> bool:
         """Between passes: propose one close or drop that is due (read from this node's
         store); whether one was proposed."""
@@ -174,7 +196,9 @@ class Pruner(Loop):
             if state == segments.OPEN and ends + segments.CLOSE_GRACE_MS <= min(
                 now_ms, self._moved_through_ms
             ):
-                cmd = CloseSegment(name=name)
+                cmd = self._close(name)
+                if cmd is None:
+                    return False  # moved into while read: the next pass
                 break
             keep_ms = int(getattr(self._retention, str(family)))
             if state == segments.CLOSED and ends < now_ms - keep_ms:

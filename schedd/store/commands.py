@@ -708,11 +708,16 @@ class MoveHistory(LogCommand[Pruned], frozen=True, kw_only=True, omit_defaults=T
 
 class CloseSegment(LogCommand[SegmentClosed], frozen=True, kw_only=True, omit_defaults=True):
     """An open segment whose period ended (plus the grace) and whose moves are done: every
-    replica records its rows' digest and makes its file immutable."""
+    replica records its rows' digest and makes its file immutable. The leader's Pruner carries
+    the digest it computed off the apply thread from its own file at `rows` rows (apply refuses
+    the close if the segment holds another count, and each node checks its own file after the
+    commit, in the background); without them apply computes the digest itself."""
 
     TYPE = "close_segment"
     LEVEL = SEGMENTS_LEVEL
     name: str
+    rows: int | None = None
+    content_digest: str | None = None
 
 
 class DropSegment(LogCommand[Done], frozen=True, kw_only=True, omit_defaults=True):

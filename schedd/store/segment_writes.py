@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from schedd import metrics
 from schedd.store import segments
 from schedd.store.files import sync_dir, sync_file
 
@@ -191,3 +192,26 @@ def unlink_later(path: Path) -> None:
             Path(f"{path}{suffix}").unlink(missing_ok=True)
 
     threading.Thread(target=unlink, name="segment-unlink", daemon=True).start()
+
+
+def verify_later(path: Path, digest: str) -> None:
+    """Check a closed segment's rows against the digest its close recorded (the leader's), on a
+    thread of its own: a mismatch means this node's history diverged, said loudly (as a live
+    digest that differs from its peers' would be)."""
+
+    def verify() -> None:
+        try:
+            mine = segments.content_digest(path)
+        except Exception:
+            log.exception("closed segment %s could not be read to check its digest", path.name)
+            return
+        if mine != digest:
+            metrics.SEGMENT_DIGEST_MISMATCHES.inc()
+            log.error(
+                "closed segment %s diverged: its rows digest %s, the cluster recorded %s",
+                path.name,
+                mine,
+                digest,
+            )
+
+    threading.Thread(target=verify, name="segment-verify", daemon=True).start()

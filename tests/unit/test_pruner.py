@@ -13,7 +13,15 @@ from schedd.dispatch.pruner import NEXT_PIECE_S, PASS_EVERY_S, SPIKE_PAUSE_S, Pr
 from schedd.peers import MEMBERS_NOT_HEARD, PeerReport, PeerReports
 from schedd.retention import Retention
 from schedd.storage import DiskWatch, MinFree, StorageGuard
-from schedd.store.commands import CancelJob, CreateJobs, LogCommand, R, SetRetention, answer_of
+from schedd.store.commands import (
+    CancelJob,
+    CloseSegment,
+    CreateJobs,
+    LogCommand,
+    R,
+    SetRetention,
+    answer_of,
+)
 from schedd.store.db import Database, connect
 from tests.conftest import NOW_MS
 
@@ -300,8 +308,12 @@ def test_at_level_13_passes_move_history_then_segments_close_and_drop(db: Databa
     clock = [H0 + segments.PERIOD_MS + segments.CLOSE_GRACE_MS]
     sent: list[str] = []
 
+    carried: dict[str, str | None] = {}
+
     def propose(cmd: LogCommand[R]) -> R:
         sent.append(cmd.TYPE)
+        if isinstance(cmd, CloseSegment):
+            carried[cmd.name] = cmd.content_digest
         return apply.propose(cmd, ts_ms=clock[0])
 
     day = 24 * 3_600_000
@@ -322,6 +334,10 @@ def test_at_level_13_passes_move_history_then_segments_close_and_drop(db: Databa
     assert loop.tick(clock[0]) == NEXT_PIECE_S
     assert sent[1:] == ["close_segment", "close_segment"]
     assert [s for _, s in db.conn.execute(states).fetchall()] == ["closed", "closed"]
+    for name, digest in db.conn.execute("SELECT name, content_digest FROM segments"):
+        # The Pruner's digest (computed off the apply thread), checked against the file.
+        assert digest == segments.content_digest(segments.segment_path(db.path.parent, name))
+        assert carried[name] == digest
     clock[0] = H0 + 8 * day  # the runs segment is past its retention, the audit one is not
     assert loop.tick(clock[0]) == NEXT_PIECE_S
     assert sent[-1] == "drop_segment"

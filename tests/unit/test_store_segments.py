@@ -270,3 +270,17 @@ def test_a_backfill_planned_before_a_segment_closed_is_refused_as_stale(
     assert stale["status"] == "rejected" and stale["code"] == "stale_state"
     fresh = apply("backfill_job", body | {"closed_through": closed_index}, ts_ms=H0 + 2 * HOUR)
     assert fresh["runs"] == 1
+
+
+def test_a_carried_digest_closes_only_at_the_row_count_it_was_computed_at(
+    apply: Applier, db: Database
+) -> None:
+    history(apply)
+    move(apply, NOW_MS + HOUR)
+    name = segments.segment_name("runs", NOW_MS)
+    digest = segments.content_digest(segments.segment_path(db.path.parent, name))
+    at = H0 + 2 * HOUR
+    stale = apply("close_segment", {"name": name, "rows": 2, "content_digest": digest}, ts_ms=at)
+    assert stale["status"] == "rejected" and stale["code"] == "stale_state"
+    closed = apply("close_segment", {"name": name, "rows": 1, "content_digest": digest}, ts_ms=at)
+    assert closed["status"] == "ok" and closed["content_digest"] == digest

@@ -29,7 +29,7 @@ from schedd.store.apply.retention import Budget
 from schedd.store.command import Applied, Command, Handler, Result, ok, rejected
 from schedd.store.commands import CloseSegment, DropSegment, MoveHistory
 from schedd.store.ledger import batches, completions
-from schedd.store.segment_writes import SegmentWriter, unlink_later, writer_for
+from schedd.store.segment_writes import SegmentWriter, unlink_later, verify_later, writer_for
 
 Key = tuple[str, int]
 _JSON = msgspec.json.Encoder()
@@ -265,13 +265,21 @@ def close_segment(tx: sqlite3.Connection, cmd: Command[CloseSegment]) -> Result:
     if cmd.ts_ms < ends + segments.CLOSE_GRACE_MS:
         return rejected("conflict", f"segment {name!r} may close only after its period and grace")
     writer = writer_for(tx)
-    digest = segments.content_digest(writer.reader(name))
+    rows = int(tx.execute("SELECT rows FROM segments WHERE name = ?", (name,)).fetchone()[0])
+    b = cmd.body
+    if b.content_digest is not None:
+        if b.rows != rows:
+            return rejected("stale_state", f"segment {name!r} holds {rows} rows, not {b.rows}")
+        digest = b.content_digest  # the proposer's, off the apply thread: checked below
+        path = segments.segment_path(writer.data_dir, name)
+        writer.after_commit(lambda: verify_later(path, digest))
+    else:
+        digest = segments.content_digest(writer.reader(name))
     writer.close_at_commit(name)
     tx.execute(
         "UPDATE segments SET state = 'closed', content_digest = ?, closed_index = ? WHERE name = ?",
         (digest, writer.index, name),
     )
-    rows = int(tx.execute("SELECT rows FROM segments WHERE name = ?", (name,)).fetchone()[0])
     return ok(name=name, rows=rows, content_digest=digest)
 
 
