@@ -64,7 +64,7 @@ _SCHEMA: dict[str, str] = {
         error TEXT,
         PRIMARY KEY (job_id, scheduled_at_ms)
     ) WITHOUT ROWID;
-    CREATE INDEX IF NOT EXISTS runs_finished ON runs (tenant_id, finished_at_ms);
+    -- (no runs_finished: nothing reads a segment by finish time)
     CREATE TABLE IF NOT EXISTS attempts (
         job_id TEXT NOT NULL,
         scheduled_at_ms INTEGER NOT NULL,
@@ -87,7 +87,7 @@ _SCHEMA: dict[str, str] = {
         ready_at_ms INTEGER,
         finished_at_ms INTEGER
     );
-    CREATE INDEX IF NOT EXISTS batches_finished ON batches (tenant_id, finished_at_ms);
+    -- (no batches_finished: nothing reads a segment by finish time)
     CREATE TABLE IF NOT EXISTS run_keys (
         job_id TEXT NOT NULL,
         scheduled_at_ms INTEGER NOT NULL,
