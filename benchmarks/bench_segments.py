@@ -11,9 +11,10 @@ command):
 - today's retention: `prune` commands deleting the runs and the jobs' audit records, apply time
   per 1,000 rows;
 - segments: `move_history` commands moving the same rows into the hour's segments (runs,
-  audit), apply time per 1,000 rows; then `close_segment` (digest, checkpoint, fsync) and
-  `drop_segment` (the row; the file is unlinked after the commit, off the apply thread), once
-  per segment for the whole hour.
+  audit), apply time per 1,000 rows; then the segments' digests as the leader's Pruner computes
+  them (off the apply thread), `close_segment` carrying them (the row count check, checkpoint,
+  rollback-journal mode, fsync) and `drop_segment` (the row; the file is unlinked after the
+  commit, off the apply thread), once per segment for the whole hour.
 
     .venv/bin/python benchmarks/bench_segments.py --n 100000 --form batch
     .venv/bin/python benchmarks/bench_segments.py --n 100000 --form per-run
@@ -151,9 +152,19 @@ def measure(n: int, form: str, scratch: Path) -> dict[str, float]:
         str(name)
         for (name,) in mover.log.machine.db.conn.execute("SELECT name FROM segments ORDER BY name")
     ]
+    # The leader's Pruner hashes each file on its own thread and carries the digest: timed
+    # apart; apply then checks the row count, records it and makes the file immutable.
+    digest_started = time.perf_counter()
+    carried = {}
+    db = mover.log.machine.db
+    for name in names:
+        (rows,) = db.conn.execute("SELECT rows FROM segments WHERE name = ?", (name,)).fetchone()
+        digest = segments.content_digest(segments.segment_path(moved_path.parent, name))
+        carried[name] = {"name": name, "rows": rows, "content_digest": digest}
+    digest_wall = time.perf_counter() - digest_started
     mover.wall = mover.cpu = 0.0
     for name in names:
-        closed = mover.apply("close_segment", {"name": name}, bench_apply.NOW_MS + 2 * HOUR)
+        closed = mover.apply("close_segment", carried[name], bench_apply.NOW_MS + 2 * HOUR)
         assert closed["status"] == "ok", closed
     close_wall, close_cpu = mover.wall, mover.cpu
     runs_name = segments.segment_name("runs", bench_apply.NOW_MS)
@@ -184,6 +195,7 @@ def measure(n: int, form: str, scratch: Path) -> dict[str, float]:
         "move_ms_per_1000_wall": move_wall * 1000 * per_k,
         "move_ms_per_1000_cpu": move_cpu * 1000 * per_k,
         "segments": len(names),
+        "digest_ms_wall_all_off_apply": digest_wall * 1000,
         "close_ms_wall_all": close_wall * 1000,
         "close_ms_cpu_all": close_cpu * 1000,
         "drop_ms_wall_all": drop_wall * 1000,
