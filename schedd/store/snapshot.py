@@ -70,7 +70,9 @@ def _copy_open_segments(data_dir: Path, copy: sqlite3.Connection, scratch: Path)
     for name in names:
         path = segments.segment_path(data_dir, name)
         scratch.unlink(missing_ok=True)
-        source = sqlite3.connect(str(path))
+        # Read-only: a missing file fails the snapshot (retried later) rather than ship an
+        # empty segment that the receiving node would then trust.
+        source = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         try:
             source.execute("VACUUM INTO ?", (str(scratch),))
         finally:
