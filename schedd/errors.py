@@ -253,6 +253,15 @@ class RequestTimeout(InvalidRequest):
     http_status = 408
 
 
+class HistoryIncomplete(ClusterUnavailable):
+    """The answer may be in a history segment this node has not fetched yet (a new or wiped
+    node serves from the live state while it fetches closed segments): retry later, or ask
+    another node."""
+
+    code = "history_incomplete"
+    retry_after_s = 5
+
+
 class OutcomeUnknown(ClusterUnavailable):
     """The write may or may not have been applied (leader lost mid-way)."""
 

@@ -56,6 +56,11 @@ RETRIES = Counter("schedd_retries", "Delivery attempts after the first, by targe
 PRUNED_ROWS = Counter(
     "schedd_pruned_rows", "Rows deleted from this node's store by retention, by kind", ["kind"]
 )
+SEGMENT_DIGEST_MISMATCHES = Counter(
+    "schedd_segment_digest_mismatches",
+    "Closed history segments whose rows on this node differ from the digest the cluster "
+    "recorded at their close (a diverged node: rebuild it)",
+)
 RECEIVES = Counter(
     "schedd_queue_receives",
     "Receive commands proposed by this node's API, by whether they got messages",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import msgspec
 from aiohttp import web
 
 from schedd.api.context import CONTEXT
@@ -15,7 +16,7 @@ from schedd.api.http import (
     query_limit,
 )
 from schedd.errors import InvalidRequest
-from schedd.store import queries
+from schedd.store import history_reads
 from schedd.wire.cluster import AuditList
 
 MAX_JOB_ID_CHARS = 128
@@ -34,9 +35,12 @@ async def audit(request: web.Request) -> web.Response:
     tenant_id = None if who.is_admin and who.tenant_id is None else who.tenant()
     limit, after = query_limit(request), int_cursor(request) or 0
     job_id = _job_id(request.query.get("job_id"))
-    records = await ctx.reads.read(
-        lambda conn: queries.list_audit(conn, tenant_id, after=after, limit=limit, job_id=job_id)
+    records, is_complete = await ctx.reads.read(
+        lambda conn: history_reads.audit(
+            conn, ctx.reads.history, tenant_id, after=after, limit=limit, job_id=job_id
+        )
     )
-    return json_response(
-        AuditList(audit=records, next_cursor=page(records, limit, lambda r: r.seq))
-    )
+    listing = AuditList(audit=records, next_cursor=page(records, limit, lambda r: r.seq))
+    if not is_complete:
+        listing = msgspec.structs.replace(listing, history_complete=False)
+    return json_response(listing)

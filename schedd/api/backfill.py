@@ -8,6 +8,8 @@ have a run and paces the rest on the tenant's backfill lane.
 from __future__ import annotations
 
 import asyncio
+import functools
+import sqlite3
 
 from aiohttp import web
 
@@ -15,10 +17,17 @@ from schedd.admission import DEFAULT_RATE
 from schedd.api.context import CONTEXT, ApiContext
 from schedd.api.http import json_response, principal, propose, read_object
 from schedd.bodies import convert_body
-from schedd.errors import Conflict, InvalidBackfill, InvalidRequest, JobNotFound
+from schedd.errors import (
+    Conflict,
+    HistoryIncomplete,
+    InvalidBackfill,
+    InvalidRequest,
+    JobNotFound,
+    StaleState,
+)
 from schedd.model import AfterSchedule, JobStatus
 from schedd.schedule import load_schedule, occurrences_between
-from schedd.store import queries
+from schedd.store import history_reads, queries
 from schedd.store.commands import BackfillJob
 from schedd.timeformat import format_instant, parse_instant
 from schedd.wire.jobs import Backfilled, BackfillRequest
@@ -65,15 +74,46 @@ async def backfill_job(request: web.Request) -> web.Response:
     per_s = backfill_rate(await _dispatch_rate(ctx, tenant_id))
     runs = 0
     for start in range(0, len(slots), SLOTS_PER_COMMAND):
-        cmd = BackfillJob(
-            tenant_id=tenant_id,
-            job_id=job_id,
-            actor=who.actor,
-            slots=tuple(slots[start : start + SLOTS_PER_COMMAND]),
-            per_s=per_s,
-        )
-        runs += (await propose(ctx, cmd)).runs
+        part = slots[start : start + SLOTS_PER_COMMAND]
+        for attempt in range(STALE_RETRIES):
+            left, closed_through = await ctx.reads.read(
+                functools.partial(_not_in_history, ctx, job_id=job_id, slots=part)
+            )
+            cmd = BackfillJob(
+                tenant_id=tenant_id,
+                job_id=job_id,
+                actor=who.actor,
+                slots=tuple(left),
+                per_s=per_s,
+                closed_through=closed_through,
+            )
+            try:
+                runs += (await propose(ctx, cmd)).runs
+                break
+            except StaleState:
+                if attempt == STALE_RETRIES - 1:
+                    raise
     return json_response(Backfilled(runs=runs), status=202)
+
+
+STALE_RETRIES = 3  # a history segment closed between the read and the apply: read again
+
+
+def _not_in_history(
+    ctx: ApiContext, conn: sqlite3.Connection, *, job_id: str, slots: list[int]
+) -> tuple[list[int], int | None]:
+    """The slots without a run in a closed history segment (issue 35 §1), and the highest
+    closed_index read (None: no segment closed yet, the command needs no level 13): apply reads
+    only the live tables and the open segments. HistoryIncomplete when a segment that could
+    hold a slot is not on this node yet."""
+    closed_through = history_reads.closed_through(conn)
+    if closed_through is None:
+        return slots, None
+    try:
+        taken = history_reads.slots_taken(conn, ctx.reads.history, job_id, slots)
+    except history_reads.HistoryMissing as exc:
+        raise HistoryIncomplete(str(exc)) from None
+    return [slot for slot in slots if slot not in taken], closed_through
 
 
 def _asked(body: object) -> BackfillRequest:

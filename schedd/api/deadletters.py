@@ -4,8 +4,10 @@ attempt; one or a batch), delete."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import time
 
+import msgspec
 from aiohttp import web
 
 from schedd.api.context import CONTEXT, ApiContext
@@ -23,17 +25,19 @@ from schedd.bodies import convert_body
 from schedd.errors import (
     ClusterUnavailable,
     DeadletterNotFound,
+    HistoryIncomplete,
     InvalidRequest,
     OutcomeUnknown,
     SchedError,
     StorageLow,
 )
 from schedd.model import partition_of
-from schedd.store import deadletter_groups, queries
-from schedd.store.commands import DeleteDeadletter, RedriveDeadletter
+from schedd.store import deadletter_groups, history_reads, queries
+from schedd.store.commands import Cell, DeleteDeadletter, MovedDeadletter, RedriveDeadletter
 from schedd.store.fingerprint import FINGERPRINT
 from schedd.wire.deadletters import (
     DeadLetterList,
+    DeadLetterView,
     NotRedriven,
     RedriveBatch,
     Redriven,
@@ -65,12 +69,42 @@ async def list_deadletters(request: web.Request) -> web.Response:
         )
         cursor = None if next_after is None else encode_cursor(next_after)
         return json_response(DeadLetterList(deadletters=items, next_cursor=cursor))
-    items = await ctx.reads.read(
-        lambda conn: queries.list_deadletters(conn, tenant_id, after=after, limit=limit)
+    now_ms = ctx.clock_ms()
+    items, is_complete = await ctx.reads.read(
+        lambda conn: history_reads.deadletters(
+            conn,
+            ctx.reads.history,
+            tenant_id,
+            after=after,
+            limit=limit,
+            not_before_ms=_cutoff(ctx, conn, tenant_id, now_ms),
+        )
     )
-    return json_response(
-        DeadLetterList(deadletters=items, next_cursor=page(items, limit, lambda d: d.id))
-    )
+    listing = DeadLetterList(deadletters=items, next_cursor=page(items, limit, lambda d: d.id))
+    if not is_complete:
+        listing = msgspec.structs.replace(listing, history_complete=False)
+    return json_response(listing)
+
+
+def _cutoff(ctx: ApiContext, conn: sqlite3.Connection, tenant_id: str, now_ms: int) -> int:
+    return history_reads.cutoff_ms(conn, tenant_id, ctx.retention, "deadletters", now_ms)
+
+
+def _find(
+    ctx: ApiContext, conn: sqlite3.Connection, tenant_id: str, dl_id: str, now_ms: int
+) -> tuple[DeadLetterView, str | None] | None:
+    """The dead letter (live or in a history segment, with the segment's name), or None;
+    HistoryIncomplete when a segment that could hold it is not on this node yet."""
+    try:
+        return history_reads.deadletter(
+            conn,
+            ctx.reads.history,
+            tenant_id,
+            dl_id,
+            not_before_ms=_cutoff(ctx, conn, tenant_id, now_ms),
+        )
+    except history_reads.HistoryMissing as exc:
+        raise HistoryIncomplete(str(exc)) from None
 
 
 def _group_by(request: web.Request) -> str | None:
@@ -102,16 +136,59 @@ async def _groups(request: web.Request, tenant_id: str, limit: int) -> web.Respo
 
 async def get_deadletter(request: web.Request) -> web.Response:
     ctx, tenant_id, dl_id = _addressed(request)
-    item = await ctx.reads.read(lambda conn: queries.get_deadletter(conn, tenant_id, dl_id))
-    if item is None:
+    now_ms = ctx.clock_ms()
+    found = await ctx.reads.read(lambda conn: _find(ctx, conn, tenant_id, dl_id, now_ms))
+    if found is None:
         raise DeadletterNotFound(f"no dead letter with id {dl_id!r}")
-    return json_response(item)
+    return json_response(found[0])
 
 
 async def _redrive(ctx: ApiContext, tenant_id: str, dl_id: str) -> None:
-    """One redrive_deadletter command (its outbox row goes to the job's partition)."""
+    """One redrive_deadletter command (its outbox row goes to the job's partition). A dead
+    letter that moved into a history segment goes with the command, with its run (apply never
+    reads a closed segment)."""
     partition = partition_of(dl_id.split(":", 1)[0], ctx.partitions)
-    await propose(ctx, RedriveDeadletter(tenant_id=tenant_id, id=dl_id, partition=partition))
+    moved = await ctx.reads.read(lambda conn: _moved(ctx, conn, tenant_id, dl_id))
+    await propose(
+        ctx, RedriveDeadletter(tenant_id=tenant_id, id=dl_id, partition=partition, moved=moved)
+    )
+
+
+def _moved(
+    ctx: ApiContext, conn: sqlite3.Connection, tenant_id: str, dl_id: str
+) -> MovedDeadletter | None:
+    """What a redrive of a moved dead letter carries (None: live, or not found: apply says)."""
+    found = _find(ctx, conn, tenant_id, dl_id, ctx.clock_ms())
+    if found is None or found[1] is None:
+        return None
+    segment = found[1]
+    readers = ctx.reads.history
+    row = history_reads.moved_deadletter(readers, _listed(conn, segment), dl_id)
+    job_id, scheduled_at = str(row[2]), int(str(row[3]))
+    try:
+        run = history_reads.moved_run(conn, readers, job_id, scheduled_at)
+    except history_reads.HistoryMissing as exc:
+        raise HistoryIncomplete(str(exc)) from None
+    cells = [_cells(row)]
+    if run is None:
+        return MovedDeadletter(segment=segment, row=cells[0])
+    return MovedDeadletter(
+        segment=segment,
+        row=cells[0],
+        run=_cells(run[0]),
+        attempts=tuple(_cells(a) for a in run[1]),
+    )
+
+
+def _listed(conn: sqlite3.Connection, name: str) -> history_reads.Listed:
+    for segment in history_reads.listed(conn, name.split("-", 1)[0]):
+        if segment.name == name:
+            return segment
+    raise HistoryIncomplete(f"history segment {name} is gone")
+
+
+def _cells(row: tuple[object, ...]) -> tuple[Cell, ...]:
+    return tuple(v if v is None or isinstance(v, int | str) else str(v) for v in row)
 
 
 async def redrive(request: web.Request) -> web.Response:
@@ -141,6 +218,13 @@ async def _known_ids(
     catches up (`ApiContext.catch_up`, by the request's deadline) and looks again, once."""
     ctx = request.app[CONTEXT]
     found = await ctx.reads.read(lambda conn: queries.existing_deadletters(conn, tenant_id, ids))
+    missing = [dl_id for dl_id in ids if dl_id not in found]
+    if not missing:
+        return found
+    now_ms = ctx.clock_ms()
+    found |= await ctx.reads.read(  # moved into history segments (a redrive carries them)
+        lambda conn: {i for i in missing if _find(ctx, conn, tenant_id, i, now_ms) is not None}
+    )
     missing = [dl_id for dl_id in ids if dl_id not in found]
     if not missing:
         return found
@@ -205,5 +289,8 @@ async def redrive_many(request: web.Request) -> web.Response:
 
 async def delete(request: web.Request) -> web.Response:
     ctx, tenant_id, dl_id = _addressed(request)
-    await propose(ctx, DeleteDeadletter(tenant_id=tenant_id, id=dl_id))
+    now_ms = ctx.clock_ms()
+    found = await ctx.reads.read(lambda conn: _find(ctx, conn, tenant_id, dl_id, now_ms))
+    segment = None if found is None else found[1]
+    await propose(ctx, DeleteDeadletter(tenant_id=tenant_id, id=dl_id, segment=segment))
     return web.Response(status=204)

@@ -65,7 +65,7 @@ from schedd.jobspec import (
 from schedd.jsonbody import JSONObject, JSONValue
 from schedd.model import HttpTarget, JobStatus, not_live_message, partition_of
 from schedd.schedule import fire_time, first_run_at, load_schedule, trigger_time
-from schedd.store import dependencies, queries, run_outputs
+from schedd.store import dependencies, history_reads, queries, run_outputs
 from schedd.store.command import MAX_COMMAND_BYTES, compact_json
 from schedd.store.commands import (
     CALENDARS_LEVEL,
@@ -570,15 +570,28 @@ async def trigger_job(request: web.Request) -> web.Response:
 async def list_runs(request: web.Request) -> web.Response:
     ctx, tenant_id = request.app[CONTEXT], principal(request).tenant()
     job_id = request.match_info["job_id"]
-    await read_job(ctx, tenant_id, job_id)
+    job = await read_job(ctx, tenant_id, job_id)
     limit, before = query_limit(request), int_cursor(request)
     before_ms = 2**62 if before is None else before
     outputs = _flag(request, "outputs")
-    runs, cut = await ctx.reads.read(
-        lambda conn: _runs_page(conn, job_id, before_ms, limit, with_outputs=outputs)
+    now_ms = ctx.clock_ms()
+    runs, cut, is_complete = await ctx.reads.read(
+        lambda conn: _runs_page(
+            conn,
+            ctx.reads.history,
+            job_id,
+            before_ms,
+            limit,
+            with_outputs=outputs,
+            not_before_ms=history_reads.cutoff_ms(conn, tenant_id, ctx.retention, "runs", now_ms),
+            since_ms=_ms(job.created_at),
+        )
     )
     cursor = encode_cursor(_ms(runs[-1].scheduled_at)) if cut else None
-    return json_response(RunList(runs=runs, next_cursor=cursor or page(runs, limit, _run_ms)))
+    listing = RunList(runs=runs, next_cursor=cursor or page(runs, limit, _run_ms))
+    if not is_complete:
+        listing = msgspec.structs.replace(listing, history_complete=False)
+    return json_response(listing)
 
 
 MAX_PAGE_OUTPUT_CHARS = 1_000_000  # of outputs in a runs page (?outputs=true)
@@ -596,28 +609,53 @@ def _flag(request: web.Request, name: str) -> bool:
 
 
 def _runs_page(
-    conn: sqlite3.Connection, job_id: str, before_ms: int, limit: int, *, with_outputs: bool
-) -> tuple[list[RunView], bool]:
-    """A page of the job's runs, each run another job's run made with its `triggered_by`; with
-    `with_outputs`, its attempts' outputs, the page cut before the run whose outputs would pass
-    MAX_PAGE_OUTPUT_CHARS (one run at least). Whether it was cut so."""
-    runs = queries.list_runs(conn, job_id, before_ms=before_ms, limit=limit)
-    if not runs:
-        return runs, False
+    conn: sqlite3.Connection,
+    history: history_reads.SegmentReaders,
+    job_id: str,
+    before_ms: int,
+    limit: int,
+    *,
+    with_outputs: bool,
+    not_before_ms: int,
+    since_ms: int,
+) -> tuple[list[RunView], bool, bool]:
+    """A page of the job's runs (the live ones and those moved into history segments), each
+    run another job's run made with its `triggered_by`; with `with_outputs`, its attempts'
+    outputs, the page cut before the run whose outputs would pass MAX_PAGE_OUTPUT_CHARS (one
+    run at least). Whether it was cut so, and whether every segment it needs was read."""
+    runs, is_complete = history_reads.job_runs(
+        conn,
+        history,
+        job_id,
+        before_ms=before_ms,
+        limit=limit,
+        not_before_ms=not_before_ms,
+        since_ms=since_ms,
+        read=lambda source, found: _marked_runs(source, job_id, found, with_outputs),
+    )
+    if not with_outputs:
+        return runs, False, is_complete
+    kept: list[RunView] = []
+    chars = 0
+    for run in runs:
+        chars += sum(len(a.output or "") for a in run.attempts)
+        if kept and chars > MAX_PAGE_OUTPUT_CHARS:
+            return kept, True, is_complete
+        kept.append(run)
+    return kept, False, is_complete
+
+
+def _marked_runs(
+    conn: sqlite3.Connection, job_id: str, runs: list[RunView], with_outputs: bool
+) -> list[RunView]:
+    """Runs read from one source (live or a segment) with what that source keeps beside them:
+    the upstream run that made each, and (`with_outputs`) its attempts' outputs."""
     low, high = _run_ms(runs[-1]), _run_ms(runs[0])
     made = dependencies.upstream_runs(conn, job_id, low, high)
     printed = run_outputs.of_runs(conn, job_id, low, high) if with_outputs else {}
     if not made and not printed:
-        return runs, False
-    marked: list[RunView] = []
-    chars = 0
-    for run in runs:
-        at = _run_ms(run)
-        chars += sum(len(printed.get((at, a.attempt), "")) for a in run.attempts)
-        if marked and chars > MAX_PAGE_OUTPUT_CHARS:
-            return marked, True
-        marked.append(_marked_run(run, made, printed))
-    return marked, False
+        return runs
+    return [_marked_run(run, made, printed) for run in runs]
 
 
 def _marked_run(

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import sqlite3
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TypeVar
 
 import msgspec
@@ -14,11 +16,17 @@ from schedd.api.http import json_response, principal, propose, read_object
 from schedd.errors import TenantNotFound
 from schedd.retention import parse_tenant_retention, retention_json
 from schedd.storage import file_sizes
-from schedd.store import queries
+from schedd.store import queries, segments
 from schedd.store.commands import SetRetention
 from schedd.store.retained import last_prune_ms, retained
 from schedd.timeformat import format_instant
-from schedd.wire.retention_status import DiskState, FileSizes, RetainedKind, RetentionStatus
+from schedd.wire.retention_status import (
+    DiskState,
+    FileSizes,
+    RetainedKind,
+    RetentionStatus,
+    SegmentView,
+)
 from schedd.wire.tenants import OwnRetention, Retention, TenantRetention
 
 BODY_LIMIT = 4096
@@ -76,6 +84,23 @@ async def retention_status(request: web.Request) -> web.Response:
         ],
         last_prune=None if last is None else format_instant(last),
     )
+    listed = await ctx.reads.read(_segments)
+    if listed:
+        history = ctx.reads.history.data_dir
+        status = msgspec.structs.replace(
+            status,
+            segments=[
+                SegmentView(
+                    name=name,
+                    family=family,
+                    period_start=format_instant(period),
+                    state=state,
+                    rows=rows,
+                    bytes=_size(segments.segment_path(history, name)),
+                )
+                for name, family, period, state, rows in listed
+            ],
+        )
     if ctx.storage is not None:
         reading = ctx.storage.disk.reading()
         problem = ctx.storage.problem()
@@ -87,3 +112,18 @@ async def retention_status(request: web.Request) -> web.Response:
             reason=problem,
         )
     return json_response(status)
+
+
+def _segments(conn: sqlite3.Connection) -> list[tuple[str, str, int, str, int]]:
+    rows = conn.execute(
+        "SELECT name, family, period_start_ms, state, rows FROM segments "
+        "ORDER BY period_start_ms, name"
+    )
+    return [(str(n), str(f), int(p), str(s), int(r)) for n, f, p, s, r in rows]
+
+
+def _size(path: Path) -> int | None:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return None

@@ -1,19 +1,27 @@
 """On the leader: propose `prune` commands, paced, so history is kept for its retention and no
 longer. Apply does the deleting (store/apply/retention.py); this loop only decides when, and
-where the next command starts: round-robin over tenants, a share of rows for each per pass."""
+where the next command starts: round-robin over tenants, a share of rows for each per pass.
+
+Once every member applies log level 13 (history segments, issue 35 §1), the same passes are
+`move_history` commands (finished history moves into per-hour segment files instead of being
+deleted row by row: store/apply/history.py), and between passes the loop closes a segment
+whose period ended (plus the grace) once a whole pass that started after that moved everything
+before it, and drops a closed segment older than its family's retention."""
 
 from __future__ import annotations
 
 import logging
 import sqlite3
 from collections.abc import Callable
+from pathlib import Path
 
 from schedd.dispatch.leases import Propose
 from schedd.errors import SchedError
 from schedd.loop import Loop
 from schedd.retention import Retention
+from schedd.store import segments
 from schedd.store.apply.retention import MAX_ROWS_PER_PRUNE
-from schedd.store.commands import Prune
+from schedd.store.commands import CloseSegment, DropSegment, MoveHistory, Prune
 from schedd.store.gauges import oldest_due_ms, open_batch_runs
 from schedd.store.results import Pruned
 
@@ -79,6 +87,12 @@ class Pruner(Loop):
         self._is_behind = False  # a tenant in this pass had more rows than its share
         self._warned: list[str] = []
         self._overdue_since_ms: int | None = None  # when runs became overdue (leader's clock)
+        # Segments (level 13): when the current move pass started and whether no tenant was
+        # cut short in it; the start of the last pass that moved everything (0: none yet).
+        self._pass_started_ms = 0
+        self._pass_is_whole = True
+        self._moved_through_ms = 0
+        self._refused: set[str] = set()  # segments whose close or drop was refused: left alone
 
     def _wait_s(self, now_ms: int) -> float | None:
         """How long to wait instead of pruning now, or None to prune."""
@@ -112,7 +126,13 @@ class Pruner(Loop):
         wait_s = self._wait_s(now_ms)
         if wait_s is not None:
             return wait_s
-        cmd = Prune(
+        moves = not self._lagging(MoveHistory.LEVEL)  # every member applies segments
+        if moves and self._after == "" and self._segment_step(now_ms):
+            return NEXT_PIECE_S
+        kind = MoveHistory if moves else Prune
+        if self._after == "":
+            self._pass_started_ms, self._pass_is_whole = now_ms, True
+        cmd = kind(
             retention_ms=self._retention.as_ms(),
             after_tenant=self._after,
             max_rows=TENANT_SHARE_ROWS,
@@ -122,19 +142,80 @@ class Pruner(Loop):
         try:
             result = self._propose(cmd)
         except SchedError as exc:
-            log.debug("prune not committed: %s", exc)
+            log.debug("%s not committed: %s", cmd.TYPE, exc)
+            self._after = ""  # the pass starts again (a move pass must be whole to count)
             return IDLE_S
         piece_s = NEXT_PIECE_S if self._overdue_since_ms is None else OVERLOADED_PIECE_S
         if result.done:  # the budget was not spent: no tenant was cut short
             self._after = ""
+            if moves and self._pass_is_whole:
+                self._moved_through_ms = self._pass_started_ms
             if self._is_behind:
                 self._is_behind = False
                 return piece_s  # some tenant still has rows: the next pass at once
             return PASS_EVERY_S
         self._after = result.next_after
         if _rows(result) >= TENANT_SHARE_ROWS:
+            self._pass_is_whole = False
             self._move_past_cut_tenant(now_ms)
         return piece_s
+
+    def _close(self, name: str) -> CloseSegment | None:
+        """The close of a segment with its rows' digest, computed here from this node's file
+        (off the apply thread: an hour of a busy cluster's runs takes seconds to hash), at the
+        row count read before and after it (None when a move changed it meanwhile). Every
+        replica's apply checks the count and records the digest; each checks its own file
+        after the commit, in the background."""
+        assert self._conn is not None
+        count = "SELECT rows FROM segments WHERE name = ?"
+        before = self._conn.execute(count, (name,)).fetchone()
+        store = self._conn.execute("PRAGMA database_list").fetchone()[2]  # state.db's path
+        path = segments.segment_path(Path(store).parent, name)
+        try:
+            digest = segments.content_digest(path)
+        except (OSError, sqlite3.Error, ValueError) as exc:
+            log.warning("segment %s not digested here (%s): apply digests it", name, exc)
+            return CloseSegment(name=name)
+        after = self._conn.execute(count, (name,)).fetchone()
+        if before is None or before != after:
+            return None
+        return CloseSegment(name=name, rows=int(before[0]), content_digest=digest)
+
+    def _segment_step(self, now_ms: int) -> bool:
+        """Between passes: propose one close or drop that is due (read from this node's
+        store); whether one was proposed."""
+        assert self._conn is not None
+        cmd: CloseSegment | DropSegment | None = None
+        for name, family, period, state in self._conn.execute(
+            "SELECT name, family, period_start_ms, state FROM segments "
+            "ORDER BY period_start_ms, name"
+        ).fetchall():
+            ends = int(period) + segments.PERIOD_MS
+            if name in self._refused:
+                continue
+            if state == segments.OPEN and ends + segments.CLOSE_GRACE_MS <= min(
+                now_ms, self._moved_through_ms
+            ):
+                cmd = self._close(name)
+                if cmd is None:
+                    return False  # moved into while read: the next pass
+                break
+            keep_ms = int(getattr(self._retention, str(family)))
+            if state == segments.CLOSED and ends < now_ms - keep_ms:
+                cmd = DropSegment(name=name)
+                break
+        if cmd is None:
+            return False
+        try:
+            if isinstance(cmd, CloseSegment):
+                self._propose(cmd)
+            else:
+                self._propose(cmd)
+        except SchedError as exc:
+            log.warning("%s %s not applied: %s", cmd.TYPE, cmd.name, exc)
+            if exc.code in ("conflict", "not_found"):
+                self._refused.add(cmd.name)
+        return True
 
     def _completions_wait(self, now_ms: int) -> bool:
         """Whether deferred completions wait: some are pending and a queue is still draining,

@@ -34,6 +34,7 @@ from schedd.store.results import (
     Pruned,
     Received,
     RetentionSet,
+    SegmentClosed,
     TenantSaved,
     Triggered,
 )
@@ -71,8 +72,11 @@ JSONObject = Mapping[str, Any]  # kept as the proposer built it (a job spec, ten
 # commands that end runs do more only where a level-11 spec left a `dependencies` row.
 # Level 12 (issue 34): an ack or nack that carries its attempts' outputs (kept in
 # run_outputs), and a nack that makes its runs dead at once (`dead`).
+# Level 13 (issue 35 §1): history segments: move_history (the prune of history kinds as moves
+# into per-hour segment files), close_segment and drop_segment (store/segments.py).
 # LEVEL_OF_TYPE names the types above level 1.
-LOG_LEVEL = 12
+LOG_LEVEL = 13
+SEGMENTS_LEVEL = 13
 SCHEDULE_CONTROL_LEVEL = 8
 JOB_KEYS_LEVEL = 9
 CALENDARS_LEVEL = 10
@@ -413,6 +417,13 @@ class BackfillJob(LogCommand[Backfilled], frozen=True, kw_only=True, omit_defaul
     actor: str | None = None
     slots: tuple[int, ...]
     per_s: int
+    # Level 13 (history segments): the proposer left out the slots taken in the closed
+    # segments it read; the highest closed_index it saw. Apply refuses the command as stale
+    # when a segment closed since (its rows left the open segments apply reads).
+    closed_through: int | None = None
+
+    def needed_level(self) -> int:
+        return self.LEVEL if self.closed_through is None else SEGMENTS_LEVEL
 
 
 # ---------------------------------------------------------------------------- dispatch
@@ -557,17 +568,39 @@ class ExtendMessages(LogCommand[Extended], frozen=True, kw_only=True, omit_defau
 # ---------------------------------------------------------------------------- dead letters
 
 
+Cell = str | int | None  # a column's value of a row a command carries (SQLite's types here)
+
+
+class MovedDeadletter(Body, frozen=True, kw_only=True, omit_defaults=True):
+    """A dead letter that moved into a history segment, as the proposer read it (level 13):
+    apply never reads a closed segment, so the redrive carries the row (the deadletters
+    table's columns in order), and its run's row and attempts when they moved too."""
+
+    segment: str
+    row: tuple[Cell, ...]
+    run: tuple[Cell, ...] | None = None
+    attempts: tuple[tuple[Cell, ...], ...] = ()
+
+
 class RedriveDeadletter(LogCommand[Done], frozen=True, kw_only=True, omit_defaults=True):
     TYPE = "redrive_deadletter"
     tenant_id: str
     id: str
     partition: int | None = None
+    moved: MovedDeadletter | None = None
+
+    def needed_level(self) -> int:
+        return self.LEVEL if self.moved is None else SEGMENTS_LEVEL
 
 
 class DeleteDeadletter(LogCommand[Done], frozen=True, kw_only=True, omit_defaults=True):
     TYPE = "delete_deadletter"
     tenant_id: str
     id: str
+    segment: str | None = None  # the history segment it moved into (level 13)
+
+    def needed_level(self) -> int:
+        return self.LEVEL if self.segment is None else SEGMENTS_LEVEL
 
 
 # ---------------------------------------------------------------------------- HTTP delivery
@@ -656,6 +689,44 @@ class Prune(LogCommand[Pruned], frozen=True, kw_only=True, omit_defaults=True):
     # Deferred completions of one-time jobs to write (level 5; absent: the most a prune
     # writes). The leader's pruner sends 0 while a queue is still draining.
     max_completions: int | None = None
+
+
+class MoveHistory(LogCommand[Pruned], frozen=True, kw_only=True, omit_defaults=True):
+    """`prune` (same fields, budgets and tenant walk) with the history kinds moved instead of
+    deleted: runs, batches, dead letters and audit records that ended before the period of
+    `ts_ms` go into their period's open segment (rows past retention are deleted as before)."""
+
+    TYPE = "move_history"
+    LEVEL = SEGMENTS_LEVEL
+    retention_ms: Mapping[str, int]
+    after_tenant: str | None = None
+    max_rows: int | None = None
+    max_tenants: int | None = None
+    commands_ms: int | None = None
+    max_completions: int | None = None
+
+
+class CloseSegment(LogCommand[SegmentClosed], frozen=True, kw_only=True, omit_defaults=True):
+    """An open segment whose period ended (plus the grace) and whose moves are done: every
+    replica records its rows' digest and makes its file immutable. The leader's Pruner carries
+    the digest it computed off the apply thread from its own file at `rows` rows (apply refuses
+    the close if the segment holds another count, and each node checks its own file after the
+    commit, in the background); without them apply computes the digest itself."""
+
+    TYPE = "close_segment"
+    LEVEL = SEGMENTS_LEVEL
+    name: str
+    rows: int | None = None
+    content_digest: str | None = None
+
+
+class DropSegment(LogCommand[Done], frozen=True, kw_only=True, omit_defaults=True):
+    """A closed segment older than its family's retention: its row goes; every node unlinks the
+    file after the commit."""
+
+    TYPE = "drop_segment"
+    LEVEL = SEGMENTS_LEVEL
+    name: str
 
 
 class SetRetention(LogCommand[RetentionSet], frozen=True, kw_only=True, omit_defaults=True):
@@ -748,6 +819,9 @@ CATALOGUE: Mapping[str, type[LogCommand[Any]]] = {
         DeleteDeadletter,
         RecordCallbacks,
         Prune,
+        MoveHistory,
+        CloseSegment,
+        DropSegment,
         SetRetention,
         CreateConnection,
         DeleteConnection,

@@ -17,7 +17,9 @@ from typing import TypeVar
 
 from schedd.loop import Loop
 from schedd.store import sqlfunctions
+from schedd.store.history_reads import SegmentReaders
 from schedd.store.schema import MIGRATIONS
+from schedd.store.segment_writes import SegmentWriter
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -54,6 +56,9 @@ class Database:
         self.conn.execute("PRAGMA wal_autocheckpoint = 0")
         migrate(self.conn)
         self.applied_index = self.get_meta("applied_index", 0)
+        # History segments (store/segments.py) beside the file: apply writes them in the same
+        # entries, each file committed before this one (store/segment_writes.py).
+        self.segments = SegmentWriter(self.path.parent, self.conn)
 
     def get_meta(self, key: str, default: int) -> int:
         row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
@@ -65,7 +70,9 @@ class Database:
 
     @contextmanager
     def transaction(self, applied_index: int) -> Iterator[sqlite3.Connection]:
-        """One command's transaction; commits its effects together with `applied_index`."""
+        """One command's transaction; commits its effects together with `applied_index`. The
+        history segments it wrote commit first, each with the same index."""
+        self.segments.begin(applied_index)
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             yield self.conn
@@ -73,17 +80,21 @@ class Database:
                 "INSERT OR REPLACE INTO meta (key, value) VALUES ('applied_index', ?)",
                 (applied_index,),
             )
+            self.segments.commit()
             self.conn.execute("COMMIT")
         except BaseException:
+            self.segments.rollback()
             self.conn.execute("ROLLBACK")
             raise
         self.applied_index = applied_index
+        self.segments.committed()
 
     def reload(self) -> None:
         """Re-read cached values after the file's content was replaced (snapshot restore)."""
         self.applied_index = self.get_meta("applied_index", 0)
 
     def close(self) -> None:
+        self.segments.reset()
         self.conn.close()
 
 
@@ -150,6 +161,8 @@ class ReadPool:
         self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="store-read")
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        # Read-only connections to the history segments beside the file (store/history_reads).
+        self.history = SegmentReaders(self._path.parent)
 
     def _connection(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -170,6 +183,7 @@ class ReadPool:
 
     def close(self) -> None:
         self._executor.shutdown(wait=True)
+        self.history.close()
         with self._lock:
             for conn in self._connections:
                 conn.close()

@@ -21,6 +21,7 @@ from typing import Literal
 
 import msgspec
 
+from schedd.store import open_history
 from schedd.store.events import DueAdded
 from schedd.store.records import add_due
 
@@ -143,8 +144,8 @@ def follow(
             if on not in _MATCHES[status] or job_status != "active":
                 continue
             (taken,) = tx.execute(_HAS_RUN, {"job": job_id, "at": scheduled_at_ms}).fetchone()
-            if taken:
-                continue
+            if taken or open_history.slots_taken(tx, job_id, [scheduled_at_ms]):
+                continue  # (B's run may have moved into history: an open segment's here)
             add_due(
                 tx,
                 partition=partition,

@@ -141,6 +141,13 @@ class Pruned(Done, frozen=True, kw_only=True):
     next_after: str = ""  # "" once a round is done
     done: bool = False
     completed: int = 0  # deferred completions written (level 5)
+    moved: dict[str, int] = {}  # rows moved into history segments, per kind (move_history)
+
+
+class SegmentClosed(Done, frozen=True, kw_only=True):
+    name: str = ""
+    rows: int = 0
+    content_digest: str = ""
 
 
 class RetentionSet(Done, frozen=True, kw_only=True):

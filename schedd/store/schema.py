@@ -43,6 +43,8 @@ REPLICATED_TABLES: tuple[tuple[str, str], ...] = (
     ("dependencies", "tenant_id, upstream_job_id, job_id"),
     ("run_upstreams", "job_id, scheduled_at_ms"),
     ("run_outputs", "job_id, scheduled_at_ms, attempt"),
+    ("segments", "name"),
+    ("segment_tombstones", "segment, id"),
 )
 # Added at log level 3 (issue 17: connections), 4 (issue 29: batches), 5 (completions) and
 # 8 (issue 31: pauses, run_payloads, run_counts, job_versions, backfills, backfill_lanes,
@@ -72,6 +74,8 @@ LATER_TABLES = frozenset(
         "dependencies",
         "run_upstreams",
         "run_outputs",
+        "segments",
+        "segment_tombstones",
     }
 )
 
@@ -538,6 +542,28 @@ MIGRATIONS: tuple[str, ...] = (
         attempt INTEGER NOT NULL,
         output TEXT NOT NULL,
         PRIMARY KEY (job_id, scheduled_at_ms, attempt)
+    ) WITHOUT ROWID;
+    """,  # 17: history segments (issue 35 §1, log level 13; store/segments.py, apply/history.py).
+    """
+    -- One row per history segment file a move_history has written (data_dir/history/<name>.db):
+    -- open while moves may still add to it, closed (immutable, its rows' content_digest) once
+    -- close_segment applied, gone with drop_segment. Apply never reads a closed segment.
+    CREATE TABLE segments (
+        name TEXT PRIMARY KEY,
+        family TEXT NOT NULL,
+        period_start_ms INTEGER NOT NULL,
+        state TEXT NOT NULL,
+        rows INTEGER NOT NULL,
+        content_digest TEXT,
+        closed_index INTEGER
+    ) WITHOUT ROWID;
+    CREATE INDEX segments_by_family ON segments (family, period_start_ms);
+    -- A row of a segment that is no longer history: a dead letter redriven or deleted after it
+    -- moved. Reads skip it; dropped with its segment.
+    CREATE TABLE segment_tombstones (
+        segment TEXT NOT NULL,
+        id TEXT NOT NULL,
+        PRIMARY KEY (segment, id)
     ) WITHOUT ROWID;
     """,
 )

@@ -31,6 +31,16 @@ class DeadLetterList(msgspec.Struct, frozen=True, kw_only=True):
 
     deadletters: list[DeadLetterView]
     next_cursor: NextCursor
+    # Absent while every history segment the page could need is on this node; false when
+    # one is still being fetched (a new or wiped node): the page may miss rows of it.
+    history_complete: Annotated[
+        bool | msgspec.UnsetType,
+        msgspec.Meta(
+            description="false when a history segment this page may need is not on this node "
+            "yet (a new node still fetching history): rows of it may be missing; absent "
+            "otherwise."
+        ),
+    ] = msgspec.UNSET
 
 
 Fingerprint = Annotated[str, Meta(pattern="^[0-9a-f]{16}$")]

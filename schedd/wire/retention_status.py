@@ -39,6 +39,28 @@ class RetainedKind(msgspec.Struct, frozen=True, kw_only=True):
     ]
 
 
+class SegmentView(msgspec.Struct, frozen=True, kw_only=True):
+    """One history segment (issue 35 §1): a file of one family's rows that ended in one hour,
+    `data_dir/history/<name>.db`, as the replicated `segments` table lists it."""
+
+    name: str
+    family: Annotated[str, Meta(extra_json_schema={"enum": ["runs", "deadletters", "audit"]})]
+    period_start: Instant
+    state: Annotated[
+        str,
+        Meta(
+            description="open: moves may still add rows; closed: immutable, its rows' digest "
+            "recorded (deleted whole once older than its family's retention).",
+            extra_json_schema={"enum": ["open", "closed"]},
+        ),
+    ]
+    rows: Count
+    bytes: Annotated[
+        int | None,
+        Meta(description="The file's size on this node; null when it is not here (yet)."),
+    ]
+
+
 class FileSizes(msgspec.Struct, frozen=True, kw_only=True):
     """Bytes in the data directory: the database with its WAL, the Raft journal, the
     snapshot."""
@@ -96,5 +118,12 @@ class RetentionStatus(msgspec.Struct, frozen=True, kw_only=True):
     ) = UNSET
     reason: (
         Annotated[str | None, Meta(description="Why writes are refused; null when accepted.")]
+        | UnsetType
+    ) = UNSET
+    segments: (
+        Annotated[
+            list[SegmentView],
+            Meta(description="The history segments, oldest first (absent: none yet)."),
+        ]
         | UnsetType
     ) = UNSET

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from schedd.sealing import PREFIX
+from schedd.store import segments
 from schedd.store.apply import StateMachine
 from schedd.store.commands import BROKER_TARGET_TYPES, CATALOGUE
 from schedd.store.db import Database
@@ -199,8 +200,12 @@ LEVEL_8_TYPES = LEVEL_5_TYPES | {
 LEVEL_10_TYPES = LEVEL_8_TYPES | {"put_calendar", "delete_calendar"}
 
 
-def test_the_level_10_types_are_todays_catalogue() -> None:
-    assert set(CATALOGUE) == LEVEL_10_TYPES
+LEVEL_13_TYPES = LEVEL_10_TYPES | {"move_history", "close_segment", "drop_segment"}
+
+
+def test_the_level_13_types_are_todays_catalogue() -> None:
+    assert {t for t, cls in CATALOGUE.items() if cls.LEVEL <= 12} == LEVEL_10_TYPES
+    assert set(CATALOGUE) == LEVEL_13_TYPES
 
 
 def test_the_level_4_fixture_claims_only_in_batches() -> None:
@@ -368,3 +373,21 @@ def test_the_level_12_fixture_keeps_outputs_and_applies_alike(db: Database) -> N
     assert any(t == "nack_messages" and body.get("dead") for t, body, _ in found)
     most = replay_counting(db, 12, ("run_outputs",))
     assert most == {"run_outputs": 2}, most  # the ack's and the failed nack's
+
+
+# Level 13 (issue 35 §1): history segments.
+def test_the_level_13_fixture_moves_history_into_segments_and_applies_alike(
+    db: Database,
+) -> None:
+    found = _commands(13)
+    kinds = {t for t, _, _ in found}
+    assert kinds <= LEVEL_13_TYPES
+    assert "prune" not in kinds  # every member at 13: the leader's passes are moves
+    assert {"move_history", "close_segment", "drop_segment"} <= kinds
+    most = replay_counting(db, 13, ("segments",))
+    assert most["segments"] >= 2, most  # at least the audit and runs segments of an hour
+    # The drop took one; the others are closed, their files on this node with their digests.
+    rows = db.conn.execute("SELECT name, state, content_digest FROM segments").fetchall()
+    assert len(rows) == most["segments"] - 1 and all(state == "closed" for _, state, _ in rows)
+    for name, _, digest in rows:
+        assert segments.content_digest(segments.segment_path(db.path.parent, name)) == digest

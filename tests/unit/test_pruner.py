@@ -13,7 +13,15 @@ from schedd.dispatch.pruner import NEXT_PIECE_S, PASS_EVERY_S, SPIKE_PAUSE_S, Pr
 from schedd.peers import MEMBERS_NOT_HEARD, PeerReport, PeerReports
 from schedd.retention import Retention
 from schedd.storage import DiskWatch, MinFree, StorageGuard
-from schedd.store.commands import CancelJob, CreateJobs, LogCommand, R, SetRetention, answer_of
+from schedd.store.commands import (
+    CancelJob,
+    CloseSegment,
+    CreateJobs,
+    LogCommand,
+    R,
+    SetRetention,
+    answer_of,
+)
 from schedd.store.db import Database, connect
 from tests.conftest import NOW_MS
 
@@ -29,15 +37,21 @@ class Proposals:
 
 
 def pruner(
-    db: Database, propose: Proposals, *, leader: bool = True, lagging: list[str] | None = None
+    db: Database,
+    propose: Proposals,
+    *,
+    leader: bool = True,
+    lagging: list[str] | None = None,
+    level: int = 12,
 ) -> Pruner:
+    """A pruner of a cluster whose members apply `level` (12: before segments, it prunes)."""
     return Pruner(
         Retention(runs=60_000),
         lambda: connect(db.path, readonly=True),
         lambda: leader,
         propose,
         partitions=4,
-        lagging=lambda level: list(lagging or []),
+        lagging=lambda at: list(lagging or []) + (["n-old"] if at > level else []),
     )
 
 
@@ -189,7 +203,7 @@ def applying_pruner(db: Database, retention: Retention) -> Pruner:
         lambda: True,
         lambda cmd: apply.propose(cmd, ts_ms=NOW_MS),
         partitions=4,
-        lagging=lambda level: [],
+        lagging=lambda level: ["n-old"] if level > 12 else [],
     )
 
 
@@ -281,3 +295,83 @@ def test_no_pending_completion_sends_no_limit(db: Database) -> None:
     propose = Proposals({"status": "ok", "deleted": {}, "next_after": "", "done": True})
     pruner(db, propose).tick(NOW_MS)
     assert "max_completions" not in propose.sent[0][1]
+
+
+def test_at_level_13_passes_move_history_then_segments_close_and_drop(db: Database) -> None:
+    from schedd.store import segments
+    from schedd.store.apply import StateMachine
+    from tests.conftest import Applier
+    from tests.unit.test_store_segments import H0, history
+
+    apply = Applier(StateMachine(db))
+    history(apply)  # a run and audit records of hour H0
+    clock = [H0 + segments.PERIOD_MS + segments.CLOSE_GRACE_MS]
+    sent: list[str] = []
+
+    carried: dict[str, str | None] = {}
+
+    def propose(cmd: LogCommand[R]) -> R:
+        sent.append(cmd.TYPE)
+        if isinstance(cmd, CloseSegment):
+            carried[cmd.name] = cmd.content_digest
+        return apply.propose(cmd, ts_ms=clock[0])
+
+    day = 24 * 3_600_000
+    loop = Pruner(
+        Retention(runs=7 * day, audit=30 * day),
+        lambda: connect(db.path, readonly=True),
+        lambda: True,
+        propose,
+        partitions=4,
+        lagging=lambda level: [],
+    )
+    assert loop.tick(clock[0]) == PASS_EVERY_S  # a whole move pass, started after the grace
+    assert sent == ["move_history"]
+    states = "SELECT name, state FROM segments ORDER BY name"
+    assert [s for _, s in db.conn.execute(states).fetchall()] == ["open", "open"]
+    clock[0] += 5_000
+    assert loop.tick(clock[0]) == NEXT_PIECE_S
+    assert loop.tick(clock[0]) == NEXT_PIECE_S
+    assert sent[1:] == ["close_segment", "close_segment"]
+    assert [s for _, s in db.conn.execute(states).fetchall()] == ["closed", "closed"]
+    for name, digest in db.conn.execute("SELECT name, content_digest FROM segments"):
+        # The Pruner's digest (computed off the apply thread), checked against the file.
+        assert digest == segments.content_digest(segments.segment_path(db.path.parent, name))
+        assert carried[name] == digest
+    clock[0] = H0 + 8 * day  # the runs segment is past its retention, the audit one is not
+    assert loop.tick(clock[0]) == NEXT_PIECE_S
+    assert sent[-1] == "drop_segment"
+    assert [n for n, _ in db.conn.execute(states).fetchall()] == [
+        segments.segment_name("audit", H0)
+    ]
+
+
+def test_a_segment_waits_for_a_whole_pass_that_started_after_its_grace(db: Database) -> None:
+    from schedd.store import segments
+    from schedd.store.apply import StateMachine
+    from tests.conftest import Applier
+    from tests.unit.test_store_segments import H0, history
+
+    apply = Applier(StateMachine(db))
+    history(apply)
+    sent: list[str] = []
+    clock = [H0 + segments.PERIOD_MS + 60_000]  # within the grace
+
+    def propose(cmd: LogCommand[R]) -> R:
+        sent.append(cmd.TYPE)
+        return apply.propose(cmd, ts_ms=clock[0])
+
+    loop = Pruner(
+        Retention(),
+        lambda: connect(db.path, readonly=True),
+        lambda: True,
+        propose,
+        partitions=4,
+        lagging=lambda level: [],
+    )
+    loop.tick(clock[0])
+    clock[0] = H0 + segments.PERIOD_MS + segments.CLOSE_GRACE_MS + 1
+    loop.tick(clock[0])  # the pass before the grace ended does not count: another pass
+    assert sent == ["move_history", "move_history"]
+    loop.tick(clock[0])
+    assert sent[-1] == "close_segment"

@@ -50,6 +50,7 @@ from schedd.store.commands import (
     LOG_LEVEL,
     OUTPUTS_LEVEL,
     RUNS_BY_REFERENCE_LEVEL,
+    SEGMENTS_LEVEL,
     AckMessages,
     BackfillJob,
     Barrier,
@@ -83,8 +84,8 @@ JSON = st.recursive(
 def _strategy(tp: Any) -> st.SearchStrategy[Any]:
     origin, args = get_origin(tp), get_args(tp)
     if origin is Union or type(tp).__name__ == "UnionType":
-        [inner] = [a for a in args if a is not type(None)]
-        return st.none() | _strategy(inner)
+        inner = st.one_of([_strategy(a) for a in args if a is not type(None)])
+        return st.none() | inner if type(None) in args else inner
     if tp is str:
         return st.text(max_size=8)
     if tp is bool:
@@ -148,14 +149,19 @@ def test_the_catalogue_names_each_type_once_with_its_level() -> None:
         "mark_overdue": 8,
         "put_calendar": 10,
         "delete_calendar": 10,
+        "move_history": 13,
+        "close_segment": 13,
+        "drop_segment": 13,
     }
     # Level 9 (issue 32) added no type: job specs with a key or labels need it (spec_level).
     assert JOB_KEYS_LEVEL == 9
-    assert max(cls.LEVEL for cls in CATALOGUE.values()) == CALENDARS_LEVEL == 10
+    assert CALENDARS_LEVEL == 10
+    # Level 13 (issue 35 §1): history segments' three types.
+    assert max(cls.LEVEL for cls in CATALOGUE.values()) == SEGMENTS_LEVEL == LOG_LEVEL == 13
     # Level 11 (issue 33) added no type: job specs with an `after` schedule need it.
     assert DEPENDENCIES_LEVEL == 11
     # Level 12 (issue 34) added no type: an ack's or nack's outputs and a nack's `dead`.
-    assert LOG_LEVEL == OUTPUTS_LEVEL == 12
+    assert OUTPUTS_LEVEL == 12
     assert DEFERRED_COMPLETION_LEVEL == 5  # a body's level: claim_batch's defer_completion
     assert BY_REFERENCE_LEVEL == 6  # a body's level: receive_messages' by_reference
     assert RUNS_BY_REFERENCE_LEVEL == 7  # and its runs_by_reference

@@ -33,7 +33,8 @@ Examples:
 @json_option("the API's retention status object (GET /v1/admin/retention)")
 @click.pass_obj
 def gc_status(client: Client, as_json: bool) -> None:
-    """Rows and the oldest kept per kind, file sizes, free disk and the last prune."""
+    """Rows and the oldest kept per kind, file sizes, free disk and the last prune; the history
+    segments (name, state, rows, bytes on this node: - when not here yet)."""
     answer = client.answer(RetentionStatus, "GET", "/v1/admin/retention")
     if as_json:
         render.print_json(answer.raw)
@@ -64,6 +65,15 @@ def gc_status(client: Client, as_json: bool) -> None:
         reason = state.reason if isinstance(state.reason, str) else None
         fields.append(("writes", state.writes + (f": {reason}" if reason else "")))
     render.print_fields(fields)
+    if not isinstance(state.segments, UnsetType):
+        click.echo()
+        render.print_table(
+            ("SEGMENT", "STATE", "ROWS", "BYTES"),
+            [
+                (s.name, s.state, f"{s.rows:,}", "-" if s.bytes is None else format_size(s.bytes))
+                for s in state.segments
+            ],
+        )
 
 
 @click.group(invoke_without_command=True)

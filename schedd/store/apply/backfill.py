@@ -12,6 +12,7 @@ import sqlite3
 import msgspec
 
 from schedd.model import JobStatus
+from schedd.store import open_history
 from schedd.store.apply.jobs import load_job
 from schedd.store.command import Command, Handler, Result, ok, rejected
 from schedd.store.commands import BackfillJob
@@ -46,6 +47,8 @@ def backfill_job(tx: sqlite3.Connection, cmd: Command[BackfillJob]) -> Result:
         return rejected("conflict", "a cancelled job cannot be backfilled")
     if b.per_s <= 0:
         return rejected("invalid_request", f"per_s: must be positive, got {b.per_s}")
+    if b.closed_through is not None and _closed_since(tx, b.closed_through):
+        return rejected("stale_state", "a history segment closed since the backfill was planned")
     slots = sorted({s for s in b.slots if job.next_run_at_ms is None or s < job.next_run_at_ms})
     new = _not_taken(tx, b.job_id, slots)
     if not new:
@@ -84,7 +87,20 @@ def _not_taken(tx: sqlite3.Connection, job_id: str, slots: list[int]) -> list[in
     taken = {
         row[0] for row in tx.execute(_TAKEN, {"slots": _JSON.encode(slots).decode(), "job": job_id})
     }
+    # Runs moved into history (level 13): the open segments here; the closed ones were read
+    # by the proposer, which left their slots out of the command.
+    taken |= open_history.slots_taken(tx, job_id, [s for s in slots if s not in taken])
     return [slot for slot in slots if slot not in taken]
+
+
+def _closed_since(tx: sqlite3.Connection, closed_through: int) -> bool:
+    """Whether a segment closed after the proposer read the closed ones (their rows are no
+    longer in the open segments this apply reads, and the proposer did not see them)."""
+    found = tx.execute(
+        "SELECT 1 FROM segments WHERE state = 'closed' AND closed_index > ? LIMIT 1",
+        (closed_through,),
+    ).fetchone()
+    return found is not None
 
 
 def _lane(tx: sqlite3.Connection, tenant_id: str) -> int:

@@ -14,7 +14,7 @@ import sqlite3
 from typing import Any, NamedTuple
 
 from schedd.model import JobChange, JobStatus, RunStatus
-from schedd.store import alerts, failures, pauses, queries
+from schedd.store import alerts, failures, open_history, pauses
 from schedd.store.apply import versions
 from schedd.store.command import Command
 from schedd.store.ledger import completions
@@ -87,7 +87,7 @@ def dead_streak(tx: sqlite3.Connection, job_id: str, most: int) -> list[DeadRun]
     listing's reader), passing over runs still in flight and skipped ones; a success, or a run
     failed for good, ends the streak."""
     streak: list[DeadRun] = []
-    for run in queries.list_runs(tx, job_id, before_ms=2**62, limit=4 * (most + 1)):
+    for run in open_history.newest_runs(tx, job_id, 4 * (most + 1)):
         if run.status == RunStatus.SKIPPED or run.finished_at is None:
             continue
         if run.status != RunStatus.DEAD:

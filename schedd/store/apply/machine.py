@@ -24,6 +24,7 @@ from schedd.store.apply import (
     deadletters,
     delivery,
     dispatch,
+    history,
     jobs,
     overdue,
     pauses,
@@ -59,6 +60,7 @@ HANDLERS: Mapping[str, Handler] = {
     **deadletters.HANDLERS,
     **delivery.HANDLERS,
     **retention.HANDLERS,
+    **history.HANDLERS,
     **connections.HANDLERS,
     **pauses.HANDLERS,
     **overdue.HANDLERS,
@@ -136,6 +138,7 @@ class StateMachine:
         if seen is not None:
             return seen  # the same command id again: it acted once
         tx.execute("SAVEPOINT command")
+        self.db.segments.savepoint()
         try:
             result = HANDLERS[cmd.type](tx, cmd)
         except sqlite3.DatabaseError as exc:
@@ -145,6 +148,7 @@ class StateMachine:
         except Exception as exc:
             result = self._contain(tx, cmd, index, exc)
         tx.execute("RELEASE command")
+        self.db.segments.release()
         answer = result.to_json()
         kept = result.kept if isinstance(result, Applied) else None
         tx.execute(
@@ -156,15 +160,15 @@ class StateMachine:
             events.extend(result.events)
         return answer
 
-    @staticmethod
     def _contain(
-        tx: sqlite3.Connection, cmd: Command[LogCommand[Any]], index: int, exc: Exception
+        self, tx: sqlite3.Connection, cmd: Command[LogCommand[Any]], index: int, exc: Exception
     ) -> Result:
         # A bug that a committed command met. It meets it on every replica alike (apply reads
         # only the command and the database), so undo its writes and record a rejection
         # rather than retry the entry forever.
         log.exception("apply failed; recorded as rejected index=%d type=%s", index, cmd.type)
         tx.execute("ROLLBACK TO command")
+        self.db.segments.undo_command()
         return Rejected("internal", f"{cmd.type} could not be applied: {exc}")
 
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from schedd import metrics
 from schedd.retention import KINDS, TENANT_KINDS, Retention
@@ -23,7 +25,7 @@ from schedd.store import (
 )
 from schedd.store.apply.queue import Message, expire_batch_slots, expire_message
 from schedd.store.command import Command, Handler, Result, ok, rejected
-from schedd.store.commands import Prune, SetRetention
+from schedd.store.commands import MoveHistory, Prune, SetRetention
 from schedd.store.ledger import batches, completions
 from schedd.store.records import audit
 from schedd.store.retained import tenant_queues
@@ -55,8 +57,16 @@ class Budget:
         self.deleted[kind] += count
 
 
-def prune(tx: sqlite3.Connection, cmd: Command[Prune]) -> Result:
-    """Prune the tenants after `after_tenant` in id order, until the row budget is spent.
+# move_history's moves of a tenant's history (None: the admin actions' audit), after its
+# prune: (tenant, cutoff per kind, budget).
+Move = Callable[[str | None, dict[str, int], "Budget"], None]
+
+
+def prune(
+    tx: sqlite3.Connection, cmd: Command[Prune] | Command[MoveHistory], *, move: Move | None = None
+) -> Result:
+    """Prune the tenants after `after_tenant` in id order, until the row budget is spent; with
+    `move` (move_history), each tenant's history that is not past retention moves after it.
 
     Returns `next_after`: where the next prune command starts ("" once a pass over every
     tenant is complete, `done` true)."""
@@ -71,6 +81,8 @@ def prune(tx: sqlite3.Connection, cmd: Command[Prune]) -> Result:
     completed = completions.complete_pending(tx, most_completions)
     if after == "":
         _prune_audit(tx, None, cmd.ts_ms - policy.audit, budget)  # admin actions
+        if move is not None:
+            move(None, _cutoffs(cmd.ts_ms, policy), budget)
     tenants = tx.execute(
         "SELECT tenant_id, retention FROM tenants WHERE tenant_id > ? ORDER BY tenant_id LIMIT ?",
         (after, max_tenants),
@@ -79,7 +91,10 @@ def prune(tx: sqlite3.Connection, cmd: Command[Prune]) -> Result:
     for tenant_id, own in tenants:
         if budget.left <= 0:
             break
-        _prune_tenant(tx, cmd, tenant_id, policy.shortened_by(json.loads(own)), budget)
+        own_policy = policy.shortened_by(json.loads(own))
+        _prune_tenant(tx, cmd, tenant_id, own_policy, budget)
+        if move is not None:
+            move(tenant_id, _cutoffs(cmd.ts_ms, own_policy), budget)
         if budget.left <= 0:
             break  # this tenant may have more: the next command starts with it again
         next_after = tenant_id
@@ -98,7 +113,11 @@ def prune(tx: sqlite3.Connection, cmd: Command[Prune]) -> Result:
     return ok(deleted=deleted, next_after="" if done else next_after, done=done, **extra)
 
 
-def _prune_commands(tx: sqlite3.Connection, cmd: Command[Prune], keep_ms: int | None) -> int:
+def _cutoffs(now_ms: int, policy: Retention) -> dict[str, int]:
+    return {kind: now_ms - getattr(policy, kind) for kind in ("runs", "deadletters", "audit")}
+
+
+def _prune_commands(tx: sqlite3.Connection, cmd: Command[Any], keep_ms: int | None) -> int:
     """Kept results of commands older than `keep_ms` (when the prune names it)."""
     if keep_ms is None:
         return 0
@@ -112,7 +131,7 @@ def _prune_commands(tx: sqlite3.Connection, cmd: Command[Prune], keep_ms: int | 
 
 
 def _prune_tenant(
-    tx: sqlite3.Connection, cmd: Command[Prune], tenant_id: str, policy: Retention, budget: Budget
+    tx: sqlite3.Connection, cmd: Command[Any], tenant_id: str, policy: Retention, budget: Budget
 ) -> None:
     now = cmd.ts_ms
     # Messages first: each becomes a dead letter (and its run dead), never vanishes unseen.
@@ -127,7 +146,7 @@ def _prune_tenant(
 
 def _expire_messages(
     tx: sqlite3.Connection,
-    cmd: Command[Prune],
+    cmd: Command[Any],
     tenant_id: str,
     cutoff_ms: int,
     retention_ms: int,
