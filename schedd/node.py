@@ -21,6 +21,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 from pysyncobj import SyncObjConf
 
+from schedd.addresses import reachable_api_url
 from schedd.api.app import Beside, build_app, start_metrics_site
 from schedd.api.context import (
     ApiContext,
@@ -46,6 +47,8 @@ from schedd.dispatch.clock import ClockGuard
 from schedd.dispatch.service import DispatchService
 from schedd.errors import ClusterUnavailable, ConfigError, SchedError
 from schedd.guard.targets import TargetGuard
+from schedd.history.fetcher import Peer, SegmentFetcher
+from schedd.history.metrics import HistoryCollector
 from schedd.metrics import NodeCollector
 from schedd.model import BrokerConnection, RaftView
 from schedd.peers import PeerReports
@@ -55,6 +58,7 @@ from schedd.raft.replica import Replica
 from schedd.raft.snapshots import SnapshotHooks
 from schedd.sealing import PayloadKeys, new_key_line
 from schedd.storage import DiskWatch, StorageGuard
+from schedd.store import queries, segments
 from schedd.store.apply import StateMachine
 from schedd.store.commands import RegisterNode
 from schedd.store.datadir import DataDirBusy, DataDirLock
@@ -72,6 +76,7 @@ from schedd.store.events import (
 from schedd.store.files import durable_replace
 from schedd.store.gauges import read_store
 from schedd.store.retained import RetainedCollector
+from schedd.store.segment_reads import closed_segments
 from schedd.subscribers import Subscribers
 from schedd.tls import node_contexts
 
@@ -281,6 +286,16 @@ class Node:
                 clock_state=lambda: (self.clock.is_trusted(), self.clock.offset_ms),
             )
         )
+        self.history_fetch = SegmentFetcher(
+            path_of=lambda name: segments.segment_path(config.data_dir, name),
+            wanted=lambda: self.reads.run(closed_segments),
+            peers=self._history_peers,
+            digest_of=segments.content_digest,
+            token=self.admin_token,
+            tls=self.tls_peers,
+            keep_free_bytes=self.storage.disk.reading().min_free_bytes,
+        )
+        self.metrics.register(HistoryCollector(self.history_fetch))
         self.metrics.register(
             RetainedCollector(
                 lambda: connect(self.db.path, readonly=True, cache_kib=1024), self.storage.disk
@@ -424,6 +439,8 @@ class Node:
         self.caller.start()
         self._stack.push_async_callback(self.alert_sender.stop)
         self.alert_sender.start()  # it sends only while this node leads
+        self._stack.push_async_callback(asyncio.to_thread, self.history_fetch.stop)
+        self.history_fetch.start()
         # Created last, with no await after it: it first runs once start() has returned, as
         # before; stop() cancels it first.
         self._register_task = asyncio.create_task(self._register(proposer))
@@ -498,6 +515,16 @@ class Node:
             and replica.leader_address()
             and not replica.is_restoring()
         )
+
+    def _history_peers(self) -> list[Peer]:
+        """The other Raft members' API URLs (a registered node removed from Raft is not sent
+        the admin token), for the fetch of closed history segments."""
+        members = set(self.members())
+        return [
+            Peer(node_id=node_id, api_url=reachable_api_url(api, raft))
+            for node_id, api, raft in self.reads.run(queries.list_nodes)
+            if raft in members and node_id != self.config.node_id
+        ]
 
     def members(self) -> list[str]:
         """Raft addresses of the group's members as this node knows them."""

@@ -13,7 +13,6 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Literal, NamedTuple, Protocol
 
 from aiohttp import web
@@ -266,7 +265,6 @@ class ApiContext:
     retention: Retention = field(default_factory=Retention)  # this node's [retention]
     broker_probe: BrokerProbe | None = None  # None: POST /v1/connections/{name}/test is a 503
     peer_tls: ssl.SSLContext | None = None  # verifies https peers (api/fanout.py)
-    history_dir: Path | None = None  # where closed segments live (api/segments.py)
     cells: CellView | None = None  # this node's cell; None: no [cells], it owns every partition
     consumers: RecentConsumers = field(default_factory=RecentConsumers)
     fanout: Fanout = field(init=False)

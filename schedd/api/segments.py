@@ -15,17 +15,18 @@ from schedd.api.context import CONTEXT, ApiContext
 from schedd.api.http import json_response, principal
 from schedd.errors import NotFound
 from schedd.history.checksums import cached_sha256
+from schedd.store import segments
 from schedd.store.segment_reads import closed_segments, is_closed_segment
 from schedd.wire.segments import SEGMENT_NAME, SegmentManifest, SegmentOffer
 
 _NAME = re.compile(SEGMENT_NAME)
 
 
-def _offers(ctx: ApiContext, history: Path) -> SegmentManifest:
+def _offers(ctx: ApiContext, data_dir: Path) -> SegmentManifest:
     """Runs on a reader thread: a stat and a small sidecar read per closed segment."""
     offers, missing = [], 0
     for segment in ctx.reads.run(closed_segments):
-        path = history / f"{segment.name}.db"
+        path = segments.segment_path(data_dir, segment.name)
         sha256 = cached_sha256(path)
         if sha256 is not None:
             offers.append(SegmentOffer(name=segment.name, bytes=path.stat().st_size, sha256=sha256))
@@ -37,8 +38,8 @@ def _offers(ctx: ApiContext, history: Path) -> SegmentManifest:
 async def list_segments(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
     principal(request).require_admin()
-    history = _history_dir(ctx)
-    return json_response(await ctx.reads.read(lambda conn: _offers(ctx, history)))
+    data_dir = ctx.reads.history.data_dir
+    return json_response(await ctx.reads.read(lambda conn: _offers(ctx, data_dir)))
 
 
 async def get_segment(request: web.Request) -> web.StreamResponse:
@@ -47,13 +48,7 @@ async def get_segment(request: web.Request) -> web.StreamResponse:
     name = request.match_info["name"]
     if not _NAME.fullmatch(name):
         raise NotFound(f"no closed segment named {name!r}")
-    path = _history_dir(ctx) / f"{name}.db"
+    path = segments.segment_path(ctx.reads.history.data_dir, name)
     if not await ctx.reads.read(lambda conn: is_closed_segment(conn, name)) or not path.exists():
         raise NotFound(f"no closed segment named {name!r} on this node")
     return web.FileResponse(path, headers={"Content-Type": "application/vnd.sqlite3"})
-
-
-def _history_dir(ctx: ApiContext) -> Path:
-    if ctx.history_dir is None:
-        raise NotFound("this node keeps no history segments")
-    return ctx.history_dir
