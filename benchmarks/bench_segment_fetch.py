@@ -1,7 +1,7 @@
 """Benchmark: how fast a new or wiped node fetches closed history segments from a peer.
 
-Makes one segment-shaped SQLite file (finished runs of about 430 bytes, the size
-docs/operations.md measures), offers N copies of it from a peer process that serves them as
+Makes one runs segment (store/segments.py's schema: finished one-time runs, each with its
+attempt), offers N copies of it from a peer process that serves them as
 the node's route does (aiohttp's FileResponse, with Range), and runs the node's own fetcher
 (history/fetcher.py: the download, the sha256 check, the content digest check, the fsync and
 rename) against it on loopback. Prints the rate and where the time goes, and what it means
@@ -16,7 +16,6 @@ it from the page cache, the fetcher writes every byte to disk and fsyncs it).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import shutil
 import sqlite3
@@ -31,45 +30,36 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from schedd.history.checksums import file_sha256
 from schedd.history.fetcher import ClosedSegment, Peer, SegmentFetcher
+from schedd.store import segments
 from tests.ports import free_ports
 
-ROW_BYTES = 430  # a finished run with its attempt (docs/operations.md, "Sizing")
 SEED_HISTORY_GB = 860
 
 
-def rows_digest(path: Path) -> str:
-    """A content digest of the same cost shape as the store's: every row in key order."""
-    digest = hashlib.blake2b(digest_size=32)
-    conn = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
-    try:
-        for row in conn.execute("SELECT * FROM runs ORDER BY job_id, scheduled_at_ms"):
-            digest.update(repr(row).encode())
-    finally:
-        conn.close()
-    return digest.hexdigest()
-
-
 def make_segment(path: Path, megabytes: int) -> int:
+    """A runs segment (store/segments.py's schema) of finished one-time runs, each with its one
+    attempt, in the per-run form; returns the runs written."""
     conn = sqlite3.connect(path)
     conn.execute("PRAGMA journal_mode = OFF")
     conn.execute("PRAGMA synchronous = OFF")
-    conn.execute(
-        "CREATE TABLE runs (job_id TEXT, scheduled_at_ms INTEGER, status TEXT, attempts TEXT,"
-        " PRIMARY KEY (job_id, scheduled_at_ms)) WITHOUT ROWID"
-    )
-    rows = megabytes * 1024 * 1024 // ROW_BYTES
-    filler = "x" * (ROW_BYTES - 80)
-    conn.executemany(
-        "INSERT INTO runs VALUES (?, ?, 'succeeded', ?)",
-        (
-            (f"job_{i:024x}", 1_764_900_000_000 + i, f'[{{"n":1,"o":"{filler}"}}]')
-            for i in range(rows)
-        ),
-    )
-    conn.commit()
+    segments.create_schema(conn, segments.RUNS)
+    runs, at = 0, 1_764_900_000_000
+    while path.stat().st_size < megabytes * 1024 * 1024:
+        block = [(f"job_{at + runs + i:012x}{i:012x}", at + runs + i) for i in range(100_000)]
+        conn.execute("BEGIN")
+        conn.executemany(
+            "INSERT INTO runs VALUES (?, ?, 'ten_bench0000', ?, 'succeeded', 1, ?, ?, NULL)",
+            ((job, t, t, t + 5, t + 40) for job, t in block),
+        )
+        conn.executemany(
+            "INSERT INTO attempts VALUES (?, ?, 1, ?, ?, 'acked', NULL)",
+            ((job, t, t + 5, t + 40) for job, t in block),
+        )
+        conn.execute("COMMIT")
+        runs += len(block)
     conn.execute("PRAGMA journal_mode = DELETE")
     conn.close()
-    return rows
+    return runs
 
 
 def serve(directory: Path, port: int) -> None:
@@ -143,7 +133,7 @@ def run(work: Path, gigabytes: int, file_mb: int, parallel: int) -> None:
     )
     one = source / f"{names[0]}.db"
     t0 = time.perf_counter()
-    digest = rows_digest(one)
+    digest = segments.content_digest(one)
     digest_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     file_sha256(one)
@@ -156,9 +146,10 @@ def run(work: Path, gigabytes: int, file_mb: int, parallel: int) -> None:
             path_of=lambda name: target / f"{name}.db",
             wanted=lambda: [ClosedSegment(name=n, content_digest=digest) for n in reversed(names)],
             peers=lambda: [Peer(node_id="peer", api_url=f"http://127.0.0.1:{port}")],
-            digest_of=rows_digest,
+            digest_of=segments.content_digest,
             token="bench",
             parallel=parallel,
+            digest_in_processes=True,
         )
         t0 = time.perf_counter()
         result = fetcher.run_round()

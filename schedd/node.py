@@ -294,6 +294,7 @@ class Node:
             token=self.admin_token,
             tls=self.tls_peers,
             keep_free_bytes=self.storage.disk.reading().min_free_bytes,
+            digest_in_processes=True,
         )
         self.metrics.register(HistoryCollector(self.history_fetch))
         self.metrics.register(

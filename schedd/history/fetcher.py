@@ -10,13 +10,15 @@ them in turn. Nothing here writes the store; files only."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import multiprocessing
 import os
 import shutil
 import ssl
 import urllib.request
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from http.client import HTTPResponse
 from pathlib import Path
@@ -82,6 +84,7 @@ class SegmentFetcher(Loop):
         timeout_s: float = TIMEOUT_S,
         keep_free_bytes: int = 0,
         open_url: OpenUrl | None = None,
+        digest_in_processes: bool = False,
     ) -> None:
         super().__init__("history-fetch", first_wait_s=1.0)
         self._path_of, self._wanted, self._peers = path_of, wanted, peers
@@ -89,6 +92,11 @@ class SegmentFetcher(Loop):
         self._parallel, self._every_s, self._timeout_s = parallel, every_s, timeout_s
         self._keep_free_bytes = keep_free_bytes
         self._open_url: OpenUrl = open_url or _open_with(opener(tls))
+        # Checking a segment's rows is CPU in Python (about 50 MB/s a core, measured in
+        # benchmarks/bench_segment_fetch.py): in processes, files in flight check in parallel.
+        # `digest_of` must then be a module-level function (it is sent to the process).
+        self._digest_in_processes = digest_in_processes
+        self._digester: Executor | None = None
         self.missing = 0  # read by the metrics (a torn read of two ints is harmless)
         self.missing_bytes = 0
 
@@ -102,7 +110,10 @@ class SegmentFetcher(Loop):
         lacking = [s for s in closed if not self._path_of(s.name).exists()]
         if lacking:
             offers = self._offers()
-            with ThreadPoolExecutor(self._parallel, thread_name_prefix="history-fetch") as pool:
+            with (
+                self._digesting(),
+                ThreadPoolExecutor(self._parallel, thread_name_prefix="history-fetch") as pool,
+            ):
                 outcomes = list(pool.map(lambda s: self._fetch(s, offers.get(s.name, [])), lacking))
             for segment, why in zip(lacking, outcomes, strict=True):
                 if why is None:
@@ -185,7 +196,10 @@ class SegmentFetcher(Loop):
         if sha256 != offer.sha256:
             part.unlink()
             return f"its bytes have sha256 {sha256}, not the {offer.sha256} it offered"
-        digest = self._digest_of(part)
+        if self._digester is None:
+            digest = self._digest_of(part)
+        else:
+            digest = self._digester.submit(self._digest_of, part).result()
         if digest != segment.content_digest:
             part.unlink()
             return (
@@ -195,6 +209,21 @@ class SegmentFetcher(Loop):
         durable_replace(part, final, is_source_synced=True)
         record_sha256(final, sha256)
         return None
+
+    @contextlib.contextmanager
+    def _digesting(self) -> Iterator[None]:
+        """For one round's fetches: the processes that check rows, if asked for (spawned, not
+        forked: this process has threads)."""
+        if not self._digest_in_processes:
+            yield
+            return
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(self._parallel, mp_context=context) as digester:
+            self._digester = digester
+            try:
+                yield
+            finally:
+                self._digester = None
 
     def _drop_unlisted(self, fetched: list[str], closed: list[ClosedSegment]) -> None:
         """Remove a fetched file whose segment the log dropped while it was in flight (the
