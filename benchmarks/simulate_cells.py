@@ -20,6 +20,9 @@ input | value | measured on, code | command | written down in
   docs/benchmarks.md; docs/operations.md "Replacing a dead node"
 - bytes per one-time job / per finished run with its attempt | 800 B / 430 B | 2026-12-01 |
   the real apply path, SQLite `dbstat` | docs/operations.md "Sizing"
+- closed history segments fetched by a new node | 10.83 GB in 167.6 s (65 MB/s), two files in
+  flight, rows checked | 2026-12-05, `17022b6` | `bench_segment_fetch.py --gigabytes 10
+  --file-mb 1024` | docs/scaling.md §1 "The fetch of closed segments"
 - a dead leader's partitions served elsewhere | p50 4.6-4.8 s, max 6.8 s (lease_ttl 2 s) |
   campaigns 1000-1140 | `make chaos` | docs/reliability.md
 
@@ -67,8 +70,8 @@ class Inputs:
     retention_days: float = 7.0
     # assumptions (ASSUMPTIONS says why)
     switch_s: float = 6.0
+    segment_mb_s: float = 10_830 / 167.6
     live_lead_h: float = 1.0
-    segment_streams: int = 2
     linear: bool = False
 
     @property
@@ -95,7 +98,8 @@ ASSUMPTIONS = (
     "Rebuild, whole history: the database shipped as one Raft snapshot at the measured 13.7 MB/s"
     " (10.2 MB/s after the review's fsync). Live state + segments: the node serves once the live"
     " state (one-time jobs created 1 h ahead on average: 800 B each) is in, and fetches the closed"
-    " segments from its 2 peers in parallel at the same per-stream rate (unmeasured: issue 35 §1).",
+    " segments at the measured 65 MB/s (one peer, two files in flight); finished jobs are assumed"
+    " to be in segments too, which is not built (docs/scaling.md §1).",
     "Cell failure: one cell's leader is lost half way through its spike; the cell claims nothing"
     " for 9.8 s (a dead leader's partitions elsewhere: max 6.8 s in the chaos campaigns with a"
     " 2 s lease_ttl, + 3 s for the default 5 s), then drains at the same rate on two nodes.",
@@ -311,7 +315,7 @@ def rebuild_seconds(inputs: Inputs, n_cells: int) -> dict[str, float]:
         "whole": db / rate,
         "whole_reviewed": db / (inputs.snapshot_mb_s_reviewed * 1e6),
         "live": live / rate,
-        "segments": live / rate + (db - live) / (rate * inputs.segment_streams),
+        "segments": live / rate + (db - live) / (inputs.segment_mb_s * 1e6),
     }
 
 
@@ -359,7 +363,7 @@ def table(rows: list[Row]) -> str:
         "| cells (nodes) | spike per cell | last spike run's lag (linear rate) | worst background"
         " lag | cell failure: that cell's last spike run | range move: source cell's last spike"
         " run | database per node (disk: 2x) | rebuild, whole history at 13.7 MB/s (10.2) |"
-        " rebuild, live state + 2 segment streams: serving / full |",
+        " rebuild, live state + segments at 65 MB/s: serving / full |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
@@ -410,13 +414,13 @@ def main() -> None:
     parser.add_argument("--cells", default=",".join(map(str, CELLS)), help="cell counts")
     parser.add_argument("--switch-s", type=float, default=Inputs.switch_s, help="range move pause")
     parser.add_argument("--live-lead-h", type=float, default=Inputs.live_lead_h)
-    parser.add_argument("--segment-streams", type=int, default=Inputs.segment_streams)
+    parser.add_argument("--segment-mb-s", type=float, default=Inputs.segment_mb_s)
     parser.add_argument("--no-docs-png", action="store_true", help="only benchmarks/results/")
     args = parser.parse_args()
     inputs = Inputs(
         switch_s=args.switch_s,
         live_lead_h=args.live_lead_h,
-        segment_streams=args.segment_streams,
+        segment_mb_s=args.segment_mb_s,
     )
     started = time.monotonic()
     rows = [row(inputs, int(c)) for c in args.cells.split(",")]
