@@ -29,8 +29,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from schedd.history.checksums import file_sha256
-from schedd.history.fetcher import ClosedSegment, Peer, SegmentFetcher
+from schedd.history.fetcher import Peer, SegmentFetcher
 from schedd.store import segments
+from schedd.store.segment_reads import ClosedSegment
 from tests.ports import free_ports
 
 SEED_HISTORY_GB = 860

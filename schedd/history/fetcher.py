@@ -30,6 +30,7 @@ from schedd.history.checksums import drop_sidecar, ensure_sha256, file_sha256, r
 from schedd.history.transfer import Offer, TransferFailed, download, opener
 from schedd.loop import Loop
 from schedd.store.files import durable_replace
+from schedd.store.segment_reads import ClosedSegment
 from schedd.wire.segments import SegmentManifest
 
 log = logging.getLogger(__name__)
@@ -38,14 +39,6 @@ PARALLEL = 2  # files in flight at once; each from one peer
 TIMEOUT_S = 30.0  # a read that waits longer fails the try (the part is kept)
 MANIFEST_LIMIT_BYTES = 8 * 1024 * 1024  # ~60,000 segments; a week of hourly files is ~500
 PART_SUFFIX = ".part"
-
-
-@dataclass(frozen=True, slots=True)
-class ClosedSegment:
-    """A closed segment as the replicated `segments` table lists it."""
-
-    name: str
-    content_digest: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,8 +4,15 @@ closed segments this node should hold (newest first) and whether a name is one o
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import dataclass
 
-from schedd.history.fetcher import ClosedSegment
+
+@dataclass(frozen=True, slots=True)
+class ClosedSegment:
+    """A closed segment as the replicated `segments` table lists it."""
+
+    name: str
+    content_digest: str
 
 
 def closed_segments(conn: sqlite3.Connection) -> list[ClosedSegment]:

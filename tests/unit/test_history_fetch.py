@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from schedd.history.checksums import cached_sha256, file_sha256
-from schedd.history.fetcher import ClosedSegment, Peer, SegmentFetcher
+from schedd.history.fetcher import Peer, SegmentFetcher
+from schedd.store.segment_reads import ClosedSegment
 from tests.servers import serving
 
 TOKEN = "adm_test_token"
