@@ -49,6 +49,7 @@ from schedd.errors import ClusterUnavailable, ConfigError, SchedError
 from schedd.guard.targets import TargetGuard
 from schedd.history.fetcher import Peer, SegmentFetcher
 from schedd.history.metrics import HistoryCollector
+from schedd.history.verify import checked_digest
 from schedd.metrics import NodeCollector
 from schedd.model import BrokerConnection, RaftView
 from schedd.peers import PeerReports
@@ -287,10 +288,11 @@ class Node:
             )
         )
         self.history_fetch = SegmentFetcher(
+            directory=segments.history_dir(config.data_dir),
             path_of=lambda name: segments.segment_path(config.data_dir, name),
             wanted=lambda: self.reads.run(closed_segments),
             peers=self._history_peers,
-            digest_of=segments.content_digest,
+            digest_of=checked_digest,
             token=self.admin_token,
             tls=self.tls_peers,
             keep_free_bytes=self.storage.disk.reading().min_free_bytes,

@@ -47,15 +47,17 @@ async def cells_middleware(request: web.Request, handler: Handler) -> web.Stream
     cells = ctx.cells
     if cells is None:
         return await handler(request)
-    try:
-        partition = request_partition(request, cells.partitions)
-        if partition is not None:
+    partition = request_partition(request, cells.partitions)
+    if partition is not None:
+        try:
             cells.check(partition)
-        return await handler(request)
-    except WrongCell as moved:  # raised here or by a handler (a key of another cell's)
-        if not is_forwardable(request):
-            raise
-        return await ctx.forwarder.forward(request, moved, cells.cell)
+        except WrongCell as moved:
+            if not is_forwardable(request):
+                raise
+            # Sent on before any handler read the body: the forward reads it whole. A
+            # handler's own wrong_cell (a key of another cell's) is answered as the 307.
+            return await ctx.forwarder.forward(request, moved, cells.cell)
+    return await handler(request)
 
 
 async def get_cells(request: web.Request) -> web.Response:

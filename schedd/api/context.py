@@ -317,7 +317,7 @@ class ApiContext:
         )
         self.receive_holds = ReceiveHolds(self.queue_signal)
         self.fanout = Fanout(admin_token=self.admin_token, tls=self.peer_tls)
-        self.forwarder = Forwarder(tls=self.peer_tls, timeout_s=self.request_timeout_s)
+        self.forwarder = Forwarder(tls=self.peer_tls, timeout_s=self.request_timeout_s + 5.0)
 
     async def close(self) -> None:
         """Release what outlives a request (the app's cleanup)."""

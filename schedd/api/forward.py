@@ -52,7 +52,8 @@ class Forwarder:
         headers["Accept-Encoding"] = "identity"  # a compressed answer could pass the cap
         is_safe = request.method in _SAFE
         failures = []
-        for url in moved.urls:
+        urls = [u for u in moved.urls if u.startswith("https://") or not request.secure]
+        for url in urls:  # never the token from a TLS node to a plain-text one
             try:
                 return await self._send(
                     request.method, url.rstrip("/") + request.raw_path, headers, body, moved.cell
@@ -67,7 +68,8 @@ class Forwarder:
                     ) from None
                 failures.append(f"{url}: {exc or type(exc).__name__}")
         raise ClusterUnavailable(
-            f"no node of cell {moved.cell}, which serves this, answered: " + "; ".join(failures)
+            f"no node of cell {moved.cell}, which serves this, answered: "
+            + ("; ".join(failures) or "the directory names no https:// URL for it")
         )
 
     async def _send(

@@ -13,21 +13,25 @@ from __future__ import annotations
 import contextlib
 import logging
 import multiprocessing
-import os
 import shutil
+import sqlite3
 import ssl
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from http.client import HTTPResponse
 from pathlib import Path
-from typing import cast
 
 import msgspec
 
-from schedd.history.checksums import drop_sidecar, ensure_sha256, file_sha256, record_sha256
-from schedd.history.transfer import Offer, TransferFailed, download, opener
+from schedd.history.checksums import (
+    SIDECAR_SUFFIX,
+    drop_sidecar,
+    ensure_sha256,
+    file_sha256,
+    record_sha256,
+)
+from schedd.history.transfer import Offer, OpenUrl, TransferFailed, download, opener
 from schedd.loop import Loop
 from schedd.store.files import durable_replace
 from schedd.store.segment_reads import ClosedSegment
@@ -57,15 +61,13 @@ class Round:
     missing_bytes: int = 0  # their offered sizes, less what the parts already hold
 
 
-OpenUrl = Callable[[urllib.request.Request, float], HTTPResponse]
-
-
 class SegmentFetcher(Loop):
     """Fetches missing closed segments into `path_of(name)`; `tick` runs one round."""
 
     def __init__(
         self,
         *,
+        directory: Path,
         path_of: Callable[[str], Path],
         wanted: Callable[[], Sequence[ClosedSegment]],
         peers: Callable[[], Sequence[Peer]],
@@ -80,11 +82,12 @@ class SegmentFetcher(Loop):
         digest_in_processes: bool = False,
     ) -> None:
         super().__init__("history-fetch", first_wait_s=1.0)
+        self._directory = directory  # where path_of puts files: swept of leftovers
         self._path_of, self._wanted, self._peers = path_of, wanted, peers
         self._digest_of, self._token = digest_of, token
         self._parallel, self._every_s, self._timeout_s = parallel, every_s, timeout_s
         self._keep_free_bytes = keep_free_bytes
-        self._open_url: OpenUrl = open_url or _open_with(opener(tls))
+        self._open_url: OpenUrl = open_url or opener(tls)
         # Checking a segment's rows is CPU in Python (about 50 MB/s a core, measured in
         # benchmarks/bench_segment_fetch.py): in processes, files in flight check in parallel.
         # `digest_of` must then be a module-level function (it is sent to the process).
@@ -102,6 +105,7 @@ class SegmentFetcher(Loop):
         closed = list(self._wanted())
         lacking = [s for s in closed if not self._path_of(s.name).exists()]
         if lacking:
+            self._directory.mkdir(parents=True, exist_ok=True)
             offers = self._offers()
             with (
                 self._digesting(),
@@ -157,7 +161,12 @@ class SegmentFetcher(Loop):
         for peer, offer in offers:
             if self._is_stopping:
                 return "the node is stopping"
-            why = self._fetch_from(peer, offer, segment, part, final)
+            try:
+                why = self._fetch_from(peer, offer, segment, part, final)
+            except Exception as exc:  # one file's failure costs only that file, this round
+                log.exception("history: segment=%s from node=%s", segment.name, peer.node_id)
+                part.unlink(missing_ok=True)
+                why = f"{type(exc).__name__}: {exc}"
             if why is None:
                 log.info("history: fetched segment=%s from node=%s", segment.name, peer.node_id)
                 return None
@@ -189,10 +198,14 @@ class SegmentFetcher(Loop):
         if sha256 != offer.sha256:
             part.unlink()
             return f"its bytes have sha256 {sha256}, not the {offer.sha256} it offered"
-        if self._digester is None:
-            digest = self._digest_of(part)
-        else:
-            digest = self._digester.submit(self._digest_of, part).result()
+        try:
+            if self._digester is None:
+                digest = self._digest_of(part)
+            else:
+                digest = self._digester.submit(self._digest_of, part).result()
+        except (sqlite3.Error, ValueError) as exc:  # not a sound segment file
+            part.unlink()
+            return f"its file is not a sound segment: {exc}"
         if digest != segment.content_digest:
             part.unlink()
             return (
@@ -250,22 +263,21 @@ class SegmentFetcher(Loop):
 
     def _offer_local(self, closed: list[ClosedSegment]) -> None:
         """Take the sha256 of local closed files that have none yet (one full read each), and
-        remove parts of segments the log no longer lists (dropped by retention meanwhile)."""
-        names = set()
+        remove what no listed segment owns: parts of segments dropped meanwhile, and sidecars
+        whose file retention removed."""
+        kept = set()
         for segment in closed:
             final = self._path_of(segment.name)
-            names.add(final.name + PART_SUFFIX)
-            if final.exists() and not self._is_stopping:
+            kept.add(final.name + PART_SUFFIX)
+            if self._is_stopping:
+                return
+            try:
                 ensure_sha256(final)
-        if closed:
-            directory = self._path_of(closed[0].name).parent
-            for leftover in directory.glob(f"*{PART_SUFFIX}"):
-                if leftover.name not in names:
-                    os.unlink(leftover)
-
-
-def _open_with(director: urllib.request.OpenerDirector) -> OpenUrl:
-    def open_url(request: urllib.request.Request, timeout_s: float) -> HTTPResponse:
-        return cast(HTTPResponse, director.open(request, timeout=timeout_s))
-
-    return open_url
+            except FileNotFoundError:  # not here yet, or dropped since the list was read
+                continue
+        for leftover in self._directory.glob(f"*{PART_SUFFIX}"):
+            if leftover.name not in kept:
+                leftover.unlink(missing_ok=True)
+        for sidecar in self._directory.glob(f"*{SIDECAR_SUFFIX}"):
+            if not sidecar.with_name(sidecar.name.removesuffix(SIDECAR_SUFFIX)).exists():
+                sidecar.unlink(missing_ok=True)

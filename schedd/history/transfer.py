@@ -9,17 +9,21 @@ from __future__ import annotations
 
 import re
 import ssl
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from http.client import HTTPException, HTTPResponse
 from pathlib import Path
-from typing import IO
+from typing import IO, cast
 
 from schedd.store.files import sync_file
 
 CHUNK = 1024 * 1024
+# A peer that trickles bytes keeps every read within the timeout: the whole copy has a deadline
+# too, of the timeout plus the bytes at this rate (a node's disk and network do far better).
+MIN_BYTES_PER_S = 1024 * 1024
 _CONTENT_RANGE = re.compile(r"bytes (\d{1,15})-(\d{1,15})/(\d{1,15})")
 
 
@@ -41,11 +45,20 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
         return None  # a 3xx is answered as an HTTPError, never followed
 
 
-def opener(tls: ssl.SSLContext | None) -> urllib.request.OpenerDirector:
-    """An opener that follows no redirect and checks peers' certificates with `tls`."""
-    return urllib.request.build_opener(
+OpenUrl = Callable[[urllib.request.Request, float], HTTPResponse]
+
+
+def opener(tls: ssl.SSLContext | None) -> OpenUrl:
+    """Open a request with a timeout, following no redirect, checking peers' certificates with
+    `tls`."""
+    director = urllib.request.build_opener(
         _NoRedirects(), urllib.request.HTTPSHandler(context=tls or ssl.create_default_context())
     )
+
+    def open_url(request: urllib.request.Request, timeout_s: float) -> HTTPResponse:
+        return cast(HTTPResponse, director.open(request, timeout=timeout_s))
+
+    return open_url
 
 
 def segment_url(api_url: str, name: str) -> str:
@@ -53,7 +66,7 @@ def segment_url(api_url: str, name: str) -> str:
 
 
 def download(
-    open_url: Callable[[urllib.request.Request, float], HTTPResponse],
+    open_url: OpenUrl,
     api_url: str,
     offer: Offer,
     part: Path,
@@ -77,10 +90,11 @@ def download(
         try:
             with open_url(request, timeout_s) as answer:
                 start = _start_of(answer, have, offer.size)
+                deadline = time.monotonic() + timeout_s + (offer.size - start) / MIN_BYTES_PER_S
                 with part.open("r+b" if part.exists() else "wb") as out:
                     out.truncate(start)
                     out.seek(start)
-                    _copy(answer, out, offer.size - start, on_bytes, should_stop)
+                    _copy(answer, out, offer.size - start, on_bytes, should_stop, deadline)
         except urllib.error.HTTPError as exc:
             raise TransferFailed(f"answered HTTP {exc.code}") from None
         except (urllib.error.URLError, HTTPException, OSError) as exc:
@@ -105,16 +119,21 @@ def _start_of(answer: HTTPResponse, have: int, size: int) -> int:
 
 
 def _copy(
-    answer: IO[bytes],
+    answer: HTTPResponse,
     out: IO[bytes],
     remaining: int,
     on_bytes: Callable[[int], None],
     should_stop: Callable[[], bool],
+    deadline: float,
 ) -> None:
     while remaining > 0:
         if should_stop():
             raise TransferFailed("the node is stopping")
-        chunk = answer.read(min(CHUNK, remaining))
+        if time.monotonic() > deadline:
+            raise TransferFailed(
+                f"the peer sends slower than {MIN_BYTES_PER_S // 1024:,} KiB/s: given up"
+            )
+        chunk = answer.read1(min(CHUNK, remaining))  # what has arrived: the checks above run
         if not chunk:
             raise TransferFailed(f"the answer ended {remaining:,} bytes short")
         out.write(chunk)

@@ -16,6 +16,7 @@ from schedd.api.app import build_app
 from schedd.api.context import ApiContext, RaftStatus
 from schedd.history.checksums import cached_sha256, file_sha256
 from schedd.history.fetcher import Peer, SegmentFetcher
+from schedd.history.verify import checked_digest
 from schedd.raft.proposer import Proposer
 from schedd.store import segments
 from schedd.store.apply import StateMachine
@@ -99,17 +100,19 @@ def test_a_node_without_the_closed_segments_fetches_them_and_serves_their_histor
             offered = await ok(await peer.get("/v1/admin/segments", headers=ADMIN))
             assert offered["segments"] == []  # no sha256 taken yet: nothing offered
             fetcher = SegmentFetcher(
+                directory=segments.history_dir(new_db.path.parent),
                 path_of=lambda name: segments.segment_path(new_db.path.parent, name),
                 wanted=lambda: new_reads.run(closed_segments),
                 peers=lambda: [Peer("n1", str(peer.make_url("")).rstrip("/"))],
-                digest_of=segments.content_digest,
+                digest_of=checked_digest,
                 token=TOKEN,
             )
             peer_side = SegmentFetcher(
+                directory=segments.history_dir(peer_db.path.parent),
                 path_of=lambda name: segments.segment_path(peer_db.path.parent, name),
                 wanted=lambda: peer_reads.run(closed_segments),
                 peers=lambda: [],
-                digest_of=segments.content_digest,
+                digest_of=checked_digest,
                 token=TOKEN,
             )
             await asyncio.to_thread(peer_side.run_round)  # the peer takes its files' sha256

@@ -4,9 +4,12 @@ believing a peer that sends other bytes, more bytes, or a redirect."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
+import sqlite3
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
@@ -14,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from schedd.history import transfer
 from schedd.history.checksums import cached_sha256, file_sha256
 from schedd.history.fetcher import Peer, SegmentFetcher
 from schedd.store.segment_reads import ClosedSegment
@@ -134,8 +138,8 @@ def segment_bytes(seed: int, size: int = 3 * 1024 * 1024 + 17) -> bytes:
 def fetcher(
     home: Path, closed: list[ClosedSegment], urls: list[str], **kwargs: object
 ) -> SegmentFetcher:
-    home.mkdir(exist_ok=True)
     return SegmentFetcher(
+        directory=home,
         path_of=lambda name: home / f"{name}.db",
         wanted=lambda: closed,
         peers=lambda: [Peer(node_id=f"n{i}", api_url=url) for i, url in enumerate(urls)],
@@ -261,6 +265,7 @@ def test_a_segment_dropped_while_in_flight_is_not_kept(
     home = tmp_path / "history"
     home.mkdir()
     job = SegmentFetcher(
+        directory=home,
         path_of=lambda name: home / f"{name}.db",
         wanted=wanted,
         peers=lambda: [Peer("n1", peers(Script(files={"runs-2026120503": data})))],
@@ -281,3 +286,68 @@ def test_local_closed_files_get_their_sha256_taken_and_stray_parts_go(tmp_path: 
     fetcher(home, closed, []).run_round()
     assert cached_sha256(home / "runs-2026120502.db") == file_sha256(home / "runs-2026120502.db")
     assert not (home / "runs-2026010100.db.part").exists()
+
+
+def test_a_peer_file_that_is_no_segment_is_refused_and_the_next_peer_serves(
+    tmp_path: Path, peers: Callable[[Script], str]
+) -> None:
+    data = segment_bytes(9)
+    closed = [listed("runs-2026120501", data, tmp_path)]
+    broken = Script(files={"runs-2026120501": b"not a database" + data[14:]})  # its own sha
+
+    def digest(path: Path) -> str:
+        if path.read_bytes().startswith(b"not a database"):
+            raise sqlite3.DatabaseError("file is not a database")
+        return rows_digest(path)
+
+    home = tmp_path / "history"
+    job = SegmentFetcher(
+        directory=home,
+        path_of=lambda name: home / f"{name}.db",
+        wanted=lambda: closed,
+        peers=lambda: [
+            Peer("n1", peers(broken)),
+            Peer("n2", peers(Script(files={"runs-2026120501": data}))),
+        ],
+        digest_of=digest,
+        token=TOKEN,
+    )
+    result = job.run_round()
+    assert result.fetched == ["runs-2026120501"]
+    assert (home / "runs-2026120501.db").read_bytes() == data
+
+
+def test_a_peer_that_trickles_is_given_up_within_the_deadline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(transfer, "MIN_BYTES_PER_S", 100_000)  # a deadline of 1 s + 1 s
+
+    class Trickle(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", "100000")
+            self.end_headers()
+            with contextlib.suppress(OSError):
+                for _ in range(400):  # a byte every 10 ms: each read is within its timeout
+                    self.wfile.write(b"x")
+                    self.wfile.flush()
+                    time.sleep(0.01)
+
+    offer = transfer.Offer(name="runs-2026120500", size=100_000, sha256="0" * 64)
+    with serving(Trickle) as url:
+        started = time.monotonic()
+        with pytest.raises(transfer.TransferFailed, match="slower than"):
+            transfer.download(
+                transfer.opener(None),
+                url,
+                offer,
+                tmp_path / "part",
+                token=TOKEN,
+                timeout_s=1.0,
+            )
+    assert time.monotonic() - started < 3.5  # the trickle lasts 4 s, each byte within 1 s
