@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO, cast
 
 from schedd.store.files import sync_file
+from schedd.worker.client import no_redirect_opener
 
 CHUNK = 1024 * 1024
 # A peer that trickles bytes keeps every read within the timeout: the whole copy has a deadline
@@ -40,20 +41,13 @@ class TransferFailed(Exception):
     """This peer did not deliver the file; the message says why (another peer may)."""
 
 
-class _NoRedirects(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args: object, **kwargs: object) -> None:
-        return None  # a 3xx is answered as an HTTPError, never followed
-
-
 OpenUrl = Callable[[urllib.request.Request, float], HTTPResponse]
 
 
 def opener(tls: ssl.SSLContext | None) -> OpenUrl:
     """Open a request with a timeout, following no redirect, checking peers' certificates with
     `tls`."""
-    director = urllib.request.build_opener(
-        _NoRedirects(), urllib.request.HTTPSHandler(context=tls or ssl.create_default_context())
-    )
+    director = no_redirect_opener(tls)
 
     def open_url(request: urllib.request.Request, timeout_s: float) -> HTTPResponse:
         return cast(HTTPResponse, director.open(request, timeout=timeout_s))

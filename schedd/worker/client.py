@@ -167,7 +167,7 @@ class Client:
         request = urllib.request.Request(url, data=body, method=method, headers=self._headers)
         context = self._ssl if url.startswith("https://") else None
         try:
-            with _opener(context).open(request, timeout=timeout_s) as answer:
+            with no_redirect_opener(context).open(request, timeout=timeout_s) as answer:
                 data = answer.read(limit + 1) if limit else b""
         except urllib.error.HTTPError as exc:
             with exc:
@@ -198,8 +198,10 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
-def _opener(context: ssl.SSLContext | None) -> urllib.request.OpenerDirector:
-    """urlopen's opener (proxies from the environment included), without redirects."""
+def no_redirect_opener(context: ssl.SSLContext | None) -> urllib.request.OpenerDirector:
+    """urlopen's opener (proxies from the environment included), without redirects; `context`
+    verifies https:// nodes (None: the system's CAs). schedctl and the node's segment fetch use
+    it too."""
     handlers: list[urllib.request.BaseHandler] = [_NoRedirect()]
     if context is not None:
         handlers.append(urllib.request.HTTPSHandler(context=context))

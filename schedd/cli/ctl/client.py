@@ -25,7 +25,7 @@ import msgspec
 from schedd import __version__
 from schedd.cli.ctl.answers import Answer, JSONObject, parse_json, read_answer
 from schedd.cli.ctl.older_nodes import ClusterAnswer, Tenants
-from schedd.cli.ctl.redirects import Hops, WrongCell, not_followed, opener, wrong_cell_of
+from schedd.cli.ctl.redirects import Hops, WrongCell, not_followed, wrong_cell_of
 from schedd.errors import (
     BY_CODE,
     BY_STATUS,
@@ -52,6 +52,7 @@ from schedd.wire.jobs import (
 )
 from schedd.wire.pauses import QueuePause
 from schedd.wire.tenants import TenantCredentials, TenantView
+from schedd.worker.client import no_redirect_opener as opener
 
 DEFAULT_URL = "http://127.0.0.1:8701"
 DEFAULT_TIMEOUT_S = 10.0

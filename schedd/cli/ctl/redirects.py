@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import urllib.parse
 import urllib.request
-from typing import Any
 
 from schedd.errors import ClusterUnavailable, SchedError
 
@@ -27,22 +26,6 @@ class WrongCell(Exception):
         self.urls = urls
         self.revision = revision
         self.source = source
-
-
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    """Hands every 3xx back as the HTTPError it is, for the client to read."""
-
-    def redirect_request(self, *args: Any) -> None:
-        return None  # no new request: urllib raises the answer as an HTTPError
-
-
-def opener(context: Any) -> urllib.request.OpenerDirector:
-    """urlopen's opener (proxies from the environment included), without redirects; `context`
-    (an ssl.SSLContext or None) verifies https:// nodes."""
-    handlers: list[urllib.request.BaseHandler] = [_NoRedirect()]
-    if context is not None:
-        handlers.append(urllib.request.HTTPSHandler(context=context))
-    return urllib.request.build_opener(*handlers)
 
 
 def wrong_cell_of(raw: bytes, base: str) -> WrongCell | None:
