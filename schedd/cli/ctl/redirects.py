@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import urllib.parse
-import urllib.request
 
 from schedd.errors import ClusterUnavailable, SchedError
 
