@@ -6,20 +6,24 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, cast
 
 from aiohttp.test_utils import TestClient, TestServer
 from pysyncobj import FAIL_REASON
 
 from schedd.api.app import build_app
-from schedd.api.context import ApiContext, RaftStatus
+from schedd.api.context import ApiContext, RaftStatus, token_hash
 from schedd.cells.directory import CellRange, Directory, key_partition
 from schedd.cells.view import CellSettings, CellView
 from schedd.model import partition_of
 from schedd.raft.answers import Answer
 from schedd.raft.proposer import Proposer
 from schedd.store.apply import StateMachine
+from schedd.store.commands import RotateTenant
 from schedd.store.db import Database, ReadPool
+from tests.conftest import Applier
+from tests.unit.test_store_batches import claim, one_time
 
 ADMIN = "adm_local_token_0123456789"
 URLS = {"c1": ("http://c1-a:8701",), "c2": ("http://c2-a:8701", "http://c2-b:8701")}
@@ -242,3 +246,90 @@ def test_a_patch_giving_a_job_a_key_of_another_partition_is_refused(db: Database
         assert (await answer.json())["error"]["message"].startswith(f"key: {key!r} belongs")
 
     serve(db, cell_c1(), scenario)
+
+
+TENANT_TOKEN = "sk_" + "T" * 43
+
+
+def cell_c2() -> CellView:
+    settings = CellSettings(
+        cell="c2", first=512, last=1023, partitions=1024, deployment="d", etcd=("http://e:1",)
+    )
+    return CellView(settings, DIRECTORY)
+
+
+def claimed_batch(db: Database) -> None:
+    """Tenant t1 (TENANT_TOKEN) with one queue run claimed into a batch: in every store this
+    is batch 1, slot 0, as the AUTOINCREMENT ids of two cells' stores are."""
+    apply = Applier(StateMachine(db))
+    one_time(apply)
+    claim(apply, "claim_batch")
+    apply.typed(
+        RotateTenant(tenant_id="t1", token_hash=token_hash(TENANT_TOKEN), signing_secret="s")
+    )
+
+
+async def received_receipt(client: Client) -> str:
+    answer = await client.post("/v1/queues/q/receive", json={"max": 1}, headers=TENANT_AUTH)
+    [message] = (await answer.json())["messages"]
+    receipt: str = message["receipt"]
+    return receipt
+
+
+TENANT_AUTH = {"Authorization": f"Bearer {TENANT_TOKEN}"}
+
+
+def test_a_receipt_is_settled_only_by_the_cell_that_handed_it_out(
+    db: Database, tmp_path: Path
+) -> None:
+    other = Database(tmp_path / "c1.db")
+    claimed_batch(other)
+    claimed_batch(db)
+    handed: list[str] = []
+
+    async def in_c1(client: Client) -> None:
+        handed.append(await received_receipt(client))
+
+    async def in_c2(client: Client) -> None:
+        [of_c1] = handed
+        own = await received_receipt(client)
+        assert of_c1.startswith("c1~") and own.startswith("c2~")
+        assert of_c1.split(".", 1)[1] == own.split(".", 1)[1]  # the same batch id and slot
+        path = "/v1/queues/q/ack"
+        for action in ("ack", "nack", "extend"):
+            answer = await client.post(
+                f"/v1/queues/q/{action}",
+                json={"receipts": [of_c1]},
+                headers=TENANT_AUTH,
+                allow_redirects=False,
+            )
+            assert answer.status == 307, await answer.text()
+            assert answer.headers["Location"] == f"http://c1-a:8701/v1/queues/q/{action}"
+            error = (await answer.json())["error"]
+            assert (error["code"], error["cell"]) == ("wrong_cell", "c1")
+        answer = await client.post(path, json={"receipts": [of_c1[3:]]}, headers=TENANT_AUTH)
+        assert answer.status == 400
+        assert "not handed out by a cell" in (await answer.json())["error"]["message"]
+        both = {"receipts": [of_c1, own], "outputs": {of_c1: "x", own: "done"}}
+        answer = await client.post(path, json=both, headers=TENANT_AUTH)
+        assert await answer.json() == {"acked": 1}  # c2's own only: c1's run is not c2's
+
+    try:
+        serve(other, cell_c1(), in_c1)
+        serve(db, cell_c2(), in_c2)
+    finally:
+        other.close()
+
+
+def test_without_cells_receipts_are_the_stores(db: Database) -> None:
+    claimed_batch(db)
+
+    async def scenario(client: Client) -> None:
+        receipt = await received_receipt(client)
+        assert "~" in receipt and not receipt.startswith("c")  # `<nonce>.~<batch>.<slot>`
+        answer = await client.post(
+            "/v1/queues/q/ack", json={"receipts": [receipt]}, headers=TENANT_AUTH
+        )
+        assert await answer.json() == {"acked": 1}
+
+    serve(db, None, scenario)

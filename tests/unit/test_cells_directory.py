@@ -9,6 +9,7 @@ import secrets
 
 import pytest
 
+from schedd.cells import receipts
 from schedd.cells.directory import (
     BadValue,
     CellRange,
@@ -177,3 +178,10 @@ def test_a_cell_draws_unkeyed_ids_in_its_range_and_keyed_ones_in_the_keys_partit
     assert all(partition_of(cells.draw_job_id(new_id), 1024) <= 511 for _ in range(50))
     partition = cells.key_partition("t1", "k")
     assert partition_of(cells.draw_job_id(new_id, partition=partition), 1024) == partition
+
+
+def test_a_receipt_names_the_cell_that_handed_it_out_and_a_stores_receipt_none() -> None:
+    assert receipts.split(receipts.marked("c1", "abc-0.~12.3")) == ("c1", "abc-0.~12.3")
+    assert receipts.split("c-2~x~y") == ("c-2", "x~y")
+    for bare in ("abc-0.~12.3", "abc-0.job_1:2", "Xy_z-0.~1.0"):  # a "." comes before any "~"
+        assert receipts.split(bare) == (None, bare)
