@@ -54,12 +54,13 @@ class CellView:
         return self.settings.first <= partition <= self.settings.last
 
     def is_serving(self) -> bool:
-        """True when the directory this node holds gives its whole range to its cell."""
+        """True when the directory this node holds gives its cell its configured range, and
+        no other (a node configured with another range than its cell's serves nothing)."""
         directory, s = self.directory, self.settings
         return (
             directory is not None
             and directory.partitions == s.partitions
-            and directory.covers(s.cell, s.first, s.last)
+            and directory.gives(s.cell, s.first, s.last)
         )
 
     def not_serving_reason(self) -> str | None:

@@ -43,9 +43,18 @@ def test_the_first_cell_creates_the_directory_and_the_second_adds_its_range() ->
     assert parse_directory(both.value()).ranges == (C1, C2)
 
 
-def test_a_cell_registering_again_or_growing_keeps_one_range_of_its_own() -> None:
+def test_a_cell_registering_again_keeps_its_one_range() -> None:
     assert with_range(directory(C1), "c1", 0, 511, 1024).ranges == (C1,)
-    assert with_range(directory(C1), "c1", 512, 600, 1024).ranges == (CellRange(0, 600, "c1"),)
+    halves = Directory(1024, (CellRange(0, 255, "c1"), CellRange(256, 511, "c1")))
+    assert with_range(halves, "c1", 0, 511, 1024).ranges == (C1,)
+
+
+@pytest.mark.parametrize(("first", "last"), [(0, 255), (512, 600), (0, 600)])
+def test_a_node_configured_with_another_range_than_its_cells_is_refused(
+    first: int, last: int
+) -> None:
+    with pytest.raises(DirectoryRefused, match="gives cell c1 partitions 0-511, this node is"):
+        with_range(directory(C1), "c1", first, last, 1024)
 
 
 @pytest.mark.parametrize(("first", "last"), [(0, 511), (511, 511), (100, 700), (0, 1023)])

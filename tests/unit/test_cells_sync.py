@@ -172,3 +172,15 @@ def test_a_good_refresh_clears_a_refusal() -> None:
     etcd.put("/schedd/d/directory", Directory(1024, (CellRange(512, 1023, "c2"),)).value())
     asyncio.run(one.tick())
     assert one.view.is_serving() and one.view.problem is None
+
+
+def test_a_node_of_a_cell_with_another_range_is_refused_and_says_why() -> None:
+    etcd, kept = MemoryEtcd(), list[Directory]()
+    asyncio.run(sync_for(etcd, "c1", 0, 511, "http://a:1", kept).tick())
+    narrower = sync_for(etcd, "c1", 0, 255, "http://a:2", kept)
+    asyncio.run(narrower.tick())
+    assert not narrower.is_registered and not narrower.view.is_serving()
+    reason = narrower.view.not_serving_reason() or ""
+    assert "gives cell c1 partitions 0-511, this node is configured with 0-255" in reason
+    ranges = parse_directory(etcd.keys["/schedd/d/directory"].value).ranges
+    assert ranges == (CellRange(0, 511, "c1"),)  # not merged
