@@ -333,3 +333,30 @@ def test_without_cells_receipts_are_the_stores(db: Database) -> None:
         assert await answer.json() == {"acked": 1}
 
     serve(db, None, scenario)
+
+
+def test_adopting_a_tenant_again_is_a_200_when_equal_and_a_409_when_not(db: Database) -> None:
+    given = {
+        "tenant_id": "tnt_0123456789abcdef",
+        "token": "sk_" + "A" * 43,
+        "signing_secret": "whsec_" + "B" * 43 + "=",
+    }
+    admin = {"Authorization": f"Bearer {ADMIN}"}
+
+    async def scenario(client: Client) -> None:
+        await tenant(client, **given)
+        again = await client.post("/v1/tenants", json={"name": "acme", **given}, headers=admin)
+        assert (again.status, await again.json()) == (200, given)
+        for changed in (
+            {"name": "acme-2"},
+            {"token": "sk_" + "C" * 43},
+            {"signing_secret": "whsec_" + "D" * 43 + "="},
+        ):
+            body = {"name": "acme", **given, **changed}
+            answer = await client.post("/v1/tenants", json=body, headers=admin)
+            assert answer.status == 409, await answer.text()
+            error = (await answer.json())["error"]
+            assert error["code"] == "tenant_exists"
+            assert "tnt_0123456789abcdef exists already in this cell" in error["message"]
+
+    serve(db, cell_c1(), scenario)
