@@ -360,3 +360,35 @@ def test_adopting_a_tenant_again_is_a_200_when_equal_and_a_409_when_not(db: Data
             assert "tnt_0123456789abcdef exists already in this cell" in error["message"]
 
     serve(db, cell_c1(), scenario)
+
+
+def test_an_idempotency_key_decides_the_cell_so_a_retry_through_any_cell_lands_once(
+    db: Database,
+) -> None:
+    async def scenario(client: Client) -> None:
+        auth, created = await tenant(client)
+        tid = created["tenant_id"]
+        keys = [f"retry-{n}" for n in range(100)]
+        here = next(k for k in keys if key_partition(tid, f"idempotency:{k}", 1024) <= 511)
+        there = next(k for k in keys if key_partition(tid, f"idempotency:{k}", 1024) > 511)
+        answer = await client.post(
+            "/v1/jobs", json=JOB, headers=auth | {"Idempotency-Key": there}, allow_redirects=False
+        )
+        assert (answer.status, answer.headers["Location"]) == (307, "http://c2-a:8701/v1/jobs")
+        job_ids = set()
+        for _ in range(2):  # the retry is answered the job the first created
+            answer = await client.post(
+                "/v1/jobs", json=JOB, headers=auth | {"Idempotency-Key": here}
+            )
+            assert answer.status == 201
+            job_ids.add((await answer.json())["job_id"])
+        [job_id] = job_ids
+        assert partition_of(job_id, 1024) == key_partition(tid, f"idempotency:{here}", 1024)
+        items = [JOB | {"idempotency_key": there}, JOB | {"idempotency_key": f"{here}"}]
+        answer = await client.post("/v1/jobs:batch", json={"jobs": items}, headers=auth)
+        results = (await answer.json())["results"]
+        assert results[0]["error"]["code"] == "wrong_cell"
+        assert "http://c2-a:8701" in results[0]["error"]["message"]
+        assert "job_id" in results[1]
+
+    serve(db, cell_c1(), scenario)
