@@ -36,7 +36,7 @@ from schedd.api.http import (
     read_object,
     read_optional_object,
 )
-from schedd.api.job_cells import cell_job_id, check_key_partition
+from schedd.api.job_cells import cell_job_id, check_key_partition, check_upstream_cell
 from schedd.api.job_filters import job_filter
 from schedd.api.tenants import check_alert_url
 from schedd.api.versions import versions_recorded
@@ -479,6 +479,7 @@ async def update_job(request: web.Request) -> web.Response:
         spec = patch_job(job.spec_fields(), changes, now_ms=now, payload_limit=ctx.payload_limit)
         check_run_limit(spec, job)
         check_key_partition(ctx, tenant_id, job_id, spec)
+        check_upstream_cell(ctx, job_id, spec)
         [blocked] = await guard_targets(ctx, tenant_id, [spec], request.remote)
         if blocked is not None:
             raise blocked

@@ -392,3 +392,38 @@ def test_an_idempotency_key_decides_the_cell_so_a_retry_through_any_cell_lands_o
         assert "job_id" in results[1]
 
     serve(db, cell_c1(), scenario)
+
+
+def after(job_id: str) -> dict[str, Any]:
+    return {"schedule": {"after": {"job_id": job_id}}, "target": JOB["target"]}
+
+
+def test_an_after_job_lives_in_its_upstreams_partition_or_is_sent_to_its_cell(
+    db: Database,
+) -> None:
+    async def scenario(client: Client) -> None:
+        auth, created = await tenant(client)
+        upstream = (await (await client.post("/v1/jobs", json=JOB, headers=auth)).json())["job_id"]
+        answer = await client.post("/v1/jobs", json=after(upstream), headers=auth)
+        assert answer.status == 201, await answer.text()
+        job_id = (await answer.json())["job_id"]
+        assert partition_of(job_id, 1024) == partition_of(upstream, 1024)
+        elsewhere = an_id_of(range(512, 1024))
+        answer = await client.post(
+            "/v1/jobs", json=after(elsewhere), headers=auth, allow_redirects=False
+        )
+        assert (answer.status, answer.headers["Location"]) == (307, "http://c2-a:8701/v1/jobs")
+        tid = created["tenant_id"]
+        key = next(f"k{n}" for n in range(100) if key_partition(tid, f"k{n}", 1024) <= 511)
+        answer = await client.post("/v1/jobs", json=after(elsewhere) | {"key": key}, headers=auth)
+        assert answer.status == 422
+        error = (await answer.json())["error"]
+        assert error["code"] == "invalid_dependency"
+        assert f"{elsewhere!r} lives in cell c2, its key {key!r} in cell c1" in error["message"]
+        answer = await client.patch(
+            f"/v1/jobs/{job_id}", json={"schedule": {"after": {"job_id": elsewhere}}}, headers=auth
+        )
+        assert answer.status == 422
+        assert "lives in cell c2, this job in cell c1" in (await answer.json())["error"]["message"]
+
+    serve(db, cell_c1(), scenario)
