@@ -373,6 +373,18 @@ class CellsSettings:
         DEFAULT_CELL_PARTITIONS,
         "the partition count the cells' ranges share",
     )
+    etcd_cacert: Path | None = setting(
+        "cells.etcd_cacert", _path, None, "the CAs that verify etcd's https:// certificates"
+    )
+    etcd_cert: Path | None = setting(
+        "cells.etcd_cert", _path, None, "with etcd_key: this node's client certificate for etcd"
+    )
+    etcd_key: Path | None = setting("cells.etcd_key", _path, None, "its private key")
+
+    @property
+    def has_etcd_tls(self) -> bool:
+        """True when a CA or a client certificate for etcd is configured."""
+        return any(p is not None for p in (self.etcd_cacert, self.etcd_cert, self.etcd_key))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -674,10 +686,28 @@ def _check_cells(cfg: NodeConfig) -> None:
         )
     if cells.cell is None:
         raise ConfigError("cells.etcd is set but cells.cell is not: name this node's cell")
+    _check_etcd_tls(cells)
     if not first <= last < cfg.partitions or cfg.partitions != cells.partitions:
         raise ConfigError(
             f'cluster.partitions "{first}-{last}" must lie in 0..{cells.partitions - 1} '
             f"(cells.partitions = {cells.partitions}), first <= last"
+        )
+
+
+def _check_etcd_tls(cells: CellsSettings) -> None:
+    """cells.etcd_cert and etcd_key: both or neither; any of the TLS files: https:// only."""
+    if (cells.etcd_cert is None) != (cells.etcd_key is None):
+        given, missing = (
+            ("cells.etcd_cert", "cells.etcd_key")
+            if cells.etcd_key is None
+            else ("cells.etcd_key", "cells.etcd_cert")
+        )
+        raise ConfigError(f"{given} is set but {missing} is not: a client certificate needs both")
+    plain = [url for url in cells.etcd if not url.startswith("https://")]
+    if cells.has_etcd_tls and plain:
+        given = "cells.etcd_cacert" if cells.etcd_cacert is not None else "cells.etcd_cert"
+        raise ConfigError(
+            f"{given} is set but cells.etcd holds {plain[0]!r}: TLS to etcd needs https:// URLs"
         )
 
 

@@ -322,7 +322,13 @@ class WrongCell(SchedError):
     directory_revision = 0
 
     def __init__(
-        self, *, partition: int, cell: str, urls: tuple[str, ...], directory_revision: int
+        self,
+        *,
+        partition: int,
+        cell: str,
+        urls: tuple[str, ...],
+        directory_revision: int,
+        message: str | None = None,
     ) -> None:
-        super().__init__(f"partition {partition} is served by cell {cell}")
+        super().__init__(message or f"partition {partition} is served by cell {cell}")
         self.cell, self.urls, self.directory_revision = cell, urls, directory_revision

@@ -33,7 +33,8 @@ from schedd.api.context import (
 from schedd.api.health import MetricsAccess
 from schedd.api.limits import ServerLimits
 from schedd.cells.directory import BadValue, Directory, parse_local_copy
-from schedd.cells.sync import DirectorySync
+from schedd.cells.etcd import Etcd
+from schedd.cells.sync import ETCD_TIMEOUT_S, DirectorySync
 from schedd.cells.view import CellSettings, CellView
 from schedd.config import MIN_SECRET_CHARS, NodeConfig, parse_listen
 from schedd.console import serve as console
@@ -79,7 +80,7 @@ from schedd.store.gauges import read_store
 from schedd.store.retained import RetainedCollector
 from schedd.store.segment_reads import closed_segments
 from schedd.subscribers import Subscribers
-from schedd.tls import node_contexts
+from schedd.tls import etcd_context, node_contexts
 
 log = logging.getLogger(__name__)
 HALT_EXIT_CODE = 70
@@ -454,7 +455,12 @@ class Node:
     def _start_directory_sync(self, cells: CellView) -> None:
         """Register this cell's range and URL in etcd and keep reading the directory."""
         config = self.config
-        sync = DirectorySync(cells, config.api_url, lambda d: keep_directory_copy(config, d))
+        etcd = Etcd(
+            config.cells.etcd, timeout_s=ETCD_TIMEOUT_S, ssl_context=etcd_context(config.cells)
+        )
+        sync = DirectorySync(
+            cells, config.api_url, lambda d: keep_directory_copy(config, d), etcd=etcd
+        )
         task = asyncio.create_task(sync.run())
         self._stack.push_async_callback(_cancelled, task)
 

@@ -1,5 +1,6 @@
 """TLS for the HTTP API: the server context a node serves with, and the client contexts that
-verify a node's certificate (schedctl, the peers' clock probe).
+verify a node's certificate (schedctl, the peers' clock probe); the context a node reaches
+etcd with (`[cells] etcd_cacert`, `etcd_cert`, `etcd_key`).
 
 Reads certificate files only; a file that cannot be used is a `ConfigError` naming the option.
 """
@@ -12,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from schedd.config import NodeConfig
+from schedd.config import CellsSettings, NodeConfig
 from schedd.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -115,6 +116,31 @@ def _ssl_reason(exc: ssl.SSLError) -> str:
     if exc.reason in (None, "PEM_LIB"):
         return "not a PEM key"
     return exc.reason.lower().replace("_", " ")
+
+
+def etcd_context(cells: CellsSettings) -> ssl.SSLContext | None:
+    """The client context for etcd's https:// URLs: its CA (`cells.etcd_cacert`, else the
+    system's trust store) and this node's client certificate (`cells.etcd_cert`, `etcd_key`);
+    None when none of them is set (aiohttp's default: the system's trust store)."""
+    if not cells.has_etcd_tls:
+        return None
+    context = client_context(cells.etcd_cacert, field="cells.etcd_cacert")
+    if cells.etcd_cert is not None and cells.etcd_key is not None:
+        _load_client_certificate(context, cells.etcd_cert, cells.etcd_key)
+    return context
+
+
+def _load_client_certificate(context: ssl.SSLContext, cert: Path, key: Path) -> None:
+    _check_readable(cert, "cells.etcd_cert")
+    _check_readable(key, "cells.etcd_key")
+    _warn_if_world_readable(key)
+    try:
+        context.load_cert_chain(cert, key, password=_no_password)
+    except ssl.SSLError as exc:
+        raise ConfigError(
+            f"cells.etcd_key {str(key)!r} is not the PEM private key of cells.etcd_cert "
+            f"{str(cert)!r} ({_ssl_reason(exc)})"
+        ) from None
 
 
 def node_contexts(config: NodeConfig) -> tuple[ssl.SSLContext | None, ssl.SSLContext]:

@@ -36,6 +36,7 @@ from schedd.api.http import (
     read_object,
     read_optional_object,
 )
+from schedd.api.job_cells import cell_job_id, check_key_partition, check_upstream_cell
 from schedd.api.job_filters import job_filter
 from schedd.api.tenants import check_alert_url
 from schedd.api.versions import versions_recorded
@@ -129,21 +130,6 @@ def _next_runs(job_id: str, spec: JobSpec, now_ms: int) -> tuple[int | None, int
     return run_at, fire_time(job_id, run_at, spec.window_ms or 0)
 
 
-def cell_job_id(ctx: ApiContext, tenant_id: str, spec: JobSpec, now_ms: int) -> str:
-    """A new job's id: new_job_id, and with cells drawn into this cell's range, or a keyed
-    job's into its key's partition (so the key's uniqueness stays one cell's apply decision);
-    WrongCell when another cell serves that key, 503 when this cell serves nothing yet."""
-    cells = ctx.cells
-    if cells is None:
-        return new_job_id(now_ms)
-    if spec.key is None:
-        cells.check(cells.owned_partitions()[0])
-        return cells.draw_job_id(lambda: new_job_id(now_ms))
-    partition = cells.key_partition(tenant_id, spec.key)
-    cells.check(partition)
-    return cells.draw_job_id(lambda: new_job_id(now_ms), partition=partition)
-
-
 def new_item(
     ctx: ApiContext,
     spec: JobSpec,
@@ -161,7 +147,7 @@ def new_item(
         check_level(ctx.storage, JOB_KEYS_LEVEL)
     elif spec.max_runs is not None:  # counted by apply at level 8
         check_level(ctx.storage, SCHEDULE_CONTROL_LEVEL)
-    job_id = cell_job_id(ctx, tenant_id, spec, now)
+    job_id = cell_job_id(ctx, tenant_id, spec, lambda: new_job_id(now), key)
     run_at, fire_at = _next_runs(job_id, spec, now)
     stored = stored_spec(ctx, spec)
     return NewItem(
@@ -493,6 +479,7 @@ async def update_job(request: web.Request) -> web.Response:
         spec = patch_job(job.spec_fields(), changes, now_ms=now, payload_limit=ctx.payload_limit)
         check_run_limit(spec, job)
         check_key_partition(ctx, tenant_id, job_id, spec)
+        check_upstream_cell(ctx, job_id, spec)
         [blocked] = await guard_targets(ctx, tenant_id, [spec], request.remote)
         if blocked is not None:
             raise blocked
@@ -514,20 +501,6 @@ async def update_job(request: web.Request) -> web.Response:
             continue
         return json_response(await read_job(ctx, tenant_id, job_id))
     raise StaleState("the job kept changing; try again")
-
-
-def check_key_partition(ctx: ApiContext, tenant_id: str, job_id: str, spec: JobSpec) -> None:
-    """With cells, a key's job lives in the key's partition (its uniqueness is one cell's
-    apply decision): a change giving a job a key of another partition is refused."""
-    if ctx.cells is None or spec.key is None:
-        return
-    partition = ctx.cells.key_partition(tenant_id, spec.key)
-    if partition != partition_of(job_id, ctx.partitions):
-        raise InvalidRequest(
-            "key",
-            f"{spec.key!r} belongs to partition {partition}, not this job's: with cells a key "
-            "is given to a job when it is created (PUT /v1/jobs/by-key/{key})",
-        )
 
 
 def current_or_new_run(

@@ -31,6 +31,7 @@ from schedd.api.consumers import (
 from schedd.api.context import CONTEXT, ApiContext
 from schedd.api.http import json_response, principal, propose, read_object
 from schedd.bodies import Body, convert_body, ms_or
+from schedd.cells import receipts
 from schedd.errors import InvalidRequest
 from schedd.jsonbody import JSONValue
 from schedd.store import pauses
@@ -158,7 +159,7 @@ async def _poll(
             metrics.RECEIVES.labels("messages" if messages else "empty").inc()
             if messages:
                 _record_deliveries(messages, ctx.clock_ms())
-                return json_response(Messages(messages=_opened(ctx, messages)))
+                return json_response(Messages(messages=_marked(ctx, _opened(ctx, messages))))
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return json_response(Messages(messages=[]))
@@ -197,6 +198,15 @@ def _opened(ctx: ApiContext, messages: list[Message]) -> list[Message]:
     return opened
 
 
+def _marked(ctx: ApiContext, messages: list[Message]) -> list[Message]:
+    """With cells, each receipt as this cell hands it out (`<cell>~<receipt>`): another cell's
+    store may know the same receipt for another run (its batch ids are its own)."""
+    if ctx.cells is None:
+        return messages
+    cell = ctx.cells.cell
+    return [msgspec.structs.replace(m, receipt=receipts.marked(cell, m.receipt)) for m in messages]
+
+
 def _record_deliveries(messages: list[Message], received_ms: int) -> None:
     """The delivery metrics of received messages (a spike's share a few attempts and times)."""
     alike = Counter((m.attempt, m.scheduled_at) for m in messages)
@@ -214,51 +224,72 @@ async def _settle(
     return tenant_id, queue, asked
 
 
-def _outputs(ctx: ApiContext, receipts: list[str], outputs: dict[str, str]) -> dict[str, str]:
-    """The outputs of the request's own receipts, bounded as they are kept; none while a member
-    cannot keep them (log level 12: an ack must not wait for a rolling upgrade)."""
+def _settled_here(ctx: ApiContext, given: list[str]) -> dict[str, str]:
+    """The request's receipts this node settles, each to the receipt its store knows: all of
+    them without cells; with cells, this cell's only (CellView.own_receipts: a request whose
+    receipts all name one other cell is a 307 there)."""
+    if ctx.cells is None:
+        return {receipt: receipt for receipt in given}
+    return ctx.cells.own_receipts(given)
+
+
+def _outputs(ctx: ApiContext, settled: dict[str, str], outputs: dict[str, str]) -> dict[str, str]:
+    """The outputs of the request's own receipts (under the store's receipts), bounded as they
+    are kept; none while a member cannot keep them (log level 12: an ack must not wait for a
+    rolling upgrade)."""
     if not outputs or not _every_node_applies(ctx, OUTPUTS_LEVEL):
         return {}
-    settled = set(receipts)
-    return {r: bounded_output(text) for r, text in outputs.items() if r in settled}
+    return {settled[r]: bounded_output(text) for r, text in outputs.items() if r in settled}
 
 
 async def ack(request: web.Request) -> web.Response:
+    ctx = request.app[CONTEXT]
     tenant_id, queue, asked = await _settle(request, AckRequest, SETTLE_BODY_LIMIT)
+    settled = _settled_here(ctx, asked.receipts)
+    if not settled:
+        return json_response(Acked(acked=0))
     command = AckMessages(
         tenant_id=tenant_id,
         queue=queue,
-        receipts=tuple(asked.receipts),
-        outputs=_outputs(request.app[CONTEXT], asked.receipts, asked.outputs),
+        receipts=tuple(settled.values()),
+        outputs=_outputs(ctx, settled, asked.outputs),
     )
-    result = await propose(request.app[CONTEXT], command)
+    result = await propose(ctx, command)
     return json_response(Acked(acked=result.acked))
 
 
 async def nack(request: web.Request) -> web.Response:
+    ctx = request.app[CONTEXT]
     tenant_id, queue, asked = await _settle(request, NackRequest, SETTLE_BODY_LIMIT)
+    settled = _settled_here(ctx, asked.receipts)
+    if not settled:
+        return json_response(Nacked(nacked=0))
     command = NackMessages(
         tenant_id=tenant_id,
         queue=queue,
-        receipts=tuple(asked.receipts),
+        receipts=tuple(settled.values()),
         error=asked.error[:4000],
-        outputs=_outputs(request.app[CONTEXT], asked.receipts, asked.outputs),
+        outputs=_outputs(ctx, settled, asked.outputs),
         dead=asked.dead,
     )
-    result = await propose(request.app[CONTEXT], command)
+    result = await propose(ctx, command)
     metrics.QUEUE_NACKS.inc(result.nacked)
     return json_response(Nacked(nacked=result.nacked))
 
 
 async def extend(request: web.Request) -> web.Response:
+    ctx = request.app[CONTEXT]
     tenant_id, queue, asked = await _settle(request, ExtendRequest)
+    settled = _settled_here(ctx, asked.receipts)
+    if not settled:
+        return json_response(Extended(extended=0))
     command = ExtendMessages(
         tenant_id=tenant_id,
         queue=queue,
-        receipts=tuple(asked.receipts),
+        receipts=tuple(settled.values()),
         visibility_ms=ms_or(asked.visibility_timeout, DEFAULT_VISIBILITY_MS),
     )
-    result = await propose(request.app[CONTEXT], command)
+    result = await propose(ctx, command)
     return json_response(Extended(extended=result.extended))
 
 

@@ -22,7 +22,7 @@ from schedd.api.http import (
     read_object,
 )
 from schedd.bodies import convert_body
-from schedd.errors import InvalidRequest, TenantNotFound
+from schedd.errors import InvalidRequest, TenantExists, TenantNotFound
 from schedd.guard.ssrf import BlockedTarget, host_matches
 from schedd.guard.targets import TargetGuard
 from schedd.jsonbody import JSONObject
@@ -115,8 +115,36 @@ async def create_tenant(request: web.Request) -> web.Response:
         body.tenant_id if isinstance(body.tenant_id, str) else "tnt_" + uuid.uuid4().hex[:16]
     )
     credentials, shown_once = _credentials(tenant_id, body if adopted else None)
+    if adopted and await _adopted_already(ctx, body, credentials):
+        return json_response(shown_once, status=200)
     await propose(ctx, CreateTenant.from_body({**credentials, **fields}))
     return json_response(shown_once, status=201)
+
+
+async def _adopted_already(
+    ctx: ApiContext, body: TenantCreate, credentials: dict[str, str]
+) -> bool:
+    """True when this cell has adopted the tenant already with the same name and credentials
+    (a retry: answered 200); TenantExists when it has the tenant id with anything else."""
+    tenant_id, hashed = credentials["tenant_id"], credentials["token_hash"]
+
+    def read(conn: sqlite3.Connection) -> tuple[queries.Tenant | None, bool]:
+        by_token = queries.tenant_by_token_hash(conn, hashed)
+        is_token = by_token is not None and by_token.tenant_id == tenant_id
+        return queries.get_tenant(conn, tenant_id), is_token
+
+    stored, is_same_token = await ctx.reads.read(read)
+    if stored is None:
+        return False
+    if is_same_token and (stored.name, stored.signing_secret) == (
+        body.name,
+        credentials["signing_secret"],
+    ):
+        return True
+    raise TenantExists(
+        f"tenant {tenant_id} exists already in this cell with another name, token or signing "
+        "secret (a retry of the same adoption answers 200)"
+    )
 
 
 def _adopted(body: TenantCreate, *, is_cell: bool) -> bool:

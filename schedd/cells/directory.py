@@ -71,6 +71,10 @@ class Directory:
     def ranges_of(self, cell: str) -> list[tuple[int, int]]:
         return [(r.first, r.last) for r in self.ranges if r.cell == cell]
 
+    def gives(self, cell: str, first: int, last: int) -> bool:
+        """True when `cell` owns first..last and nothing else."""
+        return _union(self.ranges_of(cell)) == [(first, last)]
+
     def covers(self, cell: str, first: int, last: int) -> bool:
         """True when `cell` owns every partition of first..last."""
         return all(
@@ -151,8 +155,9 @@ def cell_value(urls: Iterable[str]) -> bytes:
 def with_range(
     current: Directory | None, cell: str, first: int, last: int, count: int
 ) -> Directory:
-    """The directory with first..last owned by `cell` (its own adjacent or overlapping ranges
-    merged); DirectoryRefused if another cell owns any of it or the counts differ."""
+    """The directory with first..last owned by `cell`; DirectoryRefused if another cell owns
+    any of it, the counts differ, or the directory gives `cell` other partitions already (a
+    node configured with another range than its cell's)."""
     if current is None:
         return Directory(partitions=count, ranges=(CellRange(first, last, cell),))
     if current.partitions != count:
@@ -166,9 +171,15 @@ def with_range(
                 f"cell {r.cell} owns partitions {r.first}-{r.last}, which overlap this cell's "
                 f"{first}-{last}"
             )
-    mine = [(r.first, r.last) for r in current.ranges if r.cell == cell] + [(first, last)]
+    given = current.ranges_of(cell)
+    if given and _union(given) != [(first, last)]:
+        shown = ", ".join(f"{a}-{b}" for a, b in _union(given))
+        raise DirectoryRefused(
+            f"the directory gives cell {cell} partitions {shown}, this node is configured with "
+            f"{first}-{last} ([cluster] partitions): every node of a cell has the same range"
+        )
     others = [r for r in current.ranges if r.cell != cell]
-    merged = [CellRange(a, b, cell) for a, b in _union(mine)]
+    merged = [CellRange(a, b, cell) for a, b in _union([*given, (first, last)])]
     return Directory(partitions=count, ranges=tuple(sorted(others + merged)), urls=current.urls)
 
 

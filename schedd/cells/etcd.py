@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import ssl
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -39,11 +40,20 @@ def prefix_end(prefix: str) -> str:
 
 
 class Etcd:
-    """Requests to the first endpoint that answers, in the order configured."""
+    """Requests to the first endpoint that answers, in the order configured; https:// ones
+    verified with `ssl_context` (a CA, a client certificate: tls.etcd_context), else with the
+    system's trust store."""
 
-    def __init__(self, endpoints: Sequence[str], *, timeout_s: float = 2.0) -> None:
+    def __init__(
+        self,
+        endpoints: Sequence[str],
+        *,
+        timeout_s: float = 2.0,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
         self._endpoints = list(endpoints)
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self._ssl: ssl.SSLContext | bool = True if ssl_context is None else ssl_context
         self._session: aiohttp.ClientSession | None = None
 
     async def close(self) -> None:
@@ -82,7 +92,8 @@ class Etcd:
 
     async def _call(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=self._timeout)
+            connector = aiohttp.TCPConnector(ssl=self._ssl)  # https://: verified, always
+            self._session = aiohttp.ClientSession(timeout=self._timeout, connector=connector)
         problems = []
         for endpoint in self._endpoints:
             try:

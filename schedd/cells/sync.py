@@ -111,7 +111,9 @@ class DirectorySync:
         raise EtcdError(f"{key} kept changing while this node registered its URL")
 
     async def refresh(self) -> None:
-        """Read the directory and every cell's URLs; a new one replaces the view's."""
+        """Read the directory and every cell's URLs; a new one replaces the view's. One that
+        no longer gives this cell its range makes the next tick register it again; one that
+        does clears the view's problem."""
         found = await self._etcd.get(self._prefix + "directory")
         if found is None:
             raise BadValue("the directory key does not exist")
@@ -133,3 +135,8 @@ class DirectorySync:
                 )
             await asyncio.to_thread(self._save, directory)
             log.info("cells: directory read revision=%d cells=%d", directory.revision, len(urls))
+        if self.view.is_serving():
+            self.view.problem = None
+        elif self.is_registered:  # its range was taken out of etcd: compare-and-set it again
+            log.warning("cells: range no longer in the directory cell=%s", self.view.cell)
+            self.is_registered = False

@@ -6,11 +6,12 @@ in place, so a reader sees one directory or the next."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from schedd.cells import receipts
 from schedd.cells.directory import Directory, draw_id, key_partition
-from schedd.errors import ClusterUnavailable, WrongCell
+from schedd.errors import ClusterUnavailable, InvalidRequest, SchedError, WrongCell
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,12 +54,13 @@ class CellView:
         return self.settings.first <= partition <= self.settings.last
 
     def is_serving(self) -> bool:
-        """True when the directory this node holds gives its whole range to its cell."""
+        """True when the directory this node holds gives its cell its configured range, and
+        no other (a node configured with another range than its cell's serves nothing)."""
         directory, s = self.directory, self.settings
         return (
             directory is not None
             and directory.partitions == s.partitions
-            and directory.covers(s.cell, s.first, s.last)
+            and directory.gives(s.cell, s.first, s.last)
         )
 
     def not_serving_reason(self) -> str | None:
@@ -92,6 +94,47 @@ class CellView:
             cell=owner.cell,
             urls=urls,
             directory_revision=directory.revision,
+        )
+
+    def own_receipts(self, given: Sequence[str]) -> dict[str, str]:
+        """Each receipt of `given` this cell handed out, to the receipt its store knows; the
+        others are left out (never settled here). WrongCell when every one names one other
+        cell; InvalidRequest when none names a cell (not handed out by a cell)."""
+        own, others, unmarked = {}, set(), 0
+        for receipt in given:
+            cell, stored = receipts.split(receipt)
+            if cell == self.cell:
+                own[receipt] = stored
+            elif cell is None:
+                unmarked += 1
+            else:
+                others.add(cell)
+        if own or not given:
+            return own
+        if unmarked == len(given):
+            raise InvalidRequest(
+                "receipts",
+                f"were not handed out by a cell: cell {self.cell}'s start with '{self.cell}~'",
+            )
+        if len(others) == 1 and not unmarked:
+            raise self._receipts_moved(others.pop())
+        return own
+
+    def _receipts_moved(self, cell: str) -> SchedError:
+        """WrongCell naming `cell`'s URLs, for receipts it handed out."""
+        directory = self.directory
+        urls = () if directory is None else directory.urls.get(cell, ())
+        if directory is None or not urls:
+            return ClusterUnavailable(
+                f"the receipts were handed out by cell {cell}, whose API URL this node does "
+                "not know (yet)"
+            )
+        return WrongCell(
+            partition=-1,
+            cell=cell,
+            urls=urls,
+            directory_revision=directory.revision,
+            message=f"the receipts were handed out by cell {cell}: settle them there",
         )
 
     def key_partition(self, tenant_id: str, key: str) -> int:

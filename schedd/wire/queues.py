@@ -22,9 +22,10 @@ MAX_WAIT_MS = 20_000
 MAX_VISIBILITY_MS = 12 * 3_600_000
 MAX_RECEIPTS = 1_000
 DEFAULT_VISIBILITY_MS = 30_000
+RECEIPT_CHARS = 140  # a store's receipt (at most about 70) and a cell's `<cell>~` (at most 33)
 
 Receipts = Annotated[
-    list[Annotated[str, Meta(min_length=1, max_length=100)]],
+    list[Annotated[str, Meta(min_length=1, max_length=RECEIPT_CHARS)]],
     Meta(min_length=1, max_length=MAX_RECEIPTS),
 ]
 RECEIPTS_MESSAGE = f"must be a list of 1-{MAX_RECEIPTS} receipt strings"
@@ -67,7 +68,7 @@ class ReceiveRequest(Body):
 
 OUTPUT_HEAD = OUTPUT_TAIL = OUTPUT_EDGE_CHARS  # characters of an output kept from each end
 Outputs = Annotated[
-    dict[Annotated[str, Meta(min_length=1, max_length=100)], str],
+    dict[Annotated[str, Meta(min_length=1, max_length=RECEIPT_CHARS)], str],
     Meta(
         max_length=MAX_RECEIPTS,
         description="The output of each receipt's attempt (a command's stdout and stderr), kept "

@@ -18,6 +18,7 @@ from schedd.worker.errors import Busy, Nack, Refused
 from schedd.worker.output import bound_output
 
 MAX_RECEIVE = 100  # the server's largest `max`
+MAX_RECEIPT_CHARS = 140  # the server's: a store's receipt and a cell's `<cell>~` before it
 MAX_WAIT_S = 20.0  # the server's longest long poll
 MIN_VISIBILITY_S = 1.0
 MAX_VISIBILITY_S = 12 * 3600.0
@@ -33,7 +34,7 @@ class Message(msgspec.Struct, frozen=True, kw_only=True):
     """One received message: the run it delivers, which attempt, and the receipt that settles
     it. `idempotency_key` (`<job_id>:<scheduled_at>`) is the same on every attempt of a run."""
 
-    receipt: Annotated[str, Meta(min_length=1, max_length=100)]
+    receipt: Annotated[str, Meta(min_length=1, max_length=MAX_RECEIPT_CHARS)]
     job_id: Annotated[str, Meta(min_length=1, max_length=200)]
     scheduled_at: Annotated[str, Meta(min_length=1, max_length=64)]
     attempt: Annotated[int, Meta(ge=1)]

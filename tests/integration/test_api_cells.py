@@ -6,20 +6,24 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, cast
 
 from aiohttp.test_utils import TestClient, TestServer
 from pysyncobj import FAIL_REASON
 
 from schedd.api.app import build_app
-from schedd.api.context import ApiContext, RaftStatus
+from schedd.api.context import ApiContext, RaftStatus, token_hash
 from schedd.cells.directory import CellRange, Directory, key_partition
 from schedd.cells.view import CellSettings, CellView
 from schedd.model import partition_of
 from schedd.raft.answers import Answer
 from schedd.raft.proposer import Proposer
 from schedd.store.apply import StateMachine
+from schedd.store.commands import RotateTenant
 from schedd.store.db import Database, ReadPool
+from tests.conftest import Applier
+from tests.unit.test_store_batches import claim, one_time
 
 ADMIN = "adm_local_token_0123456789"
 URLS = {"c1": ("http://c1-a:8701",), "c2": ("http://c2-a:8701", "http://c2-b:8701")}
@@ -240,5 +244,186 @@ def test_a_patch_giving_a_job_a_key_of_another_partition_is_refused(db: Database
         answer = await client.patch(f"/v1/jobs/{job_id}", json={"key": key}, headers=auth)
         assert answer.status == 400
         assert (await answer.json())["error"]["message"].startswith(f"key: {key!r} belongs")
+
+    serve(db, cell_c1(), scenario)
+
+
+TENANT_TOKEN = "sk_" + "T" * 43
+
+
+def cell_c2() -> CellView:
+    settings = CellSettings(
+        cell="c2", first=512, last=1023, partitions=1024, deployment="d", etcd=("http://e:1",)
+    )
+    return CellView(settings, DIRECTORY)
+
+
+def claimed_batch(db: Database) -> None:
+    """Tenant t1 (TENANT_TOKEN) with one queue run claimed into a batch: in every store this
+    is batch 1, slot 0, as the AUTOINCREMENT ids of two cells' stores are."""
+    apply = Applier(StateMachine(db))
+    one_time(apply)
+    claim(apply, "claim_batch")
+    apply.typed(
+        RotateTenant(tenant_id="t1", token_hash=token_hash(TENANT_TOKEN), signing_secret="s")
+    )
+
+
+async def received_receipt(client: Client) -> str:
+    answer = await client.post("/v1/queues/q/receive", json={"max": 1}, headers=TENANT_AUTH)
+    [message] = (await answer.json())["messages"]
+    receipt: str = message["receipt"]
+    return receipt
+
+
+TENANT_AUTH = {"Authorization": f"Bearer {TENANT_TOKEN}"}
+
+
+def test_a_receipt_is_settled_only_by_the_cell_that_handed_it_out(
+    db: Database, tmp_path: Path
+) -> None:
+    other = Database(tmp_path / "c1.db")
+    claimed_batch(other)
+    claimed_batch(db)
+    handed: list[str] = []
+
+    async def in_c1(client: Client) -> None:
+        handed.append(await received_receipt(client))
+
+    async def in_c2(client: Client) -> None:
+        [of_c1] = handed
+        own = await received_receipt(client)
+        assert of_c1.startswith("c1~") and own.startswith("c2~")
+        assert of_c1.split(".", 1)[1] == own.split(".", 1)[1]  # the same batch id and slot
+        path = "/v1/queues/q/ack"
+        for action in ("ack", "nack", "extend"):
+            answer = await client.post(
+                f"/v1/queues/q/{action}",
+                json={"receipts": [of_c1]},
+                headers=TENANT_AUTH,
+                allow_redirects=False,
+            )
+            assert answer.status == 307, await answer.text()
+            assert answer.headers["Location"] == f"http://c1-a:8701/v1/queues/q/{action}"
+            error = (await answer.json())["error"]
+            assert (error["code"], error["cell"]) == ("wrong_cell", "c1")
+        answer = await client.post(path, json={"receipts": [of_c1[3:]]}, headers=TENANT_AUTH)
+        assert answer.status == 400
+        assert "not handed out by a cell" in (await answer.json())["error"]["message"]
+        both = {"receipts": [of_c1, own], "outputs": {of_c1: "x", own: "done"}}
+        answer = await client.post(path, json=both, headers=TENANT_AUTH)
+        assert await answer.json() == {"acked": 1}  # c2's own only: c1's run is not c2's
+
+    try:
+        serve(other, cell_c1(), in_c1)
+        serve(db, cell_c2(), in_c2)
+    finally:
+        other.close()
+
+
+def test_without_cells_receipts_are_the_stores(db: Database) -> None:
+    claimed_batch(db)
+
+    async def scenario(client: Client) -> None:
+        receipt = await received_receipt(client)
+        assert "~" in receipt and not receipt.startswith("c")  # `<nonce>.~<batch>.<slot>`
+        answer = await client.post(
+            "/v1/queues/q/ack", json={"receipts": [receipt]}, headers=TENANT_AUTH
+        )
+        assert await answer.json() == {"acked": 1}
+
+    serve(db, None, scenario)
+
+
+def test_adopting_a_tenant_again_is_a_200_when_equal_and_a_409_when_not(db: Database) -> None:
+    given = {
+        "tenant_id": "tnt_0123456789abcdef",
+        "token": "sk_" + "A" * 43,
+        "signing_secret": "whsec_" + "B" * 43 + "=",
+    }
+    admin = {"Authorization": f"Bearer {ADMIN}"}
+
+    async def scenario(client: Client) -> None:
+        await tenant(client, **given)
+        again = await client.post("/v1/tenants", json={"name": "acme", **given}, headers=admin)
+        assert (again.status, await again.json()) == (200, given)
+        for changed in (
+            {"name": "acme-2"},
+            {"token": "sk_" + "C" * 43},
+            {"signing_secret": "whsec_" + "D" * 43 + "="},
+        ):
+            body = {"name": "acme", **given, **changed}
+            answer = await client.post("/v1/tenants", json=body, headers=admin)
+            assert answer.status == 409, await answer.text()
+            error = (await answer.json())["error"]
+            assert error["code"] == "tenant_exists"
+            assert "tnt_0123456789abcdef exists already in this cell" in error["message"]
+
+    serve(db, cell_c1(), scenario)
+
+
+def test_an_idempotency_key_decides_the_cell_so_a_retry_through_any_cell_lands_once(
+    db: Database,
+) -> None:
+    async def scenario(client: Client) -> None:
+        auth, created = await tenant(client)
+        tid = created["tenant_id"]
+        keys = [f"retry-{n}" for n in range(100)]
+        here = next(k for k in keys if key_partition(tid, f"idempotency:{k}", 1024) <= 511)
+        there = next(k for k in keys if key_partition(tid, f"idempotency:{k}", 1024) > 511)
+        answer = await client.post(
+            "/v1/jobs", json=JOB, headers=auth | {"Idempotency-Key": there}, allow_redirects=False
+        )
+        assert (answer.status, answer.headers["Location"]) == (307, "http://c2-a:8701/v1/jobs")
+        job_ids = set()
+        for _ in range(2):  # the retry is answered the job the first created
+            answer = await client.post(
+                "/v1/jobs", json=JOB, headers=auth | {"Idempotency-Key": here}
+            )
+            assert answer.status == 201
+            job_ids.add((await answer.json())["job_id"])
+        [job_id] = job_ids
+        assert partition_of(job_id, 1024) == key_partition(tid, f"idempotency:{here}", 1024)
+        items = [JOB | {"idempotency_key": there}, JOB | {"idempotency_key": f"{here}"}]
+        answer = await client.post("/v1/jobs:batch", json={"jobs": items}, headers=auth)
+        results = (await answer.json())["results"]
+        assert results[0]["error"]["code"] == "wrong_cell"
+        assert "http://c2-a:8701" in results[0]["error"]["message"]
+        assert "job_id" in results[1]
+
+    serve(db, cell_c1(), scenario)
+
+
+def after(job_id: str) -> dict[str, Any]:
+    return {"schedule": {"after": {"job_id": job_id}}, "target": JOB["target"]}
+
+
+def test_an_after_job_lives_in_its_upstreams_partition_or_is_sent_to_its_cell(
+    db: Database,
+) -> None:
+    async def scenario(client: Client) -> None:
+        auth, created = await tenant(client)
+        upstream = (await (await client.post("/v1/jobs", json=JOB, headers=auth)).json())["job_id"]
+        answer = await client.post("/v1/jobs", json=after(upstream), headers=auth)
+        assert answer.status == 201, await answer.text()
+        job_id = (await answer.json())["job_id"]
+        assert partition_of(job_id, 1024) == partition_of(upstream, 1024)
+        elsewhere = an_id_of(range(512, 1024))
+        answer = await client.post(
+            "/v1/jobs", json=after(elsewhere), headers=auth, allow_redirects=False
+        )
+        assert (answer.status, answer.headers["Location"]) == (307, "http://c2-a:8701/v1/jobs")
+        tid = created["tenant_id"]
+        key = next(f"k{n}" for n in range(100) if key_partition(tid, f"k{n}", 1024) <= 511)
+        answer = await client.post("/v1/jobs", json=after(elsewhere) | {"key": key}, headers=auth)
+        assert answer.status == 422
+        error = (await answer.json())["error"]
+        assert error["code"] == "invalid_dependency"
+        assert f"{elsewhere!r} lives in cell c2, its key {key!r} in cell c1" in error["message"]
+        answer = await client.patch(
+            f"/v1/jobs/{job_id}", json={"schedule": {"after": {"job_id": elsewhere}}}, headers=auth
+        )
+        assert answer.status == 422
+        assert "lives in cell c2, this job in cell c1" in (await answer.json())["error"]["message"]
 
     serve(db, cell_c1(), scenario)

@@ -9,6 +9,7 @@ import secrets
 
 import pytest
 
+from schedd.cells import receipts
 from schedd.cells.directory import (
     BadValue,
     CellRange,
@@ -42,9 +43,18 @@ def test_the_first_cell_creates_the_directory_and_the_second_adds_its_range() ->
     assert parse_directory(both.value()).ranges == (C1, C2)
 
 
-def test_a_cell_registering_again_or_growing_keeps_one_range_of_its_own() -> None:
+def test_a_cell_registering_again_keeps_its_one_range() -> None:
     assert with_range(directory(C1), "c1", 0, 511, 1024).ranges == (C1,)
-    assert with_range(directory(C1), "c1", 512, 600, 1024).ranges == (CellRange(0, 600, "c1"),)
+    halves = Directory(1024, (CellRange(0, 255, "c1"), CellRange(256, 511, "c1")))
+    assert with_range(halves, "c1", 0, 511, 1024).ranges == (C1,)
+
+
+@pytest.mark.parametrize(("first", "last"), [(0, 255), (512, 600), (0, 600)])
+def test_a_node_configured_with_another_range_than_its_cells_is_refused(
+    first: int, last: int
+) -> None:
+    with pytest.raises(DirectoryRefused, match="gives cell c1 partitions 0-511, this node is"):
+        with_range(directory(C1), "c1", first, last, 1024)
 
 
 @pytest.mark.parametrize(("first", "last"), [(0, 511), (511, 511), (100, 700), (0, 1023)])
@@ -177,3 +187,10 @@ def test_a_cell_draws_unkeyed_ids_in_its_range_and_keyed_ones_in_the_keys_partit
     assert all(partition_of(cells.draw_job_id(new_id), 1024) <= 511 for _ in range(50))
     partition = cells.key_partition("t1", "k")
     assert partition_of(cells.draw_job_id(new_id, partition=partition), 1024) == partition
+
+
+def test_a_receipt_names_the_cell_that_handed_it_out_and_a_stores_receipt_none() -> None:
+    assert receipts.split(receipts.marked("c1", "abc-0.~12.3")) == ("c1", "abc-0.~12.3")
+    assert receipts.split("c-2~x~y") == ("c-2", "x~y")
+    for bare in ("abc-0.~12.3", "abc-0.job_1:2", "Xy_z-0.~1.0"):  # a "." comes before any "~"
+        assert receipts.split(bare) == (None, bare)

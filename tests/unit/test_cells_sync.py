@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from schedd.cells.directory import Directory, parse_cell_urls, parse_directory
+from schedd.cells.directory import CellRange, Directory, parse_cell_urls, parse_directory
 from schedd.cells.etcd import EtcdError, KeyValue
 from schedd.cells.sync import DirectorySync
 from schedd.cells.view import CellSettings, CellView
@@ -148,3 +148,39 @@ def view_of(config: NodeConfig) -> CellView:
     found = cell_view_for(config)
     assert found is not None
     return found
+
+
+def test_a_range_taken_out_of_etcd_is_registered_again() -> None:
+    etcd, kept = MemoryEtcd(), list[Directory]()
+    one = sync_for(etcd, "c1", 0, 511, "http://a:1", kept)
+    asyncio.run(one.tick())
+    etcd.put("/schedd/d/directory", Directory(1024, (CellRange(512, 1023, "c2"),)).value())
+    asyncio.run(one.tick())
+    assert not one.view.is_serving() and not one.is_registered
+    asyncio.run(one.tick())
+    assert one.view.is_serving() and one.view.not_serving_reason() is None
+    ranges = parse_directory(etcd.keys["/schedd/d/directory"].value).ranges
+    assert ranges == (CellRange(0, 511, "c1"), CellRange(512, 1023, "c2"))
+
+
+def test_a_good_refresh_clears_a_refusal() -> None:
+    etcd, kept = MemoryEtcd(), list[Directory]()
+    etcd.put("/schedd/d/directory", Directory(1024, (CellRange(0, 1023, "c2"),)).value())
+    one = sync_for(etcd, "c1", 0, 511, "http://a:1", kept)
+    asyncio.run(one.tick())
+    assert "refused" in (one.view.not_serving_reason() or "")
+    etcd.put("/schedd/d/directory", Directory(1024, (CellRange(512, 1023, "c2"),)).value())
+    asyncio.run(one.tick())
+    assert one.view.is_serving() and one.view.problem is None
+
+
+def test_a_node_of_a_cell_with_another_range_is_refused_and_says_why() -> None:
+    etcd, kept = MemoryEtcd(), list[Directory]()
+    asyncio.run(sync_for(etcd, "c1", 0, 511, "http://a:1", kept).tick())
+    narrower = sync_for(etcd, "c1", 0, 255, "http://a:2", kept)
+    asyncio.run(narrower.tick())
+    assert not narrower.is_registered and not narrower.view.is_serving()
+    reason = narrower.view.not_serving_reason() or ""
+    assert "gives cell c1 partitions 0-511, this node is configured with 0-255" in reason
+    ranges = parse_directory(etcd.keys["/schedd/d/directory"].value).ranges
+    assert ranges == (CellRange(0, 511, "c1"),)  # not merged

@@ -938,3 +938,36 @@ def test_without_cells_a_count_is_as_before(tmp_path: Path) -> None:
 )
 def test_cells_errors_name_the_fields(tmp_path: Path, extra: str, message: str) -> None:
     assert error(tmp_path, extra).startswith(message)
+
+
+HTTPS_CELL = (
+    '[cluster]\npartitions = "0-511"\n[cells]\netcd = ["https://etcd-1:2379"]\ncell = "c1"\n'
+)
+
+
+def test_etcd_tls_files_are_read_beside_the_config(tmp_path: Path) -> None:
+    tls = 'etcd_cacert = "pki/ca.crt"\netcd_cert = "pki/n1.crt"\netcd_key = "pki/n1.key"\n'
+    cfg = load(tmp_path, HTTPS_CELL + tls)
+    assert cfg.cells.etcd_cacert is not None and cfg.cells.etcd_cacert.name == "ca.crt"
+    assert cfg.cells.etcd_cacert.is_absolute()
+    assert (cfg.cells.etcd_cert, cfg.cells.etcd_key) == (
+        cfg.cells.etcd_cacert.parent / "n1.crt",
+        cfg.cells.etcd_cacert.parent / "n1.key",
+    )
+    assert load(tmp_path, HTTPS_CELL).cells.has_etcd_tls is False
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (HTTPS_CELL + 'etcd_cert = "n1.crt"\n', "cells.etcd_cert is set but cells.etcd_key is not"),
+        (HTTPS_CELL + 'etcd_key = "n1.key"\n', "cells.etcd_key is set but cells.etcd_cert is not"),
+        (
+            HTTPS_CELL.replace("https://", "http://") + 'etcd_cacert = "ca.crt"\n',
+            "cells.etcd_cacert is set but cells.etcd holds 'http://etcd-1:2379': TLS to etcd",
+        ),
+        (HTTPS_CELL + "etcd_cacert = 7\n", "cells.etcd_cacert must be"),
+    ],
+)
+def test_etcd_tls_errors_name_the_fields(tmp_path: Path, extra: str, message: str) -> None:
+    assert error(tmp_path, extra).startswith(message)

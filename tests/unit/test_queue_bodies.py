@@ -35,7 +35,7 @@ from schedd.wire.queues import (
         (AckRequest, {}, "receipts", "is required"),
         (AckRequest, {"receipts": []}, "receipts", "must be a list of 1-1000 receipt strings"),
         (AckRequest, {"receipts": ["r", 5]}, "receipts", "must be a list of 1-1000 receipt"),
-        (AckRequest, {"receipts": ["x" * 101]}, "receipts", "must be a list of 1-1000 receipt"),
+        (AckRequest, {"receipts": ["x" * 141]}, "receipts", "must be a list of 1-1000 receipt"),
         (NackRequest, {"receipts": ["r"], "error": 5}, "error", "must be a string"),
         (
             ExtendRequest,

@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives import serialization
 from schedd.config import NodeConfig
 from schedd.dispatch.clock import ClockGuard, ClockProbe, read_peer_clock
 from schedd.errors import ConfigError
-from schedd.tls import client_context, node_contexts, peer_context, server_context
+from schedd.tls import client_context, etcd_context, node_contexts, peer_context, server_context
 from tests.certs import CertificateAuthority, NodeCert
 
 
@@ -236,3 +236,43 @@ def test_the_server_context_refuses_tls_1_1_and_below(
     if info.value.reason == "NO_PROTOCOLS_AVAILABLE":
         pytest.skip(f"this OpenSSL cannot offer {version.name} at all")
     assert info.value.reason == "TLSV1_ALERT_PROTOCOL_VERSION"
+
+
+def cells_config(tmp_path: Path, **files: Path) -> NodeConfig:
+    from schedd.config import CellsSettings
+
+    cells = CellsSettings(etcd=("https://127.0.0.1:2379",), cell="c1", **files)
+    return NodeConfig(
+        path=tmp_path / "n.toml",
+        node_id="n1",
+        data_dir=tmp_path,
+        partitions=1024,
+        partition_range=(0, 511),
+        cells=cells,
+    )
+
+
+def test_the_etcd_context_trusts_its_ca_and_presents_the_client_certificate(
+    tmp_path: Path, ca: CertificateAuthority, node_cert: NodeCert
+) -> None:
+    assert etcd_context(cells_config(tmp_path).cells) is None  # aiohttp's default: verified
+    files = {"etcd_cacert": ca.path, "etcd_cert": node_cert.cert, "etcd_key": node_cert.key}
+    context = etcd_context(cells_config(tmp_path, **files).cells)
+    assert context is not None
+    assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
+    assert [c["subject"] for c in context.get_ca_certs()] == [
+        ((("commonName", "schedd test CA"),),)
+    ]
+
+
+def test_etcd_tls_files_that_cannot_be_used_are_errors_naming_the_field(
+    tmp_path: Path, ca: CertificateAuthority, node_cert: NodeCert
+) -> None:
+    missing = tmp_path / "nope.crt"
+    with pytest.raises(ConfigError, match=r"cells\.etcd_cacert .* does not exist"):
+        etcd_context(cells_config(tmp_path, etcd_cacert=missing).cells)
+    other = ca.issue("n2")
+    with pytest.raises(
+        ConfigError, match=r"cells\.etcd_key .* is not the PEM private key of cells"
+    ):
+        etcd_context(cells_config(tmp_path, etcd_cert=node_cert.cert, etcd_key=other.key).cells)

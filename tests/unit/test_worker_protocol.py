@@ -13,6 +13,7 @@ from schedd.worker.cells import Cells, read_cells
 from schedd.worker.nodes import Backoff, Nodes, parse_urls
 from schedd.worker.protocol import (
     ERROR_CHARS,
+    MAX_RECEIPT_CHARS,
     NodeFailed,
     WrongCell,
     counted,
@@ -48,7 +49,7 @@ def test_a_receive_answer_is_read_with_unknown_fields_ignored() -> None:
         b"<html>bad gateway</html>",
         body({"messages": "none"}),
         body({"messages": [MESSAGE] * 101}),
-        body({"messages": [MESSAGE | {"receipt": "r" * 101}]}),
+        body({"messages": [MESSAGE | {"receipt": "r" * 141}]}),
         body({"messages": [MESSAGE | {"attempt": "1"}]}),
         body({"messages": [MESSAGE | {"attempt": 0}]}),
         body({"messages": [{k: v for k, v in MESSAGE.items() if k != "job_id"}]}),
@@ -173,3 +174,10 @@ def test_cells_route_each_receipt_to_the_cell_that_handed_it_out() -> None:
     ]
     assert cells.adopt(0, None) == ["default"] and cells.nodes("default") is seed
     assert read_cells(b'{"queues": []}', "http://a:1") is None  # not a directory: one cell
+
+
+def test_a_cells_receipt_of_its_longest_name_is_taken() -> None:
+    receipt = "c" * 32 + "~" + "n" * 24 + "-99." + "job_" + "0" * 24 + ":1790000000000"
+    assert len(receipt) <= MAX_RECEIPT_CHARS
+    [message] = read_messages(body({"messages": [MESSAGE | {"receipt": receipt}]}), BASE)
+    assert message.receipt == receipt

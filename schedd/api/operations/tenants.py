@@ -215,6 +215,11 @@ OPERATIONS = (
         access=ADMIN,
         body=TenantCreate,
         answers={
+            200: Answer(
+                "A cell's adoption of a tenant it has adopted already with the same name and "
+                "credentials (a retry): those credentials.",
+                body=TenantCredentials,
+            ),
             201: Answer(
                 "The new tenant's credentials.", body=TenantCredentials, links=TENANT_LINKS
             ),
