@@ -196,8 +196,8 @@ def test_a_moved_dead_letter_can_be_deleted(tmp_path: Path) -> None:
 
 
 def test_a_job_s_results_read_the_same_once_its_runs_moved(tmp_path: Path) -> None:
-    """Level 14: a move with `summarize` keeps what the moved runs say; GET /v1/jobs/{id} and
-    ?failing=true answer as before the move, the segments closed."""
+    """Level 14: a move with `summarize` keeps what the moved runs say; GET /v1/jobs/{id},
+    ?failing=true and the dead letters grouped by error answer as before the move."""
 
     async def test(client: Client, replica: Replica, db: Database) -> None:
         made = await ok(await client.post("/v1/tenants", json={"name": "acme"}, headers=ADMIN), 201)
@@ -210,6 +210,8 @@ def test_a_job_s_results_read_the_same_once_its_runs_moved(tmp_path: Path) -> No
         assert before["consecutive_failures"] == 1 and before["last_failure_at"] is not None
         failing = await ok(await client.get("/v1/jobs?failing=true", headers=tenant))
         assert [j["job_id"] for j in failing["jobs"]] == [job_id]
+        groups = await ok(await client.get("/v1/deadletters?group_by=error", headers=tenant))
+        assert [g["count"] for g in groups["groups"]] == [1]
         body = {"retention_ms": Retention().as_ms(), "after_tenant": "", "max_rows": 1_000}
         moved = replica.command("move_history", body | {"summarize": True}, now_ms + 2 * HOUR)
         assert moved["moved"]["runs"] == 1
@@ -221,5 +223,9 @@ def test_a_job_s_results_read_the_same_once_its_runs_moved(tmp_path: Path) -> No
         assert after == before
         failing = await ok(await client.get("/v1/jobs?failing=true", headers=tenant))
         assert [j["job_id"] for j in failing["jobs"]] == [job_id]
+        # The dead letter moved too: grouping reads the segments (fingerprint= does not yet).
+        assert db.conn.execute("SELECT COUNT(*) FROM deadletters").fetchone() == (0,)
+        again = await ok(await client.get("/v1/deadletters?group_by=error", headers=tenant))
+        assert again == groups
 
     _serve(tmp_path, test)
