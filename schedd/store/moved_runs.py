@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import msgspec
@@ -38,13 +37,15 @@ class Summary(NamedTuple):
     deaths: int
 
 
-@dataclass(slots=True)
 class Moved:
     """What one move command moves of one job's finished runs."""
 
-    succeeded: tuple[int, int] | None = None  # (scheduled, finished) of the newest success
-    died: tuple[int, int] | None = None  # of the newest death
-    deaths: list[int] = field(default_factory=list)  # every death's scheduled time
+    __slots__ = ("deaths", "died", "succeeded")
+
+    def __init__(self, succeeded: tuple[int, int] | None = None) -> None:
+        self.succeeded = succeeded  # (scheduled, finished) of the newest success
+        self.died: tuple[int, int] | None = None  # of the newest death
+        self.deaths: list[int] = []  # every death's scheduled time
 
     def add(self, status: str, scheduled_ms: int, finished_ms: int) -> None:
         if status == SUCCEEDED:
@@ -56,25 +57,32 @@ class Moved:
                 self.died = (scheduled_ms, finished_ms)
 
 
-def _newest(
-    old: tuple[int | None, int | None], new: tuple[int, int] | None
-) -> tuple[int | None, int | None]:
-    if new is None or (old[0] is not None and old[0] >= new[0]):
-        return old
-    return new
+Pair = tuple[int | None, int | None]
+_NONE: Pair = (None, None)
 
 
 def merged(old: Summary | None, job_id: str, moved: Moved) -> Summary:
     """The job's row after a move of `moved`. Exact while runs move in the order they were
     scheduled; when a success moving now was scheduled before a death that moved earlier (a run
     that ended long after a newer one), the earlier deaths all count as after it."""
-    base = old or Summary(job_id, None, None, None, None, 0)
-    succeeded = _newest((base.succeeded_at_ms, base.succeeded_finished_ms), moved.succeeded)
-    died = _newest((base.died_at_ms, base.died_finished_ms), moved.died)
+    if old is None:  # the common case: the job's first move (every one-time job's only one)
+        since = -1 if moved.succeeded is None else moved.succeeded[0]
+        now = sum(1 for at in moved.deaths if at > since) if moved.deaths else 0
+        first: Pair = moved.succeeded or _NONE
+        death: Pair = moved.died or _NONE
+        return Summary(job_id, first[0], first[1], death[0], death[1], now)
+    succeeded = _newest((old.succeeded_at_ms, old.succeeded_finished_ms), moved.succeeded)
+    died = _newest((old.died_at_ms, old.died_finished_ms), moved.died)
     since = -1 if succeeded[0] is None else succeeded[0]
-    earlier = base.deaths if base.died_at_ms is not None and base.died_at_ms > since else 0
+    earlier = old.deaths if old.died_at_ms is not None and old.died_at_ms > since else 0
     now = sum(1 for at in moved.deaths if at > since)
-    return Summary(job_id, *succeeded, *died, earlier + now)
+    return Summary(job_id, succeeded[0], succeeded[1], died[0], died[1], earlier + now)
+
+
+def _newest(old: Pair, new: tuple[int, int] | None) -> Pair:
+    if new is None or (old[0] is not None and old[0] >= new[0]):
+        return old
+    return new
 
 
 def merge(tx: sqlite3.Connection, moved: dict[str, Moved]) -> None:

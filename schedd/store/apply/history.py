@@ -219,10 +219,17 @@ def _move_batches(mover: Mover, tenant_id: str, cutoff_ms: int, budget: Budget) 
 
 def _batch_outcomes(mover: Mover, keys: Sequence[Key], acked: Sequence[int | None]) -> None:
     """A batch's done slots succeeded at their ack (a spilled one moves as its runs row)."""
-    if mover.summaries is not None:
-        for (job_id, scheduled_ms), at in zip(keys, acked, strict=True):
-            if at is not None:
-                mover.outcome(job_id, moved_runs.SUCCEEDED, scheduled_ms, at)
+    summaries = mover.summaries
+    if summaries is None:
+        return
+    for (job_id, scheduled_ms), at in zip(keys, acked, strict=True):
+        if at is None:
+            continue
+        moved = summaries.get(job_id)
+        if moved is None:
+            summaries[job_id] = moved_runs.Moved((scheduled_ms, at))
+        else:
+            moved.add(moved_runs.SUCCEEDED, scheduled_ms, at)
 
 
 def _move_deadletters(mover: Mover, tenant_id: str, cutoff_ms: int, budget: Budget) -> None:
