@@ -18,6 +18,9 @@ command):
 
     .venv/bin/python benchmarks/bench_segments.py --n 100000 --form batch
     .venv/bin/python benchmarks/bench_segments.py --n 100000 --form per-run
+
+The moves are measured twice on copies of one store: as level 13 writes them, and with
+`summarize` (level 14: each job's moved runs' summary kept, store/moved_runs.py).
 """
 
 from __future__ import annotations
@@ -100,12 +103,21 @@ class Timed:
         self.commands += 1
         return dict(result)
 
-    def passes(self, type_: str, retention_ms: dict[str, int], ts_ms: int) -> int:
-        """Commands of `type_` until a pass is done; the rows they deleted or moved."""
+    def passes(
+        self, type_: str, retention_ms: dict[str, int], ts_ms: int, *, summarize: bool = False
+    ) -> int:
+        """Commands of `type_` until a pass is done; the rows they deleted or moved (with
+        `summarize`: level 14's move, which keeps each job's moved runs' summary)."""
         rows = 0
         after = ""
         while True:
-            body = {"retention_ms": retention_ms, "after_tenant": after, "max_rows": BUDGET}
+            body: dict[str, Any] = {
+                "retention_ms": retention_ms,
+                "after_tenant": after,
+                "max_rows": BUDGET,
+            }
+            if summarize:
+                body["summarize"] = True
             result = self.apply(type_, body, ts_ms)
             counted = result["moved"] if type_ == "move_history" else result["deleted"]
             rows += sum(v for k, v in counted.items() if k != "commands")
@@ -124,9 +136,10 @@ def measure(n: int, form: str, scratch: Path) -> dict[str, float]:
     build_s = time.monotonic() - started
     live_bytes = table_bytes(built, RUN_TABLES[form])
     pruned_path, moved_path = scratch / "prune" / "state.db", scratch / "move" / "state.db"
-    copy(built, pruned_path)
-    copy(built, moved_path)
-    for path in (pruned_path, moved_path):
+    summarized_path = scratch / "summarize" / "state.db"
+    for path in (pruned_path, moved_path, summarized_path):
+        copy(built, path)
+    for path in (pruned_path, moved_path, summarized_path):
         # Finished jobs stay live with segments and are pruned row by row as today: kept out of
         # both measurements (marked active, retention passes them by), so both handle the same
         # rows: the runs and the jobs' audit records.
@@ -148,6 +161,16 @@ def measure(n: int, form: str, scratch: Path) -> dict[str, float]:
     mover = Timed(moved_path, index)
     moved = mover.passes("move_history", week, bench_apply.NOW_MS + 2 * HOUR)
     move_wall, move_cpu, move_commands = mover.wall, mover.cpu, mover.commands
+    # Level 14: the same moves keeping each job's moved runs' summary (one row a job).
+    summarizer = Timed(summarized_path, index)
+    summarized = summarizer.passes(
+        "move_history", week, bench_apply.NOW_MS + 2 * HOUR, summarize=True
+    )
+    summaries = summarizer.log.machine.db.conn.execute(
+        "SELECT count(*) FROM moved_run_summaries"
+    ).fetchone()[0]
+    summarizer.close()
+    assert summarized == moved and summaries == n, (summarized, moved, summaries)
     names = [
         str(name)
         for (name,) in mover.log.machine.db.conn.execute("SELECT name FROM segments ORDER BY name")
@@ -194,6 +217,8 @@ def measure(n: int, form: str, scratch: Path) -> dict[str, float]:
         "move_commands": move_commands,
         "move_ms_per_1000_wall": move_wall * 1000 * per_k,
         "move_ms_per_1000_cpu": move_cpu * 1000 * per_k,
+        "move_summarize_ms_per_1000_wall": summarizer.wall * 1000 * per_k,
+        "move_summarize_ms_per_1000_cpu": summarizer.cpu * 1000 * per_k,
         "segments": len(names),
         "digest_ms_wall_all_off_apply": digest_wall * 1000,
         "close_ms_wall_all": close_wall * 1000,

@@ -128,8 +128,16 @@ async def _groups(request: web.Request, tenant_id: str, limit: int) -> web.Respo
     for field in ("cursor", "fingerprint"):
         if field in request.query:
             raise InvalidRequest(field, "cannot be combined with group_by")
-    groups = await request.app[CONTEXT].reads.read(
-        lambda conn: deadletter_groups.group_deadletters(conn, tenant_id, limit=limit)
+    ctx = request.app[CONTEXT]
+    now_ms = ctx.clock_ms()
+    groups = await ctx.reads.read(
+        lambda conn: deadletter_groups.group_deadletters(
+            conn,
+            tenant_id,
+            limit=limit,
+            readers=ctx.reads.history,
+            not_before_ms=_cutoff(ctx, conn, tenant_id, now_ms),
+        )
     )
     return json_response(groups)
 

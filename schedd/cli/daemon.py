@@ -70,13 +70,20 @@ Examples:
 @_config_option
 @click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
 def backup(config_path: Path, out: Path) -> None:
-    """Write a consistent copy of the node's database to OUT, while the node serves."""
+    """Write a consistent copy of the node's database to OUT, and the history segments it
+    lists to OUT.history/, while the node serves."""
     config = load_config(config_path)
     info = write_backup(config.data_dir, out)
     click.echo(
         f"backup {info.path}: applied_index={info.applied_index} jobs={info.jobs} "
-        f"bytes={info.size_bytes}"
+        f"bytes={info.size_bytes} segments={info.segments.copied}"
     )
+    if info.segments.missing:
+        click.echo(
+            f"warning: segments not on this node, not in the backup: "
+            f"{', '.join(info.segments.missing)} (back up a node that has them)",
+            err=True,
+        )
 
 
 @cli.command(
@@ -90,12 +97,21 @@ then start them. See docs/operations.md.""",
 )
 @click.option("--yes", is_flag=True, help="Replace the data the node has without asking.")
 def restore(config_path: Path, backup_path: Path, yes: bool) -> None:
-    """Make BACKUP the state of this (stopped) node, on a fresh Raft log."""
+    """Make BACKUP (and its history segments, BACKUP.history/) the state of this (stopped)
+    node, on a fresh Raft log."""
     config = load_config(config_path)
     if (config.data_dir / "state.db").exists() and not yes:
         click.confirm(f"Replace the data in {config.data_dir} (its Raft log goes too)?", abort=True)
     info = restore_backup(backup_path, config.data_dir)
-    click.echo(f"restored {backup_path} into {config.data_dir}: jobs={info.jobs}")
+    click.echo(
+        f"restored {backup_path} into {config.data_dir}: jobs={info.jobs} "
+        f"segments={info.segments.copied}"
+    )
+    if info.segments.missing:
+        click.echo(
+            f"warning: segments listed but not in the backup: {', '.join(info.segments.missing)}",
+            err=True,
+        )
 
 
 cli.add_command(dev)

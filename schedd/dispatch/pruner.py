@@ -15,13 +15,21 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
+import msgspec
+
 from schedd.dispatch.leases import Propose
 from schedd.errors import SchedError
 from schedd.loop import Loop
 from schedd.retention import Retention
 from schedd.store import segments
 from schedd.store.apply.retention import MAX_ROWS_PER_PRUNE
-from schedd.store.commands import CloseSegment, DropSegment, MoveHistory, Prune
+from schedd.store.commands import (
+    RUN_SUMMARIES_LEVEL,
+    CloseSegment,
+    DropSegment,
+    MoveHistory,
+    Prune,
+)
 from schedd.store.gauges import oldest_due_ms, open_batch_runs
 from schedd.store.results import Pruned
 
@@ -129,9 +137,9 @@ class Pruner(Loop):
         moves = not self._lagging(MoveHistory.LEVEL)  # every member applies segments
         if moves and self._after == "" and self._segment_step(now_ms):
             return NEXT_PIECE_S
-        kind = MoveHistory if moves else Prune
         if self._after == "":
             self._pass_started_ms, self._pass_is_whole = now_ms, True
+        kind = MoveHistory if moves else Prune
         cmd = kind(
             retention_ms=self._retention.as_ms(),
             after_tenant=self._after,
@@ -139,6 +147,8 @@ class Pruner(Loop):
             commands_ms=COMMANDS_KEEP_MS,
             max_completions=0 if self._completions_wait(now_ms) else None,
         )
+        if isinstance(cmd, MoveHistory) and not self._lagging(RUN_SUMMARIES_LEVEL):
+            cmd = msgspec.structs.replace(cmd, summarize=True)  # level 14: moved runs' summaries
         try:
             result = self._propose(cmd)
         except SchedError as exc:

@@ -1,18 +1,22 @@
 """Backups of a node's database while it serves, and restoring one to start a cluster over.
 
 A backup is one consistent SQLite file (VACUUM INTO reads a single version of the live WAL
-database). Restoring puts it in a stopped node's data directory as the state of a new Raft log:
-the node's journal and snapshot go, and the applied index starts again at 0, so the entries of
-the new log apply on top of the restored tables.
+database), and beside it, in `<file>.history/`, the history segments that version lists (log
+level 13; store/backup_history.py). Restoring puts them in a stopped node's data directory as
+the state of a new Raft log: the node's journal, snapshot and other segment files go, and the
+applied index starts again at 0, so the entries of the new log apply on top of the restored
+tables.
 """
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
 from schedd.errors import InvalidRequest
+from schedd.store.backup_history import SegmentsCopied, copy_segments, history_of, restore_segments
 from schedd.store.datadir import DataDirBusy, DataDirLock
 from schedd.store.db import connect
 from schedd.store.files import durable_replace
@@ -27,6 +31,7 @@ class BackupInfo:
     applied_index: int
     jobs: int
     size_bytes: int
+    segments: SegmentsCopied
 
 
 def write_backup(data_dir: Path, out_path: Path) -> BackupInfo:
@@ -47,8 +52,13 @@ def write_backup(data_dir: Path, out_path: Path) -> BackupInfo:
         copy.execute("PRAGMA journal_mode = DELETE")  # one self-contained file
     finally:
         copy.close()
+    history = history_of(out_path)
+    history_partial = history.with_name(history.name + ".partial")
+    copied = copy_segments(data_dir, partial, history_partial)  # taken after the database
+    shutil.rmtree(history, ignore_errors=True)
+    history_partial.rename(history)
     durable_replace(partial, out_path)
-    return BackupInfo(out_path, info[0], info[1], out_path.stat().st_size)
+    return BackupInfo(out_path, info[0], info[1], out_path.stat().st_size, copied)
 
 
 def restore_backup(backup_path: Path, data_dir: Path) -> BackupInfo:
@@ -71,7 +81,8 @@ def restore_backup(backup_path: Path, data_dir: Path) -> BackupInfo:
         stale.unlink(missing_ok=True)
     (data_dir / (STATE_DB + "-shm")).unlink(missing_ok=True)
     durable_replace(partial, target)
-    return BackupInfo(target, applied_index, jobs, target.stat().st_size)
+    restored = restore_segments(backup_path, data_dir)
+    return BackupInfo(target, applied_index, jobs, target.stat().st_size, restored)
 
 
 def _inspect(path: Path) -> tuple[int, int]:

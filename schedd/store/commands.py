@@ -74,9 +74,12 @@ JSONObject = Mapping[str, Any]  # kept as the proposer built it (a job spec, ten
 # run_outputs), and a nack that makes its runs dead at once (`dead`).
 # Level 13 (issue 35 §1): history segments: move_history (the prune of history kinds as moves
 # into per-hour segment files), close_segment and drop_segment (store/segments.py).
+# Level 14: a move_history with `summarize`, whose apply also keeps what each job's moved runs
+# say (store/moved_runs.py) for its last success, failure streak and failure policy.
 # LEVEL_OF_TYPE names the types above level 1.
-LOG_LEVEL = 13
+LOG_LEVEL = 14
 SEGMENTS_LEVEL = 13
+RUN_SUMMARIES_LEVEL = 14
 SCHEDULE_CONTROL_LEVEL = 8
 JOB_KEYS_LEVEL = 9
 CALENDARS_LEVEL = 10
@@ -704,6 +707,11 @@ class MoveHistory(LogCommand[Pruned], frozen=True, kw_only=True, omit_defaults=T
     max_tenants: int | None = None
     commands_ms: int | None = None
     max_completions: int | None = None
+    # Level 14: keep what the moved runs say per job (store/moved_runs.py); absent at level 13.
+    summarize: bool = False
+
+    def needed_level(self) -> int:
+        return RUN_SUMMARIES_LEVEL if self.summarize else self.LEVEL
 
 
 class CloseSegment(LogCommand[SegmentClosed], frozen=True, kw_only=True, omit_defaults=True):

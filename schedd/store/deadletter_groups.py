@@ -1,6 +1,7 @@
 """A tenant's dead letters grouped by what failed them (issue 31): the newest GROUP_ROWS grouped
-by error fingerprint (store/fingerprint.py), and a bounded scan for one group's dead letters.
-Never writes.
+by error fingerprint (store/fingerprint.py), live and in history segments alike when given the
+node's segment readers (log level 13), and a bounded scan for one group's dead letters (live
+ones only). Never writes.
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass, field
 
-from schedd.store import queries
+from schedd.store import history_reads, queries
 from schedd.store.fingerprint import fingerprint
 from schedd.timeformat import format_instant
 from schedd.wire.deadletters import GROUPED, DeadLetterView, ErrorGroup, ErrorGroups
@@ -25,14 +26,30 @@ class _Group:
     last_ms: int = 0
 
 
-def group_deadletters(conn: sqlite3.Connection, tenant_id: str, *, limit: int) -> ErrorGroups:
+def group_deadletters(
+    conn: sqlite3.Connection,
+    tenant_id: str,
+    *,
+    limit: int,
+    readers: history_reads.SegmentReaders | None = None,
+    not_before_ms: int = 0,
+) -> ErrorGroups:
     """The `limit` largest groups among the tenant's newest GROUP_ROWS dead letters (by when
-    their runs died), largest first (then the most recent); `partial` when there are more."""
-    rows = conn.execute(
-        "SELECT error, created_at_ms FROM deadletters INDEXED BY deadletters_by_age "
-        "WHERE tenant_id = ? ORDER BY created_at_ms DESC, id DESC LIMIT ?",
-        (tenant_id, GROUP_ROWS + 1),
-    ).fetchall()
+    their runs died; with `readers`, the moved ones too, made at or after `not_before_ms`),
+    largest first (then the most recent); `partial` when there are more, or a history segment
+    that could hold some is not on this node."""
+    if readers is None:
+        rows = conn.execute(
+            "SELECT error, created_at_ms FROM deadletters INDEXED BY deadletters_by_age "
+            "WHERE tenant_id = ? ORDER BY created_at_ms DESC, id DESC LIMIT ?",
+            (tenant_id, GROUP_ROWS + 1),
+        ).fetchall()
+        is_complete = True
+    else:
+        newest, is_complete = history_reads.newest_deadletters(
+            conn, readers, tenant_id, most=GROUP_ROWS + 1, not_before_ms=not_before_ms
+        )
+        rows = [(error, created) for error, created, _ in newest]
     groups: dict[str, _Group] = {}
     for error, created in rows[:GROUP_ROWS]:  # newest first
         group = groups.get(key := fingerprint(error))
@@ -52,7 +69,7 @@ def group_deadletters(conn: sqlite3.Connection, tenant_id: str, *, limit: int) -
             )
             for key, group in ranked[:limit]
         ],
-        partial=len(rows) > GROUP_ROWS,
+        partial=len(rows) > GROUP_ROWS or not is_complete,
     )
 
 

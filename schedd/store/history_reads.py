@@ -264,6 +264,51 @@ def deadletters(
     return [found[i] for i in sorted(found)[:limit]], is_complete
 
 
+Row = tuple[object, ...]
+Died = tuple[str | None, int, str]  # a dead letter's error, created_at_ms and id
+# A tenant's newest dead letters, by when their runs died (live and in a segment alike).
+_NEWEST_DEADLETTERS = (
+    "SELECT error, created_at_ms, id FROM deadletters INDEXED BY deadletters_by_age "
+    "WHERE tenant_id = ? AND created_at_ms >= ? ORDER BY created_at_ms DESC, id DESC LIMIT ?"
+)
+
+
+def newest_deadletters(
+    conn: sqlite3.Connection,
+    readers: SegmentReaders,
+    tenant_id: str,
+    *,
+    most: int,
+    not_before_ms: int,
+) -> tuple[list[Died], bool]:
+    """The tenant's newest `most` dead letters as (error, created_at_ms, id), newest first: the
+    live ones, then the segments newest first until one ended before the `most`-th found (a
+    segment's rows were all made before its period ended); whether every segment that could
+    hold one of them was read."""
+    args = (tenant_id, not_before_ms, most)
+    found: dict[str, Died] = {r[2]: r for r in conn.execute(_NEWEST_DEADLETTERS, args)}
+    is_complete = True
+    for segment in listed(conn, segments.DEADLETTERS) if _has_segments(conn) else []:
+        newest = _by_age(found)
+        if segment.ends_ms <= not_before_ms or (
+            len(newest) >= most and newest[most - 1][1] >= segment.ends_ms
+        ):
+            break
+        gone = _tombstoned(conn, segment.name)
+        try:
+            with readers.open(segment) as source:
+                for row in source.execute(_NEWEST_DEADLETTERS, args):
+                    if row[2] not in gone:
+                        found.setdefault(row[2], row)
+        except FileNotFoundError:
+            is_complete = False
+    return _by_age(found)[:most], is_complete
+
+
+def _by_age(found: dict[str, Died]) -> list[Died]:
+    return sorted(found.values(), key=lambda r: (r[1], r[2]), reverse=True)
+
+
 def deadletter(
     conn: sqlite3.Connection,
     readers: SegmentReaders,
@@ -295,9 +340,6 @@ def deadletter(
     if missing:
         raise HistoryMissing(missing)
     return None
-
-
-Row = tuple[object, ...]
 
 
 def moved_deadletter(readers: SegmentReaders, segment: Listed, dl_id: str) -> Row:

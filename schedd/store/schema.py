@@ -45,12 +45,13 @@ REPLICATED_TABLES: tuple[tuple[str, str], ...] = (
     ("run_outputs", "job_id, scheduled_at_ms, attempt"),
     ("segments", "name"),
     ("segment_tombstones", "segment, id"),
+    ("moved_run_summaries", "job_id"),
 )
 # Added at log level 3 (issue 17: connections), 4 (issue 29: batches), 5 (completions) and
 # 8 (issue 31: pauses, run_payloads, run_counts, job_versions, backfills, backfill_lanes,
 # failure_policies, alerts, overdue_jobs), 9 (issue 32: job_keys, job_labels), 10 (issue 33:
 # calendars, calendar_uses), 11 (issue 33: dependencies, run_upstreams) and 12 (issue 34:
-# run_outputs).
+# run_outputs), 13 (issue 35 §1: segments, segment_tombstones) and 14 (moved_run_summaries).
 LATER_TABLES = frozenset(
     {
         "connections",
@@ -76,6 +77,7 @@ LATER_TABLES = frozenset(
         "run_outputs",
         "segments",
         "segment_tombstones",
+        "moved_run_summaries",
     }
 )
 
@@ -564,6 +566,20 @@ MIGRATIONS: tuple[str, ...] = (
         segment TEXT NOT NULL,
         id TEXT NOT NULL,
         PRIMARY KEY (segment, id)
+    ) WITHOUT ROWID;
+    """,  # 18: what a job's runs moved into segments say (log level 14; store/moved_runs.py).
+    """
+    -- One row per job some of whose finished runs a move_history (with `summarize`) moved into
+    -- history segments: the newest moved success and death (scheduled time and when it
+    -- ended) and how many moved runs died scheduled after that success. Written only by that
+    -- apply, once per job per command; deleted with the job.
+    CREATE TABLE moved_run_summaries (
+        job_id TEXT PRIMARY KEY,
+        succeeded_at_ms INTEGER,
+        succeeded_finished_ms INTEGER,
+        died_at_ms INTEGER,
+        died_finished_ms INTEGER,
+        deaths INTEGER NOT NULL
     ) WITHOUT ROWID;
     """,
 )

@@ -391,3 +391,20 @@ def test_the_level_13_fixture_moves_history_into_segments_and_applies_alike(
     assert len(rows) == most["segments"] - 1 and all(state == "closed" for _, state, _ in rows)
     for name, _, digest in rows:
         assert segments.content_digest(segments.segment_path(db.path.parent, name)) == digest
+
+
+# Level 14: moves that keep each job's moved runs' summary.
+def test_the_level_14_fixture_keeps_moved_runs_summaries_and_applies_alike(
+    db: Database,
+) -> None:
+    found = _commands(14)
+    assert {t for t, _, _ in found} <= LEVEL_13_TYPES  # no new type: a body field
+    moves = [body for t, body, _ in found if t == "move_history"]
+    assert moves and any(body.get("summarize") for body in moves)
+    most = replay_counting(db, 14, ("moved_run_summaries",))
+    assert most["moved_run_summaries"] >= 1, most
+
+
+def test_the_level_13_fixture_keeps_no_summary(db: Database) -> None:
+    """Its moves carry no `summarize`: the new table stays empty, so its digest is as recorded."""
+    assert replay_counting(db, 13, ("moved_run_summaries",)) == {"moved_run_summaries": 0}

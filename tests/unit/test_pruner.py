@@ -18,6 +18,7 @@ from schedd.store.commands import (
     CloseSegment,
     CreateJobs,
     LogCommand,
+    MoveHistory,
     R,
     SetRetention,
     answer_of,
@@ -375,3 +376,20 @@ def test_a_segment_waits_for_a_whole_pass_that_started_after_its_grace(db: Datab
     assert sent == ["move_history", "move_history"]
     loop.tick(clock[0])
     assert sent[-1] == "close_segment"
+
+
+@pytest.mark.parametrize(("level", "summarize"), [(13, False), (14, True)])
+def test_a_move_asks_for_the_moved_runs_summaries_once_every_member_applies_14(
+    db: Database, level: int, summarize: bool
+) -> None:
+    sent: list[LogCommand[Any]] = []
+
+    def propose(cmd: LogCommand[R]) -> R:
+        sent.append(cmd)
+        return answer_of(cmd, {"status": "ok", "deleted": {}, "next_after": "", "done": True})
+
+    loop = pruner(db, propose, level=level)
+    loop.tick(NOW_MS)
+    [move] = [cmd for cmd in sent if isinstance(cmd, MoveHistory)]
+    assert move.summarize is summarize
+    assert move.needed_level() == level

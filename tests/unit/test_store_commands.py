@@ -49,6 +49,7 @@ from schedd.store.commands import (
     LEVEL_OF_TYPE,
     LOG_LEVEL,
     OUTPUTS_LEVEL,
+    RUN_SUMMARIES_LEVEL,
     RUNS_BY_REFERENCE_LEVEL,
     SEGMENTS_LEVEL,
     AckMessages,
@@ -60,6 +61,7 @@ from schedd.store.commands import (
     ClaimRow,
     ClaimRuns,
     LogCommand,
+    MoveHistory,
     NackMessages,
     NodeHeartbeat,
     PauseJob,
@@ -157,7 +159,12 @@ def test_the_catalogue_names_each_type_once_with_its_level() -> None:
     assert JOB_KEYS_LEVEL == 9
     assert CALENDARS_LEVEL == 10
     # Level 13 (issue 35 §1): history segments' three types.
-    assert max(cls.LEVEL for cls in CATALOGUE.values()) == SEGMENTS_LEVEL == LOG_LEVEL == 13
+    assert max(cls.LEVEL for cls in CATALOGUE.values()) == SEGMENTS_LEVEL == 13
+    # Level 14 added no type: a move_history with `summarize` (store/moved_runs.py).
+    assert LOG_LEVEL == RUN_SUMMARIES_LEVEL == 14
+    assert MoveHistory(retention_ms={}).needed_level() == 13
+    assert MoveHistory(retention_ms={}, summarize=True).needed_level() == 14
+    assert "summarize" not in MoveHistory(retention_ms={}).to_body()
     # Level 11 (issue 33) added no type: job specs with an `after` schedule need it.
     assert DEPENDENCIES_LEVEL == 11
     # Level 12 (issue 34) added no type: an ack's or nack's outputs and a nack's `dead`.

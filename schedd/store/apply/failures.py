@@ -14,7 +14,7 @@ import sqlite3
 from typing import Any, NamedTuple
 
 from schedd.model import JobChange, JobStatus, RunStatus
-from schedd.store import alerts, failures, open_history, pauses
+from schedd.store import alerts, failures, moved_runs, open_history, pauses, queries
 from schedd.store.apply import versions
 from schedd.store.command import Command
 from schedd.store.ledger import completions
@@ -55,7 +55,7 @@ def on_dead(tx: sqlite3.Connection, cmd: Command[Any], job_id: str, error: str) 
     if policy is None:
         return
     streak = dead_streak(tx, job_id, policy.after)
-    if len(streak) != policy.after:
+    if streak.length != policy.after:
         return  # not there yet, or alerted already for this streak
     paused = policy.pause and _pause(tx, cmd, job, policy.after)
     if policy.alert_url is None:
@@ -65,8 +65,8 @@ def on_dead(tx: sqlite3.Connection, cmd: Command[Any], job_id: str, error: str) 
         "job_id": job_id,
         "tenant_id": job.tenant_id,
         "name": job.name,
-        "consecutive_failures": len(streak),
-        "runs": [{"scheduled_at": run.scheduled_at, "error": run.error} for run in streak],
+        "consecutive_failures": streak.length,
+        "runs": [{"scheduled_at": run.scheduled_at, "error": run.error} for run in streak.runs],
         "last_error": error,
         "paused": paused,
         "at": format_instant(cmd.ts_ms),
@@ -81,21 +81,44 @@ class DeadRun(NamedTuple):
     error: str | None
 
 
-def dead_streak(tx: sqlite3.Connection, job_id: str, most: int) -> list[DeadRun]:
-    """The job's newest finished runs that ended dead in a row, newest first (at most `most` +
-    1): its runs by scheduled time, those of the runs table and of batches alike (the runs
-    listing's reader), passing over runs still in flight and skipped ones; a success, or a run
-    failed for good, ends the streak."""
+class Streak(NamedTuple):
+    """A job's newest dead runs in a row: those read (newest first, with their errors) and the
+    moved ones before them that only their count remembers (store/moved_runs.py)."""
+
+    runs: list[DeadRun]
+    moved: int = 0
+
+    @property
+    def length(self) -> int:
+        return len(self.runs) + self.moved
+
+
+def dead_streak(tx: sqlite3.Connection, job_id: str, most: int) -> Streak:
+    """The job's newest finished runs that ended dead in a row (at most `most` + 1 counted): its
+    runs by scheduled time, those of the runs table and of batches alike (the runs listing's
+    reader), passing over runs still in flight and skipped ones; a success, or a run failed for
+    good, ends the streak. A job whose runs a level-14 move took out of the live tables has a
+    moved summary: its live runs are read, and when they end without breaking the streak, the
+    moved deaths after the newest moved success continue it. Without one (nothing moved, or
+    only by level-13 moves), the live runs and the open segments are read, as at level 13."""
+    moved = moved_runs.of(tx, job_id)
+    limit = 4 * (most + 1)
+    if moved is None:
+        runs = open_history.newest_runs(tx, job_id, limit)
+    else:
+        runs = queries.list_runs(tx, job_id, before_ms=2**62, limit=limit)
     streak: list[DeadRun] = []
-    for run in open_history.newest_runs(tx, job_id, 4 * (most + 1)):
+    for run in runs:
         if run.status == RunStatus.SKIPPED or run.finished_at is None:
             continue
         if run.status != RunStatus.DEAD:
-            break
+            return Streak(streak)
         streak.append(DeadRun(run.scheduled_at, run.error))
         if len(streak) > most:
-            break
-    return streak
+            return Streak(streak)
+    if moved is None or len(runs) == limit:
+        return Streak(streak)
+    return Streak(streak, min(moved.deaths, most + 1 - len(streak)))
 
 
 def pause_reason(after: int) -> str:

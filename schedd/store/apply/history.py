@@ -23,7 +23,7 @@ from typing import Any
 import msgspec
 
 from schedd import metrics
-from schedd.store import segments
+from schedd.store import moved_runs, segments
 from schedd.store.apply import retention
 from schedd.store.apply.retention import Budget
 from schedd.store.command import Applied, Command, Handler, Result, ok, rejected
@@ -42,11 +42,13 @@ _KEY_COLUMNS = "job_id = ? AND scheduled_at_ms = ?"
 class Mover:
     """One move_history command's moves: the target segment of each row, its parts."""
 
-    def __init__(self, tx: sqlite3.Connection, ts_ms: int) -> None:
+    def __init__(self, tx: sqlite3.Connection, ts_ms: int, *, summarize: bool = False) -> None:
         self.tx = tx
         self.writer: SegmentWriter = writer_for(tx)
         self.before_ms = segments.period_start(ts_ms)  # rows that ended before this move
         self.moved = dict.fromkeys(MOVED, 0)
+        # Level 14: what the moved runs say, per job (None: not kept, a level-13 move)
+        self.summaries: dict[str, moved_runs.Moved] | None = {} if summarize else None
         self._states: dict[str, str | None] = {}
         self._targets: dict[tuple[str, int], str] = {}
 
@@ -91,10 +93,20 @@ class Mover:
         self._states[name] = segments.OPEN
         self.moved[kind] += rows
 
+    def outcome(self, job_id: str, status: str, scheduled_ms: int, finished_ms: int) -> None:
+        """A finished run moves: its job's summary learns of it (level 14)."""
+        if self.summaries is not None:
+            moved = self.summaries.get(job_id)
+            if moved is None:
+                moved = self.summaries[job_id] = moved_runs.Moved()
+            moved.add(status, scheduled_ms, finished_ms)
+
 
 def move_history(tx: sqlite3.Connection, cmd: Command[MoveHistory]) -> Result:
-    mover = Mover(tx, cmd.ts_ms)
+    mover = Mover(tx, cmd.ts_ms, summarize=cmd.body.summarize)
     result = retention.prune(tx, cmd, move=lambda *a: _move_tenant(mover, *a))
+    if mover.summaries:
+        moved_runs.merge(tx, mover.summaries)
     metrics.PRUNED_ROWS.labels(kind="moved").inc(sum(mover.moved.values()))
     if isinstance(result, Applied):
         return Applied({**result.fields, "moved": dict(mover.moved)}, result.events)
@@ -126,6 +138,7 @@ def _move_runs(mover: Mover, tenant_id: str, cutoff_ms: int, budget: Budget) -> 
     by_segment: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
     for run in runs:
         by_segment[mover.target(segments.RUNS, int(run[7]))].append(run)
+        mover.outcome(str(run[0]), str(run[4]), int(run[1]), int(run[7]))
     for name, rows in by_segment.items():
         keys = [(str(r[0]), int(r[1])) for r in rows]
         mover.write(segments.RUNS, name, "runs", rows)
@@ -192,6 +205,7 @@ def _move_batches(mover: Mover, tenant_id: str, cutoff_ms: int, budget: Budget) 
         completions.settle_batch(tx, batch_id)  # its jobs' derived state needs its key rows
         batch = tx.execute("SELECT * FROM batches WHERE batch_id = ?", (batch_id,)).fetchone()
         keys = batches.run_keys(batch[4])
+        _batch_outcomes(mover, keys, batches.acked_at(batch[5], batch[6]))
         name = mover.target(segments.RUNS, int(finished_at))
         mover.write(segments.RUNS, name, "batches", [batch])
         mover.write(segments.RUNS, name, "run_keys", _rows_of(tx, "run_keys", keys))
@@ -201,6 +215,21 @@ def _move_batches(mover: Mover, tenant_id: str, cutoff_ms: int, budget: Budget) 
         tx.execute("DELETE FROM batches WHERE batch_id = ?", (batch_id,))
         mover.count(segments.RUNS, name, len(keys), "runs")
         budget.take("runs", len(keys))
+
+
+def _batch_outcomes(mover: Mover, keys: Sequence[Key], acked: Sequence[int | None]) -> None:
+    """A batch's done slots succeeded at their ack (a spilled one moves as its runs row)."""
+    summaries = mover.summaries
+    if summaries is None:
+        return
+    for (job_id, scheduled_ms), at in zip(keys, acked, strict=True):
+        if at is None:
+            continue
+        moved = summaries.get(job_id)
+        if moved is None:
+            summaries[job_id] = moved_runs.Moved((scheduled_ms, at))
+        else:
+            moved.add(moved_runs.SUCCEEDED, scheduled_ms, at)
 
 
 def _move_deadletters(mover: Mover, tenant_id: str, cutoff_ms: int, budget: Budget) -> None:

@@ -18,6 +18,7 @@ from schedd.retention import KINDS, TENANT_KINDS, Retention
 from schedd.store import (
     dependencies,
     job_keys,
+    moved_runs,
     overdue,
     run_limits,
     run_outputs,
@@ -245,6 +246,7 @@ def _prune_jobs(tx: sqlite3.Connection, tenant_id: str, cutoff_ms: int, budget: 
         run_payloads.forget_job(tx, job_id)
         run_limits.forget(tx, job_id)
         overdue.forget(tx, [job_id])
+        moved_runs.forget(tx, [job_id])
         job_keys.forget(tx, job_id)
         dependencies.forget_job(tx, tenant_id, job_id)
         run_outputs.forget_job(tx, job_id)

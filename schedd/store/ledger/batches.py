@@ -343,6 +343,12 @@ def run_keys(runs: bytes) -> list[tuple[str, int]]:
     return [(key.job_id, key.scheduled_at_ms) for key in _KEYS_DECODER.decode(runs)]
 
 
+def acked_at(slots: bytes, times: bytes) -> list[int | None]:
+    """Per slot of a batch, when its run was acked (a done slot), else None."""
+    acks = _times_from(times)[2 * len(slots) :]
+    return [at if state == DONE else None for state, at in zip(slots, acks, strict=True)]
+
+
 def receipt(nonce: str, batch_id: int, slot: int) -> str:
     return f"{nonce}.{RECEIPT_MARK}{batch_id}.{slot}"
 
