@@ -18,6 +18,12 @@ def create_tenant(tx: sqlite3.Connection, cmd: Command[CreateTenant]) -> Result:
     b = cmd.body
     if tx.execute("SELECT 1 FROM tenants WHERE name = ?", (b.name,)).fetchone():
         return rejected("tenant_exists", f"a tenant named {b.name!r} exists already")
+    # Only a cell's adoption of another cell's tenant names its id and token (api/tenants.py):
+    # two at once must not reach the UNIQUE constraints (an internal error).
+    if tx.execute(
+        "SELECT 1 FROM tenants WHERE tenant_id = ? OR token_hash = ?", (b.tenant_id, b.token_hash)
+    ).fetchone():
+        return rejected("tenant_exists", f"a tenant with id {b.tenant_id!r} or its token exists")
     tx.execute(
         "INSERT INTO tenants (tenant_id, name, token_hash, signing_secret, max_active_jobs, "
         "dispatch_rate, allowed_hosts, alert_url, created_at_ms, updated_at_ms) "
