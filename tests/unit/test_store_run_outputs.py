@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from schedd.api import jobs as jobs_api
-from schedd.store import run_outputs
+from schedd.store import history_reads, run_outputs
+from schedd.wire.jobs import RunView
 from tests.conftest import NOW_MS
 from tests.unit.test_store_batches import Store, claim, one_time
 from tests.unit.test_store_retention import prune
@@ -103,11 +104,27 @@ def test_a_runs_page_with_outputs_ends_before_passing_its_budget(
         [(j, at, at) for j, at, _, _ in kept],
     )
     run_outputs.keep(s.db.conn, kept)
-    runs, cut = jobs_api._runs_page(s.db.conn, "j1", 2**62, 10, with_outputs=True)
+    history = history_reads.SegmentReaders(tmp_path)
+
+    def page(with_outputs: bool) -> tuple[list[RunView], bool]:
+        runs, cut, is_complete = jobs_api._runs_page(
+            s.db.conn,
+            history,
+            "j1",
+            2**62,
+            10,
+            with_outputs=with_outputs,
+            not_before_ms=0,
+            since_ms=0,
+        )
+        assert is_complete
+        return runs, cut
+
+    runs, cut = page(with_outputs=True)
     assert (len(runs), cut) == (4, False)
     assert all(r.attempts[0].output == "0123456789" for r in runs)
     monkeypatch.setattr(jobs_api, "MAX_PAGE_OUTPUT_CHARS", 25)
-    runs, cut = jobs_api._runs_page(s.db.conn, "j1", 2**62, 10, with_outputs=True)
+    runs, cut = page(with_outputs=True)
     assert (len(runs), cut) == (2, True)  # a third would pass 25 characters
-    runs, cut = jobs_api._runs_page(s.db.conn, "j1", 2**62, 10, with_outputs=False)
+    runs, cut = page(with_outputs=False)
     assert (len(runs), cut) == (4, False) and runs[0].attempts[0].output is None
