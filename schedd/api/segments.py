@@ -46,9 +46,12 @@ async def get_segment(request: web.Request) -> web.StreamResponse:
     ctx = request.app[CONTEXT]
     principal(request).require_admin()
     name = request.match_info["name"]
-    if not _NAME.fullmatch(name):
-        raise NotFound(f"no closed segment named {name!r}")
-    path = segments.segment_path(ctx.reads.history.data_dir, name)
+    try:
+        if not _NAME.fullmatch(name):
+            raise segments.SegmentName(name)
+        path = segments.segment_path(ctx.reads.history.data_dir, name)
+    except segments.SegmentName:  # not a family's name: no such segment
+        raise NotFound(f"no closed segment named {name!r}") from None
     if not await ctx.reads.read(lambda conn: is_closed_segment(conn, name)) or not path.exists():
         raise NotFound(f"no closed segment named {name!r} on this node")
     return web.FileResponse(path, headers={"Content-Type": "application/vnd.sqlite3"})
