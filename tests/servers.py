@@ -43,7 +43,8 @@ def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
     """A scripted HTTP server on a free loopback port, on its own thread: its URL; stopped on
     exit."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # A short poll: shutdown() waits for the loop to notice (0.5 s by default, per server).
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"

@@ -53,7 +53,8 @@ def https_peer(node_cert: NodeCert) -> Iterator[str]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Healthz)
     context = server_context(node_cert.cert, node_cert.key)
     server.socket = context.wrap_socket(server.socket, server_side=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # A short poll: shutdown() waits for the loop to notice (0.5 s by default, per server).
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
         yield f"https://127.0.0.1:{server.server_address[1]}"
