@@ -5,6 +5,7 @@ cell's is refused in its place, GET /v1/cells; and without [cells] nothing of it
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, cast
@@ -326,7 +327,9 @@ def test_without_cells_receipts_are_the_stores(db: Database) -> None:
 
     async def scenario(client: Client) -> None:
         receipt = await received_receipt(client)
-        assert "~" in receipt and not receipt.startswith("c")  # `<nonce>.~<batch>.<slot>`
+        assert re.fullmatch(r"[^~]+\.~[0-9]+\.[0-9]+", receipt), (
+            receipt
+        )  # `<nonce>.~<batch>.<slot>`
         answer = await client.post(
             "/v1/queues/q/ack", json={"receipts": [receipt]}, headers=TENANT_AUTH
         )
