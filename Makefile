@@ -26,7 +26,7 @@ run: $(STAMP)
 # (tests/cluster/test_cells_cluster.py) Debian's etcd-server (its own etcd on free ports, never
 # the system service): installed here when missing and running as root; elsewhere they skip
 # saying why (under CI=true they fail).
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 5
 test: $(STAMP) test-tools
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
