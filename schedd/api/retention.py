@@ -117,7 +117,7 @@ async def retention_status(request: web.Request) -> web.Response:
 def _segments(conn: sqlite3.Connection) -> list[tuple[str, str, int, str, int]]:
     rows = conn.execute(
         "SELECT name, family, period_start_ms, state, rows FROM segments "
-        "ORDER BY period_start_ms, name"
+        "WHERE state != 'dropped' ORDER BY period_start_ms, name"
     )
     return [(str(n), str(f), int(p), str(s), int(r)) for n, f, p, s, r in rows]
 

@@ -198,7 +198,7 @@ class Pruner(Loop):
         cmd: CloseSegment | DropSegment | None = None
         for name, family, period, state in self._conn.execute(
             "SELECT name, family, period_start_ms, state FROM segments "
-            "ORDER BY period_start_ms, name"
+            "WHERE state != 'dropped' ORDER BY period_start_ms, name"
         ).fetchall():
             ends = int(period) + segments.PERIOD_MS
             if name in self._refused:

@@ -43,7 +43,9 @@ def listed(db_path: Path) -> list[tuple[str, str]]:
         ).fetchone()
         if has is None:
             return []
-        rows = conn.execute("SELECT name, state FROM segments ORDER BY name").fetchall()
+        rows = conn.execute(
+            "SELECT name, state FROM segments WHERE state != 'dropped' ORDER BY name"
+        ).fetchall()
         return [(str(name), str(state)) for name, state in rows]
     finally:
         conn.close()

@@ -123,7 +123,7 @@ def listed(conn: sqlite3.Connection, family: str) -> list[Listed]:
     """The family's segments the replicated table lists, newest first."""
     rows = conn.execute(
         "SELECT name, period_start_ms, state FROM segments WHERE family = ? "
-        "ORDER BY period_start_ms DESC",
+        "AND state != 'dropped' ORDER BY period_start_ms DESC",
         (family,),
     ).fetchall()
     return [Listed(str(n), int(p), str(s)) for n, p, s in rows]
@@ -137,7 +137,10 @@ def closed_through(conn: sqlite3.Connection) -> int | None:
 
 
 def _has_segments(conn: sqlite3.Connection) -> bool:
-    return conn.execute("SELECT 1 FROM segments LIMIT 1").fetchone() is not None
+    return (
+        conn.execute("SELECT 1 FROM segments WHERE state != 'dropped' LIMIT 1").fetchone()
+        is not None
+    )
 
 
 def _ms(instant: str) -> int:

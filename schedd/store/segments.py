@@ -28,6 +28,10 @@ HISTORY_DIR = "history"
 RUNS, DEADLETTERS, AUDIT = "runs", "deadletters", "audit"
 FAMILIES = (RUNS, DEADLETTERS, AUDIT)
 OPEN, CLOSED = "open", "closed"
+# A dropped segment keeps its row: a row that ended in its hour, moved late (a leader whose clock
+# is behind the one that dropped it, a retention changed meanwhile), goes to a later hour instead
+# of reopening the name while nodes unlink the old file, each on its own thread.
+DROPPED = "dropped"
 _NAME = re.compile(r"^(runs|deadletters|audit)-(\d{10})$")
 
 # Each family's tables with their key order (the digest's order). The columns are the live

@@ -342,8 +342,9 @@ def test_at_level_13_passes_move_history_then_segments_close_and_drop(db: Databa
     clock[0] = H0 + 8 * day  # the runs segment is past its retention, the audit one is not
     assert loop.tick(clock[0]) == NEXT_PIECE_S
     assert sent[-1] == "drop_segment"
-    assert [n for n, _ in db.conn.execute(states).fetchall()] == [
-        segments.segment_name("audit", H0)
+    assert db.conn.execute(states).fetchall() == [
+        (segments.segment_name("audit", H0), "closed"),
+        (segments.segment_name("runs", H0), "dropped"),
     ]
 
 

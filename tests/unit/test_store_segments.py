@@ -15,6 +15,7 @@ import pytest
 from schedd.retention import Retention
 from schedd.store import segments
 from schedd.store.apply import StateMachine
+from schedd.store.apply import history as apply_history
 from schedd.store.command import Command, encode
 from schedd.store.db import Database
 from schedd.store.digest import state_digest
@@ -136,7 +137,9 @@ def test_a_move_never_writes_into_a_closed_segment(apply: Applier, db: Database)
     assert seg(db, later).execute("SELECT job_id FROM runs").fetchall() == [("j2",)]
 
 
-def test_drop_forgets_a_closed_segment_and_unlinks_its_file(apply: Applier, db: Database) -> None:
+def test_drop_marks_a_closed_segment_dropped_and_unlinks_its_file(
+    apply: Applier, db: Database
+) -> None:
     history(apply)
     move(apply, NOW_MS + HOUR)
     name = segments.segment_name("runs", NOW_MS)
@@ -144,7 +147,8 @@ def test_drop_forgets_a_closed_segment_and_unlinks_its_file(apply: Applier, db: 
     assert refused["status"] == "rejected"  # still open
     apply("close_segment", {"name": name}, ts_ms=H0 + 2 * HOUR)
     assert apply("drop_segment", {"name": name}, ts_ms=NOW_MS + 8 * DAY)["status"] == "ok"
-    assert count(db, f"SELECT COUNT(*) FROM segments WHERE name = '{name}'") == 0
+    dropped = f"SELECT COUNT(*) FROM segments WHERE name = '{name}' AND state = 'dropped'"
+    assert count(db, dropped) == 1  # kept as dropped: the name is never reopened
     path = segments.segment_path(db.path.parent, name)
     deadline = time.monotonic() + 5
     while path.exists() and time.monotonic() < deadline:
@@ -284,3 +288,29 @@ def test_a_carried_digest_closes_only_at_the_row_count_it_was_computed_at(
     assert stale["status"] == "rejected" and stale["code"] == "stale_state"
     closed = apply("close_segment", {"name": name, "rows": 1, "content_digest": digest}, ts_ms=at)
     assert closed["status"] == "ok" and closed["content_digest"] == digest
+
+
+def test_a_row_that_ended_in_a_dropped_hour_goes_to_a_later_hour_never_reopening_it(
+    apply: Applier, db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A late move (a leader whose clock is behind the one that dropped the hour) must not
+    reopen the dropped name while nodes still unlink its file (found in review)."""
+    pending: list[Path] = []
+    monkeypatch.setattr(apply_history, "unlink_later", pending.append)  # not run yet
+    history(apply)
+    move(apply, NOW_MS + HOUR)
+    name = segments.segment_name("runs", NOW_MS)
+    apply("close_segment", {"name": name}, ts_ms=H0 + 2 * HOUR)
+    assert apply("drop_segment", {"name": name}, ts_ms=H0 + 2 * HOUR)["status"] == "ok"
+    assert [p.name for p in pending] == [f"{name}.db"]
+    db.conn.execute(
+        "INSERT INTO runs (job_id, scheduled_at_ms, tenant_id, fire_at_ms, status, attempt, "
+        "finished_at_ms) VALUES ('j2', ?, 't1', ?, 'succeeded', 1, ?)",
+        (NOW_MS, NOW_MS, NOW_MS),
+    )
+    move(apply, NOW_MS + 3 * HOUR)
+    state = db.conn.execute("SELECT state, rows FROM segments WHERE name = ?", (name,)).fetchone()
+    assert state == (segments.DROPPED, 0)
+    later = segments.segment_name("runs", NOW_MS + HOUR)
+    assert seg(db, later).execute("SELECT job_id FROM runs").fetchall() == [("j2",)]
+    assert apply("drop_segment", {"name": name}, ts_ms=H0 + 3 * HOUR)["status"] == "rejected"

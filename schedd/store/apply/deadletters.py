@@ -102,7 +102,9 @@ def _one_more(
 
 def _in_segment(tx: sqlite3.Connection, segment: str, dl_id: str) -> bool:
     """Whether a moved dead letter is still history: its segment listed, no tombstone."""
-    listed = tx.execute("SELECT 1 FROM segments WHERE name = ?", (segment,)).fetchone()
+    listed = tx.execute(
+        "SELECT 1 FROM segments WHERE name = ? AND state != 'dropped'", (segment,)
+    ).fetchone()
     gone = tx.execute(
         "SELECT 1 FROM segment_tombstones WHERE segment = ? AND id = ?", (segment, dl_id)
     ).fetchone()

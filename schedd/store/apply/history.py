@@ -313,15 +313,19 @@ def close_segment(tx: sqlite3.Connection, cmd: Command[CloseSegment]) -> Result:
 
 
 def drop_segment(tx: sqlite3.Connection, cmd: Command[DropSegment]) -> Result:
-    """Forget a closed segment (and its tombstones); each node unlinks its file after the
-    commit, off the apply thread."""
+    """Forget a closed segment's rows (and its tombstones): its row stays, as dropped, so its
+    name is never reopened; each node unlinks its file after the commit, off the apply
+    thread."""
     name = cmd.body.name
     row = tx.execute("SELECT state FROM segments WHERE name = ?", (name,)).fetchone()
     if row is None:
         return rejected("not_found", f"no segment {name!r}")
     if row[0] != segments.CLOSED:
         return rejected("conflict", f"segment {name!r} is {row[0]}, not closed")
-    tx.execute("DELETE FROM segments WHERE name = ?", (name,))
+    tx.execute(
+        "UPDATE segments SET state = ?, rows = 0, content_digest = NULL WHERE name = ?",
+        (segments.DROPPED, name),
+    )
     tx.execute("DELETE FROM segment_tombstones WHERE segment = ?", (name,))
     writer = writer_for(tx)
     path = segments.segment_path(writer.data_dir, name)
