@@ -58,6 +58,7 @@ COMMANDS_KEEP_MS = 120_000
 # steady flow of one-time queue jobs some batch is always open: then about this long of them
 # stay pending, and a listing of completed jobs reads their batches).
 COMPLETIONS_HOLD_MS = 60_000
+REFUSED_WAIT_MS = 600_000  # a refused close or drop of a segment is proposed again after this
 # A spike (this many runs or more still open in batches) holds them longer: written meanwhile,
 # a 620,000-run spike's completions were 11-13% of every node's CPU through the drain (py-spy,
 # 2026-12-04), its drain outlasting the short hold. A steady flow has far fewer open runs.
@@ -100,7 +101,9 @@ class Pruner(Loop):
         self._pass_started_ms = 0
         self._pass_is_whole = True
         self._moved_through_ms = 0
-        self._refused: set[str] = set()  # segments whose close or drop was refused: left alone
+        # Segments whose close or drop was refused, and when: left alone for REFUSED_WAIT_MS (a
+        # close refused as too early, by a leader whose clock is behind, may be due later).
+        self._refused: dict[str, int] = {}
 
     def _wait_s(self, now_ms: int) -> float | None:
         """How long to wait instead of pruning now, or None to prune."""
@@ -201,7 +204,7 @@ class Pruner(Loop):
             "WHERE state != 'dropped' ORDER BY period_start_ms, name"
         ).fetchall():
             ends = int(period) + segments.PERIOD_MS
-            if name in self._refused:
+            if now_ms - self._refused.get(name, now_ms - REFUSED_WAIT_MS) < REFUSED_WAIT_MS:
                 continue
             if state == segments.OPEN and ends + segments.CLOSE_GRACE_MS <= min(
                 now_ms, self._moved_through_ms
@@ -224,7 +227,7 @@ class Pruner(Loop):
         except SchedError as exc:
             log.warning("%s %s not applied: %s", cmd.TYPE, cmd.name, exc)
             if exc.code in ("conflict", "not_found"):
-                self._refused.add(cmd.name)
+                self._refused[cmd.name] = now_ms
         return True
 
     def _completions_wait(self, now_ms: int) -> bool:

@@ -377,6 +377,8 @@ def moved_run(
         except FileNotFoundError:
             missing.append(segment.name)
             continue
+        if missing:  # a newer segment, not here yet, may hold a newer copy (a redriven run)
+            raise HistoryMissing(missing)
         return tuple(run), [tuple(a) for a in attempts]
     if missing:
         raise HistoryMissing(missing)

@@ -197,8 +197,10 @@ def _move_batches(mover: Mover, tenant_id: str, cutoff_ms: int, budget: Budget) 
     for batch_id, finished_at in tx.execute(
         "SELECT batch_id, finished_at_ms FROM batches INDEXED BY batches_finished "
         "WHERE tenant_id = ? AND finished_at_ms IS NOT NULL AND finished_at_ms >= ? "
-        "AND finished_at_ms < ? ORDER BY finished_at_ms, batch_id",
-        (tenant_id, cutoff_ms, mover.before_ms),
+        "AND finished_at_ms < ? ORDER BY finished_at_ms, batch_id LIMIT ?",
+        # Each batch takes at least one run of the budget: more could not be moved anyway (a
+        # first pass after an upgrade would otherwise read a whole retention of batches).
+        (tenant_id, cutoff_ms, mover.before_ms, max(1, budget.left)),
     ).fetchall():
         if budget.left <= 0:
             return
