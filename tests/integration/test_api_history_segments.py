@@ -133,7 +133,7 @@ def test_history_reads_span_the_live_tables_and_the_segments(tmp_path: Path) -> 
         before = await ok(await client.get(f"/v1/jobs/{job_id}/runs?outputs=true", headers=tenant))
         audit_before = await ok(await client.get("/v1/audit", headers=tenant))
         moved = _move(replica, now_ms + 2 * HOUR)["moved"]
-        assert moved["runs"] == 1 and moved["deadletters"] == 1 and moved["audit"] >= 2, moved
+        assert moved["runs"] == 1 and moved["deadletters"] == 1 and moved["audit"] >= 1, moved
         assert db.conn.execute("SELECT COUNT(*) FROM runs").fetchone() == (0,)
         # The same answers from the segments.
         runs = await ok(await client.get(f"/v1/jobs/{job_id}/runs?outputs=true", headers=tenant))
@@ -227,5 +227,30 @@ def test_a_job_s_results_read_the_same_once_its_runs_moved(tmp_path: Path) -> No
         assert db.conn.execute("SELECT COUNT(*) FROM deadletters").fetchone() == (0,)
         again = await ok(await client.get("/v1/deadletters?group_by=error", headers=tenant))
         assert again == groups
+
+    _serve(tmp_path, test)
+
+
+def test_audit_records_made_after_a_move_are_numbered_after_the_moved_ones(
+    tmp_path: Path,
+) -> None:
+    """`seq` is a plain INTEGER PRIMARY KEY: a move that emptied the live table would number
+    the next record 1 again, hiding the moved record of that number (found in review)."""
+
+    async def test(client: Client, replica: Replica, db: Database) -> None:
+        made = await ok(await client.post("/v1/tenants", json={"name": "acme"}, headers=ADMIN), 201)
+        tenant = {"Authorization": f"Bearer {made['token']}"}
+        job = {"schedule": {"delay": "0s"}, "target": {"type": "queue", "name": "q"}}
+        await ok(await client.post("/v1/jobs", json=job, headers=tenant), 201)
+        now_ms = int(time.time() * 1000)
+        _history(replica, db, made["tenant_id"], now_ms)
+        before = await ok(await client.get("/v1/audit", headers=ADMIN))
+        assert _move(replica, now_ms + 2 * HOUR)["moved"]["audit"] >= 1
+        body = {"tenant_id": made["tenant_id"], "retention_ms": {"runs": HOUR}}
+        replica.command("set_retention", body, now_ms + 2 * HOUR)  # one more record
+        after = await ok(await client.get("/v1/audit", headers=ADMIN))
+        assert after["audit"][: len(before["audit"])] == before["audit"]
+        assert len(after["audit"]) == len(before["audit"]) + 1
+        assert after["audit"][-1]["seq"] == before["audit"][-1]["seq"] + 1
 
     _serve(tmp_path, test)

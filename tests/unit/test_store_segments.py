@@ -65,14 +65,16 @@ def test_finished_history_moves_into_its_hours_segment(apply: Applier, db: Datab
     same_hour = move(apply, NOW_MS + 2 * SEC)  # the run ended in the current hour: it stays
     assert same_hour["moved"] == {"runs": 0, "deadletters": 0, "audit": 0}
     moved = move(apply, NOW_MS + HOUR)
-    assert moved["moved"] == {"runs": 1, "deadletters": 0, "audit": records} and moved["done"]
+    # The newest audit record stays live: the next one is numbered after it, not from 1.
+    assert moved["moved"] == {"runs": 1, "deadletters": 0, "audit": records - 1}
+    assert moved["done"]
     assert count(db, "SELECT COUNT(*) FROM runs") == 0
     assert count(db, "SELECT COUNT(*) FROM attempts") == 0
-    assert count(db, "SELECT COUNT(*) FROM audit") == 0
+    assert count(db, "SELECT COUNT(*) FROM audit") == 1
     runs_name = segments.segment_name("runs", NOW_MS)
     rows = db.conn.execute("SELECT name, family, state, rows, content_digest FROM segments")
     assert sorted(rows.fetchall()) == [
-        (segments.segment_name("audit", NOW_MS), "audit", "open", records, None),
+        (segments.segment_name("audit", NOW_MS), "audit", "open", records - 1, None),
         (runs_name, "runs", "open", 1, None),
     ]
     part = seg(db, runs_name)
