@@ -55,7 +55,7 @@ LONGEST_FILES = (
     "tests/integration/test_docs_commands.py",  # 25-37 s
     "tests/cluster/test_retention_cluster.py",  # 34-36 s
     "tests/cluster/test_worker_once.py",  # 20-24 s
-    "tests/cluster/test_cells_cluster.py",  # 20-25 s alone: one etcd and six nodes
+    "tests/cluster/test_cells_cluster.py",  # 14-17 s: one etcd and six nodes
 )
 
 

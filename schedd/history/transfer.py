@@ -67,7 +67,6 @@ def download(
     *,
     token: str,
     timeout_s: float,
-    on_bytes: Callable[[int], None] = lambda n: None,
     should_stop: Callable[[], bool] = lambda: False,
 ) -> None:
     """Bring `part` to `offer.size` bytes from the peer at `api_url` and fsync it; its content is
@@ -88,7 +87,7 @@ def download(
                 with part.open("r+b" if part.exists() else "wb") as out:
                     out.truncate(start)
                     out.seek(start)
-                    _copy(answer, out, offer.size - start, on_bytes, should_stop, deadline)
+                    _copy(answer, out, offer.size - start, should_stop, deadline)
         except urllib.error.HTTPError as exc:
             raise TransferFailed(f"answered HTTP {exc.code}") from None
         except (urllib.error.URLError, HTTPException, OSError) as exc:
@@ -116,7 +115,6 @@ def _copy(
     answer: HTTPResponse,
     out: IO[bytes],
     remaining: int,
-    on_bytes: Callable[[int], None],
     should_stop: Callable[[], bool],
     deadline: float,
 ) -> None:
@@ -132,6 +130,5 @@ def _copy(
             raise TransferFailed(f"the answer ended {remaining:,} bytes short")
         out.write(chunk)
         remaining -= len(chunk)
-        on_bytes(len(chunk))
     if answer.read(1):
         raise TransferFailed("the answer is longer than the size offered")

@@ -11,7 +11,7 @@ from msgspec import UNSET, Meta, UnsetType
 
 from schedd.bodies import Body
 from schedd.model import RaftRole
-from schedd.wire.fields import Count, Instant, NextCursor
+from schedd.wire.fields import Count, HistoryComplete, Instant, NextCursor
 
 Role = RaftRole  # what a node says it is
 RoleText = Annotated[  # an answer's role: documented, read as any text (a newer node's too)
@@ -105,16 +105,7 @@ class AuditList(msgspec.Struct, frozen=True, kw_only=True):
 
     audit: list[AuditRecord]
     next_cursor: NextCursor
-    # Absent while every history segment the page could need is on this node; false when
-    # one is still being fetched (a new or wiped node): the page may miss rows of it.
-    history_complete: Annotated[
-        bool | msgspec.UnsetType,
-        msgspec.Meta(
-            description="false when a history segment this page may need is not on this node "
-            "yet (a new node still fetching history): rows of it may be missing; absent "
-            "otherwise."
-        ),
-    ] = msgspec.UNSET
+    history_complete: HistoryComplete = msgspec.UNSET
 
 
 class Health(msgspec.Struct, frozen=True, kw_only=True):

@@ -10,7 +10,7 @@ from msgspec import Meta
 
 from schedd.bodies import Body
 from schedd.wire.errors import ErrorDetail
-from schedd.wire.fields import Count, Instant, NextCursor, one_of
+from schedd.wire.fields import Count, HistoryComplete, Instant, NextCursor, one_of
 from schedd.wire.jobs import TargetJSON
 
 
@@ -31,16 +31,7 @@ class DeadLetterList(msgspec.Struct, frozen=True, kw_only=True):
 
     deadletters: list[DeadLetterView]
     next_cursor: NextCursor
-    # Absent while every history segment the page could need is on this node; false when
-    # one is still being fetched (a new or wiped node): the page may miss rows of it.
-    history_complete: Annotated[
-        bool | msgspec.UnsetType,
-        msgspec.Meta(
-            description="false when a history segment this page may need is not on this node "
-            "yet (a new node still fetching history): rows of it may be missing; absent "
-            "otherwise."
-        ),
-    ] = msgspec.UNSET
+    history_complete: HistoryComplete = msgspec.UNSET
 
 
 Fingerprint = Annotated[str, Meta(pattern="^[0-9a-f]{16}$")]

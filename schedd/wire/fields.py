@@ -6,7 +6,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any
 
-from msgspec import Meta
+from msgspec import Meta, UnsetType
 
 SCHEMAS = "#/components/schemas/"
 DEFAULT_PAYLOAD_LIMIT = 64 * 1024  # bytes of a job's encoded payload (`[api] payload_limit`)
@@ -79,3 +79,15 @@ def one_of(*kinds: type) -> dict[str, list[dict[str, str]]]:
 def one_of_values(kind: type[StrEnum]) -> Meta:
     """An answer's text field documented as one of an enum's values, read as any text."""
     return Meta(extra_json_schema={"enum": [member.value for member in kind]})
+
+
+# A history page's flag (issue 35 §1): absent while every history segment the page could need
+# is on this node; false when one is still being fetched (a new or wiped node).
+HistoryComplete = Annotated[
+    bool | UnsetType,
+    Meta(
+        description="false when a history segment this page may need is not on this node "
+        "yet (a new node still fetching history): rows of it may be missing; absent "
+        "otherwise."
+    ),
+]

@@ -35,6 +35,7 @@ from schedd.wire.failures import OnFailureView
 from schedd.wire.fields import (
     Count,
     Duration,
+    HistoryComplete,
     Instant,
     InstantInput,
     NextCursor,
@@ -445,16 +446,7 @@ class RunList(msgspec.Struct, frozen=True, kw_only=True):
 
     runs: list[RunView]
     next_cursor: NextCursor
-    # Absent while every history segment the page could need is on this node; false when
-    # one is still being fetched (a new or wiped node): the page may miss rows of it.
-    history_complete: Annotated[
-        bool | msgspec.UnsetType,
-        msgspec.Meta(
-            description="false when a history segment this page may need is not on this node "
-            "yet (a new node still fetching history): rows of it may be missing; absent "
-            "otherwise."
-        ),
-    ] = msgspec.UNSET
+    history_complete: HistoryComplete = msgspec.UNSET
 
 
 class Triggered(msgspec.Struct, frozen=True, kw_only=True):
